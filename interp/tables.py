@@ -1,0 +1,115 @@
+"""The schema of every table the toolkit writes, declared once.
+
+Each table is tidy (one observation per row) and written as parquet and csv. `interp tables`
+prints this schema; the README's column reference is generated from the same text. Missing
+values are NaN, never a sentinel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    dtype: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+    # Columns whose name follows a pattern (one per role, ...): documented, not enforced.
+    pattern_columns: tuple[Column, ...] = ()
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def validate(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """Raise ValueError if a declared column is missing; return the frame, columns ordered."""
+        missing = [n for n in self.names if n not in frame.columns]
+        if missing:
+            raise ValueError(f"table {self.name!r} lacks columns {missing}")
+        extra = [c for c in frame.columns if c not in self.names]
+        return frame[self.names + extra]
+
+
+FEATURES = Table(
+    "features",
+    "One row per (layer, head, feature): how much attention the head puts where the feature looks.",
+    (
+        Column("layer", "int", "layer index, 0-based"),
+        Column("head", "int", "query-head index within the layer, 0-based"),
+        Column("feature", "str", "feature name (see `interp features`), e.g. previous_token, syntactic:nsubj:head2dep"),
+        Column("value", "float", "the head's score: mean attention mass on the feature's target keys over eligible "
+               "query positions (for syntactic features: share of arcs whose most-attended word is the gold partner)"),
+        Column("baseline", "float", "what a head with no preference scores on the same positions: uniform attention "
+               "over the keys it may see (for syntactic features: accuracy of the best fixed offset)"),
+        Column("ci_low", "float", "2.5% bootstrap quantile of value, resampling probe sequences"),
+        Column("ci_high", "float", "97.5% bootstrap quantile of value, resampling probe sequences"),
+        Column("n", "int", "number of query positions (or arcs) the value rests on"),
+    ),
+)
+
+ROLES_TABLE = Table(
+    "roles",
+    "One row per head: its primary role, how sure, a second role, and how stable under resampled probes.",
+    (
+        Column("layer", "int", "layer index, 0-based"),
+        Column("head", "int", "query-head index within the layer, 0-based"),
+        Column("role", "str", "primary role from the catalogue, or 'unexplained'"),
+        Column("confidence", "float", "calibrated probability of the primary role"),
+        Column("second_role", "str", "a second role that also holds, or NaN"),
+        Column("stability", "float", "share of probe bootstrap resamples that give the same primary role"),
+    ),
+    (Column("score_<role>", "float", "the classifier's probability for each role of the catalogue"),),
+)
+
+EFFECTS = Table(
+    "effects",
+    "One row per (layer, head, ablation, metric): what removing the head does to the metric.",
+    (
+        Column("layer", "int", "layer index, 0-based"),
+        Column("head", "int", "query-head index within the layer, 0-based"),
+        Column("ablation", "str", "zero | mean | resample"),
+        Column("metric", "str", "metric name, e.g. loss_prose, loss_repeated, sv_agreement, embedding_cosine"),
+        Column("baseline", "float", "metric of the intact model"),
+        Column("ablated", "float", "metric with the head ablated"),
+        Column("delta", "float", "ablated - baseline, oriented so that positive means the model got worse"),
+        Column("delta_rel", "float", "delta / |baseline|"),
+        Column("ci_low", "float", "2.5% bootstrap quantile of delta over evaluation sequences"),
+        Column("ci_high", "float", "97.5% bootstrap quantile of delta over evaluation sequences"),
+        Column("method", "str", "exact (the ablated model was run) | attribution (first-order estimate)"),
+    ),
+)
+
+PRUNING = Table(
+    "pruning",
+    "One row per step of cumulative head removal, least important heads first.",
+    (
+        Column("fraction_removed", "float", "share of all heads removed so far"),
+        Column("heads_removed", "int", "number of heads removed so far"),
+        Column("metric", "str", "metric measured after the step"),
+        Column("value", "float", "metric value with those heads ablated"),
+        Column("last_removed", "str", "the head removed at this step, as L{layer}H{head} (NaN at step 0)"),
+    ),
+)
+
+TABLES: dict[str, Table] = {t.name: t for t in (FEATURES, ROLES_TABLE, EFFECTS, PRUNING)}
+
+
+def describe() -> str:
+    """Plain-text reference of every table and column (printed by `interp tables`)."""
+    lines: list[str] = []
+    for table in TABLES.values():
+        lines.append(f"{table.name}: {table.doc}")
+        for col in table.columns + table.pattern_columns:
+            lines.append(f"  {col.name:<18} {col.dtype:<6} {col.doc}")
+        lines.append("")
+    return "\n".join(lines)
