@@ -1,0 +1,117 @@
+"""Collect stage: one streaming pass over the probe suites -> the features table.
+
+The model runs batch by batch under ``torch.inference_mode()``; a hook on every layer's
+``hook_pattern`` folds that layer's pattern into the feature accumulator and lets it go, so
+neither the corpus' patterns nor even one batch's 30 layers are ever held at once. Nothing else
+is cached, and the unembedding is skipped (``stop_at_layer``): features only need attention.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from interp.accumulate import FeatureAccumulator
+from interp.config import CollectConfig
+from interp.errors import CorpusError
+from interp.features import context
+from interp.models import LoadedModel
+from interp.probes.align import Aligner
+from interp.probes.base import ProbeSequence, Suite
+from interp.probes.batch import bucket, make_batch
+
+
+@dataclass
+class CollectResult:
+    features: pd.DataFrame
+    sequences: list[ProbeSequence]
+    corpora: dict[str, dict[str, Any]]  # suite -> n_sequences, n_tokens, hash
+    relations: tuple[str, ...]
+
+
+def build_suites(config: CollectConfig) -> list[Suite]:
+    """The word-level suites a config asks for (repeated tokens are made per tokenizer later)."""
+    from interp.probes.grammar import syntax_suite
+    from interp.probes.prose import prose_suite
+    from interp.probes.readers import read_corpus
+
+    suites: list[Suite] = []
+    if "prose" in config.suites:
+        suites.append(prose_suite(config.max_sentences))
+    if "syntax" in config.suites and config.n_syntax:
+        suites.append(syntax_suite(config.n_syntax, config.seed))
+    for path in config.corpora:
+        suites.append(user_suite(path, read_corpus(path, config.text_column)[: config.max_sentences]))
+    return suites
+
+
+def user_suite(path: str, sentences: list) -> Suite:
+    """A user corpus: syntactic if it carries gold arcs (CoNLL-U), natural text otherwise."""
+    from pathlib import Path
+
+    from interp.probes.base import NATURAL, SYNTAX
+
+    family = SYNTAX if any(s.arcs for s in sentences) else NATURAL
+    return Suite(Path(path).stem, family, tuple(sentences), card=f"user corpus {path}")
+
+
+def encode_all(model: LoadedModel, config: CollectConfig, suites: list[Suite]) -> tuple[list[ProbeSequence], Aligner]:
+    aligner = Aligner(model, config.max_seq_len)
+    seqs: list[ProbeSequence] = []
+    for suite in suites:
+        seqs += aligner.encode_suite(suite)
+    if "repeated" in config.suites and config.n_repeated:
+        seqs += aligner.repeated(config.n_repeated, config.repeated_lengths, config.seed)
+    if not seqs:
+        raise CorpusError("no probe sequences: choose at least one suite or corpus")
+    return seqs, aligner
+
+
+def corpus_summary(seqs: list[ProbeSequence]) -> dict[str, dict[str, Any]]:
+    from interp.runs import corpus_hash
+
+    out: dict[str, dict[str, Any]] = {}
+    for name in dict.fromkeys(s.suite for s in seqs):
+        mine = [s for s in seqs if s.suite == name]
+        out[name] = {
+            "family": mine[0].family, "n_sequences": len(mine), "n_tokens": int(sum(len(s) for s in mine)),
+            "hash": corpus_hash([",".join(map(str, s.tokens.tolist())) for s in mine]),
+        }
+    return out
+
+
+def run_patterns(model: LoadedModel, batch_tokens: torch.Tensor, attention_mask: torch.Tensor, on_pattern) -> None:
+    """One forward pass that hands each layer's pattern [batch, head, q, k] to ``on_pattern(layer, pattern)``."""
+
+    def hook(pattern: torch.Tensor, hook: Any) -> None:
+        on_pattern(int(hook.name.split(".")[1]), pattern)
+
+    with torch.inference_mode():
+        model.bridge.run_with_hooks(
+            batch_tokens.to(model.device), attention_mask=attention_mask.to(model.device),
+            fwd_hooks=[(lambda name: name.endswith("attn.hook_pattern"), hook)],
+            stop_at_layer=model.n_layers, return_type=None,
+        )
+
+
+def collect(model: LoadedModel, config: CollectConfig = CollectConfig(), suites: list[Suite] | None = None,
+            progress: bool = True) -> CollectResult:
+    """Gather every head's features over the probe suites in one streaming pass."""
+    suites = build_suites(config) if suites is None else suites
+    seqs, aligner = encode_all(model, config, suites)
+    relations = tuple(aligner.relations)
+    acc = FeatureAccumulator(model.n_layers, model.n_heads, relations, config.n_bootstrap, config.seed)
+    pad = model.tokenizer.pad_token_id or 0
+    groups = bucket(seqs, config.max_tokens_per_batch)
+    with tqdm(total=len(seqs), desc="collect", unit="seq", disable=not progress) as bar:
+        for group in groups:
+            batch = make_batch([seqs[i] for i in group], group, model.causal, pad)
+            ctx = context(batch, relations, config.local_window)
+            acc.start_batch(ctx)
+            run_patterns(model, batch.tokens, batch.attention_mask, lambda layer, p: acc.add_layer(layer, p, ctx))
+            bar.update(len(group))
+    return CollectResult(acc.table(), seqs, corpus_summary(seqs), relations)

@@ -1,0 +1,87 @@
+"""Probe data types.
+
+A probe corpus is read into word-level :class:`Sentence` objects (text, word spans, gold arcs);
+:mod:`interp.probes.align` turns them into token-level :class:`ProbeSequence` objects for one
+tokenizer. Repeated-random-token probes are generated directly at the token level.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+# Probe families decide which features read a sequence (see interp.features.FEATURE_FAMILIES).
+NATURAL, REPEATED, SYNTAX = "natural", "repeated", "syntax"
+FAMILIES = (NATURAL, REPEATED, SYNTAX)
+
+
+@dataclass(frozen=True)
+class Arc:
+    """A gold dependency arc between two words of a sentence (0-based word indices)."""
+
+    dep: int
+    head: int
+    relation: str  # e.g. nsubj, det, amod, obj, pobj
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """A verb that agrees in number with its subject, and the form that would be wrong."""
+
+    verb: int  # word index of the verb in the sentence
+    subject: int  # word index of the subject noun
+    correct: str  # the verb form the sentence has
+    wrong: str  # the same verb with the other number
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One probe text. ``words`` are character spans; empty when the text has no word annotation."""
+
+    text: str
+    words: tuple[tuple[int, int], ...] = ()
+    arcs: tuple[Arc, ...] = ()
+    agreement: Agreement | None = None
+    source: str = ""  # "file:line" for error messages, or the generator's name
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A named set of probe sentences of one family."""
+
+    name: str
+    family: str
+    sentences: tuple[Sentence, ...] = ()
+    card: str = ""  # what it elicits, how it was made
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
+
+
+@dataclass
+class ProbeSequence:
+    """One tokenized probe with the annotations features need, all indexed by token position."""
+
+    tokens: torch.Tensor  # long [pos]
+    suite: str
+    family: str
+    is_delim: torch.Tensor  # bool [pos]: punctuation (and [SEP] in encoders)
+    is_special: torch.Tensor  # bool [pos]: BOS / [CLS] / [SEP]
+    word_of_token: torch.Tensor = field(default=None)  # long [pos], -1 outside words
+    word_pos: torch.Tensor = field(default=None)  # long [word]: the token that stands for the word
+    arcs: torch.Tensor = field(default=None)  # long [arc, 3]: dep word, head word, relation id
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        n = len(self.tokens)
+        if self.word_of_token is None:
+            self.word_of_token = torch.full((n,), -1, dtype=torch.long)
+        if self.word_pos is None:
+            self.word_pos = torch.zeros(0, dtype=torch.long)
+        if self.arcs is None:
+            self.arcs = torch.zeros((0, 3), dtype=torch.long)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
