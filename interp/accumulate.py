@@ -84,6 +84,16 @@ class FeatureAccumulator:
         })
         return frame.sort_values(["layer", "head", "feature"], kind="stable").reset_index(drop=True)
 
+    def replicates(self) -> np.ndarray:
+        """Bootstrap replicates of every value, float [replicate, layer, feature, head] (NaN where empty).
+
+        The classifier re-labels heads on each replicate to measure how stable a label is.
+        """
+        with np.errstate(invalid="ignore", divide="ignore"):
+            reps = self.rep_value.numpy() / self.rep_count.numpy()[:, None, :, None]
+        reps[~np.isfinite(reps)] = np.nan
+        return reps
+
     def _offset_baseline(self) -> np.ndarray:
         """Accuracy of the best fixed word offset, per syntactic feature slot."""
         n_slots = len(self.names) - self.n_static
