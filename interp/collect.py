@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
@@ -31,6 +32,8 @@ class CollectResult:
     sequences: list[ProbeSequence]
     corpora: dict[str, dict[str, Any]]  # suite -> n_sequences, n_tokens, hash
     relations: tuple[str, ...]
+    replicates: np.ndarray  # float [replicate, layer, feature, head]: bootstrap values
+    names: list[str]  # feature names, in the replicates' feature order
 
 
 def build_suites(config: CollectConfig) -> list[Suite]:
@@ -114,4 +117,4 @@ def collect(model: LoadedModel, config: CollectConfig = CollectConfig(), suites:
             acc.start_batch(ctx)
             run_patterns(model, batch.tokens, batch.attention_mask, lambda layer, p: acc.add_layer(layer, p, ctx))
             bar.update(len(group))
-    return CollectResult(acc.table(), seqs, corpus_summary(seqs), relations)
+    return CollectResult(acc.table(), seqs, corpus_summary(seqs), relations, acc.replicates(), acc.names)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import json
 import logging
 import os
 import socket
@@ -202,19 +203,63 @@ def _boot(name: str, device: str, dtype: torch.dtype, **kwargs: Any) -> Any:
     return bridge
 
 
+def cache_root() -> Path:
+    """Where dequantized GGUF models are kept between runs (``$INTERP_CACHE`` or ~/.cache/interp)."""
+    return Path(os.environ.get("INTERP_CACHE", Path.home() / ".cache" / "interp"))
+
+
+def _gguf_cache_dir(path: Path) -> Path:
+    stat = path.stat()
+    return cache_root() / "gguf" / f"{path.stem}-{stat.st_size}-{int(stat.st_mtime)}"
+
+
 def _load_gguf(path: Path, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
+    """Dequantize a GGUF file with transformers, once: the result is cached as safetensors.
+
+    Reading and dequantizing the GGUF takes most of a minute on a small CPU; the cached copy
+    loads in seconds and holds exactly the same fp32 weights.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    cached = _gguf_cache_dir(path)
+    if (cached / "config.json").exists():
+        with _quiet():
+            tok = AutoTokenizer.from_pretrained(cached)
+            hf = AutoModelForCausalLM.from_pretrained(cached, dtype=dtype, attn_implementation="eager")
+            return _boot(str(cached), device, dtype, hf_model=hf, tokenizer=tok), tok
     try:
         with _quiet():
             tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
             hf = AutoModelForCausalLM.from_pretrained(
-                path.parent, gguf_file=path.name, dtype=dtype, attn_implementation="eager"
+                path.parent, gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
             )
     except Exception as exc:  # transformers raises many types for a bad file
         raise ModelError(f"cannot read GGUF file {path}: {_first_line(exc)} (is the file complete and a supported architecture?)") from None
+    _save_cache(hf, tok, cached)
+    hf = hf.to(dtype)
     with _quiet():
         return _boot(str(path.parent), device, dtype, hf_model=hf, tokenizer=tok), tok
+
+
+def _save_cache(hf: Any, tok: Any, target: Path) -> None:
+    """Write the dequantized model beside the others, atomically; a failure only costs speed."""
+    import shutil
+    import tempfile
+
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=target.parent))
+        from safetensors.torch import save_model
+
+        config = hf.config.to_dict()
+        config.pop("quantization_config", None)  # the cached copy holds plain fp32 weights
+        (tmp / "config.json").write_text(json.dumps(config))
+        save_model(hf, str(tmp / "model.safetensors"))  # handles the tied embedding / unembedding
+        with _quiet():
+            tok.save_pretrained(tmp)
+        os.replace(tmp, target)
+    except (OSError, ValueError, RuntimeError):
+        shutil.rmtree(tmp, ignore_errors=True) if "tmp" in locals() else None
 
 
 def _load_hf_dir(path: Path, device: str, dtype: torch.dtype) -> tuple[Any, Any]:

@@ -38,6 +38,8 @@ from interp.errors import RunError
 from interp.tables import TABLES
 
 MANIFEST = "manifest.json"
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 PACKAGES = ("interp", "torch", "transformer-lens", "transformers", "pandas", "scikit-learn", "seaborn", "click")
 
 
@@ -50,6 +52,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file ordinary permissions
         os.replace(tmp, path)
     except OSError as exc:
         _unlink(tmp)
@@ -173,11 +176,22 @@ def corpus_hash(texts: list[str]) -> str:
     return h.hexdigest()[:16]
 
 
-def prepare_run_dir(out_dir: str | Path, model_slug: str, run_name: str | None) -> Path:
-    """Create (or reuse) ``out_dir/<model>/<run-name>``; raise RunError if that cannot be done."""
+def check_out_dir(out_dir: str | Path) -> Path:
+    """Fail early (before loading a model) if runs cannot be written under ``out_dir``."""
     out = Path(out_dir).expanduser()
     if out.exists() and not out.is_dir():
         raise RunError(f"output directory {out} is a file: pass --out with a folder")
+    probe = out
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise RunError(f"output directory {out} is not writable: pass --out with a writable folder")
+    return out
+
+
+def prepare_run_dir(out_dir: str | Path, model_slug: str, run_name: str | None) -> Path:
+    """Create (or reuse) ``out_dir/<model>/<run-name>``; raise RunError if that cannot be done."""
+    out = check_out_dir(out_dir)
     name = run_name or dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir = out / model_slug / name
     try:

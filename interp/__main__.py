@@ -1,0 +1,3 @@
+from interp.cli import main
+
+main(prog_name="interp")

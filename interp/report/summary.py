@@ -1,0 +1,224 @@
+"""What the report says in numbers: the pandas side of the report stage.
+
+Pure functions from a run's tables to small frames and a summary dict; plots, the HTML page and
+the PDF all read these, so a figure and the sentence under it cannot disagree.
+
+Which effect is "the" effect of a head: the effects table can hold several ablations (zero, mean,
+resample), several metrics and two methods (exact ablation, first-order attribution). The report
+shows one of them, chosen by :func:`choose_effect`: exact rows if the run has any, then the first
+ablation and metric present in the preference orders below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from interp.roles import ROLES, UNEXPLAINED
+from interp.runs import Run
+
+# Mean ablation keeps the head's average output, so it measures what the head adds on top of
+# its typical contribution; zero ablation also removes that constant and overstates effects.
+ABLATION_PREFERENCE = ("mean", "resample", "zero")
+METRIC_PREFERENCE = ("loss_prose", "embedding_cosine", "loss_repeated", "sv_agreement")
+TOLERANCES = (0.01, 0.05)
+
+
+@dataclass(frozen=True)
+class EffectChoice:
+    """The (ablation, metric, method) slice of the effects table that the report shows."""
+
+    ablation: str
+    metric: str
+    method: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.metric}, {self.ablation} ablation, {self.method}"
+
+
+def _first_present(preference: tuple[str, ...], present: pd.Series) -> str:
+    values = present.dropna().astype(str).unique().tolist()
+    for name in preference:
+        if name in values:
+            return name
+    return sorted(values)[0]
+
+
+def choose_effect(effects: pd.DataFrame | None, exact_only: bool = False) -> EffectChoice | None:
+    """Pick the effects slice to show: exact if present (else attribution), then ablation, then metric."""
+    if effects is None or effects.empty:
+        return None
+    rows = effects.dropna(subset=["delta"])
+    exact = rows[rows["method"] == "exact"]
+    if not exact.empty:
+        rows, method = exact, "exact"
+    elif exact_only:
+        return None
+    else:
+        rows = rows[rows["method"] == "attribution"]
+        method = "attribution"
+    if rows.empty:
+        return None
+    ablation = _first_present(ABLATION_PREFERENCE, rows["ablation"])
+    rows = rows[rows["ablation"] == ablation]
+    return EffectChoice(ablation, _first_present(METRIC_PREFERENCE, rows["metric"]), method)
+
+
+def effect_rows(effects: pd.DataFrame, choice: EffectChoice) -> pd.DataFrame:
+    """One row per head of the chosen slice: layer, head, delta, delta_rel, ci_low, ci_high."""
+    mask = ((effects["ablation"] == choice.ablation) & (effects["metric"] == choice.metric)
+            & (effects["method"] == choice.method))
+    cols = ["delta", "delta_rel", "ci_low", "ci_high"]
+    # Duplicate (layer, head) rows would come from a rerun appended to the table: average them.
+    return effects.loc[mask, ["layer", "head", *cols]].groupby(["layer", "head"], as_index=False)[cols].mean()
+
+
+def head_shape(manifest: dict[str, Any], *frames: pd.DataFrame | None) -> tuple[int, int]:
+    """(n_layers, n_heads): from the manifest's model facts, else from the largest indices seen."""
+    facts = manifest.get("model") or {}
+    n_layers, n_heads = facts.get("n_layers"), facts.get("n_heads")
+    if isinstance(n_layers, int) and isinstance(n_heads, int) and n_layers > 0 and n_heads > 0:
+        return n_layers, n_heads
+    present = [f for f in frames if f is not None and not f.empty and {"layer", "head"} <= set(f.columns)]
+    if not present:
+        return 0, 0
+    return (max(int(f["layer"].max()) for f in present) + 1, max(int(f["head"].max()) for f in present) + 1)
+
+
+def role_order(roles: pd.Series) -> list[str]:
+    """Roles present, in catalogue order; names outside the catalogue go last, sorted."""
+    present = set(roles.dropna().astype(str))
+    return [r for r in ROLES if r in present] + sorted(present - set(ROLES))
+
+
+def role_counts(roles: pd.DataFrame) -> pd.DataFrame:
+    """role, heads, share: how many heads carry each primary role, in catalogue order."""
+    counts = roles["role"].value_counts()
+    order = role_order(roles["role"])
+    frame = pd.DataFrame({"role": order, "heads": [int(counts[r]) for r in order]})
+    frame["share"] = frame["heads"] / max(len(roles), 1)
+    return frame
+
+
+def worse_sign(metric: str, effects: pd.DataFrame | None) -> float:
+    """+1 if a larger value of ``metric`` means a worse model (a loss), -1 if smaller is worse.
+
+    Read from the effects table, whose delta is oriented so that positive means worse:
+    sign(delta / (ablated - baseline)). Without effects rows, a larger value is taken as worse,
+    which is right for losses.
+    """
+    if effects is not None and not effects.empty:
+        rows = effects[effects["metric"] == metric]
+        moved = rows["ablated"] - rows["baseline"]
+        ratio = (rows["delta"] / moved)[moved.abs() > 1e-12].dropna()
+        if not ratio.empty:
+            return float(np.sign(ratio.median())) or 1.0
+    return 1.0
+
+
+def degradation(pruning: pd.DataFrame, metric: str, effects: pd.DataFrame | None) -> pd.DataFrame:
+    """The metric's pruning steps in order, with ``worse`` = relative change for the worse vs step 0."""
+    rows = pruning[pruning["metric"] == metric].sort_values(["fraction_removed", "heads_removed"])
+    rows = rows.dropna(subset=["value"])
+    if rows.empty:
+        return rows.assign(worse=pd.Series(dtype=float))
+    start = float(rows["value"].iloc[0])
+    scale = abs(start) if abs(start) > 1e-12 else 1.0
+    return rows.assign(worse=worse_sign(metric, effects) * (rows["value"] - start) / scale)
+
+
+def prunable_share(pruning: pd.DataFrame, metric: str, tolerance: float,
+                   effects: pd.DataFrame | None = None) -> float:
+    """Largest fraction of heads removed while the metric stays within ``tolerance`` of step 0.
+
+    "Stays": every step up to that fraction is within tolerance, so a lucky late step after a
+    collapse does not count.
+    """
+    steps = degradation(pruning, metric, effects)
+    if steps.empty:
+        return float("nan")
+    bad = (steps["worse"] > tolerance).to_numpy()
+    kept = steps if not bad.any() else steps.iloc[: int(np.argmax(bad))]
+    return float(kept["fraction_removed"].max()) if not kept.empty else 0.0
+
+
+def prunable_table(pruning: pd.DataFrame | None, effects: pd.DataFrame | None) -> pd.DataFrame | None:
+    """One row per pruning metric: metric, then ``within_1%``, ``within_5%`` prunable shares."""
+    if pruning is None or pruning.empty:
+        return None
+    rows = []
+    for metric in sorted(pruning["metric"].dropna().astype(str).unique()):
+        row: dict[str, Any] = {"metric": metric}
+        for tol in TOLERANCES:
+            row[f"within_{tol:.0%}"] = prunable_share(pruning, metric, tol, effects)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def head_table(roles: pd.DataFrame | None, effects: pd.DataFrame | None) -> pd.DataFrame | None:
+    """One row per head: its roles, joined with its main exact effect when the run has one."""
+    base_cols = ["layer", "head", "role", "confidence", "second_role", "stability"]
+    table = roles[[c for c in base_cols if c in roles.columns]].copy() if roles is not None else None
+    choice = choose_effect(effects, exact_only=True)
+    if choice is not None:
+        eff = effect_rows(effects, choice)
+        table = eff if table is None else table.merge(eff, on=["layer", "head"], how="left")
+    if table is None or table.empty:
+        return None
+    return table.sort_values(["layer", "head"]).reset_index(drop=True)
+
+
+def summarize(run: Run) -> dict[str, Any]:
+    """Everything the report's summary section shows, as plain data (what the PDF prints too)."""
+    manifest = run.manifest
+    n_layers, n_heads = head_shape(manifest, run.roles, run.features, run.effects)
+    summary: dict[str, Any] = {
+        "run": run.path.name,
+        "model": dict(manifest.get("model") or {}),
+        "shape": (n_layers, n_heads),
+        "corpora": dict(manifest.get("corpora") or {}),
+        "tables": {name: getattr(run, name) is not None
+                   for name in ("features", "roles", "effects", "pruning", "clusters")},
+        "provenance": dict(manifest.get("provenance") or {}),
+        "stages": dict(manifest.get("stages") or {}),
+        "role_counts": None, "share_unexplained": None, "prunable": None,
+        "effect": None, "exact_effect": None,
+    }
+    if run.roles is not None and not run.roles.empty:
+        counts = role_counts(run.roles)
+        summary["role_counts"] = counts.to_dict("records")
+        summary["share_unexplained"] = float((run.roles["role"] == UNEXPLAINED).mean())
+    prunable = prunable_table(run.pruning, run.effects)
+    if prunable is not None:
+        summary["prunable"] = prunable.to_dict("records")
+    for key, exact in (("effect", False), ("exact_effect", True)):
+        choice = choose_effect(run.effects, exact_only=exact)
+        summary[key] = choice.label if choice else None
+    return summary
+
+
+# --- values as text (shared by the HTML and the PDF) ---------------------------------------
+
+def fmt(value: Any) -> str:
+    """A cell's text: '' for missing, integers as is, floats to 3 significant digits."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) < 1e6):
+        return str(int(value))
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) >= 1e-3 else f"{value:.2e}"
+    return str(value)
+
+
+def percent(value: float | None) -> str:
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.0%}"
