@@ -91,7 +91,7 @@ class Aligner:
 
     def encode_suite(self, suite: Suite) -> list[ProbeSequence]:
         seqs = [self.encode(s, suite) for s in suite.sentences]
-        seqs = [s for s in seqs if len(s) >= 2]
+        seqs = [s for s in seqs if int((~s.is_special).sum()) >= 1]  # a probe needs some text
         if not seqs:
             raise CorpusError(f"corpus {suite.name!r} has no usable text (every probe is empty)")
         if self.n_truncated:
