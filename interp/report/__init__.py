@@ -1,0 +1,19 @@
+"""The report stage: figures (plots.py), a self-contained HTML page (html.py) and a PDF (pdf.py).
+
+``build_report(run_dir)`` and ``compare_runs(run_a, run_b, out_path)`` are imported lazily, so
+that importing a helper module (``interp.report.summary``) does not load matplotlib and seaborn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["build_report", "compare_runs"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from interp.report import html
+
+        return getattr(html, name)
+    raise AttributeError(f"module 'interp.report' has no attribute {name!r}")

@@ -16,6 +16,7 @@ non-printable characters become visible marks, and long tokens are cut.
 
 from __future__ import annotations
 
+import json
 import logging
 import warnings
 from dataclasses import dataclass
@@ -147,3 +148,16 @@ def plot_exemplars(items: list | None, fig_dir: Path, features: pd.DataFrame | N
                 f"Attention of L{ex.layer}H{ex.head} on a {ex.suite or 'probe'} sequence: row = query token, "
                 f"column = the token it attends to; darker = more attention.", kind="exemplar"))
     return saved or None
+
+
+def read_exemplars(run_dir: Path) -> list[dict] | None:
+    """Items of ``RUN_DIR/exemplars.json``, or None if absent or unreadable (logged, not raised)."""
+    path = Path(run_dir) / "exemplars.json"
+    if not path.exists():
+        return None
+    try:
+        items = json.loads(path.read_text(encoding="utf-8")).get("items")
+    except (json.JSONDecodeError, AttributeError, UnicodeDecodeError) as exc:
+        log.warning("skipping %s: %s", path, exc)
+        return None
+    return items if isinstance(items, list) else None

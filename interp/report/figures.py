@@ -16,9 +16,11 @@ from typing import Callable, TypeVar
 
 import matplotlib
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 from interp.roles import palette
 from interp.runs import write_bytes
@@ -26,6 +28,7 @@ from interp.runs import write_bytes
 DPI = 150
 OTHER_ROLE_COLOUR = "#555555"  # a role name the catalogue does not know (an older run)
 MISSING_COLOUR = "#f2f2f2"  # a head with no row in the table
+DIVERGING = colormaps["RdBu_r"].with_extremes(bad=MISSING_COLOUR)  # red = more / worse, blue = less
 
 # parse_math off: corpus tokens, feature names and model names are plain text, so "$x$" or a
 # lone "$" is drawn as written instead of being parsed (and failing) as mathtext.
@@ -143,3 +146,30 @@ def head_grid(frame, column: str, n_layers: int, n_heads: int, fill=np.nan) -> n
         if 0 <= int(layer) < n_layers and 0 <= int(head) < n_heads:
             grid[int(layer), int(head)] = value
     return grid
+
+
+def annotate(ax, grid: np.ndarray, fmt: str, font: float = 7) -> None:
+    span = np.nanmax(np.abs(grid)) if np.isfinite(grid).any() else 1.0
+    for (layer, head), value in np.ndenumerate(grid):
+        if np.isfinite(value):
+            strong = abs(value) > 0.6 * span
+            text = format(value, fmt)
+            text = text.lstrip("-") if float(text) == 0 else text  # no "-0.00"
+            ax.text(head, layer, text, ha="center", va="center", fontsize=font,
+                    color="white" if strong else "black")
+
+
+def diverging(ax, fig: Figure, grid: np.ndarray, label: str | None, shrink: float = 0.9, floor: float = 0.0,
+              cax=None):
+    """Symmetric red-blue image of ``grid`` with its colour bar; the scale spans at least ±floor."""
+    span = float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 1.0
+    span = max(span, floor) or 1e-9
+    image = ax.imshow(np.ma.masked_invalid(grid), cmap=DIVERGING, vmin=-span, vmax=span,
+                      aspect="auto", interpolation="nearest")
+    bar = fig.colorbar(image, cax=cax) if cax is not None else fig.colorbar(image, ax=ax, shrink=shrink, pad=0.02)
+    bar.ax.tick_params(labelsize=7)
+    bar.locator = MaxNLocator(4, symmetric=True)
+    bar.update_ticks()
+    if label:
+        bar.set_label(label)
+    return image

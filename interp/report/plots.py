@@ -9,8 +9,6 @@ the top, heads run along x, one cell per head. Role colours come from the catalo
 
 from __future__ import annotations
 
-import json
-import logging
 import math
 import warnings
 from pathlib import Path
@@ -18,20 +16,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import seaborn as sns
-from matplotlib import colormaps
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from interp.report import summary as S
-from interp.report.exemplars import plot_exemplars
-from interp.report.figures import (MISSING_COLOUR, SavedFigure, blend, head_grid, ink_for, label_grid, new_figure,
-                                   role_code, role_colour, role_handles, save, styled)
+from interp.report.exemplars import plot_exemplars, read_exemplars
+from interp.report.figures import (MISSING_COLOUR, SavedFigure, annotate, blend, diverging, head_grid, ink_for,
+                                   label_grid, new_figure, role_code, role_colour, role_handles, save, styled)
 from interp.roles import ROLES
 from interp.runs import Run
 
-log = logging.getLogger(__name__)
-
-DIVERGING = colormaps["RdBu_r"].with_extremes(bad=MISSING_COLOUR)
 MAX_ANNOTATED_CELLS = 150
 FEATURES_PER_FIGURE = 12
 # Feature panels have their own scale, but never narrower than ±0.1 attention mass (or accuracy):
@@ -76,7 +69,7 @@ def role_map_figure(roles: pd.DataFrame, shape: tuple[int, int], title: str | No
         c = conf[layer, head]
         rgb = blend(role_colour(str(name)), 1.0 if np.isnan(c) else 0.3 + 0.7 * float(np.clip(c, 0, 1)))
         image[layer, head] = rgb
-        text = role_code(str(name)) + ("" if np.isnan(c) else f" {c:.2f}".replace("0.", ".").replace("1.00", "1"))
+        text = role_code(str(name)) + ("" if np.isnan(c) else " " + (f"{c:.2f}".lstrip("0") if c < 0.995 else "1"))
         ax.text(head, layer, text, ha="center", va="center", fontsize=font, color=ink_for(rgb))
     ax.imshow(image, aspect="auto", interpolation="nearest")
     ax.set_xticks(np.arange(-0.5, n_heads), minor=True)
@@ -147,53 +140,35 @@ def _facet_title(name: str) -> str:
     return name.replace(":", ":\n", 1) if len(name) > 20 and ":" in name else name
 
 
-def _annotate(ax, grid: np.ndarray, fmt: str, font: float = 7) -> None:
-    span = np.nanmax(np.abs(grid)) if np.isfinite(grid).any() else 1.0
-    for (layer, head), value in np.ndenumerate(grid):
-        if np.isfinite(value):
-            strong = abs(value) > 0.6 * span
-            ax.text(head, layer, format(value, fmt), ha="center", va="center", fontsize=font,
-                    color="white" if strong else "black")
-
-
-def _diverging(ax, fig: Figure, grid: np.ndarray, label: str | None, shrink: float = 0.9, floor: float = 0.0):
-    """Symmetric red-blue image of ``grid`` with its colour bar; the scale spans at least ±floor."""
-    span = float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 1.0
-    span = max(span, floor) or 1e-9
-    image = ax.imshow(np.ma.masked_invalid(grid), cmap=DIVERGING, vmin=-span, vmax=span,
-                      aspect="auto", interpolation="nearest")
-    bar = fig.colorbar(image, ax=ax, shrink=shrink, pad=0.02)
-    bar.ax.tick_params(labelsize=7)
-    bar.locator = MaxNLocator(4, symmetric=True)
-    bar.update_ticks()
-    if label:
-        bar.set_label(label)
-    return image
-
-
 @styled
 def _features_figure(features: pd.DataFrame, names: list[str], shape: tuple[int, int], title: str) -> Figure:
+    """Facets placed by hand in inches (constrained layout is the slow part with 12 colour bars)."""
     n_layers, n_heads = shape
     cw, ch = min(0.5, max(0.22, 2.2 / n_heads)), min(0.4, max(0.17, 1.6 / n_layers))
-    facet_w, facet_h = n_heads * cw + 1.2, n_layers * ch + 0.9
+    left, bar, right, top, bottom = 0.5, 0.12, 0.55, 0.45, 0.5  # inches around each heatmap
+    facet_w, facet_h = left + n_heads * cw + 0.08 + bar + right, top + n_layers * ch + bottom
     ncols = max(1, min(len(names), 5, int(16 // facet_w)))
     nrows = -(-len(names) // ncols)
-    fig = new_figure(facet_w * ncols, facet_h * nrows + 0.5)
-    annotate = len(names) <= 4 and n_layers * n_heads <= 60
+    width, height = facet_w * ncols, facet_h * nrows + 0.35
+    fig = Figure(figsize=(width, height))
+    write_values = len(names) <= 4 and n_layers * n_heads <= 60
     for i, name in enumerate(names):
-        ax = fig.add_subplot(nrows, ncols, i + 1)
+        row, col = divmod(i, ncols)
+        x0, y0 = col * facet_w + left, height - 0.35 - row * facet_h - top - n_layers * ch
+        ax = fig.add_axes((x0 / width, y0 / height, n_heads * cw / width, n_layers * ch / height))
+        cax = fig.add_axes(((x0 + n_heads * cw + 0.08) / width, y0 / height, bar / width, n_layers * ch / height))
         rows = features[features["feature"] == name]
         grid = head_grid(rows.assign(diff=rows["value"] - rows["baseline"]), "diff", n_layers, n_heads)
-        _diverging(ax, fig, grid, None, floor=FEATURE_SCALE_FLOOR)
-        if annotate:
-            _annotate(ax, grid, ".2f")
+        diverging(ax, fig, grid, None, floor=FEATURE_SCALE_FLOOR, cax=cax)
+        if write_values:
+            annotate(ax, grid, ".2f")
         label_grid(ax, n_layers, n_heads, max_rows=16, max_cols=12)
         ax.set_title(_facet_title(name), fontsize=9)
-        if i % ncols:
+        if col:
             ax.set_ylabel("")
         if i < len(names) - ncols:
             ax.set_xlabel("")
-    fig.suptitle(title)
+    fig.suptitle(title, y=1 - 0.12 / height, va="top")
     return fig
 
 
@@ -235,10 +210,10 @@ def _effect_figure(rows: pd.DataFrame, choice: S.EffectChoice, shape: tuple[int,
     fig = new_figure(n_heads * cw + 2.2, n_layers * ch + 1.3)
     ax = fig.add_subplot()
     grid = head_grid(rows, "delta", n_layers, n_heads)
-    _diverging(ax, fig, grid, f"Δ {choice.metric} (positive = worse)")
+    diverging(ax, fig, grid, f"Δ {choice.metric} (positive = worse)")
     if n_layers * n_heads <= MAX_ANNOTATED_CELLS:
         big = np.nanmax(np.abs(grid)) if np.isfinite(grid).any() else 0
-        _annotate(ax, grid, ".2f" if big >= 0.1 else ".3f", font=7 if ch >= 0.3 else 6)
+        annotate(ax, grid, ".2f" if big >= 0.1 else ".3f", font=7 if ch >= 0.3 else 6)
     label_grid(ax, n_layers, n_heads)
     ax.set_title(f"Effect of ablating each head\n{choice.label}")
     return fig
@@ -390,19 +365,6 @@ def plot_pruning(pruning: pd.DataFrame | None, fig_dir: Path, effects: pd.DataFr
 
 
 # --- everything --------------------------------------------------------------------------------
-
-def read_exemplars(run_dir: Path) -> list[dict] | None:
-    """Items of ``RUN_DIR/exemplars.json``, or None if absent or unreadable (logged, not raised)."""
-    path = Path(run_dir) / "exemplars.json"
-    if not path.exists():
-        return None
-    try:
-        items = json.loads(path.read_text(encoding="utf-8")).get("items")
-    except (json.JSONDecodeError, AttributeError, UnicodeDecodeError) as exc:
-        log.warning("skipping %s: %s", path, exc)
-        return None
-    return items if isinstance(items, list) else None
-
 
 def make_all(run: Run, fig_dir: Path | None = None) -> list[SavedFigure]:
     """Every figure the run's tables allow, in report order (absent tables are skipped)."""

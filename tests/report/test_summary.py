@@ -1,0 +1,76 @@
+"""The numbers the report states: effect choice, prunable share, head table, shape."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from interp.report import summary as S
+
+
+def effects_frame(rows):
+    cols = ["layer", "head", "ablation", "metric", "baseline", "ablated", "delta", "delta_rel", "ci_low", "ci_high", "method"]
+    return pd.DataFrame([dict(zip(cols, r)) for r in rows])
+
+
+def test_choose_effect_prefers_exact_then_mean_then_loss_prose():
+    eff = effects_frame([
+        (0, 0, "zero", "loss_prose", 2.0, 2.5, 0.5, 0.25, 0.4, 0.6, "exact"),
+        (0, 0, "mean", "loss_repeated", 1.0, 1.2, 0.2, 0.2, 0.1, 0.3, "exact"),
+        (0, 0, "mean", "loss_prose", 2.0, 2.1, 0.1, 0.05, 0.0, 0.2, "attribution"),
+    ])
+    assert S.choose_effect(eff) == S.EffectChoice("mean", "loss_repeated", "exact")
+    only_attr = eff[eff["method"] == "attribution"]
+    assert S.choose_effect(only_attr) == S.EffectChoice("mean", "loss_prose", "attribution")
+    assert S.choose_effect(only_attr, exact_only=True) is None
+    assert S.choose_effect(None) is None and S.choose_effect(eff.iloc[:0]) is None
+
+
+def pruning_frame(metric, values):
+    n = len(values) - 1
+    return pd.DataFrame({"fraction_removed": np.arange(n + 1) / n, "heads_removed": np.arange(n + 1),
+                         "metric": metric, "value": values, "last_removed": [np.nan] + [f"L0H{i}" for i in range(n)]})
+
+
+def test_prunable_share_stops_at_the_first_step_past_tolerance():
+    # loss: 0.5% worse, 0.9% worse, 3% worse, then back to 0.5% (a lucky step that must not count)
+    pr = pruning_frame("loss_prose", [2.0, 2.01, 2.018, 2.06, 2.01])
+    assert S.prunable_share(pr, "loss_prose", 0.01) == pytest.approx(0.5)
+    assert S.prunable_share(pr, "loss_prose", 0.05) == pytest.approx(1.0)
+
+
+def test_prunable_share_reads_orientation_from_effects():
+    # accuracy falls when heads go: effects say delta = baseline - ablated, so lower is worse
+    pr = pruning_frame("sv_agreement", [0.90, 0.895, 0.86, 0.80])  # 0.6%, 4.4%, 11% worse
+    eff = effects_frame([(0, 0, "mean", "sv_agreement", 0.9, 0.8, 0.1, 0.11, 0.05, 0.15, "exact")])
+    assert S.worse_sign("sv_agreement", eff) == -1
+    assert S.prunable_share(pr, "sv_agreement", 0.01, eff) == pytest.approx(1 / 3)
+    table = S.prunable_table(pr, eff)
+    assert table.columns.tolist() == ["metric", "within_1%", "within_5%"]
+    assert table.iloc[0]["within_5%"] == pytest.approx(2 / 3)
+
+
+def test_head_table_joins_main_exact_effect():
+    roles = pd.DataFrame({"layer": [0, 0], "head": [0, 1], "role": ["induction", "unexplained"],
+                          "confidence": [0.9, 0.4], "second_role": [np.nan, np.nan], "stability": [1.0, 0.5]})
+    eff = effects_frame([(0, 1, "mean", "loss_prose", 2.0, 2.3, 0.3, 0.15, 0.2, 0.4, "exact"),
+                         (0, 0, "mean", "loss_prose", 2.0, 2.9, 0.9, 0.45, 0.8, 1.0, "attribution")])
+    table = S.head_table(roles, eff)
+    assert table["delta"].tolist()[1] == pytest.approx(0.3)
+    assert math.isnan(table["delta"].tolist()[0]), "attribution rows are not the head's exact effect"
+    assert S.head_table(None, None) is None
+
+
+def test_head_shape_from_manifest_else_tables():
+    frame = pd.DataFrame({"layer": [0, 5], "head": [2, 0]})
+    assert S.head_shape({"model": {"n_layers": 30, "n_heads": 9}}, frame) == (30, 9)
+    assert S.head_shape({}, frame, None) == (6, 3)
+    assert S.head_shape({}, None) == (0, 0)
+
+
+def test_fmt():
+    assert [S.fmt(v) for v in (None, float("nan"), np.int64(3), 2.0, 0.12345, 1e-5, True, "x")] == \
+        ["", "", "3", "2", "0.123", "1.00e-05", "yes", "x"]
