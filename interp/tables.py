@@ -46,7 +46,7 @@ FEATURES = Table(
     (
         Column("layer", "int", "layer index, 0-based"),
         Column("head", "int", "query-head index within the layer, 0-based"),
-        Column("feature", "str", "feature name (see `interp features`), e.g. previous_token, syntactic:nsubj:head2dep"),
+        Column("feature", "str", "feature name (see `interp roles`), e.g. previous_token, syntactic:nsubj:head2dep"),
         Column("value", "float", "the head's score: mean attention mass on the feature's target keys over eligible "
                "query positions (for syntactic features: share of arcs whose most-attended word is the gold partner)"),
         Column("baseline", "float", "what a head with no preference scores on the same positions: uniform attention "
