@@ -140,10 +140,11 @@ def roles():
 @friendly
 def classify(run_dir, refit):
     """Label every head of RUN_DIR with a role (writes roles, clusters)."""
-    from interp.classify import ClassifyConfig, classify_run
     from interp.runs import read_manifest
 
     read_manifest(Path(run_dir))
+    from interp.classify import ClassifyConfig, classify_run
+
     result = classify_run(Path(run_dir), ClassifyConfig(), refit=refit)
     click.echo(result.summary_text() if hasattr(result, "summary_text") else f"roles: {Path(run_dir) / 'roles.csv'}")
 
@@ -158,11 +159,12 @@ def ablate(run_dir, quick, top_k, dtype):
     """Measure each head's causal effect for RUN_DIR (writes effects, pruning)."""
     import dataclasses
 
-    from interp.ablate import AblateConfig, ablate_run
-    from interp.models import load_model
     from interp.pipeline import model_spec_of
 
     spec = model_spec_of(Path(run_dir))
+    from interp.ablate import AblateConfig, ablate_run
+    from interp.models import load_model
+
     model = load_model(dataclasses.replace(spec, dtype=dtype) if dtype else spec)
     ablate_run(Path(run_dir), model, AblateConfig(quick=quick, top_k=top_k))
     click.echo(f"effects: {Path(run_dir) / 'effects.csv'}")
