@@ -116,7 +116,9 @@ def run_stages(run_dir: Path, model: LoadedModel, options: RunOptions, progress:
     if "report" in options.stages:
         from interp.report.html import build_report
 
+        start = time.perf_counter()
         build_report(run_dir)
+        runs.record_stage(run_dir, "report", {}, time.perf_counter() - start)
 
 
 def model_spec_of(run_dir: Path) -> ModelSpec:
