@@ -70,13 +70,14 @@ def main() -> None:
 @click.option("--text-column", default=None, help="field / column holding the text in a .jsonl or .csv corpus")
 @click.option("--no-builtin", is_flag=True, help="probe only with --corpus files (plus repeated random tokens)")
 @click.option("--max-seq-len", type=int, default=None, help="truncate probes longer than this (with a warning)")
+@click.option("--n-syntax", type=int, default=CollectConfig.n_syntax, show_default=True, help="generated syntax sentences")
 @click.option("--quick", is_flag=True, help="fewer probes and a smaller ablation corpus: minutes, not a quarter hour")
 @click.option("--skip", "skip", multiple=True, type=click.Choice(["classify", "ablate", "report"]), help="stage to leave out (repeatable)")
 @click.option("--resume", is_flag=True, help="continue a run given by --name, skipping finished stages")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--quiet", "-q", is_flag=True, help="no progress bars")
 @friendly
-def run(model, device, dtype, out_dir, run_name, corpora, text_column, no_builtin, max_seq_len, quick, skip, resume, seed, quiet):
+def run(model, device, dtype, out_dir, run_name, corpora, text_column, no_builtin, max_seq_len, n_syntax, quick, skip, resume, seed, quiet):
     """Collect features, classify heads, ablate them and write the report."""
     from interp.pipeline import RunOptions, run as run_pipeline
 
@@ -85,7 +86,7 @@ def run(model, device, dtype, out_dir, run_name, corpora, text_column, no_builti
             raise InterpError(f"corpus file not found: {path}")
     suites = ("repeated",) if no_builtin else ("prose", "repeated", "syntax")
     collect_cfg = CollectConfig(suites=suites, corpora=tuple(corpora), text_column=text_column,
-                                max_seq_len=max_seq_len, seed=seed)
+                                max_seq_len=max_seq_len, n_syntax=n_syntax, seed=seed)
     stages = tuple(s for s in ("collect", "classify", "ablate", "report") if s not in skip)
     options = RunOptions(model=ModelSpec(model, device, dtype), collect=collect_cfg, out_dir=out_dir,
                          run_name=run_name, quick=quick, stages=stages, resume=resume)

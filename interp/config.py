@@ -33,9 +33,9 @@ class CollectConfig:
     suites: tuple[str, ...] = ("prose", "repeated", "syntax")
     corpora: tuple[str, ...] = ()  # user corpus files (txt, jsonl, csv, conllu)
     text_column: str | None = None  # column name for csv / field for jsonl; None: "text"
-    n_repeated: int = 96  # repeated-random-token sequences
+    n_repeated: int = 64  # repeated-random-token sequences
     repeated_lengths: tuple[int, ...] = (16, 24, 32)  # length of the random half
-    n_syntax: int = 2000  # generated syntactic sentences
+    n_syntax: int = 800  # generated syntactic sentences (the generator makes any number; `--n-syntax`)
     max_sentences: int | None = None  # cap on prose / user sentences, None: all
     max_tokens_per_batch: int = 4096  # batches are bucketed by length under this budget
     max_seq_len: int | None = None  # None: the model's context; longer sequences are truncated

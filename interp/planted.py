@@ -228,8 +228,9 @@ def planted_model(plan: dict[tuple[int, int], str], n_layers: int = 2, n_heads: 
         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
         attn_implementation="eager",
     )
-    torch.manual_seed(seed)
-    hf = GPT2LMHeadModel(config)
+    with torch.random.fork_rng():  # the random init is overwritten; seed it without touching the caller's RNG
+        torch.manual_seed(seed)
+        hf = GPT2LMHeadModel(config)
     punct = [t in PUNCTUATION for t in tok.convert_ids_to_tokens(list(range(lay.vocab)))]
     with torch.no_grad():
         for param in hf.parameters():

@@ -56,9 +56,9 @@ def _sequence(ids: list[int], family: str, suite: str, causal: bool, punct: list
                          arcs=torch.tensor(list(arcs), dtype=torch.long).reshape(-1, 3), source=suite)
 
 
-def synthetic_sequences(causal: bool, seed: int = 0, n_repeated: int = 36, n_syntax: int = 120,
-                        n_prose: int = 80, repeated_lengths: tuple[int, ...] = (12, 20, 28),
-                        max_len: int = 64) -> tuple[list[ProbeSequence], tuple[str, ...]]:
+def synthetic_sequences(causal: bool, seed: int = 0, n_repeated: int = 24, n_syntax: int = 160,
+                        n_prose: int = 48, repeated_lengths: tuple[int, ...] = (8, 12, 16),
+                        max_len: int = 40) -> tuple[list[ProbeSequence], tuple[str, ...]]:
     """Probe sequences of all three families and the relation names (ids in arcs index into them)."""
     from interp.probes.prose import prose_suite
 

@@ -12,7 +12,12 @@ One row per head, indexed by (layer, head); one column per named role, named aft
   "always attend to the word d positions away"), each lift first shrunk by two binomial standard
   errors of that baseline, ``(value - b - 2 sqrt(b (1-b) / n)) / (1 - b)``, so that a relation
   whose offset already explains 92% of arcs cannot win on sampling noise. Features with fewer
-  than ``MIN_ARCS`` arcs or a baseline of 1 are skipped.
+  than ``MIN_ARCS`` arcs or a baseline of 1 are skipped; the best lift is floored at -1.
+  Clark's score is an argmax over the words a head attends to, which means nothing when nearly
+  all of its attention sits on the first token: the argmax then falls on whatever crumbs are
+  left (a pure BOS sink "predicts" the first word, the gold partner of every fronted
+  preposition). So the lift is scaled by ``min(1, (1 - first_token value) / SINK_MARGIN)``:
+  unchanged while at least 10% of the mass is off the sink, 0 for a pure sink.
 - ``broad``: the normalised attention entropy itself (1 = uniform), not a lift: its baseline is
   1 by construction.
 
@@ -36,6 +41,7 @@ COLUMNS: tuple[str, ...] = NAMED_ROLES  # one column per named role, in catalogu
 LIFT_COLUMNS: tuple[str, ...] = tuple(c for c in COLUMNS if c not in ("syntactic", "broad"))
 MIN_ARCS = 20
 BROAD_MISSING = 0.5
+SINK_MARGIN = 0.1
 SYNTACTIC_PREFIX = "syntactic:"
 
 
@@ -56,6 +62,9 @@ def matrix_from_arrays(values: np.ndarray, names: list[str] | tuple[str, ...], b
             feature = ROLES[col].feature
             if col == "syntactic":
                 out[..., j] = _syntactic(values, names, baselines, counts)
+                if "first_token" in index:
+                    off_sink = (1.0 - values[..., index["first_token"]]) / SINK_MARGIN
+                    out[..., j] *= np.where(np.isfinite(off_sink), np.clip(off_sink, 0.0, 1.0), 1.0)
             elif feature not in index:
                 out[..., j] = BROAD_MISSING if col == "broad" else 0.0
             elif col == "broad":
@@ -78,7 +87,7 @@ def _syntactic(values: np.ndarray, names, baselines: np.ndarray, counts: np.ndar
     lift = (values[..., slots] - b - floor) / (1.0 - b)
     lift = np.where(np.isfinite(lift), lift, -np.inf)
     best = lift.max(-1)
-    return np.where(np.isfinite(best), best, 0.0)
+    return np.where(np.isfinite(best), np.maximum(best, -1.0), 0.0)
 
 
 def head_matrix(features: pd.DataFrame) -> pd.DataFrame:

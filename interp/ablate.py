@@ -1,0 +1,310 @@
+"""Ablate stage: how much does the model need each attention head?
+
+Each query head's output (``hook_z``) is replaced, alone, by zero, its corpus mean or its
+output on another sequence (:mod:`interp.ablation.values`), and the model is rerun on a small
+evaluation corpus (:mod:`interp.ablation.corpus`) to read metrics that do not depend on
+attention patterns (:mod:`interp.ablation.metrics`): next-token loss on prose and on repeated
+random tokens and subject-verb agreement for causal LMs; sentence-embedding drift and
+retrieval for encoders. Every effect comes with a paired bootstrap interval over sequences.
+
+Steps, each with a progress bar:
+
+1. **attribution** (:mod:`interp.ablation.attribution`): one forward and one backward pass per
+   batch estimate every head's effect to first order; rows with ``method="attribution"``.
+2. **exact** (:mod:`interp.ablation.sweep`): every head (or, with ``top_k``, the heads
+   attribution ranks highest) ablated and the model rerun from that head's layer on.
+3. **pruning** (:mod:`interp.ablation.pruning`): heads removed cumulatively, least important
+   first; the ``pruning`` table and the share of heads removable within 1% / 5%.
+
+:func:`role_effects` and :func:`surprises` relate the effects to the classifier's roles.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import math
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pandas as pd
+import torch
+
+from interp import runs
+from interp.ablation.attribution import attribute
+from interp.ablation.corpus import SV, EvalCorpus, build_corpus
+from interp.ablation.forward import Runner
+from interp.ablation.metrics import CAUSAL_METRICS, ENCODER_METRICS, metric_sizes
+from interp.ablation.pruning import pruning_curve, pruning_order, removable_summary
+from interp.ablation.stats import SumStore, effect_rows
+from interp.ablation.surprises import role_effects, surprises
+from interp.ablation.sweep import exact_sweep
+from interp.ablation.values import KINDS, MeanAccumulator
+from interp.models import LoadedModel
+from interp.tables import EFFECTS, PRUNING
+
+__all__ = ["AblateConfig", "AblateResult", "ablate", "ablate_run", "role_effects", "surprises"]
+
+METRICS = CAUSAL_METRICS + ENCODER_METRICS
+QUICK_SIZES = {"n_prose": 3, "n_repeated": 3, "n_syntax": 8}
+QUICK_TOP_SHARE = 0.05  # quick mode: exact ablation of the 5% of heads attribution ranks highest
+QUICK_PRUNE_STEP = 0.25
+
+
+@dataclass(frozen=True)
+class AblateConfig:
+    """How heads are ablated and on what.
+
+    The default evaluation corpus is deliberately small: an exact sweep reruns (on average
+    half of) the model once per head, 270 times for SmolLM2, and on a 2-core CPU that is
+    compute-bound at ~15-20 GFLOP/s, i.e. about 1 s per 100 tokens per full forward. It holds
+    6 prose lines, 6 repeated-token sequences (10 random tokens, twice) and 16 syntax prefixes:
+    392 tokens (425 padded, 7 batches) for SmolLM2, enough for bootstrap intervals over 6-16
+    sequences per metric (see corpus.py for what each family measures).
+    """
+
+    ablations: tuple[str, ...] = ("zero",)  # the first is the primary one (top_k, pruning)
+    metrics: tuple[str, ...] | None = None  # None: every metric of the model's kind; the first is primary
+    n_prose: int = 6  # prose lines (every second line of the shipped corpus)
+    n_repeated: int = 6  # repeated-random-token sequences (causal only)
+    repeated_lengths: tuple[int, ...] = (10,)  # length of the random half
+    n_syntax: int = 16  # syntax sentences for subject-verb agreement (causal only)
+    max_tokens_per_batch: int = 2048  # padded tokens per batch: bounds memory, chunks the corpus
+    dtype: str | None = None  # None: the model's own; float32 | bfloat16: run a converted copy
+    top_k: int | None = None  # None: exact ablation of every head; k: of the k heads attribution ranks highest
+    attribution: bool = True  # estimate every head by attribution patching (always on with top_k)
+    heads_per_pass: int = 3  # heads of a layer per forward, as stacked batch copies (~1.9x faster than 1 on SmolLM2)
+    prune: bool = True  # compute the pruning curve
+    prune_step: float | None = None  # share of heads per step; None: 1 head (<= 64 heads) or 5%
+    n_bootstrap: int = 1000
+    threads: int | None = None  # torch intra-op threads for the stage; None: 1 on <= 2 cores, else as set
+    quick: bool = False  # smaller corpus (3 / 3 / 8), exact ablation of the top 5% only, 25% pruning steps
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.ablations or any(k not in KINDS for k in self.ablations):
+            raise ValueError(f"ablations must be a non-empty subset of {KINDS}, got {self.ablations!r}")
+        if len(set(self.ablations)) != len(self.ablations):
+            raise ValueError(f"ablations has duplicates: {self.ablations!r}")
+        if self.metrics is not None and (not self.metrics or any(m not in METRICS for m in self.metrics)):
+            raise ValueError(f"metrics must be None or a non-empty subset of {METRICS}, got {self.metrics!r}")
+        if min(self.n_prose, self.n_repeated, self.n_syntax) < 0:
+            raise ValueError("sequence counts must be >= 0")
+        if not self.repeated_lengths or min(self.repeated_lengths) < 2:
+            raise ValueError("repeated_lengths must be non-empty and >= 2")
+        if self.max_tokens_per_batch < 1:
+            raise ValueError("max_tokens_per_batch must be >= 1")
+        if self.dtype not in (None, "float32", "bfloat16"):
+            raise ValueError(f"dtype must be None, 'float32' or 'bfloat16', got {self.dtype!r}")
+        if self.top_k is not None and self.top_k < 1:
+            raise ValueError("top_k must be None or >= 1")
+        if self.heads_per_pass < 1:
+            raise ValueError("heads_per_pass must be >= 1")
+        if self.prune_step is not None and not 0 < self.prune_step <= 1:
+            raise ValueError("prune_step must be None or in (0, 1]")
+        if self.n_bootstrap < 10:
+            raise ValueError("n_bootstrap must be >= 10")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError("threads must be None or >= 1")
+
+    def resolved(self, n_heads: int) -> AblateConfig:
+        """The settings actually used: ``quick`` applied for a model with ``n_heads`` heads."""
+        if not self.quick:
+            return self
+        sizes = {k: min(getattr(self, k), v) for k, v in QUICK_SIZES.items()}
+        return dataclasses.replace(
+            self, **sizes, top_k=self.top_k or max(1, math.ceil(QUICK_TOP_SHARE * n_heads)),
+            prune_step=self.prune_step or QUICK_PRUNE_STEP, n_bootstrap=min(self.n_bootstrap, 200),
+        )
+
+
+@dataclass
+class AblateResult:
+    effects: pd.DataFrame  # the `effects` table
+    pruning: pd.DataFrame  # the `pruning` table (empty when prune=False)
+    timings: dict[str, float]  # seconds per step, plus per-head and per-pass figures
+    summary: dict[str, Any] = field(default_factory=dict)  # corpus sizes, removable fractions, settings used
+
+
+def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: bool = True) -> AblateResult:
+    """Measure every head's effect (exact and/or attribution) and the pruning curve."""
+    cfg = config.resolved(model.n_layers * model.n_heads)
+    metrics = _metrics(model, cfg)
+    timings: dict[str, float] = {}
+    with _timed(timings, "total"), _threads(cfg.threads), _in_dtype(model, cfg.dtype) as m:
+        with _timed(timings, "corpus"):
+            corpus = _corpus(m, cfg, metrics)
+        runner = Runner(m)
+        attribution, means = None, None
+        if cfg.attribution or cfg.top_k is not None:
+            with _timed(timings, "attribution"):
+                attr = attribute(runner, corpus, cfg.ablations, progress)
+                attribution, means = effect_rows(attr.store, "attribution", cfg.n_bootstrap, cfg.seed), attr.means
+        elif set(cfg.ablations) & {"mean", "resample"}:
+            with _timed(timings, "means"):
+                means = head_means(runner, corpus)
+        heads = _exact_heads(m, attribution, cfg, metrics)
+        with _timed(timings, "exact"):
+            exact, reused = _exact(runner, corpus, heads, cfg, means, progress)
+        timings["exact_per_head"] = timings["exact"] / max(len(heads) * len(cfg.ablations), 1)
+        effects = _finish_effects([attribution, exact], metrics)
+        pruning = pd.DataFrame(columns=PRUNING.names)
+        if cfg.prune:
+            with _timed(timings, "pruning"):
+                pruning = _pruning(runner, corpus, effects, cfg, metrics, means, progress)
+    summary = {
+        "corpus": {f: {"n_sequences": n} for f, n in corpus.sizes.items()}, "n_tokens": corpus.n_tokens,
+        "metrics": list(metrics), "exact_heads": len(heads), "layer_reuse": reused,
+        "removable": removable_summary(pruning) if len(pruning) else {}, "resolved_config": dataclasses.asdict(cfg),
+    }
+    return AblateResult(effects, PRUNING.validate(pruning), timings, summary)
+
+
+def ablate_run(run_dir: str | Path, model: LoadedModel, config: AblateConfig = AblateConfig(),
+               progress: bool = True) -> AblateResult:
+    """Run the stage for a run directory: write ``effects`` and ``pruning``, record the stage."""
+    runs.read_manifest(run_dir)  # fail now, not after minutes of ablation, if it is no run
+    start = time.perf_counter()
+    result = ablate(model, config, progress)
+    runs.write_table(run_dir, "effects", result.effects)
+    runs.write_table(run_dir, "pruning", result.pruning)
+    runs.record_stage(run_dir, "ablate", config, time.perf_counter() - start,
+                      timings={k: round(v, 3) for k, v in result.timings.items()}, **result.summary)
+    return result
+
+
+def head_means(runner: Runner, corpus: EvalCorpus) -> torch.Tensor:
+    """Every head's mean z over the valid positions of the corpus: ``[layer, head, d_head]``."""
+    acc = MeanAccumulator()
+    for batch in corpus.batches:
+        acc.add(runner.clean(batch, keep_z=True).z, batch.valid)
+    return acc.means()
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def _metrics(model: LoadedModel, cfg: AblateConfig) -> tuple[str, ...]:
+    available = CAUSAL_METRICS if model.causal else ENCODER_METRICS
+    chosen = available if cfg.metrics is None else cfg.metrics
+    wrong = [m for m in chosen if m not in available]
+    if wrong:
+        kind = "causal LM" if model.causal else "encoder"
+        raise ValueError(f"metrics {wrong} do not apply to a {kind}; choose from {available}")
+    return tuple(chosen)
+
+
+def _corpus(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...]) -> EvalCorpus:
+    wants = set(metrics)
+    corpus = build_corpus(
+        model, n_prose=cfg.n_prose if (not model.causal or "loss_prose" in wants) else 0,
+        n_repeated=cfg.n_repeated if "loss_repeated" in wants else 0, repeated_lengths=cfg.repeated_lengths,
+        n_syntax=cfg.n_syntax if SV in wants else 0, seed=cfg.seed, max_tokens=cfg.max_tokens_per_batch,
+    )
+    if not corpus.batches:
+        raise ValueError("the evaluation corpus is empty: raise n_prose / n_repeated / n_syntax")
+    return corpus
+
+
+def _exact_heads(model: LoadedModel, attribution: pd.DataFrame | None, cfg: AblateConfig,
+                 metrics: tuple[str, ...]) -> list[tuple[int, int]]:
+    """All heads, or the ``top_k`` that attribution ranks highest on any metric.
+
+    A head's score is its best percentile of |estimated delta| among the metrics (primary
+    ablation kind): a head near the top for any one metric is chosen.
+    """
+    heads = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
+    if cfg.top_k is None or cfg.top_k >= len(heads):
+        return heads
+    rows = attribution[(attribution["ablation"] == cfg.ablations[0]) & attribution["metric"].isin(metrics)]
+    if rows.empty:  # e.g. an encoder asked for embedding_cosine only: nothing attribution can rank
+        warnings.warn("top_k needs a metric attribution can estimate; ablating every head exactly", stacklevel=3)
+        return heads
+    ranks = rows.assign(pct=rows.groupby("metric")["delta"].transform(lambda d: d.abs().rank(pct=True)))
+    score = ranks.groupby(["layer", "head"])["pct"].max()
+    top = score.sort_values(ascending=False, kind="stable").index[: cfg.top_k]
+    return sorted((int(layer), int(head)) for layer, head in top)
+
+
+def _exact(runner: Runner, corpus: EvalCorpus, heads: list[tuple[int, int]], cfg: AblateConfig,
+           means: torch.Tensor | None, progress: bool) -> tuple[pd.DataFrame, bool]:
+    """Exact effect rows of ``heads`` and whether layer reuse held."""
+    store = SumStore(metric_sizes(corpus.sizes))
+    if not heads:
+        return pd.DataFrame(columns=EFFECTS.names), False
+    reused = exact_sweep(runner, corpus, store, heads, cfg.ablations, means, cfg.heads_per_pass, progress=progress)
+    return effect_rows(store, "exact", cfg.n_bootstrap, cfg.seed), reused
+
+
+def _pruning(runner: Runner, corpus: EvalCorpus, effects: pd.DataFrame, cfg: AblateConfig, metrics: tuple[str, ...],
+             means: torch.Tensor | None, progress: bool) -> pd.DataFrame:
+    """The pruning curve under the primary ablation, ordered by the primary metric."""
+    model = runner.model
+    heads = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
+    order = pruning_order(effects, heads, metrics[0], cfg.ablations[0])
+    pruning = pruning_curve(runner, corpus, order, cfg.ablations[0], means, cfg.prune_step, progress)
+    return pruning[pruning["metric"].isin(metrics)].reset_index(drop=True)
+
+
+def _finish_effects(frames: list[pd.DataFrame | None], metrics: tuple[str, ...]) -> pd.DataFrame:
+    frames = [f for f in frames if f is not None and len(f)]
+    if not frames:
+        return pd.DataFrame(columns=EFFECTS.names)
+    effects = pd.concat(frames, ignore_index=True)
+    effects = effects[effects["metric"].isin(metrics)]
+    effects = effects.astype({"layer": int, "head": int})
+    effects = effects.sort_values(["method", "ablation", "metric", "layer", "head"], kind="stable")
+    return EFFECTS.validate(effects.reset_index(drop=True).replace([np.inf, -np.inf], np.nan))
+
+
+@contextlib.contextmanager
+def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[name] = time.perf_counter() - start
+
+
+@contextlib.contextmanager
+def _threads(n: int | None) -> Iterator[None]:
+    """Scope torch's intra-op threads to the stage.
+
+    ``None`` means one thread on a machine with at most two cores: when another process holds
+    one of them, every multi-threaded op waits at an OpenMP barrier for the descheduled
+    thread. Measured on the 2-core development box while others worked: a tiny model's
+    forward 0.52 s with 2 threads vs 0.016 s with 1; SmolLM2, 1 x 64 tokens, 10 s vs 0.9 s;
+    64 x 64 tokens, 65 s vs 55 s. On an idle 2-core box one thread costs at most 2x.
+    """
+    if n is None:
+        n = 1 if (os.cpu_count() or 1) <= 2 else None
+    if n is None:
+        yield
+        return
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+@contextlib.contextmanager
+def _in_dtype(model: LoadedModel, dtype: str | None) -> Iterator[LoadedModel]:
+    """The model itself, or a converted copy when the stage asks for another dtype (the
+    caller's model is never cast in place: bf16 -> fp32 would not give the weights back)."""
+    current = str(next(model.bridge.parameters()).dtype).removeprefix("torch.")
+    if dtype is None or dtype == current:
+        yield model
+        return
+    bridge = copy.deepcopy(model.bridge).to(getattr(torch, dtype))
+    try:
+        yield dataclasses.replace(model, bridge=bridge, dtype=dtype)
+    finally:
+        del bridge

@@ -1,0 +1,88 @@
+"""The exact sweep: every chosen head ablated alone, the model run, every metric read.
+
+Loop order is batch-outer: one intact pass per batch caches each layer's ``hook_resid_pre``
+(and ``hook_z`` when resampling), then every head of layer ``l`` reruns only blocks ``l..L-1``
+from that cache (see :mod:`interp.ablation.forward`), so the corpus' residuals are never all
+held at once. ``heads_per_pass > 1`` stacks that many copies of the batch, each ablating its
+own head of the same layer; whether that pays off depends on the machine (measured in
+benchmarks/ablation_sweep.py).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from tqdm.auto import tqdm
+
+from interp.ablation.corpus import EvalBatch, EvalCorpus
+from interp.ablation.forward import CleanPass, Runner
+from interp.ablation.metrics import batch_metrics
+from interp.ablation.stats import SumStore
+from interp.ablation.values import edits_for
+
+Head = tuple[int, int]
+
+
+def reuse_error(runner: Runner, batch: EvalBatch, clean: CleanPass) -> float:
+    """Largest |readout difference| between the full forward and restarting at a few layers."""
+    layers = sorted({1, runner.n_layers // 2, runner.n_layers - 1} - {0})
+    worst = 0.0
+    for layer in layers:
+        out = runner.run(batch, [], start_layer=layer, resid=clean.resid_pre[layer])
+        worst = max(worst, float((out.float() - clean.readout.float()).abs().max()))
+    return worst
+
+
+def exact_sweep(runner: Runner, corpus: EvalCorpus, store: SumStore, heads: list[Head], kinds: tuple[str, ...],
+                means: torch.Tensor | None, heads_per_pass: int = 1, reuse: bool = True,
+                progress: bool = True) -> bool:
+    """Fill ``store`` with the intact and every (kind, head)'s per-sequence metric sums.
+
+    Returns whether layer reuse was used: it is switched off, with a warning, when the first
+    batch's check finds the shortcut differs from the full forward (an architecture whose
+    blocks do not take and return the bare hidden states).
+    """
+    by_layer: dict[int, list[int]] = {}
+    for layer, head in sorted(heads):
+        by_layer.setdefault(layer, []).append(head)
+    total = len(corpus.batches) * len(heads) * len(kinds)
+    with tqdm(total=total, desc="ablate: exact", unit="head", disable=not progress) as bar:
+        for i, batch in enumerate(corpus.batches):
+            clean = runner.clean(batch, keep_resid=reuse, keep_z="resample" in kinds)
+            store.add_base(batch_metrics(clean.readout, batch))
+            if i == 0 and reuse:
+                reuse = _check_reuse(runner, batch, clean)
+            for layer, layer_heads in by_layer.items():
+                for kind in kinds:
+                    for chunk in _chunks(layer_heads, heads_per_pass):
+                        _run_chunk(runner, batch, clean, store, kind, layer, chunk, means, reuse)
+                        bar.update(len(chunk))
+    return reuse
+
+
+def _check_reuse(runner: Runner, batch: EvalBatch, clean: CleanPass) -> bool:
+    err = reuse_error(runner, batch, clean)
+    scale = float(clean.readout.float().abs().max()) or 1.0
+    tolerance = 1e-5 if clean.readout.dtype == torch.float32 else 2e-2
+    if err <= tolerance * scale:
+        return True
+    warnings.warn(f"restarting at a cached layer changes the output by {err:.3g}: running full forwards instead "
+                  "(slower, still exact)", stacklevel=3)
+    return False
+
+
+def _chunks(items: list[int], size: int) -> list[list[int]]:
+    return [items[i: i + size] for i in range(0, len(items), size)]
+
+
+def _run_chunk(runner: Runner, batch: EvalBatch, clean: CleanPass, store: SumStore, kind: str, layer: int,
+               chunk: list[int], means: torch.Tensor | None, reuse: bool) -> None:
+    edits = [e for i, head in enumerate(chunk)
+             for e in edits_for(kind, [(layer, head)], batch, clean.z or None, means, replica=i)]
+    start = layer if reuse else 0
+    out = runner.run(batch, edits, replicas=len(chunk), start_layer=start,
+                     resid=clean.resid_pre[layer] if start else None)
+    for i, head in enumerate(chunk):
+        readout = out[i] if len(chunk) > 1 else out
+        store.add((kind, layer, head), batch_metrics(readout, batch, clean.readout))

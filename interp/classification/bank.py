@@ -1,0 +1,294 @@
+"""The reference bank: labelled example heads the classifier is fitted on.
+
+Every bank head is a synthetic attention pattern, a per-query mixture of archetype and null
+behaviours (interp.classification.patterns), scored on synthetic probes of all three families
+(interp.classification.corpus) by the *same* feature code as real heads
+(``FeatureAccumulator.start_batch / add_layer / table`` and :func:`head_matrix`), so a bank
+feature means exactly what a real feature means. It is built for causal and encoder masks.
+
+Templates (``n`` = ``per_role`` heads per role and mask; ``s`` = the role's mean weight):
+
+- ``diffuse`` (n per role, 2n broad): one role (s ~ U(0.3, 1)) over a diffuse background
+  (uniform or near-uniform random logits): weak and strong heads, labelled with the role.
+  Uniform mass is *no* behaviour, so it never outvotes a role; ``broad`` heads are the background
+  alone (plus at most 0.15 of a role).
+- ``sink`` (n per role, plus n/2): a role and a BOS sink, s ~ U(0.15, 0.9): labelled with
+  whichever weighs more (a syntactic role always wins: see below), the other is the second role
+  when its weight is >= 0.2; plus sinks whose leftover attention meets syntax by chance.
+- ``pair`` (n/2 per role): two roles, the first with s ~ U(0.5, 0.85): labelled with the first.
+- ``noisy`` (n/2 per role): a role (s ~ U(0.5, 1)) plus a null behaviour: labelled with the role.
+- ``null_head`` (7n): behaviours no archetype describes -- peaked Dirichlet attention, random
+  logits as in randomly initialised heads with large weights, a fixed distance beyond the local
+  window, a fixed absolute position other than 0, an arbitrary token class, an archetype's
+  pattern with its keys shuffled -- possibly plus a BOS sink (< the null's weight), a weak role
+  (<= 0.25), uniform mass or chance-level syntax: labelled ``unexplained``.
+- ``several`` (2n): three or four roles with no dominant one (max weight <= 0.42): ``unexplained``.
+
+A synthetic syntactic head links the queries of one or two relation slots (those with at least
+MIN_ARCS arcs and a fixed-offset baseline of at most 0.8) to their gold partner, missing a share
+of arcs by one word (real heads' error), with a hit rate at least 0.3 above the offset baseline.
+Clark's score is an argmax over words, so a few percent on the partner over a uniform or BOS
+background already wins it: such syntax never appears as a minor ingredient of another label,
+and beside a sink it is the label whatever the weights. *Chance-level* syntax (a hit rate within
+-0.1 .. +0.12 of the baseline: a head that merely looks at related words) does appear in null
+heads, beside sinks and in broad remnants, labelled by the rest of the head, so that ordinary
+heads' syntactic scores sit near 0 as in real models, not at the floor.
+
+Each query scales the weights by its own log-normal factors (``wobble``) and renormalises, so
+mixtures vary across positions as real heads do; every entry then gets a little log-normal
+``jitter`` (no real head is exactly uniform, and exact ties would decide argmax-based scores).
+The gaps between templates (weak role 0.15-0.3 over uniform, role 0.25-0.5 beside a null) are
+deliberately left empty: labels there would be coin flips.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from interp.accumulate import FeatureAccumulator
+from interp.classification import patterns as P
+from interp.classification.corpus import PAD, synthetic_sequences
+from interp.classification.matrix import COLUMNS, MIN_ARCS, head_matrix
+from interp.features import best_offset_counts, context
+from interp.probes.batch import bucket, make_batch
+from interp.roles import NAMED_ROLES, UNEXPLAINED
+
+MASKS = ("causal", "encoder")
+CHUNK = 48  # heads scored per accumulator "layer"
+
+
+@dataclass(frozen=True)
+class HeadSpec:
+    """A bank head: components (kind, args), their mean weights, how much they wobble, its labels."""
+
+    components: tuple[tuple[str, tuple], ...]
+    weights: tuple[float, ...]
+    wobble: float | None
+    jitter: float
+    label: str
+    second: str | None
+    template: str
+
+    def describe(self) -> str:
+        return " + ".join(f"{w:.2f} {k}{list(a) if a else ''}" for (k, a), w in zip(self.components, self.weights))
+
+
+class _Sampler:
+    """Draws component variants for one mask; the syntax slots are those with enough arcs."""
+
+    def __init__(self, rng: random.Random, causal: bool, slots: dict[int, float]):
+        self.rng, self.causal, self.slots = rng, causal, slots
+        self.roles = [r for r in NAMED_ROLES if not (causal and r == "next_token")]
+        if not slots:
+            self.roles.remove("syntactic")
+
+    def role(self, name: str) -> tuple[str, tuple]:
+        rng, fb = self.rng, self.rng.choice(P.FALLBACKS)
+        if name in ("previous_token", "current_token", "next_token"):
+            return "offset", ({"previous_token": -1, "current_token": 0, "next_token": 1}[name], "self")
+        if name == "first_token":
+            return "first", ()
+        if name == "delimiter":
+            return "delimiter", (rng.choice(["all", "nearest"] + ([] if self.causal else ["sep", "sep"])), fb)
+        if name == "duplicate_token":
+            return "duplicate", (fb,)
+        if name == "induction":
+            return "induction", (fb,)
+        if name == "local":
+            return "local", (rng.choice([2, 3, 3, 4]), rng.choice([1.0, 0.7, 0.5]))
+        if name == "broad":
+            return "broad", (rng.random() < 0.3,)
+        if name == "syntactic":
+            # hits well above the easiest chosen slot's offset baseline, so the head beats it
+            chosen = tuple(sorted(rng.sample(sorted(self.slots), min(len(self.slots), rng.choice([1, 1, 2])))))
+            floor = min(1.0, min(self.slots[c] for c in chosen) + 0.3)
+            return "syntactic", (chosen, fb, round(rng.uniform(floor, 1.0), 3), rng.randrange(2**31))
+        raise ValueError(name)
+
+    def chance_syntax(self) -> tuple[str, tuple]:
+        """Attention to syntactic partners no better than the fixed-offset baseline: what heads
+        that merely look at related words show. It makes no syntactic head."""
+        rng = self.rng
+        slot = rng.choice(sorted(self.slots))
+        b = self.slots[slot]
+        hit = rng.uniform(max(0.0, b - 0.1), min(1.0, b + 0.12))
+        return "syntactic", ((slot,), rng.choice(P.FALLBACKS), round(hit, 3), rng.randrange(2**31))
+
+    def diffuse(self) -> tuple[str, tuple]:
+        if self.rng.random() < 0.5:
+            return "broad", (self.rng.random() < 0.3,)
+        return "random_logits", (round(self.rng.uniform(0.0, 1.2), 3),)
+
+    def null(self) -> tuple[str, tuple]:
+        rng, fb = self.rng, self.rng.choice(P.FALLBACKS)
+        kind = rng.choice(["dirichlet", "random_logits", "far_offset", "fixed_position", "token_class", "shuffled", "shuffled"])
+        if kind == "dirichlet":
+            return kind, (round(rng.uniform(0.05, 0.3), 3),)
+        if kind == "random_logits":
+            return kind, (round(rng.uniform(3.0, 6.0), 3),)
+        if kind == "far_offset":
+            d = rng.randint(4, 12)
+            return kind, (d if self.causal or rng.random() < 0.5 else -d, rng.choice(("bos", "uniform")))
+        if kind == "fixed_position":
+            return kind, (rng.randint(1, 8),)
+        if kind == "token_class":
+            m = rng.randint(3, 9)
+            return kind, (m, rng.randrange(m), fb)
+        inner = rng.choice([r for r in self.roles if r not in ("broad", "first_token")])
+        return kind, self.role(inner)
+
+    def wobble(self) -> float | None:
+        return None if self.rng.random() < 0.2 else round(self.rng.uniform(0.1, 0.8), 2)
+
+
+def _spec(s: _Sampler, comps: list, weights: list[float], label: str, second: str | None, template: str) -> HeadSpec:
+    total = sum(weights)
+    return HeadSpec(tuple(comps), tuple(round(w / total, 4) for w in weights), s.wobble(),
+                    round(s.rng.uniform(0.02, 0.3), 3), label, second, template)
+
+
+def sample_specs(rng: random.Random, causal: bool, slots: dict[int, float], per_role: int = 40) -> list[HeadSpec]:
+    """The bank's head specs for one mask (see the module docstring for the templates)."""
+    s = _Sampler(rng, causal, slots)
+    specs: list[HeadSpec] = []
+    roles = [r for r in s.roles if r != "broad"]
+    # Clark's syntactic score is an argmax: see the module docstring on syntax.
+    minor = [r for r in roles if r != "syntactic"]
+    for r in roles:
+        for _ in range(per_role):
+            w = rng.uniform(0.3, 1.0)
+            specs.append(_spec(s, [s.role(r), s.diffuse()], [w, 1 - w], r, None, "diffuse"))
+    for _ in range(per_role * 2):
+        comps, weights = [s.diffuse()], [1.0]
+        if rng.random() < 0.6:
+            comps.append(s.role(rng.choice(minor)) if rng.random() < 0.85 or not slots else s.chance_syntax())
+            weights.append(rng.uniform(0.0, 0.15))
+        specs.append(_spec(s, comps, weights, "broad", None, "diffuse"))
+    for r in roles:
+        if r == "first_token":
+            continue
+        for _ in range(per_role):
+            w = rng.uniform(0.15, 0.9)
+            u = rng.uniform(0.0, 0.15) if rng.random() < 0.4 else 0.0
+            label, other = (r, "first_token") if w >= 1 - w or r == "syntactic" else ("first_token", r)
+            other_w = 1 - w if other == "first_token" else w
+            second = other if other_w * (1 - u) >= 0.2 else None
+            specs.append(_spec(s, [s.role(r), s.role("first_token"), s.role("broad")],
+                               [w * (1 - u), (1 - w) * (1 - u), u], label, second, "sink"))
+    for _ in range(per_role // 2 if slots else 0):  # sinks whose leftover attention meets syntax by chance
+        w = rng.uniform(0.5, 0.95)
+        specs.append(_spec(s, [s.role("first_token"), s.chance_syntax()], [w, 1 - w], "first_token", None, "sink"))
+    for r in roles:
+        for _ in range(per_role // 2):
+            r2 = rng.choice([x for x in roles if x != r and not (r == "first_token" and x == "syntactic")])
+            w = rng.uniform(0.5, 0.85)
+            specs.append(_spec(s, [s.role(r), s.role(r2)], [w, 1 - w], r, r2 if 1 - w >= 0.2 else None, "pair"))
+        for _ in range(per_role // 2):
+            w = rng.uniform(0.5, 1.0)
+            specs.append(_spec(s, [s.role(r), s.null()], [w, 1 - w], r, None, "noisy"))
+    for _ in range(per_role * 7):
+        comps, weights = [s.null()], [1.0]
+        if rng.random() < 0.3:
+            comps.append(s.null())
+            weights.append(rng.uniform(0.2, 1.0))
+        extra = rng.random()
+        if extra < 0.3:
+            comps.append(s.role("first_token"))
+            weights.append(rng.uniform(0.05, 0.9) * sum(weights))
+        elif extra < 0.55:
+            comps.append(s.role(rng.choice(minor)))
+            weights.append(rng.uniform(0.0, 0.33) * sum(weights))
+        elif extra < 0.7:
+            comps.append(s.role("broad"))
+            weights.append(rng.uniform(0.0, 0.4) * sum(weights))
+        elif extra < 0.85 and slots:
+            comps.append(s.chance_syntax())
+            weights.append(rng.uniform(0.2, 1.0) * sum(weights))
+        specs.append(_spec(s, comps, weights, UNEXPLAINED, None, "null_head"))
+    for _ in range(per_role * 2):
+        k = rng.choice([3, 3, 4])
+        while True:
+            w = np.random.default_rng(rng.randrange(2**31)).dirichlet([1.5] * k)
+            if w.max() <= 0.42:
+                break
+        picked = rng.sample(minor, k)
+        specs.append(_spec(s, [s.role(r) for r in picked], list(w), UNEXPLAINED, None, "several"))
+    return specs
+
+
+def _head_pattern(spec: HeadSpec, ctx, gen: torch.Generator, cache: dict) -> torch.Tensor:
+    comps = [P.build(ctx, kind, args, gen, cache) for kind, args in spec.components]
+    return P.mix(comps, torch.tensor(spec.weights), spec.wobble, ctx, gen, spec.jitter)
+
+
+def score_specs(specs: list[HeadSpec], causal: bool, seed: int = 0, **corpus) -> pd.DataFrame:
+    """The feature matrix of synthetic heads (one row per spec, in order), through the real feature code."""
+    seqs, relations = synthetic_sequences(causal, seed, **corpus)
+    ctxs = []
+    for group in bucket(seqs, 2048):
+        batch = make_batch([seqs[i] for i in group], group, causal, PAD)
+        ctxs.append(context(batch, relations))
+    n_chunks = -(-len(specs) // CHUNK)
+    # n_bootstrap=0: the bank needs values, not intervals (and table() then skips the quantiles)
+    acc = FeatureAccumulator(n_chunks, CHUNK, relations, n_bootstrap=0, seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    filler = HeadSpec((("broad", (False,)),), (1.0,), None, 0.0, "broad", None, "filler")
+    padded = specs + [filler] * (n_chunks * CHUNK - len(specs))
+    for ctx in ctxs:
+        acc.start_batch(ctx)
+        cache: dict = {}
+        for c in range(n_chunks):
+            chunk = padded[c * CHUNK:(c + 1) * CHUNK]
+            acc.add_layer(c, torch.stack([_head_pattern(s, ctx, gen, cache) for s in chunk], 1), ctx)
+    matrix = head_matrix(acc.table())
+    return matrix.reset_index(drop=True).iloc[: len(specs)]
+
+
+def syntax_slots(causal: bool, seed: int = 0, max_baseline: float = 0.8, **corpus) -> dict[int, float]:
+    """Syntactic feature slots a synthetic syntactic head can show itself on, with their
+    fixed-offset baselines: at least MIN_ARCS eligible arcs, and a baseline of at most
+    ``max_baseline`` (where "always attend to the word d away" is right for, say, every
+    adjective, no head can beat it)."""
+    seqs, relations = synthetic_sequences(causal, seed, **corpus)
+    ctx = context(make_batch(seqs, list(range(len(seqs))), causal, PAD), relations)
+    counts = np.bincount(ctx.arc_slot.numpy(), minlength=2 * len(relations))
+    best = np.zeros(len(counts))
+    for (slot, _), c in best_offset_counts(ctx).items():
+        best[slot] = max(best[slot], c)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        baseline = best / counts
+    return {int(i): float(baseline[i]) for i in np.flatnonzero((counts >= MIN_ARCS) & (baseline <= max_baseline))}
+
+
+def build_bank(seed: int = 0, per_role: int = 40, masks: tuple[str, ...] = MASKS) -> pd.DataFrame:
+    """The labelled reference bank: one row per synthetic head, columns COLUMNS + label, second,
+    template, mask, seed, spec. Deterministic in ``seed``; about a minute on two CPU cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # many small tensor ops: one thread is several times faster on a busy CPU
+    try:
+        frames = [_bank_mask(seed, per_role, m, mask) for m, mask in enumerate(masks)]
+    finally:
+        torch.set_num_threads(threads)
+    bank = pd.concat(frames, ignore_index=True)
+    bank["second"] = bank["second"].astype(object).where(bank["second"].notna(), np.nan)
+    return bank
+
+
+def _bank_mask(seed: int, per_role: int, m: int, mask: str) -> pd.DataFrame:
+    if mask not in MASKS:
+        raise ValueError(f"mask must be one of {MASKS}, got {mask!r}")
+    causal = mask == "causal"
+    rng = random.Random(seed * 1000 + m)
+    specs = sample_specs(rng, causal, syntax_slots(causal, seed), per_role)
+    matrix = score_specs(specs, causal, seed)
+    meta = pd.DataFrame({
+        "label": [s.label for s in specs], "second": [s.second for s in specs],
+        "template": [s.template for s in specs], "mask": mask, "seed": seed,
+        "spec": [s.describe() for s in specs],
+    })
+    return pd.concat([matrix[list(COLUMNS)], meta], axis=1)

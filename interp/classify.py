@@ -1,0 +1,244 @@
+"""Classify stage: features table -> roles table (+ clusters of unexplained heads, a summary).
+
+Every head gets a primary role from the catalogue (interp.roles) or ``unexplained``, a
+calibrated confidence, a second role where one holds, per-role scores and, when bootstrap
+replicates of the features are available, a stability. The method:
+
+1. :func:`~interp.classification.matrix.head_matrix` turns the features table into one row per
+   head: each role's feature as a lift over the no-preference baseline (syntax: the best lift
+   over the fixed-offset baseline), plus the normalised entropy; missing features are imputed
+   as "no preference".
+2. :class:`~interp.classification.estimator.HeadRoleClassifier` (a scikit-learn estimator: a
+   temperature-calibrated multinomial logistic model) labels each row. The shipped model is
+   fitted on the reference bank (interp.classification.bank): synthetic heads of every
+   archetype, their mixtures with BOS sinks, noise and each other, and null heads (random,
+   shuffled, off-catalogue behaviours) labelled ``unexplained`` -- all scored by the same
+   feature code as real heads.
+3. Stability: the share of bootstrap replicates (``feature_replicates.npz``) on which the head
+   keeps its primary role.
+4. Unexplained heads are clustered by attention profile; recurring groups are described.
+
+``interp classify RUN_DIR [--refit]`` calls :func:`classify_run`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from interp.classification.clusters import cluster_unexplained
+from interp.classification.estimator import HeadRoleClassifier
+from interp.classification.matrix import COLUMNS, head_matrix, table_arrays
+from interp.classification.reference import default_classifier, load_model, refit as refit_reference
+from interp.classification.stability import stability
+from interp.errors import RunError
+from interp.reference import REFERENCE_VERSION
+from interp.roles import ROLE_NAMES, UNEXPLAINED
+from interp.tables import ROLES_TABLE
+
+__all__ = ["ClassifyConfig", "ClassifyResult", "HeadRoleClassifier", "classify", "classify_run", "head_matrix"]
+
+REPLICATES_FILE = "feature_replicates.npz"
+REFIT_MODEL_FILE = "classifier.json"
+REFIT_BANK_FILE = "reference_bank.csv"
+
+
+@dataclass(frozen=True)
+class ClassifyConfig:
+    """How heads are labelled.
+
+    reference: a fitted model JSON file (``classify_run(..., refit=True)`` writes one into the
+        run directory); None: the shipped default model.
+    reference_version: the reference version the model file must carry (provenance; a run
+        classified with another bank does not count as done on ``--resume``).
+    second_min_lift: overrides the model's threshold for reporting a second role (None: keep it).
+    max_replicates: use at most this many bootstrap replicates for stability (None: all).
+    cluster_distance: Euclidean distance (in standard deviations) below which unexplained heads
+        are merged; None: the number of groups with the best silhouette.
+    min_cluster_size: smallest group of unexplained heads reported.
+    """
+
+    reference: str | None = None
+    reference_version: str = REFERENCE_VERSION
+    second_min_lift: float | None = None
+    max_replicates: int | None = None
+    cluster_distance: float | None = None
+    min_cluster_size: int = 2
+
+    def __post_init__(self) -> None:
+        if not self.reference_version:
+            raise ValueError("reference_version is empty")
+        if self.second_min_lift is not None and not 0.0 <= self.second_min_lift <= 1.0:
+            raise ValueError(f"second_min_lift must be in [0, 1], got {self.second_min_lift}")
+        if self.max_replicates is not None and self.max_replicates < 1:
+            raise ValueError(f"max_replicates must be >= 1 or None, got {self.max_replicates}")
+        if self.cluster_distance is not None and not self.cluster_distance > 0:
+            raise ValueError(f"cluster_distance must be > 0 or None, got {self.cluster_distance}")
+        if self.min_cluster_size < 2:
+            raise ValueError(f"min_cluster_size must be >= 2, got {self.min_cluster_size}")
+
+
+@dataclass
+class ClassifyResult:
+    """roles: the roles table; clusters: cluster, layer, head, description; summary: tidy counts
+    (scope "model" | "layer" | "truth", layer, role, count, share); confusion: truth x predicted
+    head counts when the true roles were given, else None."""
+
+    roles: pd.DataFrame
+    clusters: pd.DataFrame
+    summary: pd.DataFrame
+    confusion: pd.DataFrame | None = None
+
+    @property
+    def counts(self) -> pd.Series:
+        """Number of heads per role (every role of the catalogue, zeros included)."""
+        rows = self.summary[self.summary["scope"] == "model"]
+        return rows.set_index("role")["count"]
+
+    @property
+    def share_unexplained(self) -> float:
+        return float((self.roles["role"] == UNEXPLAINED).mean())
+
+    @property
+    def per_layer(self) -> pd.DataFrame:
+        """Role counts per layer: layer x role."""
+        return pd.crosstab(self.roles["layer"], self.roles["role"]).reindex(columns=list(ROLE_NAMES), fill_value=0)
+
+    def summary_text(self) -> str:
+        """A few lines for the terminal: heads per role, share unexplained, recurring groups."""
+        counts = self.counts[self.counts > 0]
+        lines = [f"{len(self.roles)} heads: " + ", ".join(f"{role} {n}" for role, n in counts.items()),
+                 f"unexplained: {self.share_unexplained:.0%}"]
+        stability = self.roles["stability"]
+        if stability.notna().any():
+            lines.append(f"mean stability: {stability.mean():.2f}")
+        for number, group in self.clusters.groupby("cluster"):
+            members = " ".join(f"L{l}H{h}" for l, h in zip(group["layer"], group["head"]))
+            lines.append(f"unexplained group {number} ({len(group)} heads: {members}): {group['description'].iloc[0]}")
+        return "\n".join(lines)
+
+
+def _classifier(config: ClassifyConfig) -> HeadRoleClassifier:
+    clf = default_classifier() if config.reference is None else load_model(config.reference, config.reference_version)
+    if config.reference is None and config.reference_version != REFERENCE_VERSION:
+        raise RunError(f"this interp ships reference version {REFERENCE_VERSION!r}, the config asks for "
+                       f"{config.reference_version!r}: reclassify with --refit or the matching interp version")
+    if config.second_min_lift is not None:
+        clf = HeadRoleClassifier.from_dict({**clf.to_dict(), "params": {**clf.get_params(), "second_min_lift": config.second_min_lift}})
+    return clf
+
+
+def roles_table(clf: HeadRoleClassifier, matrix: pd.DataFrame) -> pd.DataFrame:
+    """layer, head, role, confidence, second_role, score_<role> for every role (stability added later)."""
+    proba = clf.predict_proba(matrix[list(COLUMNS)])
+    primary = clf.classes_[proba.argmax(1)].astype(str)
+    frame = pd.DataFrame({
+        "layer": matrix.index.get_level_values("layer").astype(int),
+        "head": matrix.index.get_level_values("head").astype(int),
+        "role": primary, "confidence": proba.max(1),
+        "second_role": pd.Series(clf.second_roles(matrix[list(COLUMNS)], primary), dtype=object).to_numpy(),
+        "stability": np.nan,
+    })
+    col = {str(c): i for i, c in enumerate(clf.classes_)}
+    for role in ROLE_NAMES:
+        frame[f"score_{role}"] = proba[:, col[role]] if role in col else 0.0
+    return frame
+
+
+def summarize(roles: pd.DataFrame, truth: Mapping[tuple[int, int], str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """Tidy counts per role for the model and per layer (+ recall per true role), and the confusion table."""
+    rows = []
+    counts = roles["role"].value_counts()
+    for role in ROLE_NAMES:
+        rows.append({"scope": "model", "layer": np.nan, "role": role, "count": int(counts.get(role, 0)),
+                     "share": counts.get(role, 0) / len(roles)})
+    for layer, group in roles.groupby("layer"):
+        c = group["role"].value_counts()
+        for role in ROLE_NAMES:
+            rows.append({"scope": "layer", "layer": layer, "role": role, "count": int(c.get(role, 0)),
+                         "share": c.get(role, 0) / len(group)})
+    confusion = None
+    if truth:
+        known = roles[[(l, h) in truth for l, h in zip(roles["layer"], roles["head"])]]
+        true = pd.Series([truth[(l, h)] for l, h in zip(known["layer"], known["head"])], index=known.index, name="truth")
+        confusion = pd.crosstab(true, known["role"].rename("predicted"))
+        for role, group in known.groupby(true):
+            rows.append({"scope": "truth", "layer": np.nan, "role": role, "count": len(group),
+                         "share": float((group["role"] == role).mean())})
+    return pd.DataFrame(rows, columns=["scope", "layer", "role", "count", "share"]), confusion
+
+
+def classify(features: pd.DataFrame, replicates: np.ndarray | None = None, names: list[str] | None = None,
+             config: ClassifyConfig = ClassifyConfig(), truth: Mapping[tuple[int, int], str] | None = None,
+             classifier: HeadRoleClassifier | None = None) -> ClassifyResult:
+    """Label every head of a features table.
+
+    replicates: bootstrap replicates of the values, float [replicate, layer, feature, head] with
+        features in ``names`` order (``FeatureAccumulator.replicates()``); None: stability NaN.
+    truth: known roles of some heads, (layer, head) -> role (planted models): adds recall rows to
+        the summary and a confusion table.
+    classifier: a fitted HeadRoleClassifier to use instead of the one ``config`` names.
+    """
+    clf = classifier if classifier is not None else _classifier(config)
+    matrix = head_matrix(features)
+    roles = roles_table(clf, matrix)
+    if replicates is not None:
+        if names is None:
+            raise ValueError("replicates need their feature names: pass names=...")
+        if config.max_replicates is not None:
+            replicates = replicates[: config.max_replicates]
+        _, table_names, baselines, counts, _ = table_arrays(features)
+        base = pd.Series(baselines, index=table_names).reindex(list(names)).to_numpy()
+        n = pd.Series(counts, index=table_names).reindex(list(names)).to_numpy()
+        primary = pd.Series(roles["role"].to_numpy(), index=matrix.index)
+        roles["stability"] = stability(clf, replicates, list(names), base, n, primary).to_numpy()
+    roles = ROLES_TABLE.validate(roles.sort_values(["layer", "head"]).reset_index(drop=True))
+    clusters = cluster_unexplained(matrix, pd.Series(roles["role"].to_numpy(), index=matrix.index),
+                                   config.cluster_distance, config.min_cluster_size)
+    summary, confusion = summarize(roles, truth)
+    return ClassifyResult(roles, clusters, summary, confusion)
+
+
+def read_replicates(run_dir: Path) -> tuple[np.ndarray | None, list[str] | None]:
+    """``feature_replicates.npz`` (arrays ``values`` [replicate, layer, feature, head] and ``names``)."""
+    path = Path(run_dir) / REPLICATES_FILE
+    if not path.exists():
+        return None, None
+    with np.load(path, allow_pickle=False) as data:
+        return data["values"], [str(n) for n in data["names"]]
+
+
+def classify_run(run_dir: str | Path, config: ClassifyConfig = ClassifyConfig(), refit: bool = False) -> ClassifyResult:
+    """Classify a run's heads: read ``features.parquet`` (+ ``feature_replicates.npz``), write
+    ``roles`` (parquet + csv), ``clusters.csv`` and ``role_summary.csv``, record the stage.
+
+    refit: rebuild the reference bank and refit the model (about a minute) instead of using the
+    shipped one; the model and its bank are written into the run directory (``classifier.json``,
+    ``reference_bank.csv``) and ``config.reference`` is recorded as pointing there.
+    """
+    from dataclasses import replace
+
+    from interp import runs
+
+    run_dir = Path(run_dir)
+    start = time.perf_counter()
+    features = runs.read_table(run_dir, "features")
+    if features is None:
+        raise RunError(f"{run_dir} has no features table: run `interp collect` (or `interp run`) first")
+    replicates, names = read_replicates(run_dir)
+    classifier = None
+    if refit:
+        classifier = refit_reference(run_dir, held_out_seed=None, model_name=REFIT_MODEL_FILE, bank_name=REFIT_BANK_FILE)
+        config = replace(config, reference=str(run_dir / REFIT_MODEL_FILE))
+    result = classify(features, replicates, names, config, classifier=classifier)
+    runs.write_table(run_dir, "roles", result.roles)
+    runs.write_text(run_dir / "clusters.csv", result.clusters.to_csv(index=False))
+    runs.write_text(run_dir / "role_summary.csv", result.summary.to_csv(index=False))
+    runs.record_stage(run_dir, "classify", config, time.perf_counter() - start,
+                      reference_version=REFERENCE_VERSION, share_unexplained=round(result.share_unexplained, 4))
+    return result

@@ -1,0 +1,356 @@
+"""Ablate stage on tiny models built here: hooks, layer reuse, ablation values, attribution."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+
+import pytest
+import torch
+
+from interp.ablation.attribution import attribute
+from interp.ablation.corpus import REPEATED, SV, build_corpus, bucket_tight, derangement
+from interp.ablation.forward import Edit, Runner
+from interp.ablation.metrics import batch_metrics
+from interp.ablation.sweep import reuse_error
+from interp.ablation.values import replacement
+
+N_LAYERS, N_HEADS, D_MODEL = 3, 4, 32
+D_HEAD = D_MODEL // N_HEADS
+
+
+# --- tiny models ---------------------------------------------------------------------------
+
+
+def _word_tokenizer(encoder: bool = False):
+    """A word-level fast tokenizer over the probe corpora's words (offsets work, vocab ~2k)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    from interp.probes.grammar import syntax_suite
+    from interp.probes.prose import prose_suite
+
+    words: set[str] = set()
+    for s in list(prose_suite().sentences) + list(syntax_suite(300, 0).sentences):
+        words.update(re.findall(r"\w+|[^\w\s]", s.text))
+    specials = ["[UNK]", "[PAD]", "[CLS]", "[SEP]", "[MASK]"] if encoder else ["[UNK]", "[PAD]", "[BOS]"]
+    vocab = {w: i for i, w in enumerate(specials + sorted(words))}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    if encoder:
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
+        return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
+                                       cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", bos_token="[BOS]")
+
+
+def _boot(hf, tok, name: str):
+    from transformer_lens.model_bridge import TransformerBridge
+    from transformers import AutoTokenizer
+
+    from interp.models import from_bridge
+
+    with tempfile.TemporaryDirectory() as tmp:
+        hf.config.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        tok = AutoTokenizer.from_pretrained(tmp)  # TransformerLens reloads it by path
+        bridge = TransformerBridge.boot_transformers(tmp, hf_model=hf, tokenizer=tok)
+    bridge.eval()
+    return from_bridge(bridge, tok, name=name)
+
+
+def tiny_llama(seed: int = 0):
+    """Grouped-query Llama: 4 query heads share 2 KV heads."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = _word_tokenizer()
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=D_MODEL, intermediate_size=64, num_hidden_layers=N_LAYERS,
+                      num_attention_heads=N_HEADS, num_key_value_heads=2, max_position_embeddings=128,
+                      bos_token_id=tok.bos_token_id, pad_token_id=tok.pad_token_id, eos_token_id=None,
+                      attn_implementation="eager")
+    return _boot(LlamaForCausalLM(cfg).eval(), tok, "tiny-llama")
+
+
+def tiny_gpt2(seed: int = 0):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tok = _word_tokenizer()
+    torch.manual_seed(seed)
+    cfg = GPT2Config(vocab_size=len(tok), n_embd=D_MODEL, n_layer=N_LAYERS, n_head=N_HEADS, n_positions=128,
+                     bos_token_id=tok.bos_token_id, eos_token_id=None, attn_implementation="eager")
+    return _boot(GPT2LMHeadModel(cfg).eval(), tok, "tiny-gpt2")
+
+
+def tiny_bert(seed: int = 0):
+    from transformers import BertConfig, BertForMaskedLM
+
+    tok = _word_tokenizer(encoder=True)
+    torch.manual_seed(seed)
+    cfg = BertConfig(vocab_size=len(tok), hidden_size=D_MODEL, num_hidden_layers=N_LAYERS, num_attention_heads=N_HEADS,
+                     intermediate_size=64, max_position_embeddings=128, pad_token_id=tok.pad_token_id,
+                     attn_implementation="eager")
+    return _boot(BertForMaskedLM(cfg).eval(), tok, "tiny-bert")
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny ops on a shared 2-core box: one thread is 30x faster than two (OpenMP stalls)."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return tiny_llama()
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    return tiny_gpt2()
+
+
+@pytest.fixture(scope="module")
+def bert():
+    return tiny_bert()
+
+
+@pytest.fixture(scope="module", params=["llama", "gpt2", "bert"])
+def any_model(request, llama, gpt2, bert):
+    return {"llama": llama, "gpt2": gpt2, "bert": bert}[request.param]
+
+
+def small_corpus(model):
+    return build_corpus(model, n_prose=6, n_repeated=4, repeated_lengths=(6,), n_syntax=10, seed=0, max_tokens=512)
+
+
+# --- hook_z ablation is the head's slice of the output projection ------------------------------
+
+
+def _o_proj_slice(model, layer: int, head: int):
+    """The output-projection weight entries that read head ``head``'s d_head inputs."""
+    hf = model.bridge.original_model
+    cols = slice(head * D_HEAD, (head + 1) * D_HEAD)
+    if hasattr(hf, "transformer"):  # GPT-2 Conv1D: weight [in, out]
+        return hf.transformer.h[layer].attn.c_proj.weight, (cols, slice(None))
+    return hf.model.layers[layer].self_attn.o_proj.weight, (slice(None), cols)
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_zero_ablation_equals_zeroing_the_heads_output_weights(name, llama, gpt2):
+    model = {"llama": llama, "gpt2": gpt2}[name]
+    runner = Runner(model)
+    layer, head = 1, 2
+    for batch in small_corpus(model).batches[:3]:
+        hooked = runner.run(batch, [Edit(layer, head, torch.zeros(()))])
+        weight, index = _o_proj_slice(model, layer, head)
+        saved = weight.data[index].clone()
+        try:
+            weight.data[index] = 0
+            with torch.inference_mode():
+                logits = model.bridge(batch.tokens, attention_mask=batch.attention_mask)
+        finally:
+            weight.data[index] = saved
+        assert torch.equal(hooked, logits[batch.row_batch, batch.row_pos])
+        assert not torch.equal(hooked, runner.clean(batch).readout)  # the ablation did something
+
+
+# --- layer reuse -------------------------------------------------------------------------------
+
+
+def test_restarting_at_a_cached_layer_equals_the_full_forward(any_model):
+    runner = Runner(any_model)
+    for batch in small_corpus(any_model).batches:
+        clean = runner.clean(batch, keep_resid=True)
+        assert reuse_error(runner, batch, clean) == 0.0
+        for layer in range(1, N_LAYERS):
+            edit = [Edit(layer, 1, torch.zeros(()))]
+            full = runner.run(batch, edit)
+            reused = runner.run(batch, edit, start_layer=layer, resid=clean.resid_pre[layer])
+            assert torch.equal(full, reused)
+
+
+def test_restarting_skips_the_blocks_below(llama):
+    runner = Runner(llama)
+    batch = small_corpus(llama).batches[0]
+    clean = runner.clean(batch, keep_resid=True)
+    calls: list[int] = []
+    handles = [block.original_component.register_forward_pre_hook(lambda m, a, i=i: calls.append(i))
+               for i, block in enumerate(llama.bridge.blocks)]
+    try:
+        runner.run(batch, [], start_layer=2, resid=clean.resid_pre[2])
+    finally:
+        for h in handles:
+            h.remove()
+    assert calls == [2]
+    assert "forward" not in llama.bridge.blocks[0].__dict__  # restored
+
+
+def test_replicas_ablate_their_own_head(llama):
+    runner = Runner(llama)
+    batch = small_corpus(llama).batches[0]
+    clean = runner.clean(batch, keep_resid=True)
+    stacked = runner.run(batch, [Edit(1, h, torch.zeros(()), replica=h) for h in range(3)], replicas=3,
+                         start_layer=1, resid=clean.resid_pre[1])
+    for h in range(3):
+        alone = runner.run(batch, [Edit(1, h, torch.zeros(()))])
+        torch.testing.assert_close(stacked[h], alone, atol=1e-5, rtol=1e-5)
+
+
+def test_an_edit_below_the_start_layer_is_refused(llama):
+    runner = Runner(llama)
+    batch = small_corpus(llama).batches[0]
+    with pytest.raises(ValueError):
+        runner.run(batch, [Edit(0, 0, torch.zeros(()))], start_layer=1, resid=torch.zeros(1))
+
+
+# --- ablation values ---------------------------------------------------------------------------
+
+
+def test_replacement_shapes(llama):
+    runner = Runner(llama)
+    batch = small_corpus(llama).batches[0]
+    clean = runner.clean(batch, keep_z=True)
+    assert clean.z[0].shape == (*batch.tokens.shape, N_HEADS, D_HEAD)  # query heads, not KV heads
+    means = torch.randn(N_LAYERS, N_HEADS, D_HEAD)
+    assert replacement("zero", 1, 2, batch, clean.z, means).shape == ()
+    assert replacement("mean", 1, 2, batch, clean.z, means).shape == (D_HEAD,)
+    resampled = replacement("resample", 1, 2, batch, clean.z, means)
+    assert resampled.shape == (*batch.tokens.shape, D_HEAD)
+    donor = batch.donor[0]
+    width = int(batch.valid[donor].sum())
+    assert torch.equal(resampled[0, :width], clean.z[1][donor, :width, 2])
+    with pytest.raises(ValueError):
+        replacement("shuffle", 1, 2, batch, clean.z, means)
+
+
+def test_derangement_stays_within_group_and_never_self():
+    group = torch.tensor([False, False, False, True, True])
+    donor = derangement(group)
+    assert (donor != torch.arange(5)).all()
+    assert torch.equal(group[donor], group)
+
+
+def test_mean_and_resample_are_noops_for_a_constant_head(gpt2):
+    """A head whose value vectors are a constant bias outputs that constant at every position."""
+    from interp.ablation.values import MeanAccumulator
+
+    layer, head = 1, 3
+    attn = gpt2.bridge.original_model.transformer.h[layer].attn.c_attn
+    v = slice(2 * D_MODEL + head * D_HEAD, 2 * D_MODEL + (head + 1) * D_HEAD)
+    saved_w, saved_b = attn.weight.data[:, v].clone(), attn.bias.data[v].clone()
+    try:
+        attn.weight.data[:, v] = 0
+        attn.bias.data[v] = torch.linspace(-1, 1, D_HEAD)
+        runner = Runner(gpt2)
+        corpus = small_corpus(gpt2)
+        acc = MeanAccumulator()
+        cleans = [runner.clean(b, keep_z=True) for b in corpus.batches]
+        for b, c in zip(corpus.batches, cleans):
+            acc.add(c.z, b.valid)
+        means = acc.means()
+        for batch, clean in zip(corpus.batches, cleans):
+            for kind in ("mean", "resample"):
+                value = replacement(kind, layer, head, batch, clean.z, means)
+                out = runner.run(batch, [Edit(layer, head, value)])
+                torch.testing.assert_close(out, clean.readout, atol=1e-5, rtol=1e-5)
+            zeroed = runner.run(batch, [Edit(layer, head, torch.zeros(()))])
+            assert not torch.allclose(zeroed, clean.readout, atol=1e-4)
+    finally:
+        attn.weight.data[:, v], attn.bias.data[v] = saved_w, saved_b
+
+
+# --- corpus ------------------------------------------------------------------------------------
+
+
+def test_causal_corpus_scores_the_right_positions(llama):
+    corpus = small_corpus(llama)
+    assert set(corpus.sizes) == {"loss_prose", REPEATED, SV}
+    tok = llama.tokenizer
+    for batch in corpus.batches:
+        if batch.family == REPEATED:  # [BOS] r r with |r| = 6: predictions from position 7 on
+            assert sorted(set(batch.row_pos.tolist())) == list(range(7, 12))
+            assert torch.equal(batch.row_target, batch.tokens[batch.row_batch, batch.row_pos + 1])
+        if batch.family == SV:
+            assert torch.equal(batch.row_pos, batch.valid.sum(1)[batch.row_batch] - 1)  # last prefix token
+            assert (batch.row_target != batch.row_wrong).all()
+            words = tok.convert_ids_to_tokens(batch.row_target.tolist() + batch.row_wrong.tolist())
+            assert {"is", "are", "was", "were", "has", "have"} & set(words)
+
+
+def test_tight_buckets_bound_padding():
+    lengths = [3, 3, 4, 8, 9, 20, 21, 21]
+    groups = bucket_tight(lengths, max_tokens=1000, max_padding=0.15)
+    assert sorted(i for g in groups for i in g) == list(range(8))
+    for g in groups:
+        width = max(lengths[i] for i in g)
+        assert 1 - sum(lengths[i] for i in g) / (width * len(g)) <= 0.15
+
+
+def test_encoder_corpus_pairs_sentences_with_shorter_views(bert):
+    corpus = small_corpus(bert)
+    assert set(corpus.sizes) == {"encoder"}
+    for batch in corpus.batches:
+        sent, view = batch.index[~batch.is_view], batch.index[batch.is_view]
+        assert torch.equal(sent, view)
+        assert (batch.valid[batch.is_view].sum(1) < batch.valid[~batch.is_view].sum(1)).all()
+
+
+def test_encoder_metrics_at_the_intact_model(bert):
+    runner = Runner(bert)
+    batch = small_corpus(bert).batches[0]
+    per = batch_metrics(runner.clean(batch).readout, batch)
+    assert set(per) == {"embedding_cosine", "retrieval_margin"}
+    assert (per["embedding_cosine"].num == 0).all()
+
+
+# --- attribution -------------------------------------------------------------------------------
+
+
+def test_attribution_is_the_first_order_term_of_the_exact_effect():
+    """Shrinking the ablation to z + eps (z' - z), the exact change over eps tends to the estimate.
+
+    In float64 (a float32 finite difference drowns in rounding; eager attention still takes its
+    softmax in float32, hence eps = 1e-3, not smaller)."""
+    model = tiny_llama(seed=1)
+    model.bridge.to(torch.float64)
+    runner = Runner(model)
+    corpus = small_corpus(model)
+    result = attribute(runner, corpus, ("zero", "mean", "resample"), progress=False)
+    eps = 1e-3
+    for kind in ("zero", "mean", "resample"):
+        for layer, head in ((0, 1), (2, 3)):
+            estimate, exact = 0.0, 0.0
+            for batch in corpus.batches:
+                clean = runner.clean(batch, keep_z=True)
+                z = clean.z[layer][:, :, head]
+                target = replacement(kind, layer, head, batch, clean.z, result.means)
+                nudged = runner.run(batch, [Edit(layer, head, z + eps * (target - z))])
+                before = batch_metrics(clean.readout, batch)
+                after = batch_metrics(nudged, batch, clean.readout)
+                exact += sum(float(after[m].num.sum() - before[m].num.sum()) for m in after) / eps
+            for metric, sums in result.store.items():
+                estimate += float((sums.ablated[(kind, layer, head)] - sums.base).sum())
+            assert estimate == pytest.approx(exact, rel=1e-2, abs=1e-5)
+
+
+def test_attribution_ranks_heads_like_exact_ablation(llama):
+    from scipy.stats import spearmanr
+
+    from interp.ablation.stats import SumStore
+    from interp.ablation.sweep import exact_sweep
+
+    runner = Runner(llama)
+    corpus = small_corpus(llama)
+    result = attribute(runner, corpus, ("zero",), progress=False)
+    store = SumStore({m: s.size for m, s in result.store.items()})
+    heads = [(layer, head) for layer in range(N_LAYERS) for head in range(N_HEADS)]
+    exact_sweep(runner, corpus, store, heads, ("zero",), None, progress=False)
+    for metric in store:
+        est = [float((result.store[metric].ablated[("zero", *h)] - result.store[metric].base).sum()) for h in heads]
+        ex = [float((store[metric].ablated[("zero", *h)] - store[metric].base).sum()) for h in heads]
+        assert spearmanr(est, ex).statistic > 0.7

@@ -1,0 +1,247 @@
+"""The ablate stage end to end on tiny models: tables, pruning curve, top-k, run directory, roles."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from test_ablate import N_HEADS, N_LAYERS, tiny_bert, tiny_llama
+
+from interp import runs
+from interp.ablate import AblateConfig, ablate, ablate_run, role_effects, surprises
+from interp.ablation.pruning import removable_fraction, step_sizes
+from interp.errors import RunError
+from interp.tables import EFFECTS, PRUNING
+
+N = N_LAYERS * N_HEADS
+SMALL = AblateConfig(ablations=("zero", "mean"), n_prose=6, n_repeated=4, repeated_lengths=(6,), n_syntax=10,
+                     n_bootstrap=100, threads=1)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return tiny_llama()
+
+
+@pytest.fixture(scope="module")
+def bert():
+    return tiny_bert()
+
+
+@pytest.fixture(scope="module")
+def result(llama):
+    return ablate(llama, SMALL, progress=False)
+
+
+# --- effects -----------------------------------------------------------------------------------
+
+
+def test_effects_schema_and_coverage(result):
+    e = result.effects
+    assert list(e.columns[: len(EFFECTS.names)]) == EFFECTS.names
+    assert set(e["method"]) == {"exact", "attribution"}
+    assert set(e["metric"]) == {"loss_prose", "loss_repeated", "sv_logit_diff"}
+    for method in ("exact", "attribution"):
+        assert len(e[e["method"] == method]) == N * 2 * 3
+    assert not e[["baseline", "ablated", "delta", "ci_low", "ci_high"]].isna().any().any()
+    assert (e["ci_low"] <= e["ci_high"]).all()
+
+
+def test_delta_is_oriented_so_positive_is_worse(result):
+    e = result.effects
+    loss = e[e["metric"] != "sv_logit_diff"]
+    sv = e[e["metric"] == "sv_logit_diff"]
+    np.testing.assert_allclose(loss["delta"], loss["ablated"] - loss["baseline"], atol=1e-9)
+    np.testing.assert_allclose(sv["delta"], sv["baseline"] - sv["ablated"], atol=1e-9)
+    np.testing.assert_allclose(e["delta_rel"], e["delta"] / e["baseline"].abs(), atol=1e-9)
+    assert e.groupby(["metric", "method"])["baseline"].nunique().eq(1).all()
+
+
+def test_heads_per_pass_changes_speed_not_results(llama, result):
+    stacked = ablate(llama, dataclasses.replace(SMALL, heads_per_pass=1, attribution=False, prune=False), progress=False)
+    a = result.effects[result.effects["method"] == "exact"].reset_index(drop=True)
+    b = stacked.effects.reset_index(drop=True)
+    np.testing.assert_allclose(a["delta"], b["delta"], atol=1e-5)
+
+
+def test_top_k_runs_exact_ablation_on_the_top_heads_only(llama):
+    out = ablate(llama, dataclasses.replace(SMALL, ablations=("zero",), top_k=3, prune=False), progress=False)
+    exact = out.effects[out.effects["method"] == "exact"]
+    attribution = out.effects[out.effects["method"] == "attribution"]
+    assert len(exact.groupby(["layer", "head"])) == 3
+    assert len(attribution.groupby(["layer", "head"])) == N
+    assert out.summary["exact_heads"] == 3
+
+
+def test_metrics_can_be_restricted(llama):
+    out = ablate(llama, dataclasses.replace(SMALL, metrics=("sv_logit_diff",), attribution=False, prune=False),
+                 progress=False)
+    assert set(out.effects["metric"]) == {"sv_logit_diff"}
+    assert set(out.summary["corpus"]) == {"sv_logit_diff"}
+    with pytest.raises(ValueError, match="do not apply"):
+        ablate(llama, dataclasses.replace(SMALL, metrics=("embedding_cosine",)), progress=False)
+
+
+def test_encoder_stage(bert):
+    out = ablate(bert, dataclasses.replace(SMALL, ablations=("zero", "resample")), progress=False)
+    e = out.effects
+    assert set(e["metric"]) == {"embedding_cosine", "retrieval_margin"}
+    attribution = e[e["method"] == "attribution"]
+    assert set(attribution["metric"]) == {"retrieval_margin"}  # no gradient at the intact model
+    cosine = e[e["metric"] == "embedding_cosine"]
+    assert (cosine["baseline"] == 0).all() and cosine["delta_rel"].isna().all()
+    assert (cosine["delta"] >= 0).all()
+    assert set(out.pruning["metric"]) == {"embedding_cosine", "retrieval_margin"}
+
+
+def test_top_k_without_an_estimable_metric_ablates_every_head(bert):
+    config = dataclasses.replace(SMALL, ablations=("zero",), metrics=("embedding_cosine",), top_k=2, prune=False)
+    with pytest.warns(UserWarning, match="top_k"):
+        out = ablate(bert, config, progress=False)
+    assert out.summary["exact_heads"] == N
+
+
+def test_bf16_runs_on_a_copy(llama):
+    out = ablate(llama, dataclasses.replace(SMALL, ablations=("zero",), dtype="bfloat16", attribution=False,
+                                            prune=False, n_syntax=0, n_repeated=0), progress=False)
+    assert len(out.effects) == N
+    assert next(llama.bridge.parameters()).dtype == torch.float32
+
+
+# --- pruning -----------------------------------------------------------------------------------
+
+
+def test_pruning_curve_steps_one_head_at_a_time(result):
+    p = result.pruning
+    assert list(p.columns) == PRUNING.names
+    for metric, curve in p.groupby("metric"):
+        curve = curve.sort_values("heads_removed")
+        assert curve["heads_removed"].tolist() == list(range(N + 1))
+        assert np.all(np.diff(curve["fraction_removed"]) > 0)
+        assert curve["fraction_removed"].iloc[-1] == 1.0
+        assert pd.isna(curve["last_removed"].iloc[0])
+        removed = curve["last_removed"].iloc[1:].tolist()
+        assert all(re.fullmatch(r"L\d+H\d+", r) for r in removed)
+        assert len(set(removed)) == N
+        base = result.effects[(result.effects["metric"] == metric) & (result.effects["method"] == "exact")]
+        assert curve["value"].iloc[0] == pytest.approx(base["baseline"].iloc[0])
+
+
+def test_pruning_removes_the_least_important_head_first(result):
+    e = result.effects
+    exact = e[(e["method"] == "exact") & (e["metric"] == "loss_prose") & (e["ablation"] == "zero")]
+    first = exact.sort_values("delta").iloc[0]
+    p = result.pruning
+    assert p[p["heads_removed"] == 1]["last_removed"].iloc[0] == f"L{first['layer']}H{first['head']}"
+    one = p[(p["heads_removed"] == 1) & (p["metric"] == "loss_prose")]["value"].iloc[0]
+    assert one == pytest.approx(first["ablated"], rel=1e-5)  # step 1 is that head's own ablation
+
+
+def test_step_sizes():
+    assert step_sizes(12, None) == list(range(1, 13))
+    assert step_sizes(270, None) == list(range(14, 270, 14)) + [270]
+    assert step_sizes(10, 0.25) == [3, 6, 9, 10]
+
+
+def test_removable_fraction():
+    curve = pd.DataFrame({"fraction_removed": [0, 0.25, 0.5, 0.75, 1.0], "heads_removed": [0, 1, 2, 3, 4],
+                          "metric": "loss_prose", "value": [2.0, 2.01, 2.03, 2.2, 5.0]})
+    assert removable_fraction(curve, "loss_prose", 0.01) == 0.25  # +0.5%, then +1.5%
+    assert removable_fraction(curve, "loss_prose", 0.05) == 0.5
+    sv = curve.assign(metric="sv_logit_diff", value=[2.0, 1.99, 1.5, 1.0, 0.0])
+    assert removable_fraction(sv, "sv_logit_diff", 0.01) == 0.25  # a falling logit diff is worse
+
+
+# --- config and run directory -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [dict(ablations=()), dict(ablations=("zero", "zero")), dict(ablations=("noise",)),
+                                 dict(metrics=("accuracy",)), dict(n_prose=-1), dict(repeated_lengths=(1,)),
+                                 dict(dtype="float16"), dict(top_k=0), dict(heads_per_pass=0),
+                                 dict(prune_step=0.0), dict(n_bootstrap=5), dict(threads=0)])
+def test_config_validation(bad):
+    with pytest.raises(ValueError):
+        AblateConfig(**bad)
+
+
+def test_quick_mode_resolution():
+    q = AblateConfig(quick=True).resolved(270)
+    assert q.top_k == 14 and q.prune_step == 0.25 and q.n_prose <= 3 and q.n_bootstrap <= 200
+    assert AblateConfig().resolved(270) == AblateConfig()
+
+
+def test_ablate_run_writes_tables_and_records_the_stage(llama, tmp_path):
+    with pytest.raises(RunError):
+        ablate_run(tmp_path / "nowhere", llama, SMALL, progress=False)
+    runs.write_manifest(tmp_path, {"model": llama.facts(), "stages": {}})
+    config = dataclasses.replace(SMALL, ablations=("zero",), top_k=2, prune_step=0.5)
+    ablate_run(tmp_path, llama, config, progress=False)
+    run = runs.load_run(tmp_path)
+    assert run.effects is not None and run.pruning is not None
+    stage = run.manifest["stages"]["ablate"]
+    assert stage["config"]["top_k"] == 2 and stage["seconds"] > 0
+    assert set(stage["removable"]) == {"loss_prose", "loss_repeated", "sv_logit_diff"}
+    assert runs.stage_done(tmp_path, "ablate", config)
+
+
+# --- roles meet effects -----------------------------------------------------------------------
+
+
+def _effects(deltas: dict[tuple[int, int], float]) -> pd.DataFrame:
+    rows = [{"layer": l, "head": h, "ablation": "zero", "metric": "loss_prose", "baseline": 3.0, "ablated": 3.0 + d,
+             "delta": d, "delta_rel": d / 3, "ci_low": d - 0.01, "ci_high": d + 0.01, "method": "exact"}
+            for (l, h), d in deltas.items()]
+    return pd.DataFrame(rows)
+
+
+def _roles(labels: dict[tuple[int, int], tuple[str, float]]) -> pd.DataFrame:
+    return pd.DataFrame([{"layer": l, "head": h, "role": r, "confidence": c, "second_role": np.nan, "stability": 1.0}
+                         for (l, h), (r, c) in labels.items()])
+
+
+def test_role_effects_and_surprises():
+    heads = [(l, h) for l in range(4) for h in range(5)]
+    deltas = {head: 0.001 * i for i, head in enumerate(heads)}
+    deltas[(3, 4)] = 1.0  # the one big effect: an unexplained head
+    deltas[(3, 3)] = 0.5  # second biggest: an induction head, as expected
+    labels = {head: ("previous_token", 0.9) for head in heads}
+    labels[(3, 4)] = ("unexplained", 0.3)
+    labels[(3, 3)] = ("induction", 0.9)
+    roles, effects = _roles(labels), _effects(deltas)
+
+    per_role = role_effects(roles, effects).set_index("role")
+    assert per_role.loc["induction", "n_heads"] == 1 and per_role.loc["induction", "share_important"] == 1.0
+    assert per_role.loc["previous_token", "n_heads"] == 18 and per_role.loc["previous_token", "share_important"] == 0
+
+    s = surprises(roles, effects)
+    important = s[s["surprise"] == "unexplained_but_important"]
+    assert list(zip(important["layer"], important["head"])) == [(3, 4)]
+    unimportant = s[s["surprise"] == "labelled_but_unimportant"]
+    assert len(unimportant) == 18 and (3, 3) not in set(zip(unimportant["layer"], unimportant["head"]))
+
+
+def test_roles_missing_gives_empty_frames():
+    effects = _effects({(0, 0): 0.1})
+    assert role_effects(None, effects).empty and list(role_effects(None, effects).columns)
+    assert surprises(None, effects).empty and "surprise" in surprises(None, effects).columns
+
+
+def test_exact_effects_win_over_attribution():
+    from interp.ablation.surprises import best_effects
+
+    exact = _effects({(0, 0): 0.2})
+    attribution = exact.assign(method="attribution", delta=0.9)
+    best = best_effects(pd.concat([attribution, exact]))
+    assert len(best) == 1 and best["method"].iloc[0] == "exact"
