@@ -23,6 +23,7 @@ replicates of the features are available, a stability. The method:
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,8 +129,6 @@ def _classifier(config: ClassifyConfig) -> HeadRoleClassifier:
     if config.reference is None and config.reference_version != REFERENCE_VERSION:
         raise RunError(f"this interp ships reference version {REFERENCE_VERSION!r}, the config asks for "
                        f"{config.reference_version!r}: reclassify with --refit or the matching interp version")
-    if config.second_min_lift is not None:
-        clf = HeadRoleClassifier.from_dict({**clf.to_dict(), "params": {**clf.get_params(), "second_min_lift": config.second_min_lift}})
     return clf
 
 
@@ -185,6 +184,8 @@ def classify(features: pd.DataFrame, replicates: np.ndarray | None = None, names
     classifier: a fitted HeadRoleClassifier to use instead of the one ``config`` names.
     """
     clf = classifier if classifier is not None else _classifier(config)
+    if config.second_min_lift is not None:  # a copy: the shipped model is cached and shared
+        clf = copy.deepcopy(clf).set_params(second_min_lift=config.second_min_lift)
     matrix = head_matrix(features)
     roles = roles_table(clf, matrix)
     if replicates is not None:

@@ -10,9 +10,9 @@ silhouette (k = 2 .. min(12, n - 1)), or, with ``distance`` given or fewer than 
 every merge below that Euclidean distance (average linkage). Groups of at least ``min_size``
 heads are reported: a behaviour that recurs is worth a name, a singleton may be noise.
 
-Each group is described by the profile features on which its members differ most from every
-other head of the model (difference of means in standard deviations), e.g. "more first_token
-(lift 0.71 vs 0.32), less broad (entropy 0.21 vs 0.64)".
+Each group is described by the (at most three) profile features on which its members differ most
+from every other head of the model, by at least half a standard deviation, e.g. "more
+first_token (lift 0.71 vs 0.32), less broad (entropy 0.21 vs 0.64)".
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from interp.roles import UNEXPLAINED
 PROFILE = ("first_token", "delimiter", "previous_token", "current_token", "next_token", "local", "broad",
            "duplicate_token", "induction")
 DEFAULT_DISTANCE = 2.0
+MIN_DIFFERENCE = 0.5  # standard deviations: smaller differences are not worth a word
 MIN_SCALE = 0.05  # floor on a feature's spread: differences of a few hundredths in lift are noise
 CLUSTER_COLUMNS = ["cluster", "layer", "head", "description"]
 
@@ -49,7 +50,9 @@ def _labels(z: np.ndarray, distance: float | None) -> np.ndarray:
 def describe(members: np.ndarray, z: pd.DataFrame, raw: pd.DataFrame, top: int = 3) -> str:
     """The ``top`` profile features separating ``members`` (bool [head]) from all other heads."""
     diff = z[members].mean() - z[~members].mean()
-    order = diff.abs().sort_values(ascending=False).index[:top]
+    order = [f for f in diff.abs().sort_values(ascending=False).index[:top] if abs(diff[f]) >= MIN_DIFFERENCE]
+    if not order:
+        return "no profile feature sets them apart from the other heads"
     parts = []
     for f in order:
         what = "entropy" if f == "broad" else "lift"

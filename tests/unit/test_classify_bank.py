@@ -1,0 +1,148 @@
+"""The reference bank: synthetic patterns score exactly through the real feature code; the bank
+and the shipped model are deterministic, versioned and not pickles."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from interp.accumulate import FeatureAccumulator
+from interp.classification import patterns as P
+from interp.classification.bank import build_bank, sample_specs, syntax_slots
+from interp.classification.corpus import PAD, synthetic_sequences
+from interp.classification.matrix import COLUMNS
+from interp.classification.reference import default_classifier, fit_bank, load_bank, load_model, reference_dir, save_model
+from interp.errors import RunError
+from interp.features import context
+from interp.probes.batch import bucket, make_batch
+from interp.reference import MODEL_FILE, REFERENCE_VERSION
+from interp.roles import NAMED_ROLES, UNEXPLAINED
+
+
+def _score(causal: bool, builders: dict) -> pd.DataFrame:
+    """Feature values (feature x head) of pattern builders over the synthetic corpus."""
+    seqs, relations = synthetic_sequences(causal, seed=0, n_repeated=6, n_syntax=30, n_prose=10)
+    acc = FeatureAccumulator(1, len(builders), relations, n_bootstrap=0)
+    for group in bucket(seqs, 2048):
+        ctx = context(make_batch([seqs[i] for i in group], group, causal, PAD), relations)
+        acc.start_batch(ctx)
+        acc.add_layer(0, torch.stack([fn(ctx) for fn in builders.values()], 1), ctx)
+    table = acc.table()
+    return table.pivot_table(index="feature", columns="head", values="value").set_axis(list(builders), axis=1)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_pure_archetype_patterns_score_exactly_one(causal):
+    builders = {
+        "previous_token": lambda c: P.offset(c, -1), "current_token": lambda c: P.offset(c, 0),
+        "first_token": P.first, "delimiter": lambda c: P.delimiter(c, "all"),
+        "duplicate_token": P.duplicate, "induction": P.induction, "local": lambda c: P.local(c, 3),
+        "broad": P.broad,
+    }
+    if not causal:
+        builders["next_token"] = lambda c: P.offset(c, 1)
+    values = _score(causal, builders)
+    for role in builders:
+        assert values.loc[role, role] == pytest.approx(1.0, abs=1e-6), role
+    assert values.loc["previous_token", "first_token"] == pytest.approx(0.0)
+
+
+def test_syntactic_pattern_hits_its_relation():
+    seqs, relations = synthetic_sequences(False, seed=0, n_repeated=0, n_syntax=30, n_prose=0)
+    ctx = context(make_batch(seqs, list(range(len(seqs))), False, PAD), relations)
+    from interp.features import syntactic
+
+    slot = 2  # relations[1], dep2head
+    for hit, expected in ((1.0, 1.0), (0.5, 0.5)):
+        correct, arcs = syntactic(P.syntactic(ctx, (slot,), "bos", hit, seed=1)[:, None], ctx)
+        accuracy = float(correct[:, slot, 0].sum() / arcs[:, slot].sum())
+        assert accuracy == pytest.approx(expected, abs=0.12)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_every_pattern_is_a_distribution_over_visible_keys(causal):
+    seqs, relations = synthetic_sequences(causal, seed=0, n_repeated=4, n_syntax=10, n_prose=6)
+    ctx = context(make_batch(seqs, list(range(len(seqs))), causal, PAD), relations)
+    gen = torch.Generator().manual_seed(0)
+    pats = [P.offset(ctx, -1), P.first(ctx), P.delimiter(ctx, "nearest", "uniform"), P.duplicate(ctx, "self"),
+            P.induction(ctx), P.local(ctx, 2, 0.5), P.broad(ctx, True), P.far_offset(ctx, 6),
+            P.fixed_position(ctx, 3), P.token_class(ctx, 5, 1), P.dirichlet(ctx, 0.1, gen),
+            P.random_logits(ctx, 4.0, gen), P.shuffled(ctx, P.offset(ctx, -1), gen)]
+    pats.append(P.mix(pats[:3], torch.tensor([0.5, 0.3, 0.2]), 0.5, ctx, gen, jitter=0.2))
+    rows = ctx.batch.valid
+    for pattern in pats:
+        assert (pattern[~ctx.allowed] == 0).all()
+        np.testing.assert_allclose(pattern.sum(-1)[rows].numpy(), 1.0, atol=1e-5)
+
+
+def test_shuffled_keeps_each_rows_masses():
+    seqs, relations = synthetic_sequences(True, seed=0, n_repeated=2, n_syntax=4, n_prose=2)
+    ctx = context(make_batch(seqs, list(range(len(seqs))), True, PAD), relations)
+    base = P.local(ctx, 3, 0.5)
+    out = P.shuffled(ctx, base, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(out.sort(-1).values, base.sort(-1).values)
+
+
+def test_specs_cover_every_role_and_label_rules():
+    import random
+
+    slots = syntax_slots(True)
+    specs = sample_specs(random.Random(0), True, slots, per_role=4)
+    labels = {s.label for s in specs}
+    assert labels == set(NAMED_ROLES) - {"next_token"} | {UNEXPLAINED}
+    for s in specs:
+        assert sum(s.weights) == pytest.approx(1.0, abs=1e-3)
+        if s.template == "several":
+            assert max(s.weights) <= 0.42 + 1e-3 and s.label == UNEXPLAINED
+        if s.template == "sink" and s.label == "first_token":  # the sink outweighs the role beside it
+            sink = [w for (kind, _), w in zip(s.components, s.weights) if kind == "first"][0]
+            assert all(sink >= w for (kind, _), w in zip(s.components, s.weights) if kind not in ("first", "broad"))
+
+
+def test_build_bank_is_deterministic_and_complete():
+    a = build_bank(seed=3, per_role=2)
+    b = build_bank(seed=3, per_role=2)
+    pd.testing.assert_frame_equal(a, b)
+    assert list(a.columns) == list(COLUMNS) + ["label", "second", "template", "mask", "seed", "spec"]
+    assert set(a["mask"]) == {"causal", "encoder"}
+    assert not a[list(COLUMNS)].isna().any().any()
+    assert "next_token" not in set(a.loc[a["mask"] == "causal", "label"])
+
+
+# --- the shipped reference -------------------------------------------------------------------------
+
+
+def test_shipped_model_is_json_and_versioned():
+    data = json.loads((reference_dir() / MODEL_FILE).read_text())
+    assert data["version"] == REFERENCE_VERSION
+    assert data["held_out"]["accuracy"] > 0.9 and data["held_out"]["ece"] < 0.05
+    clf = default_classifier()
+    assert set(clf.classes_) == set(NAMED_ROLES) | {UNEXPLAINED}
+    assert list(clf.feature_names_in_) == list(COLUMNS)
+
+
+def test_other_versions_are_refused(tmp_path):
+    path = tmp_path / "model.json"
+    save_model(default_classifier(), path)
+    data = json.loads(path.read_text())
+    data["version"] = "0.0.1"
+    path.write_text(json.dumps(data))
+    with pytest.raises(RunError, match="version"):
+        load_model(path)
+    assert load_model(path, version=None).classes_.tolist() == default_classifier().classes_.tolist()
+    with pytest.raises(RunError, match="no classifier model"):
+        load_model(tmp_path / "missing.json")
+
+
+def test_refitting_the_shipped_bank_reproduces_the_shipped_model():
+    bank = load_bank()
+    assert len(bank) == json.loads((reference_dir() / MODEL_FILE).read_text())["n_bank"]
+    refit = fit_bank(bank)
+    X = bank[list(COLUMNS)]
+    agree = (refit.predict(X) == default_classifier().predict(X)).mean()
+    assert agree > 0.99
+    np.testing.assert_allclose(refit.predict_proba(X), default_classifier().predict_proba(X), atol=0.02)
