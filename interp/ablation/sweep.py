@@ -4,8 +4,9 @@ Loop order is batch-outer: one intact pass per batch caches each layer's ``hook_
 (and ``hook_z`` when resampling), then every head of layer ``l`` reruns only blocks ``l..L-1``
 from that cache (see :mod:`interp.ablation.forward`), so the corpus' residuals are never all
 held at once. ``heads_per_pass > 1`` stacks that many copies of the batch, each ablating its
-own head of the same layer; whether that pays off depends on the machine (measured in
-benchmarks/ablation_sweep.py).
+own head of the same layer: fewer, larger forwards amortize the per-forward cost (Python
+hooks, streaming the weights); on the 2-core box all 9 heads of a SmolLM2 layer per pass
+were 1.5x faster than one (interleaved measurement, benchmarks/ablation_sweep.py).
 """
 
 from __future__ import annotations
@@ -35,9 +36,12 @@ def reuse_error(runner: Runner, batch: EvalBatch, clean: CleanPass) -> float:
 
 
 def exact_sweep(runner: Runner, corpus: EvalCorpus, store: SumStore, heads: list[Head], kinds: tuple[str, ...],
-                means: torch.Tensor | None, heads_per_pass: int = 1, reuse: bool = True,
-                progress: bool = True) -> bool:
+                means: torch.Tensor | None, heads_per_pass: int | None = 1, max_tokens: int | None = None,
+                reuse: bool = True, progress: bool = True) -> bool:
     """Fill ``store`` with the intact and every (kind, head)'s per-sequence metric sums.
+
+    ``heads_per_pass``: heads of one layer ablated in one forward (None: all of them), as
+    stacked copies of the batch, never more copies than fit in ``max_tokens`` padded tokens.
 
     Returns whether layer reuse was used: it is switched off, with a warning, when the first
     batch's check finds the shortcut differs from the full forward (an architecture whose
@@ -53,9 +57,10 @@ def exact_sweep(runner: Runner, corpus: EvalCorpus, store: SumStore, heads: list
             store.add_base(batch_metrics(clean.readout, batch))
             if i == 0 and reuse:
                 reuse = _check_reuse(runner, batch, clean)
+            size = _pass_size(batch, heads_per_pass, max_tokens)
             for layer, layer_heads in by_layer.items():
                 for kind in kinds:
-                    for chunk in _chunks(layer_heads, heads_per_pass):
+                    for chunk in _chunks(layer_heads, size):
                         _run_chunk(runner, batch, clean, store, kind, layer, chunk, means, reuse)
                         bar.update(len(chunk))
     return reuse
@@ -70,6 +75,15 @@ def _check_reuse(runner: Runner, batch: EvalBatch, clean: CleanPass) -> bool:
     warnings.warn(f"restarting at a cached layer changes the output by {err:.3g}: running full forwards instead "
                   "(slower, still exact)", stacklevel=3)
     return False
+
+
+def _pass_size(batch: EvalBatch, heads_per_pass: int | None, max_tokens: int | None) -> int:
+    """Copies of the batch per forward: as asked, within the token budget (which also bounds
+    the logits a pass returns), at least one."""
+    size = heads_per_pass or 10**9
+    if max_tokens is not None:
+        size = min(size, max(1, max_tokens // batch.tokens.numel()))
+    return max(1, size)
 
 
 def _chunks(items: list[int], size: int) -> list[list[int]]:

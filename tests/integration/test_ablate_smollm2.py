@@ -29,7 +29,7 @@ N_DRAWS = 10
 @pytest.fixture(scope="module")
 def setting(smollm2):
     old = torch.get_num_threads()
-    torch.set_num_threads(1)  # a shared 2-core box: see interp.ablate._threads
+    torch.set_num_threads(1)  # a shared 2-core box: see interp.ablate.stage_threads
     corpus = build_corpus(smollm2, n_prose=0, n_repeated=8, repeated_lengths=(12,), n_syntax=0, seed=0,
                           max_tokens=4096)
     runner = Runner(smollm2)

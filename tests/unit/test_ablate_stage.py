@@ -149,6 +149,15 @@ def test_pruning_removes_the_least_important_head_first(result):
     assert one == pytest.approx(first["ablated"], rel=1e-5)  # step 1 is that head's own ablation
 
 
+def test_stacked_heads_stay_within_the_token_budget():
+    from interp.ablation.sweep import _pass_size
+
+    batch = type("B", (), {"tokens": torch.zeros(4, 10)})()  # 40 padded tokens
+    assert _pass_size(batch, None, 2048) == 51
+    assert _pass_size(batch, 3, 2048) == 3
+    assert _pass_size(batch, None, 30) == 1  # one copy even when the batch alone is over budget
+
+
 def test_step_sizes():
     assert step_sizes(12, None) == list(range(1, 13))
     assert step_sizes(270, None) == list(range(14, 270, 14)) + [270]
@@ -178,7 +187,7 @@ def test_config_validation(bad):
 
 def test_quick_mode_resolution():
     q = AblateConfig(quick=True).resolved(270)
-    assert q.top_k == 14 and q.prune_step == 0.25 and q.n_prose <= 3 and q.n_bootstrap <= 200
+    assert q.top_k == 14 and q.prune_step == 0.1 and q.n_prose <= 3 and q.n_bootstrap <= 200
     assert AblateConfig().resolved(270) == AblateConfig()
 
 
