@@ -6,7 +6,7 @@ from that cache (see :mod:`interp.ablation.forward`), so the corpus' residuals a
 held at once. ``heads_per_pass > 1`` stacks that many copies of the batch, each ablating its
 own head of the same layer: fewer, larger forwards amortize the per-forward cost (Python
 hooks, streaming the weights); on the 2-core box all 9 heads of a SmolLM2 layer per pass
-were 1.5x faster than one (interleaved measurement, benchmarks/ablation_sweep.py).
+were 1.2-1.5x faster than one (two interleaved measurements, benchmarks/ablation_sweep.py).
 """
 
 from __future__ import annotations
