@@ -78,10 +78,10 @@ EFFECTS = Table(
         Column("layer", "int", "layer index, 0-based"),
         Column("head", "int", "query-head index within the layer, 0-based"),
         Column("ablation", "str", "zero | mean | resample"),
-        Column("metric", "str", "metric name, e.g. loss_prose, loss_repeated, sv_agreement, embedding_cosine"),
+        Column("metric", "str", "metric name: loss_prose, loss_repeated, sv_logit_diff (causal); embedding_cosine, retrieval_margin (encoders)"),
         Column("baseline", "float", "metric of the intact model"),
         Column("ablated", "float", "metric with the head ablated"),
-        Column("delta", "float", "ablated - baseline, oriented so that positive means the model got worse"),
+        Column("delta", "float", "change oriented so that positive means the model got worse (ablated - baseline for losses, baseline - ablated for sv_logit_diff and retrieval_margin)"),
         Column("delta_rel", "float", "delta / |baseline|"),
         Column("ci_low", "float", "2.5% bootstrap quantile of delta over evaluation sequences"),
         Column("ci_high", "float", "97.5% bootstrap quantile of delta over evaluation sequences"),
@@ -97,7 +97,7 @@ PRUNING = Table(
         Column("heads_removed", "int", "number of heads removed so far"),
         Column("metric", "str", "metric measured after the step"),
         Column("value", "float", "metric value with those heads ablated"),
-        Column("last_removed", "str", "the head removed at this step, as L{layer}H{head} (NaN at step 0)"),
+        Column("last_removed", "str", "the heads removed at this step, space-separated, as L{layer}H{head} (NaN at step 0)"),
     ),
 )
 
