@@ -25,7 +25,7 @@ from interp.runs import Run
 # Mean ablation keeps the head's average output, so it measures what the head adds on top of
 # its typical contribution; zero ablation also removes that constant and overstates effects.
 ABLATION_PREFERENCE = ("mean", "resample", "zero")
-METRIC_PREFERENCE = ("loss_prose", "embedding_cosine", "loss_repeated", "sv_agreement")
+METRIC_PREFERENCE = ("loss_prose", "embedding_cosine", "loss_repeated", "sv_logit_diff", "retrieval_margin")
 TOLERANCES = (0.01, 0.05)
 
 

@@ -53,7 +53,7 @@ def fake_effects(roles: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
     for _, head in roles.iterrows():
         strength = 0.3 if head["role"] in ("induction", "first_token") else 0.02
         for ablation in ("mean", "zero"):
-            for metric, base, sign in (("loss_prose", 2.7, 1), ("loss_repeated", 1.1, 1), ("sv_agreement", 0.9, -1)):
+            for metric, base, sign in (("loss_prose", 2.7, 1), ("loss_repeated", 1.1, 1), ("sv_logit_diff", 0.9, -1)):
                 for method in ("exact", "attribution"):
                     delta = float(abs(rng.normal(strength, strength / 3)))
                     ablated = base + sign * delta
@@ -66,7 +66,7 @@ def fake_effects(roles: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
 
 def fake_pruning(n_total: int) -> pd.DataFrame:
     rows = []
-    for metric, start, sign in (("loss_prose", 2.7, 1), ("sv_agreement", 0.9, -1)):
+    for metric, start, sign in (("loss_prose", 2.7, 1), ("sv_logit_diff", 0.9, -1)):
         for k in range(n_total + 1):
             frac = k / n_total
             rows.append({"fraction_removed": frac, "heads_removed": k, "metric": metric,

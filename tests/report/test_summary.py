@@ -16,6 +16,14 @@ def effects_frame(rows):
     return pd.DataFrame([dict(zip(cols, r)) for r in rows])
 
 
+def test_preference_orders_name_only_what_the_ablate_stage_writes():
+    from interp.ablate import METRICS
+    from interp.ablation.values import KINDS
+
+    assert set(S.METRIC_PREFERENCE) == set(METRICS)
+    assert set(S.ABLATION_PREFERENCE) == set(KINDS)
+
+
 def test_choose_effect_prefers_exact_then_mean_then_loss_prose():
     eff = effects_frame([
         (0, 0, "zero", "loss_prose", 2.0, 2.5, 0.5, 0.25, 0.4, 0.6, "exact"),
@@ -44,10 +52,10 @@ def test_prunable_share_stops_at_the_first_step_past_tolerance():
 
 def test_prunable_share_reads_orientation_from_effects():
     # accuracy falls when heads go: effects say delta = baseline - ablated, so lower is worse
-    pr = pruning_frame("sv_agreement", [0.90, 0.895, 0.86, 0.80])  # 0.6%, 4.4%, 11% worse
-    eff = effects_frame([(0, 0, "mean", "sv_agreement", 0.9, 0.8, 0.1, 0.11, 0.05, 0.15, "exact")])
-    assert S.worse_sign("sv_agreement", eff) == -1
-    assert S.prunable_share(pr, "sv_agreement", 0.01, eff) == pytest.approx(1 / 3)
+    pr = pruning_frame("sv_logit_diff", [0.90, 0.895, 0.86, 0.80])  # 0.6%, 4.4%, 11% worse
+    eff = effects_frame([(0, 0, "mean", "sv_logit_diff", 0.9, 0.8, 0.1, 0.11, 0.05, 0.15, "exact")])
+    assert S.worse_sign("sv_logit_diff", eff) == -1
+    assert S.prunable_share(pr, "sv_logit_diff", 0.01, eff) == pytest.approx(1 / 3)
     table = S.prunable_table(pr, eff)
     assert table.columns.tolist() == ["metric", "within_1%", "within_5%"]
     assert table.iloc[0]["within_5%"] == pytest.approx(2 / 3)
