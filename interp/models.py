@@ -186,13 +186,21 @@ def _quiet():
     """transformers and TransformerLens print progress bars and advice we do not want in the CLI."""
     level = logging.getLogger("transformers").level
     logging.getLogger("transformers").setLevel(logging.ERROR)
+    # Set only while loading: a tqdm imported here would otherwise keep its bars off for good.
+    import tqdm.std  # noqa: F401  (reads TQDM_* once, at import: import it before setting one)
+
+    saved = os.environ.get("TQDM_DISABLE")
     with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")
-        os.environ.setdefault("TQDM_DISABLE", "1")
+        os.environ["TQDM_DISABLE"] = "1"
         try:
             yield
         finally:
             logging.getLogger("transformers").setLevel(level)
+            if saved is None:
+                os.environ.pop("TQDM_DISABLE", None)
+            else:
+                os.environ["TQDM_DISABLE"] = saved
 
 
 def _boot(name: str, device: str, dtype: torch.dtype, **kwargs: Any) -> Any:

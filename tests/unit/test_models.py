@@ -134,3 +134,16 @@ def test_list_sources_names_packaged_models():
     names = [r["name"] for r in rows]
     assert names[:2] == ["smollm2-135m", "minilm-l6"]
     assert all(r["available"] in ("yes", "no", "cache only") for r in rows)
+
+
+@pytest.mark.parametrize("before", [None, "0"])
+def test_loading_leaves_progress_bars_as_they_were(monkeypatch, before):
+    if before is None:
+        monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    else:
+        monkeypatch.setenv("TQDM_DISABLE", before)
+    import os
+
+    with models._quiet():
+        assert os.environ["TQDM_DISABLE"] == "1"
+    assert os.environ.get("TQDM_DISABLE") == before
