@@ -259,15 +259,22 @@ def _effect_by_role_figure(data: pd.DataFrame, choice: S.EffectChoice) -> Figure
     return fig
 
 
-def plot_effect_by_role(effects: pd.DataFrame | None, roles: pd.DataFrame | None, fig_dir: Path) -> SavedFigure | None:
-    """Strip + box plot of the main effect per primary role (joins effects and roles on layer, head)."""
+def _effects_with_roles(effects: pd.DataFrame | None, roles: pd.DataFrame | None) -> tuple[S.EffectChoice, pd.DataFrame] | None:
+    """The main effect slice joined with each head's role; None when either side is missing."""
     chosen = _main_effect(effects)
     if chosen is None or not _usable(roles):
         return None
     data = _with_roles(chosen[1], roles)
-    if data.empty:
+    return None if data.empty else (chosen[0], data)
+
+
+def plot_effect_by_role(effects: pd.DataFrame | None, roles: pd.DataFrame | None, fig_dir: Path) -> SavedFigure | None:
+    """Strip + box plot of the main effect per primary role (joins effects and roles on layer, head)."""
+    joined = _effects_with_roles(effects, roles)
+    if joined is None:
         return None
-    return save(_effect_by_role_figure(data, chosen[0]), fig_dir, "effect_by_role", "Effect by role",
+    choice, data = joined
+    return save(_effect_by_role_figure(data, choice), fig_dir, "effect_by_role", "Effect by role",
                 "One dot per head, grouped by primary role; box = middle half: which kinds of head the model relies on.")
 
 
@@ -308,16 +315,14 @@ def plot_score_vs_effect(roles: pd.DataFrame | None, effects: pd.DataFrame | Non
     else ``confidence``; y is the main effect's delta. Points high on the right are confident
     roles that matter; high on the left, heads whose role we cannot name but the model needs.
     """
-    chosen = _main_effect(effects)
-    if chosen is None or not _usable(roles):
+    joined = _effects_with_roles(effects, roles)
+    if joined is None:
         return None
-    data = _with_roles(chosen[1], roles)
-    if data.empty:
-        return None
+    choice, data = joined
     data = data.assign(x=role_score(data))
     has_scores = any(f"score_{r}" in data.columns for r in data["role"].unique())
     xlabel = "classifier score for the head's primary role" if has_scores else "confidence of the primary role"
-    return save(_score_vs_effect_figure(data, chosen[0], xlabel), fig_dir, "score_vs_effect", "Role score vs effect",
+    return save(_score_vs_effect_figure(data, choice, xlabel), fig_dir, "score_vs_effect", "Role score vs effect",
                 "One dot per head: right = fits its role well, up = the model needs it; the largest effects (up to five) are labelled.")
 
 
