@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from test_ablate import N_HEADS, N_LAYERS, tiny_bert, tiny_llama
+from tiny_models import N_HEADS, N_LAYERS
 
 from interp import runs
 from interp.ablate import AblateConfig, ablate, ablate_run, role_effects, surprises
@@ -21,23 +21,7 @@ N = N_LAYERS * N_HEADS
 SMALL = AblateConfig(ablations=("zero", "mean"), n_prose=6, n_repeated=4, repeated_lengths=(6,), n_syntax=10,
                      n_bootstrap=100, threads=1)
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
-@pytest.fixture(scope="module")
-def llama():
-    return tiny_llama()
-
-
-@pytest.fixture(scope="module")
-def bert():
-    return tiny_bert()
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,84 @@
+"""Tiny randomly initialised models (Llama with grouped-query attention, GPT-2, BERT) over a
+word-level tokenizer of the probe corpora: fast stand-ins for the ablation tests."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+
+import torch
+
+N_LAYERS, N_HEADS, D_MODEL = 3, 4, 32
+D_HEAD = D_MODEL // N_HEADS
+
+
+def _word_tokenizer(encoder: bool = False):
+    """A word-level fast tokenizer over the probe corpora's words (offsets work, vocab ~2k)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    from interp.probes.grammar import syntax_suite
+    from interp.probes.prose import prose_suite
+
+    words: set[str] = set()
+    for s in list(prose_suite().sentences) + list(syntax_suite(300, 0).sentences):
+        words.update(re.findall(r"\w+|[^\w\s]", s.text))
+    specials = ["[UNK]", "[PAD]", "[CLS]", "[SEP]", "[MASK]"] if encoder else ["[UNK]", "[PAD]", "[BOS]"]
+    vocab = {w: i for i, w in enumerate(specials + sorted(words))}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    if encoder:
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
+        return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
+                                       cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", bos_token="[BOS]")
+
+
+def _boot(hf, tok, name: str):
+    from transformer_lens.model_bridge import TransformerBridge
+    from transformers import AutoTokenizer
+
+    from interp.models import from_bridge
+
+    with tempfile.TemporaryDirectory() as tmp:
+        hf.config.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        tok = AutoTokenizer.from_pretrained(tmp)  # TransformerLens reloads it by path
+        bridge = TransformerBridge.boot_transformers(tmp, hf_model=hf, tokenizer=tok)
+    bridge.eval()
+    return from_bridge(bridge, tok, name=name)
+
+
+def tiny_llama(seed: int = 0):
+    """Grouped-query Llama: 4 query heads share 2 KV heads."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = _word_tokenizer()
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=D_MODEL, intermediate_size=64, num_hidden_layers=N_LAYERS,
+                      num_attention_heads=N_HEADS, num_key_value_heads=2, max_position_embeddings=128,
+                      bos_token_id=tok.bos_token_id, pad_token_id=tok.pad_token_id, eos_token_id=None,
+                      attn_implementation="eager")
+    return _boot(LlamaForCausalLM(cfg).eval(), tok, "tiny-llama")
+
+
+def tiny_gpt2(seed: int = 0):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tok = _word_tokenizer()
+    torch.manual_seed(seed)
+    cfg = GPT2Config(vocab_size=len(tok), n_embd=D_MODEL, n_layer=N_LAYERS, n_head=N_HEADS, n_positions=128,
+                     bos_token_id=tok.bos_token_id, eos_token_id=None, attn_implementation="eager")
+    return _boot(GPT2LMHeadModel(cfg).eval(), tok, "tiny-gpt2")
+
+
+def tiny_bert(seed: int = 0):
+    from transformers import BertConfig, BertForMaskedLM
+
+    tok = _word_tokenizer(encoder=True)
+    torch.manual_seed(seed)
+    cfg = BertConfig(vocab_size=len(tok), hidden_size=D_MODEL, num_hidden_layers=N_LAYERS, num_attention_heads=N_HEADS,
+                     intermediate_size=64, max_position_embeddings=128, pad_token_id=tok.pad_token_id,
+                     attn_implementation="eager")
+    return _boot(BertForMaskedLM(cfg).eval(), tok, "tiny-bert")
