@@ -25,7 +25,6 @@ import contextlib
 import copy
 import dataclasses
 import math
-import os
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -44,7 +43,8 @@ from interp.ablation.metrics import CAUSAL_METRICS, ENCODER_METRICS, metric_size
 from interp.ablation.pruning import pruning_curve, pruning_order, removable_summary
 from interp.ablation.stats import SumStore, effect_rows
 from interp.ablation.surprises import role_effects, surprises
-from interp.ablation.sweep import exact_sweep
+from interp.ablation.sweep import exact_sweep, probe_pass
+from interp.ablation.threads import choose_threads, stage_threads
 from interp.ablation.values import KINDS, MeanAccumulator
 from interp.models import LoadedModel
 from interp.tables import EFFECTS, PRUNING
@@ -83,7 +83,7 @@ class AblateConfig:
     prune: bool = True  # compute the pruning curve
     prune_step: float | None = None  # share of heads per step; None: 1 head (<= 64 heads) or 5%
     n_bootstrap: int = 1000
-    threads: int | None = None  # torch intra-op threads for the stage; None: 1 on <= 2 cores, else as set
+    threads: int | None = None  # torch intra-op threads; None: on <= 2 cores the faster of 1 and 2, measured (threads.py)
     quick: bool = False  # smaller corpus (3 / 3 / 8), exact ablation of the top 5% only, 10% pruning steps
     seed: int = 0
 
@@ -137,33 +137,44 @@ def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: 
     cfg = config.resolved(model.n_layers * model.n_heads)
     metrics = _metrics(model, cfg)
     timings: dict[str, float] = {}
-    with _timed(timings, "total"), stage_threads(cfg.threads), _in_dtype(model, cfg.dtype) as m:
+    with _timed(timings, "total"), _in_dtype(model, cfg.dtype) as m:
         with _timed(timings, "corpus"):
             corpus = _corpus(m, cfg, metrics)
         runner = Runner(m)
-        attribution, means = None, None
-        if cfg.attribution or cfg.top_k is not None:
-            with _timed(timings, "attribution"):
-                attr = attribute(runner, corpus, cfg.ablations, progress)
-                attribution, means = effect_rows(attr.store, "attribution", cfg.n_bootstrap, cfg.seed), attr.means
-        elif set(cfg.ablations) & {"mean", "resample"}:
-            with _timed(timings, "means"):
-                means = head_means(runner, corpus)
-        heads = _exact_heads(m, attribution, cfg, metrics)
-        with _timed(timings, "exact"):
-            exact, reused = _exact(runner, corpus, heads, cfg, means, progress)
-        timings["exact_per_head"] = timings["exact"] / max(len(heads) * len(cfg.ablations), 1)
-        effects = _finish_effects([attribution, exact], metrics)
-        pruning = pd.DataFrame(columns=PRUNING.names)
-        if cfg.prune:
-            with _timed(timings, "pruning"):
-                pruning = _pruning(runner, corpus, effects, cfg, metrics, means, progress)
+        with _timed(timings, "threads"):
+            threads = choose_threads(cfg.threads, lambda: probe_pass(runner, corpus, cfg.max_tokens_per_batch))
+        with stage_threads(threads):
+            effects, pruning, heads, reused = _measure(runner, corpus, cfg, metrics, timings, progress)
     summary = {
         "corpus": {f: {"n_sequences": n} for f, n in corpus.sizes.items()}, "n_tokens": corpus.n_tokens,
         "metrics": list(metrics), "exact_heads": len(heads), "layer_reuse": reused,
+        "threads": threads or torch.get_num_threads(),
         "removable": removable_summary(pruning) if len(pruning) else {}, "resolved_config": dataclasses.asdict(cfg),
     }
     return AblateResult(effects, PRUNING.validate(pruning), timings, summary)
+
+
+def _measure(runner: Runner, corpus: EvalCorpus, cfg: AblateConfig, metrics: tuple[str, ...],
+             timings: dict[str, float], progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, list[tuple[int, int]], bool]:
+    """Attribution, the exact sweep and the pruning curve: (effects, pruning, exact heads, layer reuse)."""
+    attribution, means = None, None
+    if cfg.attribution or cfg.top_k is not None:
+        with _timed(timings, "attribution"):
+            attr = attribute(runner, corpus, cfg.ablations, progress)
+            attribution, means = effect_rows(attr.store, "attribution", cfg.n_bootstrap, cfg.seed), attr.means
+    elif set(cfg.ablations) & {"mean", "resample"}:
+        with _timed(timings, "means"):
+            means = head_means(runner, corpus)
+    heads = _exact_heads(runner.model, attribution, cfg, metrics)
+    with _timed(timings, "exact"):
+        exact, reused = _exact(runner, corpus, heads, cfg, means, progress)
+    timings["exact_per_head"] = timings["exact"] / max(len(heads) * len(cfg.ablations), 1)
+    effects = _finish_effects([attribution, exact], metrics)
+    pruning = pd.DataFrame(columns=PRUNING.names)
+    if cfg.prune:
+        with _timed(timings, "pruning"):
+            pruning = _pruning(runner, corpus, effects, cfg, metrics, means, progress)
+    return effects, pruning, heads, reused
 
 
 def ablate_run(run_dir: str | Path, model: LoadedModel, config: AblateConfig = AblateConfig(),
@@ -249,7 +260,8 @@ def _pruning(runner: Runner, corpus: EvalCorpus, effects: pd.DataFrame, cfg: Abl
     model = runner.model
     heads = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
     order = pruning_order(effects, heads, metrics[0], cfg.ablations[0])
-    pruning = pruning_curve(runner, corpus, order, cfg.ablations[0], means, cfg.prune_step, progress)
+    pruning = pruning_curve(runner, corpus, order, cfg.ablations[0], means, cfg.prune_step,
+                            cfg.max_tokens_per_batch, progress)
     return pruning[pruning["metric"].isin(metrics)].reset_index(drop=True)
 
 
@@ -271,29 +283,6 @@ def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
         yield
     finally:
         timings[name] = time.perf_counter() - start
-
-
-@contextlib.contextmanager
-def stage_threads(n: int | None) -> Iterator[None]:
-    """Scope torch's intra-op threads to the stage.
-
-    ``None`` means one thread on a machine with at most two cores: when another process holds
-    one of them, every multi-threaded op waits at an OpenMP barrier for the descheduled
-    thread. Measured on the 2-core development box while others worked: a tiny model's
-    forward 0.52 s with 2 threads vs 0.016 s with 1; SmolLM2, 1 x 64 tokens, 10 s vs 0.9 s;
-    64 x 64 tokens, 65 s vs 55 s. On an idle 2-core box one thread costs at most 2x.
-    """
-    if n is None:
-        n = 1 if (os.cpu_count() or 1) <= 2 else None
-    if n is None:
-        yield
-        return
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 @contextlib.contextmanager

@@ -20,9 +20,10 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from interp.ablation.corpus import EvalCorpus
-from interp.ablation.forward import Runner
+from interp.ablation.corpus import EvalBatch, EvalCorpus
+from interp.ablation.forward import CleanPass, Runner
 from interp.ablation.metrics import ORIENTATION, batch_metrics
+from interp.ablation.sweep import chunks, pass_size
 from interp.ablation.values import edits_for
 
 Head = tuple[int, int]
@@ -49,8 +50,12 @@ def step_sizes(n_heads: int, step: float | None) -> list[int]:
 
 
 def pruning_curve(runner: Runner, corpus: EvalCorpus, order: list[Head], kind: str, means: torch.Tensor | None,
-                  step: float | None = None, progress: bool = True) -> pd.DataFrame:
-    """Rows of the ``pruning`` table: every metric after every cumulative removal step."""
+                  step: float | None = None, max_tokens: int | None = None, progress: bool = True) -> pd.DataFrame:
+    """Rows of the ``pruning`` table: every metric after every cumulative removal step.
+
+    The steps are independent forwards, so several run in one pass as stacked copies of the
+    batch (as in the sweep), as many as fit in ``max_tokens`` padded tokens (None: all).
+    """
     counts = [0] + step_sizes(len(order), step)
     num: dict[tuple[int, str], float] = {}
     den: dict[tuple[int, str], float] = {}
@@ -58,18 +63,15 @@ def pruning_curve(runner: Runner, corpus: EvalCorpus, order: list[Head], kind: s
               disable=not progress) as bar:
         for batch in corpus.batches:
             clean = runner.clean(batch, keep_resid=True, keep_z=kind == "resample")
-            for s, k in enumerate(counts):
-                if k == 0:
-                    per = batch_metrics(clean.readout, batch)
-                else:
-                    edits = edits_for(kind, order[:k], batch, clean.z or None, means)
-                    start = min(e.layer for e in edits)
-                    out = runner.run(batch, edits, start_layer=start, resid=clean.resid_pre[start] if start else None)
-                    per = batch_metrics(out, batch, clean.readout)
+            results = [(0, batch_metrics(clean.readout, batch))]
+            bar.update(1)
+            for chunk in chunks(list(enumerate(counts))[1:], pass_size(batch, None, max_tokens)):
+                results += _removal_pass(runner, batch, clean, chunk, order, kind, means)
+                bar.update(len(chunk))
+            for s, per in results:
                 for metric, p in per.items():
                     num[s, metric] = num.get((s, metric), 0.0) + float(p.num.sum())
                     den[s, metric] = den.get((s, metric), 0.0) + float(p.den.sum())
-                bar.update(1)
     rows = []
     total = len(order)
     for (s, metric), n in sorted(num.items()):
@@ -81,6 +83,16 @@ def pruning_curve(runner: Runner, corpus: EvalCorpus, order: list[Head], kind: s
             "last_removed": " ".join(f"L{layer}H{head}" for layer, head in removed) if removed else np.nan,
         })
     return pd.DataFrame(rows)
+
+
+def _removal_pass(runner: Runner, batch: EvalBatch, clean: CleanPass, steps: list[tuple[int, int]], order: list[Head],
+                  kind: str, means: torch.Tensor | None) -> list[tuple[int, dict]]:
+    """(step, metrics) for each (step, heads removed) in ``steps``, from one stacked forward:
+    copy ``i`` of the batch has the first ``steps[i][1]`` heads of ``order`` ablated."""
+    edits = [e for i, (_, k) in enumerate(steps) for e in edits_for(kind, order[:k], batch, clean.z or None, means, replica=i)]
+    start = min(e.layer for e in edits)
+    out = runner.run(batch, edits, replicas=len(steps), start_layer=start, resid=clean.resid_pre[start] if start else None)
+    return [(s, batch_metrics(out[i] if len(steps) > 1 else out, batch, clean.readout)) for i, (s, _) in enumerate(steps)]
 
 
 def removable_fraction(pruning: pd.DataFrame, metric: str, tolerance: float) -> float:

@@ -57,13 +57,21 @@ def exact_sweep(runner: Runner, corpus: EvalCorpus, store: SumStore, heads: list
             store.add_base(batch_metrics(clean.readout, batch))
             if i == 0 and reuse:
                 reuse = _check_reuse(runner, batch, clean)
-            size = _pass_size(batch, heads_per_pass, max_tokens)
+            size = pass_size(batch, heads_per_pass, max_tokens)
             for layer, layer_heads in by_layer.items():
                 for kind in kinds:
-                    for chunk in _chunks(layer_heads, size):
+                    for chunk in chunks(layer_heads, size):
                         _run_chunk(runner, batch, clean, store, kind, layer, chunk, means, reuse)
                         bar.update(len(chunk))
     return reuse
+
+
+def probe_pass(runner: Runner, corpus: EvalCorpus, max_tokens: int | None) -> None:
+    """One intact pass shaped like a sweep's: the largest batch stacked to half the token
+    budget (what the stage times to choose its thread count)."""
+    batch = max(corpus.batches, key=lambda b: b.tokens.numel())
+    budget = max_tokens // 2 if max_tokens else None
+    runner.run(batch, [], replicas=pass_size(batch, None, budget))
 
 
 def _check_reuse(runner: Runner, batch: EvalBatch, clean: CleanPass) -> bool:
@@ -77,7 +85,7 @@ def _check_reuse(runner: Runner, batch: EvalBatch, clean: CleanPass) -> bool:
     return False
 
 
-def _pass_size(batch: EvalBatch, heads_per_pass: int | None, max_tokens: int | None) -> int:
+def pass_size(batch: EvalBatch, heads_per_pass: int | None, max_tokens: int | None) -> int:
     """Copies of the batch per forward: as asked, within the token budget (which also bounds
     the logits a pass returns), at least one."""
     size = heads_per_pass or 10**9
@@ -86,7 +94,7 @@ def _pass_size(batch: EvalBatch, heads_per_pass: int | None, max_tokens: int | N
     return max(1, size)
 
 
-def _chunks(items: list[int], size: int) -> list[list[int]]:
+def chunks(items: list, size: int) -> list[list]:
     return [items[i: i + size] for i in range(0, len(items), size)]
 
 

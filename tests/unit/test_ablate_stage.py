@@ -123,6 +123,25 @@ def test_pruning_curve_steps_one_head_at_a_time(result):
         assert curve["value"].iloc[0] == pytest.approx(base["baseline"].iloc[0])
 
 
+@pytest.mark.parametrize("kind", ["zero", "mean", "resample"])
+def test_stacked_pruning_steps_equal_one_step_per_pass(llama, kind):
+    from interp.ablate import head_means
+    from interp.ablation.corpus import build_corpus
+    from interp.ablation.forward import Runner
+    from interp.ablation.pruning import pruning_curve
+
+    corpus = build_corpus(llama, n_prose=4, n_repeated=2, repeated_lengths=(6,), n_syntax=4, seed=0, max_tokens=512)
+    runner = Runner(llama)
+    order = [(2, 1), (0, 3), (1, 0), (2, 2), (0, 0), (1, 3)]
+    means = head_means(runner, corpus)
+    stacked = pruning_curve(runner, corpus, order, kind, means, step=None, max_tokens=None, progress=False)
+    single = pruning_curve(runner, corpus, order, kind, means, step=None, max_tokens=1, progress=False)
+    assert stacked["heads_removed"].tolist() == single["heads_removed"].tolist()
+    assert stacked["heads_removed"].max() == len(order)
+    np.testing.assert_allclose(stacked["value"], single["value"], rtol=1e-5)
+    assert stacked["value"].nunique() > 3  # the steps really differ
+
+
 def test_pruning_removes_the_least_important_head_first(result):
     e = result.effects
     exact = e[(e["method"] == "exact") & (e["metric"] == "loss_prose") & (e["ablation"] == "zero")]
@@ -134,12 +153,12 @@ def test_pruning_removes_the_least_important_head_first(result):
 
 
 def test_stacked_heads_stay_within_the_token_budget():
-    from interp.ablation.sweep import _pass_size
+    from interp.ablation.sweep import pass_size
 
     batch = type("B", (), {"tokens": torch.zeros(4, 10)})()  # 40 padded tokens
-    assert _pass_size(batch, None, 2048) == 51
-    assert _pass_size(batch, 3, 2048) == 3
-    assert _pass_size(batch, None, 30) == 1  # one copy even when the batch alone is over budget
+    assert pass_size(batch, None, 2048) == 51
+    assert pass_size(batch, 3, 2048) == 3
+    assert pass_size(batch, None, 30) == 1  # one copy even when the batch alone is over budget
 
 
 def test_step_sizes():
