@@ -6,7 +6,7 @@ plain data: the manifest records them with ``dataclasses.asdict`` and ``--resume
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 DTYPES = ("float32", "bfloat16")
 
@@ -56,14 +56,3 @@ class CollectConfig:
             raise ValueError("n_bootstrap must be >= 10")
         if self.max_seq_len is not None and self.max_seq_len < 2:
             raise ValueError("max_seq_len must be >= 2")
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """Where a run lives and which stages it runs."""
-
-    model: ModelSpec = field(default_factory=ModelSpec)
-    collect: CollectConfig = field(default_factory=CollectConfig)
-    out_dir: str = "reports"
-    run_name: str | None = None  # None: a timestamp
-    quick: bool = False

@@ -120,7 +120,7 @@ def exemplar_figure(ex: Exemplar) -> Figure:
     fig = new_figure(max(4.5, n_k * cell + 2.8), max(3.8, n_q * cell + 2.2))
     ax = fig.add_subplot()
     image = ax.imshow(pattern, cmap="Blues", vmin=0, vmax=max(float(np.nanmax(pattern)), 1e-9),
-                      aspect="auto", interpolation="nearest")
+                      aspect="auto", interpolation="none")
     fig.colorbar(image, ax=ax, shrink=0.8, pad=0.02, label="attention weight")
     ax.set_xticks(range(n_k), [token_label(t) for t in ex.tokens[:n_k]], rotation=90, fontsize=font)
     ax.set_yticks(range(n_q), [token_label(t) for t in ex.tokens[:n_q]], fontsize=font)

@@ -165,7 +165,7 @@ def diverging(ax, fig: Figure, grid: np.ndarray, label: str | None, shrink: floa
     span = float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 1.0
     span = max(span, floor) or 1e-9
     image = ax.imshow(np.ma.masked_invalid(grid), cmap=DIVERGING, vmin=-span, vmax=span,
-                      aspect="auto", interpolation="nearest")
+                      aspect="auto", interpolation="none")
     bar = fig.colorbar(image, cax=cax) if cax is not None else fig.colorbar(image, ax=ax, shrink=shrink, pad=0.02)
     bar.ax.tick_params(labelsize=7)
     bar.locator = MaxNLocator(4, symmetric=True)

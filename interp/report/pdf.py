@@ -94,7 +94,7 @@ def _figure_page(saved: SavedFigure) -> Figure:
     fig = Figure(figsize=A4 if height >= width else A4[::-1])
     fig.text(0.5, 0.965, saved.title, fontsize=13, weight="bold", ha="center", va="top")
     ax = fig.add_axes((0.04, 0.09, 0.92, 0.83))
-    ax.imshow(image, interpolation="lanczos")
+    ax.imshow(image, interpolation="none")  # the PDF embeds the PNG as is: no resampling
     ax.set_axis_off()
     wrap = 110 if height < width else 80
     fig.text(0.5, 0.06, "\n".join(textwrap.wrap(saved.caption, wrap)), fontsize=9, ha="center", va="top")

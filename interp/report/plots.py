@@ -71,7 +71,7 @@ def role_map_figure(roles: pd.DataFrame, shape: tuple[int, int], title: str | No
         image[layer, head] = rgb
         text = role_code(str(name)) + ("" if np.isnan(c) else " " + (f"{c:.2f}".lstrip("0") if c < 0.995 else "1"))
         ax.text(head, layer, text, ha="center", va="center", fontsize=font, color=ink_for(rgb))
-    ax.imshow(image, aspect="auto", interpolation="nearest")
+    ax.imshow(image, aspect="auto", interpolation="none")
     ax.set_xticks(np.arange(-0.5, n_heads), minor=True)
     ax.set_yticks(np.arange(-0.5, n_layers), minor=True)
     ax.grid(which="minor", color="white", linewidth=1.2)
