@@ -91,12 +91,12 @@ EFFECTS = Table(
 
 PRUNING = Table(
     "pruning",
-    "One row per step of cumulative head removal, least important heads first.",
+    "One row per step of cumulative head removal, least important heads first (ordered by the effects table, measured on a held-out evaluation corpus).",
     (
         Column("fraction_removed", "float", "share of all heads removed so far"),
         Column("heads_removed", "int", "number of heads removed so far"),
         Column("metric", "str", "metric measured after the step"),
-        Column("value", "float", "metric value with those heads ablated"),
+        Column("value", "float", "metric value with those heads ablated, on the held-out corpus (step 0: the intact model there)"),
         Column("last_removed", "str", "the heads removed at this step, space-separated, as L{layer}H{head} (NaN at step 0)"),
     ),
 )

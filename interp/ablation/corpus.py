@@ -16,6 +16,11 @@ comes from a sequence of the same family):
 Encoders get one family: prose lines (the same subset) as sentence A, and for each a view B
 with about a fifth of its word tokens deleted (seeded), which ``retrieval_margin`` needs; both
 sit in the same batch.
+
+Split 1 is a second corpus of the same make-up with no sequence in common: the even prose
+lines, other random sequences, other syntax sentences. The pruning curve is measured on it,
+because its order comes from effects measured on split 0: on the same sequences, heads whose
+removal happened to help those few sequences would make pruning look free.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from interp.probes.base import ProbeSequence, Sentence, Suite
 PROSE, REPEATED, SV = "loss_prose", "loss_repeated", "sv_logit_diff"
 ENCODER = "encoder"  # the family of encoder batches; its metrics are in metrics.ENCODER_METRICS
 REPEAT_SEED_OFFSET = 7919  # new random sequences, not the ones the collect stage looked at
+SPLIT_SEED_OFFSET = 104729  # split 1 (the pruning curve's held-out half) draws other sequences
 VIEW_DROP = 0.2
 MAX_PADDING = 0.15  # share of a batch that may be padding
 
@@ -84,28 +90,29 @@ class EvalCorpus:
 # --- building ------------------------------------------------------------------------------
 
 
-def prose_subset(n: int) -> Suite:
-    """Every second line of the prose corpus, the first ``n`` of them: a fixed held-out half."""
+def prose_subset(n: int, split: int = 0) -> Suite:
+    """The first ``n`` lines of one half of the prose corpus: odd lines (split 0), even (split 1)."""
     from interp.probes.prose import prose_suite
 
     suite = prose_suite()
-    return Suite(suite.name, suite.family, suite.sentences[1::2][:n], suite.card)
+    return Suite(suite.name, suite.family, suite.sentences[1 - split::2][:n], suite.card)
 
 
 def causal_items(model, n_prose: int, n_repeated: int, repeated_lengths: tuple[int, ...],
-                 n_syntax: int, seed: int, max_len: int | None = None) -> list[EvalItem]:
+                 n_syntax: int, seed: int, max_len: int | None = None, split: int = 0) -> list[EvalItem]:
     aligner = Aligner(model, max_len)
     items: list[EvalItem] = []
     if n_prose:
-        for i, seq in enumerate(aligner.encode_suite(prose_subset(n_prose))):
+        for i, seq in enumerate(aligner.encode_suite(prose_subset(n_prose, split))):
             items.append(_loss_item(seq, PROSE, i, start=0))
     if n_repeated:
-        for i, seq in enumerate(aligner.repeated(n_repeated, repeated_lengths, seed + REPEAT_SEED_OFFSET)):
+        repeat_seed = seed + REPEAT_SEED_OFFSET + split * SPLIT_SEED_OFFSET
+        for i, seq in enumerate(aligner.repeated(n_repeated, repeated_lengths, repeat_seed)):
             prefix = int(seq.is_special.sum())
             half = (len(seq) - prefix) // 2
             items.append(_loss_item(seq, REPEATED, i, start=prefix + half))
     if n_syntax:
-        items += _sv_items(aligner, n_syntax, seed)
+        items += _sv_items(aligner, n_syntax, seed + split * SPLIT_SEED_OFFSET)
     return items
 
 
@@ -150,13 +157,13 @@ def _next_token(aligner: Aligner, prefix: ProbeSequence, text: str, word: str, s
     return int(full[n])
 
 
-def encoder_items(model, n_prose: int, seed: int, max_len: int | None = None) -> list[EvalItem]:
+def encoder_items(model, n_prose: int, seed: int, max_len: int | None = None, split: int = 0) -> list[EvalItem]:
     """Prose lines and, for each, a view with ~20% of its word tokens deleted (at least one)."""
     aligner = Aligner(model, max_len)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed + split * SPLIT_SEED_OFFSET)
     items: list[EvalItem] = []
     empty = torch.zeros(0, dtype=torch.long)
-    for i, seq in enumerate(aligner.encode_suite(prose_subset(n_prose))):
+    for i, seq in enumerate(aligner.encode_suite(prose_subset(n_prose, split))):
         items.append(EvalItem(seq.tokens, ENCODER, i, empty, empty))
         inner = torch.nonzero(~seq.is_special).flatten()
         n_drop = max(1, round(VIEW_DROP * len(inner))) if len(inner) > 1 else 0
@@ -263,12 +270,18 @@ def derangement(group: torch.Tensor) -> torch.Tensor:
 
 
 def build_corpus(model, n_prose: int, n_repeated: int, repeated_lengths: tuple[int, ...], n_syntax: int,
-                 seed: int, max_tokens: int) -> EvalCorpus:
-    """The whole evaluation corpus, encoded and batched for ``model``."""
+                 seed: int, max_tokens: int, split: int = 0) -> EvalCorpus:
+    """The whole evaluation corpus, encoded and batched for ``model``.
+
+    ``split`` picks one of two disjoint halves of the same size and make-up: 0 measures the
+    effects (and so orders the pruning curve), 1 is held out to measure the pruning curve.
+    """
+    if split not in (0, 1):
+        raise ValueError(f"split must be 0 or 1, got {split!r}")
     if model.causal:
-        items = causal_items(model, n_prose, n_repeated, repeated_lengths, n_syntax, seed)
+        items = causal_items(model, n_prose, n_repeated, repeated_lengths, n_syntax, seed, split=split)
     else:
-        items = encoder_items(model, n_prose, seed)
+        items = encoder_items(model, n_prose, seed, split=split)
     pad = model.tokenizer.pad_token_id or 0
     sizes: dict[str, int] = {}
     for it in items:

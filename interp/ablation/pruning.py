@@ -7,7 +7,8 @@ the ones the top-k selection judged least important. Heads whose removal *helps*
 delta) are therefore removed first.
 
 Step 0 is the intact model; step ``s`` ablates the first ``s * step`` heads together (the
-stage's primary ablation kind) and measures every metric on the whole evaluation corpus. Tiny
+stage's primary ablation kind) and measures every metric on the corpus given: the ablate stage
+gives the held-out half (split 1) of its evaluation corpus, not the one the order came from. Tiny
 models get one head per step; models with more than 64 heads a grid of 5% of the heads.
 """
 
@@ -95,21 +96,24 @@ def _removal_pass(runner: Runner, batch: EvalBatch, clean: CleanPass, steps: lis
     return [(s, batch_metrics(out[i] if len(steps) > 1 else out, batch, clean.readout)) for i, (s, _) in enumerate(steps)]
 
 
-def removable_fraction(pruning: pd.DataFrame, metric: str, tolerance: float) -> float:
-    """Largest share of heads removed before ``metric`` first gets worse by ``tolerance``.
+def removable_fraction(pruning: pd.DataFrame, metric: str, tolerance: float, sign: float | None = None) -> float:
+    """Largest share of heads removed while ``metric`` stays within ``tolerance`` of the intact value.
 
-    Relative to the intact value (``0.01`` = the loss rises by 1%); for a metric whose intact
-    value is 0 (``embedding_cosine``), an absolute rise of ``tolerance``.
+    Relative to the intact value (``0.01``: the loss rises by at most 1%); for a metric whose
+    intact value is 0 (``embedding_cosine``), an absolute change. "Stays": every step up to that
+    share is within tolerance, so a lucky step after a collapse does not count. ``sign``: +1 if
+    a larger value is worse, -1 if a smaller one is (None: the metric's known orientation).
     """
-    curve = pruning[pruning["metric"] == metric].sort_values("heads_removed")
+    curve = pruning[pruning["metric"] == metric].dropna(subset=["value"])
+    curve = curve.sort_values(["fraction_removed", "heads_removed"])
     if curve.empty:
         return float("nan")
-    base = float(curve["value"].iloc[0])
-    worse = ORIENTATION[metric] * (curve["value"].to_numpy() - base)
-    if base != 0:
-        worse = worse / abs(base)
-    fractions = curve["fraction_removed"].to_numpy()
-    over = np.nonzero(worse >= tolerance)[0]
+    values = curve["value"].to_numpy(dtype=float)
+    sign = ORIENTATION.get(metric, 1) if sign is None else sign
+    scale = abs(values[0]) if abs(values[0]) > 1e-12 else 1.0
+    worse = sign * (values - values[0]) / scale
+    fractions = curve["fraction_removed"].to_numpy(dtype=float)
+    over = np.nonzero(worse > tolerance)[0]
     return float(fractions[over[0] - 1]) if len(over) else float(fractions[-1])
 
 

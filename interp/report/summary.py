@@ -19,6 +19,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from interp.ablation.metrics import ORIENTATION
+from interp.ablation.pruning import removable_fraction
 from interp.roles import ROLES, UNEXPLAINED
 from interp.runs import Run
 
@@ -110,8 +112,8 @@ def worse_sign(metric: str, effects: pd.DataFrame | None) -> float:
     """+1 if a larger value of ``metric`` means a worse model (a loss), -1 if smaller is worse.
 
     Read from the effects table, whose delta is oriented so that positive means worse:
-    sign(delta / (ablated - baseline)). Without effects rows, a larger value is taken as worse,
-    which is right for losses.
+    sign(delta / (ablated - baseline)). Without effects rows, the metric's known orientation;
+    for a metric the toolkit does not know, a larger value is taken as worse (right for losses).
     """
     if effects is not None and not effects.empty:
         rows = effects[effects["metric"] == metric]
@@ -119,7 +121,7 @@ def worse_sign(metric: str, effects: pd.DataFrame | None) -> float:
         ratio = (rows["delta"] / moved)[moved.abs() > 1e-12].dropna()
         if not ratio.empty:
             return float(np.sign(ratio.median())) or 1.0
-    return 1.0
+    return float(ORIENTATION.get(metric, 1))
 
 
 def degradation(pruning: pd.DataFrame, metric: str, effects: pd.DataFrame | None) -> pd.DataFrame:
@@ -135,17 +137,9 @@ def degradation(pruning: pd.DataFrame, metric: str, effects: pd.DataFrame | None
 
 def prunable_share(pruning: pd.DataFrame, metric: str, tolerance: float,
                    effects: pd.DataFrame | None = None) -> float:
-    """Largest fraction of heads removed while the metric stays within ``tolerance`` of step 0.
-
-    "Stays": every step up to that fraction is within tolerance, so a lucky late step after a
-    collapse does not count.
-    """
-    steps = degradation(pruning, metric, effects)
-    if steps.empty:
-        return float("nan")
-    bad = (steps["worse"] > tolerance).to_numpy()
-    kept = steps if not bad.any() else steps.iloc[: int(np.argmax(bad))]
-    return float(kept["fraction_removed"].max()) if not kept.empty else 0.0
+    """Largest fraction of heads removed while the metric stays within ``tolerance`` of step 0
+    (the ablate stage's own rule, oriented as the effects table says)."""
+    return removable_fraction(pruning, metric, tolerance, worse_sign(metric, effects))
 
 
 def prunable_table(pruning: pd.DataFrame | None, effects: pd.DataFrame | None) -> pd.DataFrame | None:

@@ -82,3 +82,21 @@ def test_head_shape_from_manifest_else_tables():
 def test_fmt():
     assert [S.fmt(v) for v in (None, float("nan"), np.int64(3), 2.0, 0.12345, 1e-5, True, "x")] == \
         ["", "", "3", "2", "0.123", "1.00e-05", "yes", "x"]
+
+
+def test_orientation_without_effects_comes_from_the_metric():
+    assert S.worse_sign("sv_logit_diff", None) == -1
+    assert S.worse_sign("loss_prose", None) == 1
+    assert S.worse_sign("made_up_metric", None) == 1
+
+
+def test_report_and_ablate_stage_state_the_same_prunable_share():
+    from interp.ablation.pruning import removable_summary
+
+    pr = pd.concat([pruning_frame("loss_prose", [2.0, 2.01, 2.0198, 2.06, 2.2]),
+                    pruning_frame("sv_logit_diff", [0.9, 0.899, 0.85, 0.8, 0.1])])
+    stage = removable_summary(pr)
+    for metric in ("loss_prose", "sv_logit_diff"):
+        assert S.prunable_share(pr, metric, 0.01) == stage[metric]["1%"]
+        assert S.prunable_share(pr, metric, 0.05) == stage[metric]["5%"]
+    assert stage["loss_prose"] == {"1%": 0.5, "5%": 0.75}  # +0.5%, +0.99%, +3%, +10%

@@ -107,7 +107,7 @@ def test_bf16_runs_on_a_copy(llama):
 # --- pruning -----------------------------------------------------------------------------------
 
 
-def test_pruning_curve_steps_one_head_at_a_time(result):
+def test_pruning_curve_steps_one_head_at_a_time(result, llama):
     p = result.pruning
     assert list(p.columns) == PRUNING.names
     for metric, curve in p.groupby("metric"):
@@ -119,8 +119,7 @@ def test_pruning_curve_steps_one_head_at_a_time(result):
         removed = curve["last_removed"].iloc[1:].tolist()
         assert all(re.fullmatch(r"L\d+H\d+", r) for r in removed)
         assert len(set(removed)) == N
-        base = result.effects[(result.effects["metric"] == metric) & (result.effects["method"] == "exact")]
-        assert curve["value"].iloc[0] == pytest.approx(base["baseline"].iloc[0])
+        assert curve["value"].iloc[0] == pytest.approx(held_out_value(llama, metric, []), rel=1e-5)
 
 
 @pytest.mark.parametrize("kind", ["zero", "mean", "resample"])
@@ -142,14 +141,45 @@ def test_stacked_pruning_steps_equal_one_step_per_pass(llama, kind):
     assert stacked["value"].nunique() > 3  # the steps really differ
 
 
-def test_pruning_removes_the_least_important_head_first(result):
+def test_pruning_removes_the_least_important_head_first(result, llama):
     e = result.effects
     exact = e[(e["method"] == "exact") & (e["metric"] == "loss_prose") & (e["ablation"] == "zero")]
     first = exact.sort_values("delta").iloc[0]
     p = result.pruning
     assert p[p["heads_removed"] == 1]["last_removed"].iloc[0] == f"L{first['layer']}H{first['head']}"
     one = p[(p["heads_removed"] == 1) & (p["metric"] == "loss_prose")]["value"].iloc[0]
-    assert one == pytest.approx(first["ablated"], rel=1e-5)  # step 1 is that head's own ablation
+    head = (int(first["layer"]), int(first["head"]))
+    assert one == pytest.approx(held_out_value(llama, "loss_prose", [head]), rel=1e-5)
+    assert one != pytest.approx(first["ablated"], rel=1e-3)  # not the corpus the order came from
+
+
+def held_out_value(model, metric, heads):
+    """``metric`` on the held-out split of SMALL's corpus with ``heads`` zero-ablated: the oracle
+    for the pruning curve, from the runner and the metric alone."""
+    from interp.ablation.corpus import build_corpus
+    from interp.ablation.forward import Edit, Runner
+    from interp.ablation.metrics import batch_metrics
+
+    corpus = build_corpus(model, SMALL.n_prose, SMALL.n_repeated, SMALL.repeated_lengths, SMALL.n_syntax, SMALL.seed,
+                          SMALL.max_tokens_per_batch, split=1)
+    runner, num, den = Runner(model), 0.0, 0.0
+    for batch in corpus.batches:
+        out = runner.run(batch, [Edit(layer, head, torch.zeros(())) for layer, head in heads])
+        per = batch_metrics(out, batch).get(metric)
+        if per is not None:
+            num, den = num + float(per.num.sum()), den + float(per.den.sum())
+    return num / den
+
+
+def test_the_two_corpus_splits_share_no_sequence(llama):
+    from interp.ablation.corpus import build_corpus
+
+    a, b = (build_corpus(llama, 6, 4, (6,), 10, 0, 512, split=s) for s in (0, 1))
+    assert a.sizes == b.sizes
+    seqs = lambda c: {tuple(it.tokens.tolist()) for it in c.items}  # noqa: E731
+    assert not seqs(a) & seqs(b)
+    with pytest.raises(ValueError, match="split"):
+        build_corpus(llama, 6, 4, (6,), 10, 0, 512, split=2)
 
 
 def test_stacked_heads_stay_within_the_token_budget():

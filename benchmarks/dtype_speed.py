@@ -1,0 +1,81 @@
+"""Benchmark: is the bfloat16 option worth it on this machine? fp32 vs bf16 on SmolLM2.
+
+One stacked pass shaped like the exact sweep's (the first prose batch of the default evaluation
+corpus, 8 copies), intact, timed under each dtype and thread count, interleaved over
+``--rounds`` rounds (best of). Also the largest |logit| difference between the two dtypes on
+that pass, relative to the largest fp32 logit: what bf16 costs in accuracy.
+
+Usage: ``python benchmarks/dtype_speed.py [--rounds 3] [--no-write]``  (about a minute)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import write_section  # noqa: E402
+
+from interp.ablate import AblateConfig  # noqa: E402
+from interp.ablation.corpus import build_corpus  # noqa: E402
+from interp.ablation.forward import Runner  # noqa: E402
+from interp.config import ModelSpec  # noqa: E402
+from interp.models import load_model  # noqa: E402
+
+SCRIPT = "benchmarks/dtype_speed.py"
+COPIES = 8
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args()
+    cfg = AblateConfig()
+    runners, batches = {}, {}
+    for dtype in ("float32", "bfloat16"):
+        model = load_model(ModelSpec(name="smollm2-135m", dtype=dtype))
+        corpus = build_corpus(model, cfg.n_prose, cfg.n_repeated, cfg.repeated_lengths, cfg.n_syntax, cfg.seed,
+                              cfg.max_tokens_per_batch)
+        runners[dtype], batches[dtype] = Runner(model), corpus.batches[0]
+        runners[dtype].run(batches[dtype], [], replicas=COPIES)  # warm-up: first-call allocations
+    threads = sorted({1, torch.get_num_threads()})
+    best = {(d, n): float("inf") for d in runners for n in threads}
+    for _ in range(args.rounds):
+        for n in threads:
+            torch.set_num_threads(n)
+            for dtype, runner in runners.items():
+                start = time.perf_counter()
+                runner.run(batches[dtype], [], replicas=COPIES)
+                best[dtype, n] = min(best[dtype, n], time.perf_counter() - start)
+    torch.set_num_threads(threads[-1])
+    fp32 = runners["float32"].clean(batches["float32"]).readout.float()
+    bf16 = runners["bfloat16"].clean(batches["bfloat16"]).readout.float()
+    rel = float((fp32 - bf16).abs().max() / fp32.abs().max())
+    tokens = batches["float32"].tokens.numel() * COPIES
+    rows = [f"| {n} | {best['float32', n]:.2f} s | {best['bfloat16', n]:.2f} s | "
+            f"{best['bfloat16', n] / best['float32', n]:.1f}x |" for n in threads]
+    body = "\n".join([
+        f"One intact SmolLM2 pass of {tokens} padded tokens (first prose batch x {COPIES} copies, the shape of an "
+        f"exact-sweep pass), best of {args.rounds} interleaved rounds; CPU capability "
+        f"`{torch.backends.cpu.get_cpu_capability()}`.",
+        "",
+        "| torch threads | float32 | bfloat16 | bf16 / fp32 time |",
+        "| ---: | ---: | ---: | ---: |",
+        *rows,
+        "",
+        f"Largest |logit difference| bf16 vs fp32, relative to the largest fp32 logit: {rel:.3f}. "
+        "`--dtype bfloat16` halves memory; it pays only where the hardware has native bf16 "
+        "(GPUs, CPUs with AVX512-BF16 / AMX).",
+    ])
+    print(body)
+    if not args.no_write:
+        write_section("dtype_speed", SCRIPT, body)
+
+
+if __name__ == "__main__":
+    main()
