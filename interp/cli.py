@@ -162,8 +162,12 @@ def classify(run_dir, refit):
 @click.option("--quick", is_flag=True, help="small evaluation corpus")
 @click.option("--top-k", type=int, default=None, help="exact ablation only for the k heads attribution ranks highest")
 @click.option("--dtype", type=click.Choice(DTYPES), default=None, help="override the run's dtype for ablation")
+@click.option("--ablation", "ablations", multiple=True, type=click.Choice(["zero", "mean", "resample"]),
+              help="ablation kind (repeatable; the first orders the pruning curve)  [default: zero]")
+@click.option("--metric", "metrics", multiple=True,
+              help="metric to measure (repeatable; the first orders the pruning curve)  [default: all of the model's kind]")
 @friendly
-def ablate(run_dir, quick, top_k, dtype):
+def ablate(run_dir, quick, top_k, dtype, ablations, metrics):
     """Measure each head's causal effect for RUN_DIR (writes effects, pruning)."""
     import dataclasses
 
@@ -173,8 +177,9 @@ def ablate(run_dir, quick, top_k, dtype):
     from interp.ablate import AblateConfig, ablate_run
     from interp.models import load_model
 
+    config = AblateConfig(quick=quick, top_k=top_k, ablations=ablations or ("zero",), metrics=metrics or None)
     model = load_model(dataclasses.replace(spec, dtype=dtype) if dtype else spec)
-    ablate_run(Path(run_dir), model, AblateConfig(quick=quick, top_k=top_k))
+    ablate_run(Path(run_dir), model, config)
     click.echo(f"effects: {Path(run_dir) / 'effects.csv'}")
 
 

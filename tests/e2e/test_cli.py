@@ -120,3 +120,13 @@ def test_stage_commands_need_a_run_directory(tmp_path):
 def test_python_m_interp_runs():
     out = subprocess.run([sys.executable, "-m", "interp", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "collect" in out.stdout.lower() or "run" in out.stdout
+
+
+def test_ablate_rejects_an_unknown_metric_before_loading_the_model(tmp_path, monkeypatch):
+    from interp import models, runs
+
+    runs.write_manifest(tmp_path, {"model": {"name": "minilm-l6"}, "stages": {}})
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+    assert_user_error(invoke("ablate", str(tmp_path), "--metric", "accuracy"), "metrics must be")
+    result = invoke("ablate", str(tmp_path), "--ablation", "noise")
+    assert result.exit_code == 2 and "noise" in result.output  # click's own usage error
