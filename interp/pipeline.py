@@ -112,7 +112,7 @@ def run_stages(run_dir: Path, model: LoadedModel, options: RunOptions, progress:
 
         cfg = AblateConfig(quick=options.quick, seed=options.collect.seed)
         if not (options.resume and runs.stage_done(run_dir, "ablate", cfg)):
-            ablate_run(run_dir, model, cfg)
+            ablate_run(run_dir, model, cfg, progress=progress)
     if "report" in options.stages:
         from interp.report.html import build_report
 

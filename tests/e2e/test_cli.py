@@ -130,3 +130,22 @@ def test_ablate_rejects_an_unknown_metric_before_loading_the_model(tmp_path, mon
     assert_user_error(invoke("ablate", str(tmp_path), "--metric", "accuracy"), "metrics must be")
     result = invoke("ablate", str(tmp_path), "--ablation", "noise")
     assert result.exit_code == 2 and "noise" in result.output  # click's own usage error
+
+
+def test_quiet_reaches_every_stage(tmp_path, monkeypatch):
+    import interp.ablate as ablate_module
+    import interp.pipeline as pipeline
+
+    seen = {}
+
+    def fake_collect(run_dir, model, config, progress=True):
+        seen["collect"] = progress
+
+    def fake_ablate(run_dir, model, config, progress=True):
+        seen["ablate"] = progress
+
+    monkeypatch.setattr(pipeline, "collect_stage", fake_collect)
+    monkeypatch.setattr(ablate_module, "ablate_run", fake_ablate)
+    args = ["--model", "minilm-l6", "--skip", "classify", "--skip", "report", "--out", str(tmp_path), "--name", "q"]
+    assert invoke("run", *args, "-q").exit_code == 0
+    assert seen == {"collect": False, "ablate": False}
