@@ -178,7 +178,7 @@ def report(model, cfg, corpus, load_s, threads, timings, forward_s, naive_per_he
     lines = [
         f"SmolLM2-135M (30 x 9 heads), fp32, {threads} torch thread(s) during the stage "
         f"(AblateConfig.threads=None: the faster of 1 and 2, timed at the start of the stage). Model load {load_s:.0f} s. "
-        "The box is shared: its speed drifted 2-3x during the run, so compare the interleaved ratios, "
+        "A shared machine's speed drifts within minutes, so compare the interleaved ratios, "
         "not wall times taken minutes apart.",
         "",
         f"Default evaluation corpus (sequences): {sizes}; {corpus.n_tokens} tokens, "
@@ -207,8 +207,8 @@ def report(model, cfg, corpus, load_s, threads, timings, forward_s, naive_per_he
         "",
         markdown(agree),
         "",
-        "Pruning (zero ablation, least important first): share of heads removable before the metric worsens by "
-        "1% / 5%: " + "; ".join(f"{m} {v['1%']:.0%} / {v['5%']:.0%}" for m, v in removable.items()) + ".",
+        "Pruning (zero ablation, least important first, measured on the held-out half of the evaluation corpus): "
+        "share of heads removable before the metric worsens by more than 1% / 5%: " + "; ".join(f"{m} {v['1%']:.0%} / {v['5%']:.0%}" for m, v in removable.items()) + ".",
     ]
     return "\n".join(lines)
 
