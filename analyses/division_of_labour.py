@@ -5,7 +5,10 @@ The three claims the toolkit exists to measure, read off finished runs (one per 
 1. heads specialise: the role counts and where in depth each role lives;
 2. many heads are hard to explain: the share labelled ``unexplained``, and how stable labels are;
 3. some heads can be removed with almost no loss: the share prunable within 1% and 5%, and
-   whether the heads that matter carry a named role.
+   whether the heads that matter carry a named role;
+4. for a causal model, whether the labels are causal: the heads labelled ``induction`` (and
+   ``previous_token``) ablated together against random groups of as many other heads, on the
+   loss over the repeated half of new repeated-random-token sequences (the model is loaded).
 
     python analyses/division_of_labour.py reports/smollm2-135m/demo reports/minilm-l6/demo
 
@@ -23,6 +26,7 @@ from interp import load_run
 from interp.report.summary import choose_effect, effect_rows, prunable_table, role_counts
 
 OUT = Path(__file__).with_name("RESULTS.md")
+CAUSAL_ROLES = ("induction", "previous_token")
 
 
 def md(frame: pd.DataFrame, index: bool = True) -> str:
@@ -61,7 +65,33 @@ def section(run_dir: str) -> str:
         lines += [f"Top 10% of heads by effect ({choice.metric}, {choice.ablation} ablation): "
                   f"{named:.0%} carry a named role; by role, median effect:", "",
                   md(rows.groupby("role").delta.median().sort_values(ascending=False).to_frame("median delta")), ""]
+    if run.roles is not None and model.get("causal"):
+        lines += causal_check(run_dir, run.roles)
     return "\n".join(lines)
+
+
+def causal_check(run_dir: str, roles: pd.DataFrame, n_draws: int = 10) -> list[str]:
+    """Group ablation of each copying role against random heads (zero ablation, loss_repeated)."""
+    from interp.ablation.corpus import REPEATED, build_corpus
+    from interp.ablation.forward import Runner
+    from interp.ablation.groups import role_vs_random
+    from interp.models import load_model
+    from interp.pipeline import model_spec_of
+
+    model = load_model(model_spec_of(Path(run_dir)))
+    corpus = build_corpus(model, n_prose=0, n_repeated=16, repeated_lengths=(12,), n_syntax=0, seed=0,
+                          max_tokens=4096, split=1)
+    runner = Runner(model)
+    lines = [f"Causal check (zero ablation, loss on the repeated half of 16 new repeated-token sequences; "
+             f"random groups drawn from heads with neither label, {n_draws} draws):", "",
+             "| role | heads | loss rise | random groups, mean rise | ratio |", "|---|---|---|---|---|"]
+    named = [r for r in CAUSAL_ROLES if (roles["role"] == r).any()]
+    for role in named:
+        check = role_vs_random(runner, corpus, roles, role, REPEATED,
+                               exclude=tuple(r for r in named if r != role), n_draws=n_draws)
+        heads = " ".join(f"L{layer}H{head}" for layer, head in check.heads)
+        lines.append(f"| {role} | {heads} | {check.rise:+.3f} | {check.random_mean:+.3f} | {check.ratio:.1f}x |")
+    return lines + [""]
 
 
 def main(run_dirs: list[str]) -> None:

@@ -38,3 +38,15 @@ def minilm_tokenizer():
     from interp.models import PACKAGED, packaged_path
 
     return AutoTokenizer.from_pretrained(packaged_path(PACKAGED["minilm-l6"]))
+
+
+@pytest.fixture(scope="session")
+def smollm2_roles(smollm2):
+    """The classifier's roles for SmolLM2's heads, from a small probe set (about a minute)."""
+    from interp.classify import classify
+    from interp.collect import collect
+    from interp.config import CollectConfig
+
+    config = CollectConfig(n_repeated=48, n_syntax=200, max_sentences=80, n_bootstrap=50)
+    result = collect(smollm2, config, progress=False)
+    return classify(result.features, result.replicates, result.names).roles

@@ -87,10 +87,8 @@ def test_minilm_roles(minilm):
 
 
 @pytest.mark.slow
-def test_smollm2_textbook_heads(smollm2):
-    config = CollectConfig(n_repeated=48, n_syntax=200, max_sentences=80, n_bootstrap=50)
-    result = collect(smollm2, config, progress=False)
-    roles = classify(result.features, result.replicates, result.names).roles.set_index(["layer", "head"])
+def test_smollm2_textbook_heads(smollm2_roles):
+    roles = smollm2_roles.set_index(["layer", "head"])
     for head in ((18, 6), (17, 3)):
         assert roles.loc[head, "role"] == "induction", roles.loc[head]
     for head in ((16, 0), (11, 1)):

@@ -287,3 +287,26 @@ def test_exact_effects_win_over_attribution():
     attribution = exact.assign(method="attribution", delta=0.9)
     best = best_effects(pd.concat([attribution, exact]))
     assert len(best) == 1 and best["method"].iloc[0] == "exact"
+
+
+def test_group_ablation_and_the_role_check(llama):
+    from interp.ablation.corpus import build_corpus
+    from interp.ablation.forward import Runner
+    from interp.ablation.groups import group_value, role_vs_random
+
+    corpus = build_corpus(llama, SMALL.n_prose, SMALL.n_repeated, SMALL.repeated_lengths, SMALL.n_syntax, SMALL.seed,
+                          SMALL.max_tokens_per_batch, split=1)
+    runner = Runner(llama)
+    for heads in ([], [(1, 2)], [(0, 1), (2, 3)]):
+        assert group_value(runner, corpus, "loss_prose", heads) == pytest.approx(
+            held_out_value(llama, "loss_prose", heads), rel=1e-6)
+    roles = pd.DataFrame([{"layer": l, "head": h, "role": "unexplained"} for l in range(N_LAYERS) for h in range(N_HEADS)])
+    roles.loc[(roles["layer"] == 2) & (roles["head"].isin([0, 1])), "role"] = "induction"
+    roles.loc[(roles["layer"] == 0) & (roles["head"] == 0), "role"] = "previous_token"
+    check = role_vs_random(runner, corpus, roles, "induction", "sv_logit_diff", exclude=("previous_token",), n_draws=4)
+    assert check.heads == [(2, 0), (2, 1)] and len(check.random_rises) == 4
+    base = group_value(runner, corpus, "sv_logit_diff", [])
+    ablated = group_value(runner, corpus, "sv_logit_diff", [(2, 0), (2, 1)])
+    assert check.rise == pytest.approx(base - ablated)  # a falling logit difference is worse
+    with pytest.raises(ValueError, match="no head is labelled"):
+        role_vs_random(runner, corpus, roles, "delimiter", "loss_prose")
