@@ -62,7 +62,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         HEADING + f"Attention heads of {model.get('name') or 'unknown model'}",
         f"run {summary['run']}, {n_layers} layers x {n_heads} heads", "",
         *_section("Model", [f for f in facts if f]), *_section("Probe corpora", corpora), *_section("Primary roles", roles),
-        *_section("Prunable heads (least important first, metric within 1% / 5% of intact)", prunable),
+        *_section("Prunable heads (least important first, metric on held-out sequences within 1% / 5% of intact)", prunable),
         *_section("Effect shown in the figures", [summary["effect"]] if summary["effect"] else []),
         *_section("Not in this run", missing), *_section("Provenance", provenance), *_section("Stages", stages),
     ]

@@ -366,7 +366,7 @@ def plot_pruning(pruning: pd.DataFrame | None, fig_dir: Path, effects: pd.DataFr
     if not _usable(pruning) or pruning["value"].notna().sum() == 0:
         return None
     return save(_pruning_figure(pruning, effects), fig_dir, "pruning", "Pruning curve",
-                "Metric after removing the least important heads first; red lines: 1% and 5% worse than the intact model.")
+                "Metric on held-out sequences after removing the least important heads first (ranked on other sequences); red lines: 1% and 5% worse than the intact model.")
 
 
 # --- everything --------------------------------------------------------------------------------
