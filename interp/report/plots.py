@@ -341,13 +341,17 @@ def _pruning_figure(pruning: pd.DataFrame, effects: pd.DataFrame | None) -> Figu
             continue
         start, sign = float(steps["value"].iloc[0]), S.worse_sign(metric, effects)
         ax.plot(steps["fraction_removed"] * 100, steps["value"], marker="o", markersize=3, color="#333333")
+        scale = abs(start) if abs(start) > 1e-12 else 1.0  # a metric that starts at 0: absolute change
         for tol, style in zip(S.TOLERANCES, (":", "--")):
-            level = start + sign * tol * abs(start)
+            level = start + sign * tol * scale
             ax.axhline(level, color="#d62728", linestyle=style, linewidth=1)
             share = S.prunable_share(pruning, metric, tol, effects)
+            # The widest tolerance is labelled on its far side, the others toward the start:
+            # lines a few percent apart then never get overlapping labels.
+            up = (sign > 0) == (tol == max(S.TOLERANCES))
             ax.annotate(f"{tol:.0%} worse: {share:.0%} of heads prunable", (0.01, level),
-                        xycoords=("axes fraction", "data"), xytext=(0, 3 if sign > 0 else -10),
-                        textcoords="offset points", fontsize=7, color="#d62728")
+                        xycoords=("axes fraction", "data"), xytext=(0, 2 if up else -2),
+                        va="bottom" if up else "top", textcoords="offset points", fontsize=7, color="#d62728")
         ax.set_xlabel("heads removed (%)")
         ax.set_ylabel(metric)
         ax.set_title(metric)
