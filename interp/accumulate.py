@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from interp.features import DIRECTIONS, MASS_FEATURES, STATIC_FEATURES, FeatureContext, best_offset_counts, syntactic, syntactic_name
+from interp.features import DIRECTIONS, MASS_FEATURES, STATIC_FEATURES, FeatureContext, best_rule_share, fixed_rule_counts, syntactic, syntactic_name
 
 
 class FeatureAccumulator:
@@ -28,7 +28,7 @@ class FeatureAccumulator:
         self.count = torch.zeros(n_feat, dtype=torch.float64)
         self.rep_value = torch.zeros(n_bootstrap, n_layers, n_feat, n_heads, dtype=torch.float64)
         self.rep_count = torch.zeros(n_bootstrap, n_feat, dtype=torch.float64)
-        self.offsets: dict[tuple[int, int], int] = {}
+        self.rule_hits: dict[tuple[int, tuple], int] = {}  # fixed-rule syntactic baseline
         self._gen = torch.Generator().manual_seed(seed)
         self._weights: torch.Tensor | None = None
         self._layers_seen: set[int] = set()
@@ -50,8 +50,8 @@ class FeatureAccumulator:
         self.baseline += base_b.sum(0)
         self.count += count_b.sum(0)
         self.rep_count += self._weights @ count_b
-        for key, c in best_offset_counts(ctx).items():
-            self.offsets[key] = self.offsets.get(key, 0) + c
+        for key, c in fixed_rule_counts(ctx).items():
+            self.rule_hits[key] = self.rule_hits.get(key, 0) + c
 
     def add_layer(self, layer: int, pattern: torch.Tensor, ctx: FeatureContext) -> None:
         """Fold one layer's pattern [batch, head, q, k] into the totals."""
@@ -72,7 +72,7 @@ class FeatureAccumulator:
             count = self.count.numpy()
             value = self.value.numpy() / count[None, :, None]
             baseline = self.baseline.numpy() / count
-            baseline[self.n_static:] = self._offset_baseline()
+            baseline[self.n_static:] = best_rule_share(self.rule_hits, self.count.numpy()[self.n_static:])
             reps = self.rep_value.numpy() / self.rep_count.numpy()[:, None, :, None]
             reps[~np.isfinite(reps)] = np.nan
             lo, hi = np.nanquantile(reps, [0.025, 0.975], axis=0) if np.isfinite(reps).any() else (value * np.nan,) * 2
@@ -93,12 +93,3 @@ class FeatureAccumulator:
             reps = self.rep_value.numpy() / self.rep_count.numpy()[:, None, :, None]
         reps[~np.isfinite(reps)] = np.nan
         return reps
-
-    def _offset_baseline(self) -> np.ndarray:
-        """Accuracy of the best fixed word offset, per syntactic feature slot."""
-        n_slots = len(self.names) - self.n_static
-        best = np.zeros(n_slots)
-        for (slot, _), c in self.offsets.items():
-            best[slot] = max(best[slot], c)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return best / self.count.numpy()[self.n_static:]

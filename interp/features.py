@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -274,11 +275,53 @@ def syntactic(pattern: Tensor, ctx: FeatureContext) -> tuple[Tensor, Tensor]:
     return correct, arcs
 
 
-def best_offset_counts(ctx: FeatureContext) -> dict[tuple[int, int], int]:
-    """(slot, word offset gold - query) -> number of arcs, for the fixed-offset baseline."""
-    counts: dict[tuple[int, int], int] = {}
+def fixed_rule_counts(ctx: FeatureContext) -> dict[tuple[int, tuple], int]:
+    """(slot, rule) -> number of arcs the rule gets right, for the syntactic baseline.
+
+    A head only counts as syntactic where it beats every rule that needs no syntax:
+
+    - ``("offset", d)``: "attend to the word d away" (Clark et al. 2019);
+    - ``("word", w)``: "attend to word w of the sentence". In a causal model many arcs point at
+      the first word, where sink-like heads park their attention anyway;
+    - ``("nearest", form)``: "attend to the nearest word spelled ``form``" (as token ids; only
+      earlier words in a causal model). In a causal model the object of a verb is only visible
+      through a relative "that", so a head that looks for the last "that" would get every such
+      arc right without knowing what an object is.
+    """
+    counts: dict[tuple[int, tuple], int] = {}
+    forms: dict[int, list[tuple[int, ...]]] = {}
     for b, q, gold, slot in zip(ctx.arc_batch.tolist(), ctx.arc_query.tolist(), ctx.arc_gold.tolist(), ctx.arc_slot.tolist()):
+        if b not in forms:
+            forms[b] = _word_forms(ctx.batch, b)
         qword = int(ctx.batch.word_of_token[b, q])
-        key = (slot, gold - qword)
-        counts[key] = counts.get(key, 0) + 1
+        rules = [("offset", gold - qword), ("word", gold)]
+        if _nearest_with_form(forms[b], qword, forms[b][gold], ctx.batch.causal) == gold:
+            rules.append(("nearest", forms[b][gold]))
+        for rule in rules:
+            counts[(slot, rule)] = counts.get((slot, rule), 0) + 1
     return counts
+
+
+def _word_forms(batch: ProbeBatch, b: int) -> list[tuple[int, ...]]:
+    """Each word of sequence b as the tuple of its token ids."""
+    forms: list[list[int]] = [[] for _ in range(len(batch.word_pos[b]))]
+    for token, word in zip(batch.tokens[b].tolist(), batch.word_of_token[b].tolist()):
+        if word >= 0:
+            forms[word].append(token)
+    return [tuple(f) for f in forms]
+
+
+def _nearest_with_form(forms: list[tuple[int, ...]], qword: int, form: tuple[int, ...], causal: bool) -> int | None:
+    """The word spelled ``form`` closest to ``qword`` (not itself; the earlier one on a tie)."""
+    candidates = [w for w, f in enumerate(forms) if f == form and w != qword and (w < qword or not causal)]
+    return min(candidates, key=lambda w: (abs(w - qword), w), default=None)
+
+
+def best_rule_share(counts: dict[tuple[int, tuple], int], arcs: np.ndarray) -> np.ndarray:
+    """Share of arcs the best fixed rule gets right, per slot, from :func:`fixed_rule_counts`
+    (summed over batches) and the number of arcs per slot (NaN where a slot has none)."""
+    best = np.zeros(len(arcs))
+    for (slot, _), c in counts.items():
+        best[slot] = max(best[slot], c)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return best / np.asarray(arcs, dtype=float)

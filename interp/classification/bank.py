@@ -25,8 +25,9 @@ Templates (``n`` = ``per_role`` heads per role and mask; ``s`` = the role's mean
 - ``several`` (2n): three or four roles with no dominant one (max weight <= 0.42): ``unexplained``.
 
 A synthetic syntactic head links the queries of one or two relation slots (those with at least
-MIN_ARCS arcs and a fixed-offset baseline of at most 0.8) to their gold partner, missing a share
-of arcs by one word (real heads' error), with a hit rate at least 0.3 above the offset baseline.
+MIN_ARCS arcs and a fixed-rule baseline -- best word offset or word position -- of at most 0.8) to
+their gold partner, missing a share of arcs by one word (real heads' error), with a hit rate at
+least 0.3 above that baseline.
 Clark's score is an argmax over words, so a few percent on the partner over a uniform or BOS
 background already wins it: such syntax never appears as a minor ingredient of another label,
 and beside a sink it is the label whatever the weights. *Chance-level* syntax (a hit rate within
@@ -54,7 +55,7 @@ from interp.accumulate import FeatureAccumulator
 from interp.classification import patterns as P
 from interp.classification.corpus import PAD, synthetic_sequences
 from interp.classification.matrix import COLUMNS, MIN_ARCS, head_matrix
-from interp.features import best_offset_counts, context
+from interp.features import best_rule_share, context, fixed_rule_counts
 from interp.probes.batch import bucket, make_batch
 from interp.roles import NAMED_ROLES, UNEXPLAINED
 
@@ -104,14 +105,14 @@ class _Sampler:
         if name == "broad":
             return "broad", (rng.random() < 0.3,)
         if name == "syntactic":
-            # hits well above the easiest chosen slot's offset baseline, so the head beats it
+            # hits well above the easiest chosen slot's fixed-rule baseline, so the head beats it
             chosen = tuple(sorted(rng.sample(sorted(self.slots), min(len(self.slots), rng.choice([1, 1, 2])))))
             floor = min(1.0, min(self.slots[c] for c in chosen) + 0.3)
             return "syntactic", (chosen, fb, round(rng.uniform(floor, 1.0), 3), rng.randrange(2**31))
         raise ValueError(name)
 
     def chance_syntax(self) -> tuple[str, tuple]:
-        """Attention to syntactic partners no better than the fixed-offset baseline: what heads
+        """Attention to syntactic partners no better than the fixed-rule baseline: what heads
         that merely look at related words show. It makes no syntactic head."""
         rng = self.rng
         slot = rng.choice(sorted(self.slots))
@@ -251,17 +252,13 @@ def score_specs(specs: list[HeadSpec], causal: bool, seed: int = 0, **corpus) ->
 
 def syntax_slots(causal: bool, seed: int = 0, max_baseline: float = 0.8, **corpus) -> dict[int, float]:
     """Syntactic feature slots a synthetic syntactic head can show itself on, with their
-    fixed-offset baselines: at least MIN_ARCS eligible arcs, and a baseline of at most
+    fixed-rule baselines: at least MIN_ARCS eligible arcs, and a baseline of at most
     ``max_baseline`` (where "always attend to the word d away" is right for, say, every
     adjective, no head can beat it)."""
     seqs, relations = synthetic_sequences(causal, seed, **corpus)
     ctx = context(make_batch(seqs, list(range(len(seqs))), causal, PAD), relations)
     counts = np.bincount(ctx.arc_slot.numpy(), minlength=2 * len(relations))
-    best = np.zeros(len(counts))
-    for (slot, _), c in best_offset_counts(ctx).items():
-        best[slot] = max(best[slot], c)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        baseline = best / counts
+    baseline = best_rule_share(fixed_rule_counts(ctx), counts)
     return {int(i): float(baseline[i]) for i in np.flatnonzero((counts >= MIN_ARCS) & (baseline <= max_baseline))}
 
 

@@ -44,7 +44,7 @@ def features_table(heads: dict[tuple[int, int], dict[str, float]]) -> pd.DataFra
 
 def sharp(**values: float) -> dict[str, float]:
     """A head whose mass is all where ``values`` say: every other mass feature scores 0, entropy 0
-    unless given (the syntactic scores stay at their offset baselines)."""
+    unless given (the syntactic scores stay at their fixed-rule baselines)."""
     out = {name: 0.0 for name in STATIC_FEATURES if name != "next_token"}
     return {**out, **values}
 
@@ -75,7 +75,7 @@ def test_head_matrix_lifts_exact():
     assert row["current_token"] == pytest.approx(0.0)  # at its baseline
     assert row["next_token"] == 0.0  # NaN (causal) -> no preference
     assert row["broad"] == pytest.approx(0.8)  # entropy, not a lift
-    # best syntactic lift, shrunk by two binomial standard errors of the offset baseline:
+    # best syntactic lift, shrunk by two binomial standard errors of the fixed-rule baseline:
     # nsubj (0.9 - 0.25 - 2 sqrt(0.25 * 0.75 / 400)) / 0.75; det sits at its baseline
     assert row["syntactic"] == pytest.approx((0.9 - 0.25 - 2 * math.sqrt(0.25 * 0.75 / 400)) / 0.75)
 

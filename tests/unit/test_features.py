@@ -10,7 +10,7 @@ import torch
 from interp.accumulate import FeatureAccumulator
 from interp.features import (
     FEATURE_FAMILIES, MASS_FEATURES, broad, context, delimiter, duplicate_token, first_token, induction,
-    local, next_token, previous_token, syntactic,
+    fixed_rule_counts, local, next_token, previous_token, syntactic,
 )
 from interp.probes.batch import make_batch
 
@@ -169,6 +169,46 @@ def test_syntactic_accuracy_and_best_offset_baseline():
     slots = {"det:dep2head": 0, "det:head2dep": 1, "nsubj:dep2head": 2, "nsubj:head2dep": 3}
     assert arcs[0].tolist() == [0.0, 1.0, 0.0, 1.0]
     assert correct[0, slots["det:head2dep"], 0] == 1 and correct[0, slots["nsubj:head2dep"], 0] == 1
+
+
+def test_syntactic_baseline_is_the_best_fixed_offset_or_word_position():
+    # nsubj arcs (dependent, head, relation 0); the verb queries its subject (head2dep).
+    # Three sentences have the subject at word 0, 2-4 words back; one at word 1, 2 words back.
+    sentences = [(3, 0), (4, 0), (5, 0), (4, 1)]  # (number of words, subject word); the verb is last
+    seqs = [seq(list(range(1, n + 2)), family=SYNTAX, words=[-1, *range(n)], arcs=[(subj, n - 1, 0)])
+            for n, subj in sentences]
+    batch = make_batch(seqs, list(range(len(seqs))), causal=True, pad_id=0)
+    ctx = context(batch, relations=("nsubj",))
+    head2dep = 1
+    counts = {rule: c for (slot, rule), c in fixed_rule_counts(ctx).items() if slot == head2dep}
+    # every word is its own token, so "the nearest word spelled like the subject" is always right
+    # too, but that is a different rule (form) for each subject token: (2,) three times, (3,) once
+    assert counts == {("offset", -2): 2, ("offset", -3): 1, ("offset", -4): 1, ("word", 0): 3, ("word", 1): 1,
+                      ("nearest", (2,)): 3, ("nearest", (3,)): 1}
+    acc = FeatureAccumulator(n_layers=1, n_heads=1, relations=("nsubj",), n_bootstrap=10, seed=0)
+    acc.start_batch(ctx)
+    acc.add_layer(0, onehot(batch, lambda q: q - 1), ctx)
+    table = acc.table().set_index("feature")
+    # "two words back" is right on 2 of 4 arcs, "the first word" on 3 of 4
+    assert table.loc["syntactic:nsubj:head2dep", "baseline"] == pytest.approx(0.75)
+
+
+def test_syntactic_baseline_includes_the_nearest_word_of_a_given_form():
+    # obj arcs from the verb (last word) to a relative "that" (token 7), 1-3 words back; the last
+    # sentence has a second "that" nearer the verb, so the rule misses there.
+    THAT = 7
+    sentences = [[10, THAT, 11, 12], [10, 13, THAT, 11, 12], [10, 13, 14, THAT, 12], [10, 13, 14, 15, THAT, 16, THAT, 12]]
+    golds = [1, 2, 3, 4]
+    seqs = [seq([1, *words], family=SYNTAX, words=[-1, *range(len(words))], arcs=[(g, len(words) - 1, 0)])
+            for words, g in zip(sentences, golds)]
+    batch = make_batch(seqs, list(range(len(seqs))), causal=True, pad_id=0)
+    counts = {rule: c for (slot, rule), c in fixed_rule_counts(context(batch, relations=("obj",))).items() if slot == 1}
+    assert counts[("nearest", (THAT,))] == 3
+    assert max(c for rule, c in counts.items() if rule[0] != "nearest") == 2  # offset -2
+    # in an encoder the nearest "that" may also follow the query: here none does
+    enc = make_batch(seqs, list(range(len(seqs))), causal=False, pad_id=0)
+    counts = {rule: c for (slot, rule), c in fixed_rule_counts(context(enc, relations=("obj",))).items() if slot == 1}
+    assert counts[("nearest", (THAT,))] == 3
 
 
 def test_accumulator_table_means_cis_and_counts(causal_batch):
