@@ -6,7 +6,7 @@ replicates of the features are available, a stability. The method:
 
 1. :func:`~interp.classification.matrix.head_matrix` turns the features table into one row per
    head: each role's feature as a lift over the no-preference baseline (syntax: the best lift
-   over the best fixed word offset or word position), plus the normalised entropy; missing features are imputed
+   over the best fixed word offset, position or form), plus the normalised entropy; missing features are imputed
    as "no preference".
 2. :class:`~interp.classification.estimator.HeadRoleClassifier` (a scikit-learn estimator: a
    temperature-calibrated multinomial logistic model) labels each row. The shipped model is
@@ -38,6 +38,7 @@ from interp.classification.matrix import COLUMNS, head_matrix, table_arrays
 from interp.classification.reference import default_classifier, load_model, refit as refit_reference
 from interp.classification.stability import stability
 from interp.errors import RunError
+from interp.features import FEATURES_VERSION
 from interp.reference import REFERENCE_VERSION
 from interp.roles import ROLE_NAMES, UNEXPLAINED
 from interp.tables import ROLES_TABLE
@@ -214,6 +215,17 @@ def read_replicates(run_dir: Path) -> tuple[np.ndarray | None, list[str] | None]
         return data["values"], [str(n) for n in data["names"]]
 
 
+def check_features_version(run_dir: Path) -> None:
+    """Refuse features collected under another definition of the features (older runs record
+    none: version 1), since the shipped model reads them as this version's."""
+    from interp import runs
+
+    collected = runs.read_manifest(run_dir).get("stages", {}).get("collect")
+    if collected is not None and collected.get("features_version", 1) != FEATURES_VERSION:
+        raise RunError(f"{run_dir} was collected with features version {collected.get('features_version', 1)}, "
+                       f"this interp classifies version {FEATURES_VERSION}: collect again with `interp run` under a new --name")
+
+
 def classify_run(run_dir: str | Path, config: ClassifyConfig = ClassifyConfig(), refit: bool = False) -> ClassifyResult:
     """Classify a run's heads: read ``features.parquet`` (+ ``feature_replicates.npz``), write
     ``roles`` (parquet + csv), ``clusters.csv`` and ``role_summary.csv``, record the stage.
@@ -231,6 +243,7 @@ def classify_run(run_dir: str | Path, config: ClassifyConfig = ClassifyConfig(),
     features = runs.read_table(run_dir, "features")
     if features is None:
         raise RunError(f"{run_dir} has no features table: run `interp collect` (or `interp run`) first")
+    check_features_version(run_dir)
     replicates, names = read_replicates(run_dir)
     classifier = None
     if refit:

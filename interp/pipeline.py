@@ -22,6 +22,7 @@ from interp import runs
 from interp.collect import CollectResult, collect
 from interp.config import CollectConfig, ModelSpec
 from interp.errors import RunError
+from interp.features import FEATURES_VERSION
 from interp.models import LoadedModel, load_model
 
 QUICK_COLLECT = dict(n_repeated=32, n_syntax=300, max_sentences=120, n_bootstrap=100)
@@ -64,7 +65,7 @@ def collect_stage(run_dir: Path, model: LoadedModel, config: CollectConfig, prog
     manifest = runs.read_manifest(run_dir)
     manifest["corpora"] = result.corpora
     runs.write_manifest(run_dir, manifest)
-    runs.record_stage(run_dir, "collect", config, time.perf_counter() - start)
+    runs.record_stage(run_dir, "collect", config, time.perf_counter() - start, features_version=FEATURES_VERSION)
     return result
 
 

@@ -50,7 +50,7 @@ FEATURES = Table(
         Column("value", "float", "the head's score: mean attention mass on the feature's target keys over eligible "
                "query positions (for syntactic features: share of arcs whose most-attended word is the gold partner)"),
         Column("baseline", "float", "what a head with no preference scores on the same positions: uniform attention "
-               "over the keys it may see (for syntactic features: accuracy of the best fixed word offset or word position)"),
+               "over the keys it may see (for syntactic features: accuracy of the best fixed rule: a word offset, word position or word form)"),
         Column("ci_low", "float", "2.5% bootstrap quantile of value, resampling probe sequences"),
         Column("ci_high", "float", "97.5% bootstrap quantile of value, resampling probe sequences"),
         Column("n", "int", "number of query positions (or arcs) the value rests on"),

@@ -15,6 +15,7 @@ from interp.classification.matrix import BROAD_MISSING, COLUMNS, head_matrix, ma
 from interp.classification.reference import default_classifier
 from interp.classification.stability import stability
 from interp.classify import ClassifyConfig, ClassifyResult, classify, classify_run
+from interp.features import FEATURES_VERSION
 from interp.errors import RunError
 from interp.features import STATIC_FEATURES
 from interp.roles import ROLE_NAMES, UNEXPLAINED
@@ -261,6 +262,17 @@ def test_classify_run_writes_tables_and_records_stage(tmp_path, with_replicates)
     assert stage["config"]["reference_version"] == ClassifyConfig().reference_version
     assert runs.stage_done(run_dir, "classify", ClassifyConfig())
     assert result.roles["stability"].notna().all() == with_replicates
+
+
+def test_classify_run_refuses_features_of_another_version(tmp_path):
+    run_dir = _run_dir(tmp_path, replicates=False)
+    runs.record_stage(run_dir, "collect", {}, 1.0)  # as runs before features versions recorded it
+    with pytest.raises(RunError, match="features version 1, this interp classifies version 2"):
+        classify_run(run_dir)
+    assert not (run_dir / "roles.csv").exists()
+    runs.record_stage(run_dir, "collect", {}, 1.0, features_version=FEATURES_VERSION)
+    classify_run(run_dir)
+    assert (run_dir / "roles.csv").exists()
 
 
 def test_classify_run_without_features_fails_clearly(tmp_path):
