@@ -6,8 +6,8 @@ replicates of the features are available, a stability. The method:
 
 1. :func:`~interp.classification.matrix.head_matrix` turns the features table into one row per
    head: each role's feature as a lift over the no-preference baseline (syntax: the best lift
-   over the best fixed word offset, position or form), plus the normalised entropy; missing features are imputed
-   as "no preference".
+   over the best fixed word offset, position or form), plus the normalised entropy; missing
+   features are imputed as "no preference".
 2. :class:`~interp.classification.estimator.HeadRoleClassifier` (a scikit-learn estimator: a
    temperature-calibrated multinomial logistic model) labels each row. The shipped model is
    fitted on the reference bank (interp.classification.bank): synthetic heads of every

@@ -25,7 +25,7 @@ Templates (``n`` = ``per_role`` heads per role and mask; ``s`` = the role's mean
 - ``several`` (2n): three or four roles with no dominant one (max weight <= 0.42): ``unexplained``.
 
 A synthetic syntactic head links the queries of one or two relation slots (those with at least
-MIN_ARCS arcs and a fixed-rule baseline -- best word offset or word position -- of at most 0.8) to
+MIN_ARCS arcs and a fixed-rule baseline -- best word offset, position or form -- of at most 0.8) to
 their gold partner, missing a share of arcs by one word (real heads' error), with a hit rate at
 least 0.3 above that baseline.
 Clark's score is an argmax over words, so a few percent on the partner over a uniform or BOS

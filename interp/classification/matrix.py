@@ -9,8 +9,8 @@ One row per head, indexed by (layer, head); one column per named role, named aft
   mean the same on short and long sequences, which raw masses do not.
 - ``syntactic``: the best lift over the fixed-rule baseline across the syntactic features
   ``syntactic:<relation>:<direction>`` (Clark et al. 2019: a head counts only where it beats
-  "always attend to the word d positions away"; we also make it beat "always attend to word w",
-  see :func:`interp.features.fixed_rule_counts`), each lift first shrunk by two binomial standard
+  "always attend to the word d positions away"; we also make it beat "always attend to word w"
+  and "attend to the nearest word spelled f", see :func:`interp.features.fixed_rule_counts`), each lift first shrunk by two binomial standard
   errors of that baseline, ``(value - b - 2 sqrt(b (1-b) / n)) / (1 - b)``, so that a relation
   whose offset already explains 92% of arcs cannot win on sampling noise. Features with fewer
   than ``MIN_ARCS`` arcs or a baseline of 1 are skipped; the best lift is floored at -1.
