@@ -100,13 +100,16 @@ def run(options: RunOptions = RunOptions(), model: LoadedModel | None = None, pr
 
 def run_stages(run_dir: Path, model: LoadedModel, options: RunOptions, progress: bool) -> None:
     collect_cfg = quick_collect(options.collect) if options.quick else options.collect
-    if "collect" in options.stages and not (options.resume and runs.stage_done(run_dir, "collect", collect_cfg)):
+    collected = False  # new features: roles from earlier ones are stale, even under --resume
+    if "collect" in options.stages and not (
+            options.resume and runs.stage_done(run_dir, "collect", collect_cfg, features_version=FEATURES_VERSION)):
         collect_stage(run_dir, model, collect_cfg, progress)
+        collected = True
     if "classify" in options.stages:
         from interp.classify import ClassifyConfig, classify_run
 
         cfg = ClassifyConfig()
-        if not (options.resume and runs.stage_done(run_dir, "classify", cfg)):
+        if collected or not (options.resume and runs.stage_done(run_dir, "classify", cfg)):
             classify_run(run_dir, cfg)
     if "ablate" in options.stages:
         from interp.ablate import AblateConfig, ablate_run

@@ -117,14 +117,16 @@ def record_stage(run_dir: Path, stage: str, config: Any, seconds: float, **extra
     write_manifest(run_dir, manifest)
 
 
-def stage_done(run_dir: Path, stage: str, config: Any) -> bool:
-    """True when the stage finished with the same config (what ``--resume`` skips)."""
+def stage_done(run_dir: Path, stage: str, config: Any, **recorded: Any) -> bool:
+    """True when the stage finished with the same config and recorded these values (what
+    ``--resume`` skips)."""
     try:
         manifest = read_manifest(run_dir)
     except RunError:
         return False
     done = manifest.get("stages", {}).get(stage)
-    return bool(done) and done.get("config") == json.loads(json.dumps(_jsonable(config)))
+    return (bool(done) and done.get("config") == json.loads(json.dumps(_jsonable(config)))
+            and all(done.get(key) == value for key, value in recorded.items()))
 
 
 def _jsonable(obj: Any) -> Any:
