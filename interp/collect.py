@@ -3,7 +3,10 @@
 The model runs batch by batch under ``torch.inference_mode()``; a hook on every layer's
 ``hook_pattern`` folds that layer's pattern into the feature accumulator and lets it go, so
 neither the corpus' patterns nor even one batch's 30 layers are ever held at once. Nothing else
-is cached, and the unembedding is skipped (``stop_at_layer``): features only need attention.
+is cached, and the pass stops at the last layer's pattern: features only need attention, so the
+last MLP and the unembedding (a fifth of SmolLM2's forward, with its 49k-token vocabulary) never
+run. TransformerLens 4.3's ``stop_at_layer`` does not skip the unembedding of a bridged model, so
+the last pattern hook ends the pass by raising :class:`_PatternsDone`.
 """
 
 from __future__ import annotations
@@ -87,18 +90,29 @@ def corpus_summary(seqs: list[ProbeSequence]) -> dict[str, dict[str, Any]]:
     return out
 
 
+class _PatternsDone(Exception):
+    """Raised by the last layer's pattern hook: nothing after it is needed."""
+
+
 def run_patterns(model: LoadedModel, batch_tokens: torch.Tensor, attention_mask: torch.Tensor, on_pattern) -> None:
-    """One forward pass that hands each layer's pattern [batch, head, q, k] to ``on_pattern(layer, pattern)``."""
+    """One forward pass, up to the last layer's attention, that hands each layer's pattern
+    [batch, head, q, k] to ``on_pattern(layer, pattern)``."""
+    last = model.n_layers - 1
 
     def hook(pattern: torch.Tensor, hook: Any) -> None:
-        on_pattern(int(hook.name.split(".")[1]), pattern)
+        layer = int(hook.name.split(".")[1])
+        on_pattern(layer, pattern)
+        if layer == last:
+            raise _PatternsDone
 
     with torch.inference_mode():
-        model.bridge.run_with_hooks(
-            batch_tokens.to(model.device), attention_mask=attention_mask.to(model.device),
-            fwd_hooks=[(lambda name: name.endswith("attn.hook_pattern"), hook)],
-            stop_at_layer=model.n_layers, return_type=None,
-        )
+        try:
+            model.bridge.run_with_hooks(
+                batch_tokens.to(model.device), attention_mask=attention_mask.to(model.device),
+                fwd_hooks=[(lambda name: name.endswith("attn.hook_pattern"), hook)], return_type=None,
+            )
+        except _PatternsDone:
+            pass
 
 
 def collect(model: LoadedModel, config: CollectConfig = CollectConfig(), suites: list[Suite] | None = None,
