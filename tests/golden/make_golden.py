@@ -1,0 +1,49 @@
+"""Write the golden tables: the default run's tables on two tiny models (GQA Llama, BERT).
+
+tests/golden/test_golden.py reruns the same runs and compares. Regenerate only when a change
+is meant to alter the tables (a new features version, another default ablation), and say so
+in the commit: ``python tests/golden/make_golden.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "unit"))
+
+TABLES = ("features", "roles", "effects", "pruning")
+
+
+def golden_run(name: str, out_dir: Path) -> Path:
+    """The default `interp run` (report skipped) of one tiny model, on one thread."""
+    from tiny_models import tiny_bert, tiny_llama
+
+    from interp.pipeline import RunOptions, run
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = {"tiny-llama": tiny_llama, "tiny-bert": tiny_bert}[name]()
+    options = RunOptions(out_dir=str(out_dir), run_name="golden", stages=("collect", "classify", "ablate"))
+    return run(options, model=model, progress=False)
+
+
+def main() -> None:
+    import pandas as pd
+
+    for name in ("tiny-llama", "tiny-bert"):
+        with tempfile.TemporaryDirectory() as tmp:
+            run_dir = golden_run(name, Path(tmp))
+            target = HERE / name
+            target.mkdir(exist_ok=True)
+            for table in TABLES:
+                pd.read_parquet(run_dir / f"{table}.parquet").to_csv(target / f"{table}.csv", index=False)
+        print(f"{name}: written to {target}")
+
+
+if __name__ == "__main__":
+    main()
