@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from interp import load_run
-from interp.report.summary import choose_effect, effect_rows, prunable_table, role_counts
+from interp.report.summary import choose_effect, head_effects, prunable_table, role_counts
 
 OUT = Path(__file__).with_name("RESULTS.md")
 CAUSAL_ROLES = ("induction", "previous_token")
@@ -59,7 +59,7 @@ def section(run_dir: str) -> str:
                       md(prunable, index=False), ""]
     choice = choose_effect(run.effects, exact_only=True) if run.effects is not None else None
     if choice is not None and run.roles is not None:
-        rows = effect_rows(run.effects, choice).merge(run.roles[["layer", "head", "role"]], on=["layer", "head"])
+        rows = head_effects(run.effects, choice).merge(run.roles[["layer", "head", "role"]], on=["layer", "head"])
         top = rows.nlargest(max(1, len(rows) // 10), "delta")
         named = float((top.role != "unexplained").mean())
         lines += [f"Top 10% of heads by effect ({choice.metric}, {choice.ablation} ablation): "
@@ -73,7 +73,7 @@ def section(run_dir: str) -> str:
 def causal_check(run_dir: str, roles: pd.DataFrame, n_draws: int = 10) -> list[str]:
     """Group ablation of each copying role against random heads (zero ablation, loss_repeated)."""
     from interp.ablation.corpus import REPEATED, build_corpus
-    from interp.ablation.forward import Runner
+    from interp.ablation.forward import Ablator
     from interp.ablation.groups import role_vs_random
     from interp.models import load_model
     from interp.pipeline import model_spec_of
@@ -81,13 +81,13 @@ def causal_check(run_dir: str, roles: pd.DataFrame, n_draws: int = 10) -> list[s
     model = load_model(model_spec_of(Path(run_dir)))
     corpus = build_corpus(model, n_prose=0, n_repeated=16, repeated_lengths=(12,), n_syntax=0, seed=0,
                           max_tokens=4096, split=1)
-    runner = Runner(model)
+    ablator = Ablator(model)
     lines = [f"Causal check (zero ablation, loss on the repeated half of 16 new repeated-token sequences; "
              f"random groups drawn from heads with neither label, {n_draws} draws):", "",
              "| role | heads | loss rise | random groups, mean rise | ratio |", "|---|---|---|---|---|"]
     named = [r for r in CAUSAL_ROLES if (roles["role"] == r).any()]
     for role in named:
-        check = role_vs_random(runner, corpus, roles, role, REPEATED,
+        check = role_vs_random(ablator, corpus, roles, role, REPEATED,
                                exclude=tuple(r for r in named if r != role), n_draws=n_draws)
         heads = " ".join(f"L{layer}H{head}" for layer, head in check.heads)
         lines.append(f"| {role} | {heads} | {check.rise:+.3f} | {check.random_mean:+.3f} | {check.ratio:.1f}x |")

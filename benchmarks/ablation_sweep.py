@@ -37,7 +37,7 @@ from _results import write_section  # noqa: E402
 from interp.ablate import AblateConfig, ablate  # noqa: E402
 from interp.ablation.threads import stage_threads  # noqa: E402
 from interp.ablation.corpus import build_corpus  # noqa: E402
-from interp.ablation.forward import Edit, Runner  # noqa: E402
+from interp.ablation.forward import Edit, Ablator  # noqa: E402
 from interp.ablation.metrics import causal_metric, metric_sizes  # noqa: E402
 from interp.ablation.stats import SumStore  # noqa: E402
 from interp.ablation.sweep import exact_sweep  # noqa: E402
@@ -51,10 +51,10 @@ def corpus_for(model, cfg: AblateConfig):
                         cfg.max_tokens_per_batch)
 
 
-def clean_pass_seconds(runner: Runner, corpus) -> float:
+def clean_pass_seconds(ablator: Ablator, corpus) -> float:
     start = time.perf_counter()
     for batch in corpus.batches:
-        runner.clean(batch)
+        ablator.clean(batch)
     return time.perf_counter() - start
 
 
@@ -77,33 +77,33 @@ def naive_head(model, corpus, layer: int, head: int) -> float:
     return time.perf_counter() - start
 
 
-def reused_head(runner: Runner, corpus, cleans, layer: int, head: int) -> float:
+def reused_head(ablator: Ablator, corpus, cleans, layer: int, head: int) -> float:
     """The sweep's way for one head alone: rerun from its layer, read the scored rows only."""
     start = time.perf_counter()
     for batch, clean in zip(corpus.batches, cleans):
-        runner.run(batch, [Edit(layer, head, torch.zeros(()))], start_layer=layer,
+        ablator.run(batch, [Edit(layer, head, torch.zeros(()))], start_layer=layer,
                    resid=clean.resid_pre[layer] if layer else None)
     return time.perf_counter() - start
 
 
-def interleaved_naive_vs_reuse(model, runner, corpus, heads) -> tuple[float, float]:
+def interleaved_naive_vs_reuse(model, ablator, corpus, heads) -> tuple[float, float]:
     """Seconds per head, naive and layer reuse, alternating head by head on the same heads."""
-    cleans = [runner.clean(b, keep_resid=True) for b in corpus.batches]
+    cleans = [ablator.clean(b, keep_resid=True) for b in corpus.batches]
     naive = reused = 0.0
     for layer, head in heads:
         naive += naive_head(model, corpus, layer, head)
-        reused += reused_head(runner, corpus, cleans, layer, head)
+        reused += reused_head(ablator, corpus, cleans, layer, head)
     return naive / len(heads), reused / len(heads)
 
 
-def interleaved_heads_per_pass(runner: Runner, corpus, layer: int, n_heads: int, reps: int = 2) -> dict[int, float]:
+def interleaved_heads_per_pass(ablator: Ablator, corpus, layer: int, n_heads: int, reps: int = 2) -> dict[int, float]:
     """Seconds for one layer's heads with 1, 3 and all heads per pass, options alternating."""
     out: dict[int, float] = {}
     for _ in range(reps):
         for hpp in sorted({1, 3, n_heads}):
             store = SumStore(metric_sizes(corpus.sizes))
             start = time.perf_counter()
-            exact_sweep(runner, corpus, store, [(layer, h) for h in range(n_heads)], ("zero",), None,
+            exact_sweep(ablator, corpus, store, [(layer, h) for h in range(n_heads)], ("zero",), None,
                         heads_per_pass=hpp, progress=False)
             out[hpp] = out.get(hpp, 0.0) + (time.perf_counter() - start) / reps
     return out
@@ -153,13 +153,13 @@ def main() -> None:
 
     threads = result.summary["threads"]  # what the stage measured to be faster: the comparisons use it too
     with stage_threads(threads):
-        runner = Runner(model)
+        ablator = Ablator(model)
         corpus = corpus_for(model, cfg)
-        forward_s = clean_pass_seconds(runner, corpus)
+        forward_s = clean_pass_seconds(ablator, corpus)
         heads = random.Random(0).sample([(l, h) for l in range(model.n_layers) for h in range(model.n_heads)],
                                         args.naive_heads)
-        naive_per_head, reuse_per_head = interleaved_naive_vs_reuse(model, runner, corpus, heads)
-        hpp = interleaved_heads_per_pass(runner, corpus, args.hpp_layer, model.n_heads)
+        naive_per_head, reuse_per_head = interleaved_naive_vs_reuse(model, ablator, corpus, heads)
+        hpp = interleaved_heads_per_pass(ablator, corpus, args.hpp_layer, model.n_heads)
     agree = agreement(result.effects)
     body = report(model, cfg, corpus, load_s, threads, timings, forward_s, naive_per_head, reuse_per_head, hpp,
                   agree, result.summary["removable"], args)

@@ -8,11 +8,11 @@ of benchmarks/RESULTS.md):
 (d) held out: the shipped model on a bank built with another seed (accuracy, log loss, expected
     calibration error, a reliability table), and across masks (fitted on causal heads only,
     tested on encoder heads, and back);
-(a) planted heads: tiny GPT-2s whose heads are set by hand (interp.planted), several plans;
+(a) planted heads: tiny GPT-2s whose heads are set by hand (interp.synthetic.planted), several plans;
     none of them is in the bank, so this is held out too;
 (b) randomly initialised models (GPT-2 and Llama configs, init std 0.02, plus larger inits):
     share of heads labelled broad or unexplained;
-(c) the toy attention-only model trained on repeated tokens (interp.toy): its previous-token
+(c) the toy attention-only model trained on repeated tokens (interp.synthetic.toy): its previous-token
     and induction heads;
 (e) MiniLM-L6 (fast) and, with --smollm, SmolLM2-135M (slow): role counts per layer, share
     unexplained, the textbook heads.
@@ -124,7 +124,7 @@ def held_out() -> tuple[str, dict]:
 
 
 def planted(cache: Path | None) -> tuple[str, dict]:
-    from interp.planted import _complete_plan, planted_model
+    from interp.synthetic.planted import _complete_plan, planted_model
 
     rows, unplanned = [], []
     for i, plan in enumerate(PLANS):
@@ -157,7 +157,7 @@ def random_model(kind: str, init: float, seed: int = 0):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
-    from interp.planted import boot, build_tokenizer
+    from interp.synthetic.planted import boot, build_tokenizer
 
     tok = build_tokenizer()
     ids = dict(bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
@@ -173,7 +173,7 @@ def random_model(kind: str, init: float, seed: int = 0):
 
 
 def random_init(cache: Path | None) -> tuple[str, dict]:
-    from interp.planted import planted_model
+    from interp.synthetic.planted import planted_model
 
     rows, shares = [], {}
     models = [(f"{k} init std {s}", (lambda k=k, s=s: random_model(k, s)), f"random-{k}-{s}")
@@ -198,7 +198,7 @@ def random_init(cache: Path | None) -> tuple[str, dict]:
 
 def toy(cache: Path | None) -> tuple[str, dict]:
     from interp.classification.matrix import head_matrix
-    from interp.toy import toy_cached
+    from interp.synthetic.toy import toy_cached
 
     trained = None
 

@@ -22,7 +22,7 @@ from _results import write_section  # noqa: E402
 
 from interp.ablate import AblateConfig  # noqa: E402
 from interp.ablation.corpus import build_corpus  # noqa: E402
-from interp.ablation.forward import Runner  # noqa: E402
+from interp.ablation.forward import Ablator  # noqa: E402
 from interp.config import ModelSpec  # noqa: E402
 from interp.models import load_model  # noqa: E402
 
@@ -36,25 +36,25 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
     cfg = AblateConfig()
-    runners, batches = {}, {}
+    ablators, batches = {}, {}
     for dtype in ("float32", "bfloat16"):
         model = load_model(ModelSpec(name="smollm2-135m", dtype=dtype))
         corpus = build_corpus(model, cfg.n_prose, cfg.n_repeated, cfg.repeated_lengths, cfg.n_syntax, cfg.seed,
                               cfg.max_tokens_per_batch)
-        runners[dtype], batches[dtype] = Runner(model), corpus.batches[0]
-        runners[dtype].run(batches[dtype], [], replicas=COPIES)  # warm-up: first-call allocations
+        ablators[dtype], batches[dtype] = Ablator(model), corpus.batches[0]
+        ablators[dtype].run(batches[dtype], [], replicas=COPIES)  # warm-up: first-call allocations
     threads = sorted({1, torch.get_num_threads()})
-    best = {(d, n): float("inf") for d in runners for n in threads}
+    best = {(d, n): float("inf") for d in ablators for n in threads}
     for _ in range(args.rounds):
         for n in threads:
             torch.set_num_threads(n)
-            for dtype, runner in runners.items():
+            for dtype, ablator in ablators.items():
                 start = time.perf_counter()
-                runner.run(batches[dtype], [], replicas=COPIES)
+                ablator.run(batches[dtype], [], replicas=COPIES)
                 best[dtype, n] = min(best[dtype, n], time.perf_counter() - start)
     torch.set_num_threads(threads[-1])
-    fp32 = runners["float32"].clean(batches["float32"]).readout.float()
-    bf16 = runners["bfloat16"].clean(batches["bfloat16"]).readout.float()
+    fp32 = ablators["float32"].clean(batches["float32"]).readout.float()
+    bf16 = ablators["bfloat16"].clean(batches["bfloat16"]).readout.float()
     rel = float((fp32 - bf16).abs().max() / fp32.abs().max())
     tokens = batches["float32"].tokens.numel() * COPIES
     rows = [f"| {n} | {best['float32', n]:.2f} s | {best['bfloat16', n]:.2f} s | "

@@ -1,6 +1,6 @@
 """interp: what each attention head of a transformer does, and how much the model needs it."""
 
-from interp.runs import Run, load_run
+from interp.rundir import RunTables, load_run
 
 __version__ = "0.1.0"
-__all__ = ["load_run", "Run", "__version__"]
+__all__ = ["load_run", "RunTables", "__version__"]

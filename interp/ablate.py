@@ -36,13 +36,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from interp import runs
+from interp import rundir
 from interp.ablation.attribution import attribute
 from interp.ablation.corpus import SV, EvalCorpus, build_corpus
-from interp.ablation.forward import Runner
+from interp.ablation.forward import Ablator
 from interp.ablation.metrics import CAUSAL_METRICS, ENCODER_METRICS, metric_sizes
 from interp.ablation.pruning import pruning_curve, pruning_order, removable_summary
-from interp.ablation.stats import SumStore, effect_rows
+from interp.ablation.stats import SumStore, effects_from_sums
 from interp.ablation.surprises import role_effects, surprises
 from interp.ablation.sweep import exact_sweep, probe_pass
 from interp.ablation.threads import choose_threads, stage_threads
@@ -141,11 +141,11 @@ def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: 
     with _timed(timings, "total"), _in_dtype(model, cfg.dtype) as m:
         with _timed(timings, "corpus"):
             corpus = _corpus(m, cfg, metrics)
-        runner = Runner(m)
+        ablator = Ablator(m)
         with _timed(timings, "threads"):
-            threads = choose_threads(cfg.threads, lambda: probe_pass(runner, corpus, cfg.max_tokens_per_batch))
+            threads = choose_threads(cfg.threads, lambda: probe_pass(ablator, corpus, cfg.max_tokens_per_batch))
         with stage_threads(threads):
-            effects, pruning, heads, reused = _measure(runner, corpus, cfg, metrics, timings, progress)
+            effects, pruning, heads, reused = _measure(ablator, corpus, cfg, metrics, timings, progress)
     summary = {
         "corpus": {f: {"n_sequences": n} for f, n in corpus.sizes.items()}, "n_tokens": corpus.n_tokens,
         "metrics": list(metrics), "exact_heads": len(heads), "layer_reuse": reused,
@@ -155,47 +155,47 @@ def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: 
     return AblateResult(effects, PRUNING.validate(pruning), timings, summary)
 
 
-def _measure(runner: Runner, corpus: EvalCorpus, cfg: AblateConfig, metrics: tuple[str, ...],
+def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: tuple[str, ...],
              timings: dict[str, float], progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, list[tuple[int, int]], bool]:
     """Attribution, the exact sweep and the pruning curve: (effects, pruning, exact heads, layer reuse)."""
     attribution, means = None, None
     if cfg.attribution or cfg.top_k is not None:
         with _timed(timings, "attribution"):
-            attr = attribute(runner, corpus, cfg.ablations, progress)
-            attribution, means = effect_rows(attr.store, "attribution", cfg.n_bootstrap, cfg.seed), attr.means
+            attr = attribute(ablator, corpus, cfg.ablations, progress)
+            attribution, means = effects_from_sums(attr.store, "attribution", cfg.n_bootstrap, cfg.seed), attr.means
     elif set(cfg.ablations) & {"mean", "resample"}:
         with _timed(timings, "means"):
-            means = head_means(runner, corpus)
-    heads = _exact_heads(runner.model, attribution, cfg, metrics)
+            means = head_means(ablator, corpus)
+    heads = _exact_heads(ablator.model, attribution, cfg, metrics)
     with _timed(timings, "exact"):
-        exact, reused = _exact(runner, corpus, heads, cfg, means, progress)
+        exact, reused = _exact(ablator, corpus, heads, cfg, means, progress)
     timings["exact_per_head"] = timings["exact"] / max(len(heads) * len(cfg.ablations), 1)
     effects = _finish_effects([attribution, exact], metrics)
     pruning = pd.DataFrame(columns=PRUNING.names)
     if cfg.prune:
         with _timed(timings, "pruning"):
-            pruning = _pruning(runner, effects, cfg, metrics, means, progress)
+            pruning = _pruning(ablator, effects, cfg, metrics, means, progress)
     return effects, pruning, heads, reused
 
 
 def ablate_run(run_dir: str | Path, model: LoadedModel, config: AblateConfig = AblateConfig(),
                progress: bool = True) -> AblateResult:
     """Run the stage for a run directory: write ``effects`` and ``pruning``, record the stage."""
-    runs.read_manifest(run_dir)  # fail now, not after minutes of ablation, if it is no run
+    rundir.read_manifest(run_dir)  # fail now, not after minutes of ablation, if it is no run
     start = time.perf_counter()
     result = ablate(model, config, progress)
-    runs.write_table(run_dir, "effects", result.effects)
-    runs.write_table(run_dir, "pruning", result.pruning)
-    runs.record_stage(run_dir, "ablate", config, time.perf_counter() - start,
+    rundir.write_table(run_dir, "effects", result.effects)
+    rundir.write_table(run_dir, "pruning", result.pruning)
+    rundir.record_stage(run_dir, "ablate", config, time.perf_counter() - start,
                       timings={k: round(v, 3) for k, v in result.timings.items()}, **result.summary)
     return result
 
 
-def head_means(runner: Runner, corpus: EvalCorpus) -> torch.Tensor:
+def head_means(ablator: Ablator, corpus: EvalCorpus) -> torch.Tensor:
     """Every head's mean z over the valid positions of the corpus: ``[layer, head, d_head]``."""
     acc = MeanAccumulator()
     for batch in corpus.batches:
-        acc.add(runner.clean(batch, keep_z=True).z, batch.valid)
+        acc.add(ablator.clean(batch, keep_z=True).z, batch.valid)
     return acc.means()
 
 
@@ -244,26 +244,26 @@ def _exact_heads(model: LoadedModel, attribution: pd.DataFrame | None, cfg: Abla
     return sorted((int(layer), int(head)) for layer, head in top)
 
 
-def _exact(runner: Runner, corpus: EvalCorpus, heads: list[tuple[int, int]], cfg: AblateConfig,
+def _exact(ablator: Ablator, corpus: EvalCorpus, heads: list[tuple[int, int]], cfg: AblateConfig,
            means: torch.Tensor | None, progress: bool) -> tuple[pd.DataFrame, bool]:
     """Exact effect rows of ``heads`` and whether layer reuse held."""
     store = SumStore(metric_sizes(corpus.sizes))
     if not heads:
         return pd.DataFrame(columns=EFFECTS.names), False
-    reused = exact_sweep(runner, corpus, store, heads, cfg.ablations, means, cfg.heads_per_pass,
+    reused = exact_sweep(ablator, corpus, store, heads, cfg.ablations, means, cfg.heads_per_pass,
                          cfg.max_tokens_per_batch, progress=progress)
-    return effect_rows(store, "exact", cfg.n_bootstrap, cfg.seed), reused
+    return effects_from_sums(store, "exact", cfg.n_bootstrap, cfg.seed), reused
 
 
-def _pruning(runner: Runner, effects: pd.DataFrame, cfg: AblateConfig, metrics: tuple[str, ...],
+def _pruning(ablator: Ablator, effects: pd.DataFrame, cfg: AblateConfig, metrics: tuple[str, ...],
              means: torch.Tensor | None, progress: bool) -> pd.DataFrame:
     """The pruning curve under the primary ablation, ordered by the primary metric's effects and
     measured on the held-out half of the evaluation corpus (split 1, see corpus.py)."""
-    model = runner.model
+    model = ablator.model
     held_out = _corpus(model, cfg, metrics, split=1)
     heads = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
     order = pruning_order(effects, heads, metrics[0], cfg.ablations[0])
-    pruning = pruning_curve(runner, held_out, order, cfg.ablations[0], means, cfg.prune_step,
+    pruning = pruning_curve(ablator, held_out, order, cfg.ablations[0], means, cfg.prune_step,
                             cfg.max_tokens_per_batch, progress)
     return pruning[pruning["metric"].isin(metrics)].reset_index(drop=True)
 

@@ -35,7 +35,7 @@ import pandas as pd
 from interp.classification.clusters import cluster_unexplained
 from interp.classification.estimator import HeadRoleClassifier
 from interp.classification.matrix import COLUMNS, head_matrix, table_arrays
-from interp.classification.reference import default_classifier, load_model, refit as refit_reference
+from interp.classification.reference import default_classifier, load_classifier, refit as refit_reference
 from interp.classification.stability import stability
 from interp.errors import RunError
 from interp.features import FEATURES_VERSION
@@ -126,7 +126,7 @@ class ClassifyResult:
 
 
 def _classifier(config: ClassifyConfig) -> HeadRoleClassifier:
-    clf = default_classifier() if config.reference is None else load_model(config.reference, config.reference_version)
+    clf = default_classifier() if config.reference is None else load_classifier(config.reference, config.reference_version)
     if config.reference is None and config.reference_version != REFERENCE_VERSION:
         raise RunError(f"this interp ships reference version {REFERENCE_VERSION!r}, the config asks for "
                        f"{config.reference_version!r}: reclassify with --refit or the matching interp version")
@@ -150,7 +150,7 @@ def roles_table(clf: HeadRoleClassifier, matrix: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def summarize(roles: pd.DataFrame, truth: Mapping[tuple[int, int], str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+def role_summary(roles: pd.DataFrame, truth: Mapping[tuple[int, int], str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """Tidy counts per role for the model and per layer (+ recall per true role), and the confusion table."""
     rows = []
     counts = roles["role"].value_counts()
@@ -202,7 +202,7 @@ def classify(features: pd.DataFrame, replicates: np.ndarray | None = None, names
     roles = ROLES_TABLE.validate(roles.sort_values(["layer", "head"]).reset_index(drop=True))
     clusters = cluster_unexplained(matrix, pd.Series(roles["role"].to_numpy(), index=matrix.index),
                                    config.cluster_distance, config.min_cluster_size)
-    summary, confusion = summarize(roles, truth)
+    summary, confusion = role_summary(roles, truth)
     return ClassifyResult(roles, clusters, summary, confusion)
 
 
@@ -218,9 +218,9 @@ def read_replicates(run_dir: Path) -> tuple[np.ndarray | None, list[str] | None]
 def check_features_version(run_dir: Path) -> None:
     """Refuse features collected under another definition of the features (older runs record
     none: version 1), since the shipped model reads them as this version's."""
-    from interp import runs
+    from interp import rundir
 
-    collected = runs.read_manifest(run_dir).get("stages", {}).get("collect")
+    collected = rundir.read_manifest(run_dir).get("stages", {}).get("collect")
     if collected is not None and collected.get("features_version", 1) != FEATURES_VERSION:
         raise RunError(f"{run_dir} was collected with features version {collected.get('features_version', 1)}, "
                        f"this interp classifies version {FEATURES_VERSION}: collect again with `interp run` under a new --name")
@@ -236,11 +236,11 @@ def classify_run(run_dir: str | Path, config: ClassifyConfig = ClassifyConfig(),
     """
     from dataclasses import replace
 
-    from interp import runs
+    from interp import rundir
 
     run_dir = Path(run_dir)
     start = time.perf_counter()
-    features = runs.read_table(run_dir, "features")
+    features = rundir.read_table(run_dir, "features")
     if features is None:
         raise RunError(f"{run_dir} has no features table: run `interp collect` (or `interp run`) first")
     check_features_version(run_dir)
@@ -250,9 +250,9 @@ def classify_run(run_dir: str | Path, config: ClassifyConfig = ClassifyConfig(),
         classifier = refit_reference(run_dir, held_out_seed=None, model_name=REFIT_MODEL_FILE, bank_name=REFIT_BANK_FILE)
         config = replace(config, reference=str(run_dir / REFIT_MODEL_FILE))
     result = classify(features, replicates, names, config, classifier=classifier)
-    runs.write_table(run_dir, "roles", result.roles)
-    runs.write_text(run_dir / "clusters.csv", result.clusters.to_csv(index=False))
-    runs.write_text(run_dir / "role_summary.csv", result.summary.to_csv(index=False))
-    runs.record_stage(run_dir, "classify", config, time.perf_counter() - start,
+    rundir.write_table(run_dir, "roles", result.roles)
+    rundir.write_text(run_dir / "clusters.csv", result.clusters.to_csv(index=False))
+    rundir.write_text(run_dir / "role_summary.csv", result.summary.to_csv(index=False))
+    rundir.record_stage(run_dir, "classify", config, time.perf_counter() - start,
                       reference_version=REFERENCE_VERSION, share_unexplained=round(result.share_unexplained, 4))
     return result

@@ -148,7 +148,7 @@ def roles():
 @friendly
 def classify(run_dir, refit):
     """Label every head of RUN_DIR with a role (writes roles, clusters)."""
-    from interp.runs import read_manifest
+    from interp.rundir import read_manifest
 
     read_manifest(Path(run_dir))
     from interp.classify import ClassifyConfig, classify_run
@@ -189,7 +189,7 @@ def ablate(run_dir, quick, top_k, dtype, ablations, metrics):
 def report(run_dir):
     """Rebuild RUN_DIR's figures, report.html and report.pdf from its tables."""
     from interp.report.html import build_report
-    from interp.runs import read_manifest
+    from interp.rundir import read_manifest
 
     read_manifest(Path(run_dir))
     click.echo(f"report: {build_report(Path(run_dir))}")
@@ -203,7 +203,7 @@ def report(run_dir):
 def compare(run_a, run_b, out_path):
     """Put the role maps of two runs side by side, with the heads whose roles differ."""
     from interp.report.html import compare_runs
-    from interp.runs import read_manifest
+    from interp.rundir import read_manifest
 
     a, b = Path(run_a), Path(run_b)
     read_manifest(a), read_manifest(b)

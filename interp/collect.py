@@ -78,7 +78,7 @@ def encode_all(model: LoadedModel, config: CollectConfig, suites: list[Suite]) -
 
 
 def corpus_summary(seqs: list[ProbeSequence]) -> dict[str, dict[str, Any]]:
-    from interp.runs import corpus_hash
+    from interp.rundir import corpus_hash
 
     out: dict[str, dict[str, Any]] = {}
     for name in dict.fromkeys(s.suite for s in seqs):

@@ -30,7 +30,7 @@ import torch
 from tqdm.auto import tqdm
 
 from interp.ablation.corpus import EvalBatch, EvalCorpus
-from interp.ablation.forward import Runner
+from interp.ablation.forward import Ablator
 from interp.ablation.metrics import HAS_GRADIENT, PerSeq, batch_metrics, metric_sizes
 from interp.ablation.stats import SumStore
 from interp.ablation.values import MeanAccumulator
@@ -55,13 +55,13 @@ class AttributionResult:
     seconds_per_batch: float
 
 
-def attribute(runner: Runner, corpus: EvalCorpus, kinds: tuple[str, ...], progress: bool = True) -> AttributionResult:
+def attribute(ablator: Ablator, corpus: EvalCorpus, kinds: tuple[str, ...], progress: bool = True) -> AttributionResult:
     """Estimate every head's effect on every gradient-carrying metric, for each ablation kind."""
     acc = MeanAccumulator()
     terms: list[_BatchTerms] = []
     start = time.perf_counter()
     for batch in tqdm(corpus.batches, desc="ablate: attribution", unit="batch", disable=not progress):
-        terms.append(_batch_terms(runner, batch, acc))
+        terms.append(_batch_terms(ablator, batch, acc))
     seconds = (time.perf_counter() - start) / max(len(corpus.batches), 1)
     means = acc.means()
     store = SumStore({m: n for m, n in metric_sizes(corpus.sizes).items() if HAS_GRADIENT[m]})
@@ -73,8 +73,8 @@ def attribute(runner: Runner, corpus: EvalCorpus, kinds: tuple[str, ...], progre
     return AttributionResult(store, means, seconds)
 
 
-def _batch_terms(runner: Runner, batch: EvalBatch, acc: MeanAccumulator) -> _BatchTerms:
-    readout, zs = runner.run_with_grad(batch)
+def _batch_terms(ablator: Ablator, batch: EvalBatch, acc: MeanAccumulator) -> _BatchTerms:
+    readout, zs = ablator.run_with_grad(batch)
     per = batch_metrics(readout, batch)
     total = sum(p.num.sum() for m, p in per.items() if HAS_GRADIENT[m])
     grads = torch.autograd.grad(total, zs)

@@ -58,7 +58,7 @@ class _Stop(Exception):
     """Raised by the encoder readout hook: nothing after the last block is needed."""
 
 
-class Runner:
+class Ablator:
     """Runs one LoadedModel on EvalBatches, intact or with Edits, optionally from a cached layer."""
 
     def __init__(self, model: LoadedModel):

@@ -14,22 +14,22 @@ import pandas as pd
 import torch
 
 from interp.ablation.corpus import EvalCorpus
-from interp.ablation.forward import Runner
+from interp.ablation.forward import Ablator
 from interp.ablation.metrics import ORIENTATION, batch_metrics
 from interp.ablation.values import edits_for
 
 Head = tuple[int, int]
 
 
-def group_value(runner: Runner, corpus: EvalCorpus, metric: str, heads: list[Head], kind: str = "zero",
+def group_value(ablator: Ablator, corpus: EvalCorpus, metric: str, heads: list[Head], kind: str = "zero",
                 means: torch.Tensor | None = None) -> float:
     """``metric`` over the corpus with every head of ``heads`` ablated together (none: intact)."""
     num = den = 0.0
     for batch in corpus.batches:
-        clean = runner.clean(batch, keep_resid=bool(heads), keep_z=bool(heads) and kind == "resample")
+        clean = ablator.clean(batch, keep_resid=bool(heads), keep_z=bool(heads) and kind == "resample")
         if heads:
             start = min(layer for layer, _ in heads)
-            out = runner.run(batch, edits_for(kind, heads, batch, clean.z or None, means), start_layer=start,
+            out = ablator.run(batch, edits_for(kind, heads, batch, clean.z or None, means), start_layer=start,
                              resid=clean.resid_pre[start] if start else None)
         else:
             out = clean.readout
@@ -63,7 +63,7 @@ def labelled(roles: pd.DataFrame, role: str) -> list[Head]:
     return [(int(layer), int(head)) for layer, head in zip(rows["layer"], rows["head"])]
 
 
-def role_vs_random(runner: Runner, corpus: EvalCorpus, roles: pd.DataFrame, role: str, metric: str,
+def role_vs_random(ablator: Ablator, corpus: EvalCorpus, roles: pd.DataFrame, role: str, metric: str,
                    exclude: tuple[str, ...] = (), n_draws: int = 10, seed: int = 0) -> GroupCheck:
     """Ablate ``role``'s heads together and ``n_draws`` random groups of as many heads drawn from
     the heads whose role is neither ``role`` nor in ``exclude``; rises oriented so positive = worse."""
@@ -73,9 +73,9 @@ def role_vs_random(runner: Runner, corpus: EvalCorpus, roles: pd.DataFrame, role
     skip = {h for r in (role, *exclude) for h in labelled(roles, r)}
     others = [(int(l), int(h)) for l, h in zip(roles["layer"], roles["head"]) if (int(l), int(h)) not in skip]
     sign = ORIENTATION.get(metric, 1)
-    base = group_value(runner, corpus, metric, [])
-    rise = sign * (group_value(runner, corpus, metric, heads) - base)
+    base = group_value(ablator, corpus, metric, [])
+    rise = sign * (group_value(ablator, corpus, metric, heads) - base)
     rng = random.Random(seed)
-    draws = [sign * (group_value(runner, corpus, metric, rng.sample(others, len(heads))) - base)
+    draws = [sign * (group_value(ablator, corpus, metric, rng.sample(others, len(heads))) - base)
              for _ in range(n_draws)]
     return GroupCheck(role, heads, rise, draws)

@@ -22,7 +22,7 @@ import torch
 from tqdm.auto import tqdm
 
 from interp.ablation.corpus import EvalBatch, EvalCorpus
-from interp.ablation.forward import CleanPass, Runner
+from interp.ablation.forward import CleanPass, Ablator
 from interp.ablation.metrics import ORIENTATION, batch_metrics
 from interp.ablation.sweep import chunks, pass_size
 from interp.ablation.values import edits_for
@@ -50,7 +50,7 @@ def step_sizes(n_heads: int, step: float | None) -> list[int]:
     return list(range(size, n_heads, size)) + [n_heads]
 
 
-def pruning_curve(runner: Runner, corpus: EvalCorpus, order: list[Head], kind: str, means: torch.Tensor | None,
+def pruning_curve(ablator: Ablator, corpus: EvalCorpus, order: list[Head], kind: str, means: torch.Tensor | None,
                   step: float | None = None, max_tokens: int | None = None, progress: bool = True) -> pd.DataFrame:
     """Rows of the ``pruning`` table: every metric after every cumulative removal step.
 
@@ -63,11 +63,11 @@ def pruning_curve(runner: Runner, corpus: EvalCorpus, order: list[Head], kind: s
     with tqdm(total=len(corpus.batches) * len(counts), desc="ablate: pruning", unit="step",
               disable=not progress) as bar:
         for batch in corpus.batches:
-            clean = runner.clean(batch, keep_resid=True, keep_z=kind == "resample")
+            clean = ablator.clean(batch, keep_resid=True, keep_z=kind == "resample")
             results = [(0, batch_metrics(clean.readout, batch))]
             bar.update(1)
             for chunk in chunks(list(enumerate(counts))[1:], pass_size(batch, None, max_tokens)):
-                results += _removal_pass(runner, batch, clean, chunk, order, kind, means)
+                results += _removal_pass(ablator, batch, clean, chunk, order, kind, means)
                 bar.update(len(chunk))
             for s, per in results:
                 for metric, p in per.items():
@@ -86,13 +86,13 @@ def pruning_curve(runner: Runner, corpus: EvalCorpus, order: list[Head], kind: s
     return pd.DataFrame(rows)
 
 
-def _removal_pass(runner: Runner, batch: EvalBatch, clean: CleanPass, steps: list[tuple[int, int]], order: list[Head],
+def _removal_pass(ablator: Ablator, batch: EvalBatch, clean: CleanPass, steps: list[tuple[int, int]], order: list[Head],
                   kind: str, means: torch.Tensor | None) -> list[tuple[int, dict]]:
     """(step, metrics) for each (step, heads removed) in ``steps``, from one stacked forward:
     copy ``i`` of the batch has the first ``steps[i][1]`` heads of ``order`` ablated."""
     edits = [e for i, (_, k) in enumerate(steps) for e in edits_for(kind, order[:k], batch, clean.z or None, means, replica=i)]
     start = min(e.layer for e in edits)
-    out = runner.run(batch, edits, replicas=len(steps), start_layer=start, resid=clean.resid_pre[start] if start else None)
+    out = ablator.run(batch, edits, replicas=len(steps), start_layer=start, resid=clean.resid_pre[start] if start else None)
     return [(s, batch_metrics(out[i] if len(steps) > 1 else out, batch, clean.readout)) for i, (s, _) in enumerate(steps)]
 
 

@@ -70,7 +70,7 @@ def bootstrap_weights(n: int, n_boot: int, seed: int) -> np.ndarray:
     return weights
 
 
-def effect_rows(store: SumStore, method: str, n_boot: int, seed: int) -> pd.DataFrame:
+def effects_from_sums(store: SumStore, method: str, n_boot: int, seed: int) -> pd.DataFrame:
     """One ``effects`` row per (condition, metric) in ``store``; delta oriented worse = positive."""
     rows = []
     for metric, sums in store.items():

@@ -17,7 +17,7 @@ import torch
 from tqdm.auto import tqdm
 
 from interp.ablation.corpus import EvalBatch, EvalCorpus
-from interp.ablation.forward import CleanPass, Runner
+from interp.ablation.forward import CleanPass, Ablator
 from interp.ablation.metrics import batch_metrics
 from interp.ablation.stats import SumStore
 from interp.ablation.values import edits_for
@@ -25,17 +25,17 @@ from interp.ablation.values import edits_for
 Head = tuple[int, int]
 
 
-def reuse_error(runner: Runner, batch: EvalBatch, clean: CleanPass) -> float:
+def reuse_error(ablator: Ablator, batch: EvalBatch, clean: CleanPass) -> float:
     """Largest |readout difference| between the full forward and restarting at a few layers."""
-    layers = sorted({1, runner.n_layers // 2, runner.n_layers - 1} - {0})
+    layers = sorted({1, ablator.n_layers // 2, ablator.n_layers - 1} - {0})
     worst = 0.0
     for layer in layers:
-        out = runner.run(batch, [], start_layer=layer, resid=clean.resid_pre[layer])
+        out = ablator.run(batch, [], start_layer=layer, resid=clean.resid_pre[layer])
         worst = max(worst, float((out.float() - clean.readout.float()).abs().max()))
     return worst
 
 
-def exact_sweep(runner: Runner, corpus: EvalCorpus, store: SumStore, heads: list[Head], kinds: tuple[str, ...],
+def exact_sweep(ablator: Ablator, corpus: EvalCorpus, store: SumStore, heads: list[Head], kinds: tuple[str, ...],
                 means: torch.Tensor | None, heads_per_pass: int | None = 1, max_tokens: int | None = None,
                 reuse: bool = True, progress: bool = True) -> bool:
     """Fill ``store`` with the intact and every (kind, head)'s per-sequence metric sums.
@@ -53,29 +53,29 @@ def exact_sweep(runner: Runner, corpus: EvalCorpus, store: SumStore, heads: list
     total = len(corpus.batches) * len(heads) * len(kinds)
     with tqdm(total=total, desc="ablate: exact", unit="head", disable=not progress) as bar:
         for i, batch in enumerate(corpus.batches):
-            clean = runner.clean(batch, keep_resid=reuse, keep_z="resample" in kinds)
+            clean = ablator.clean(batch, keep_resid=reuse, keep_z="resample" in kinds)
             store.add_base(batch_metrics(clean.readout, batch))
             if i == 0 and reuse:
-                reuse = _check_reuse(runner, batch, clean)
+                reuse = _check_reuse(ablator, batch, clean)
             size = pass_size(batch, heads_per_pass, max_tokens)
             for layer, layer_heads in by_layer.items():
                 for kind in kinds:
                     for chunk in chunks(layer_heads, size):
-                        _run_chunk(runner, batch, clean, store, kind, layer, chunk, means, reuse)
+                        _run_chunk(ablator, batch, clean, store, kind, layer, chunk, means, reuse)
                         bar.update(len(chunk))
     return reuse
 
 
-def probe_pass(runner: Runner, corpus: EvalCorpus, max_tokens: int | None) -> None:
+def probe_pass(ablator: Ablator, corpus: EvalCorpus, max_tokens: int | None) -> None:
     """One intact pass shaped like a sweep's but small (a sixteenth of the token budget: on
     SmolLM2 about 1 s): what the stage times to choose its thread count."""
     batch = min(corpus.batches, key=lambda b: b.tokens.numel())
     budget = max_tokens // 16 if max_tokens else None
-    runner.run(batch, [], replicas=pass_size(batch, None, budget))
+    ablator.run(batch, [], replicas=pass_size(batch, None, budget))
 
 
-def _check_reuse(runner: Runner, batch: EvalBatch, clean: CleanPass) -> bool:
-    err = reuse_error(runner, batch, clean)
+def _check_reuse(ablator: Ablator, batch: EvalBatch, clean: CleanPass) -> bool:
+    err = reuse_error(ablator, batch, clean)
     scale = float(clean.readout.float().abs().max()) or 1.0
     tolerance = 1e-5 if clean.readout.dtype == torch.float32 else 2e-2
     if err <= tolerance * scale:
@@ -98,12 +98,12 @@ def chunks(items: list, size: int) -> list[list]:
     return [items[i: i + size] for i in range(0, len(items), size)]
 
 
-def _run_chunk(runner: Runner, batch: EvalBatch, clean: CleanPass, store: SumStore, kind: str, layer: int,
+def _run_chunk(ablator: Ablator, batch: EvalBatch, clean: CleanPass, store: SumStore, kind: str, layer: int,
                chunk: list[int], means: torch.Tensor | None, reuse: bool) -> None:
     edits = [e for i, head in enumerate(chunk)
              for e in edits_for(kind, [(layer, head)], batch, clean.z or None, means, replica=i)]
     start = layer if reuse else 0
-    out = runner.run(batch, edits, replicas=len(chunk), start_layer=start,
+    out = ablator.run(batch, edits, replicas=len(chunk), start_layer=start,
                      resid=clean.resid_pre[layer] if start else None)
     for i, head in enumerate(chunk):
         readout = out[i] if len(chunk) > 1 else out

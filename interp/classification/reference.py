@@ -48,12 +48,12 @@ def load_bank() -> pd.DataFrame:
 
 
 def save_model(clf: HeadRoleClassifier, path: str | Path, **meta) -> None:
-    from interp.runs import write_text
+    from interp.rundir import write_text
 
     write_text(Path(path), json.dumps({"version": REFERENCE_VERSION, **meta, "model": clf.to_dict()}, indent=1))
 
 
-def load_model(path: str | Path, version: str | None = REFERENCE_VERSION) -> HeadRoleClassifier:
+def load_classifier(path: str | Path, version: str | None = REFERENCE_VERSION) -> HeadRoleClassifier:
     """A fitted classifier from its JSON file; refuse another reference version (None: any)."""
     path = Path(path)
     try:
@@ -71,7 +71,7 @@ def load_model(path: str | Path, version: str | None = REFERENCE_VERSION) -> Hea
 @lru_cache(maxsize=1)
 def default_classifier() -> HeadRoleClassifier:
     """The shipped, versioned default model (loaded once per process)."""
-    return load_model(reference_dir() / MODEL_FILE)
+    return load_classifier(reference_dir() / MODEL_FILE)
 
 
 def held_out_scores(clf: HeadRoleClassifier, bank: pd.DataFrame) -> dict[str, float]:
@@ -95,7 +95,7 @@ def refit(directory: str | Path | None = None, seed: int = BANK_SEED, per_role: 
     """Rebuild the bank, fit the default model, write the bank (``bank.csv``) and the model
     (``model.json``) to ``directory`` (default: the package's reference folder) and return the
     model. ``held_out_seed``: also score it on a second bank built with that seed (None: skip)."""
-    from interp.runs import atomic_path
+    from interp.rundir import atomic_path
 
     directory = reference_dir() if directory is None else Path(directory)
     start = time.perf_counter()

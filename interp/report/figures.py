@@ -23,7 +23,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from interp.roles import palette
-from interp.runs import write_bytes
+from interp.rundir import write_bytes
 
 DPI = 150
 OTHER_ROLE_COLOUR = "#555555"  # a role name the catalogue does not know (an older run)

@@ -27,7 +27,7 @@ from interp.report import summary as S
 from interp.report.figures import SavedFigure, png_bytes, role_colour
 from interp.report.pdf import write_pdf
 from interp.report.summary import fmt, percent
-from interp.runs import Run, load_run, write_text
+from interp.rundir import RunTables, load_run, write_text
 
 TEMPLATES = Path(__file__).parent / "templates"
 MODEL_FACTS = ("name", "source", "causal", "n_layers", "n_heads", "n_kv_heads", "d_head", "n_ctx", "bos_policy",
@@ -112,7 +112,7 @@ def _stages(stages: dict[str, Any]) -> list[dict[str, str]]:
              "config": json.dumps((info or {}).get("config"), indent=1, default=str)} for name, info in stages.items()]
 
 
-def report_context(run: Run, summary: dict[str, Any], figures: list[SavedFigure],
+def report_context(run: RunTables, summary: dict[str, Any], figures: list[SavedFigure],
                    heads: pd.DataFrame | None) -> dict[str, Any]:
     """Everything the report template shows, as plain data."""
     model = summary["model"]
@@ -144,7 +144,7 @@ def build_report(run_dir: str | Path, pdf: bool = True) -> Path:
     """
     run = load_run(run_dir)
     figures = plots.make_all(run)
-    summary = S.summarize(run)
+    summary = S.report_summary(run)
     heads = S.head_table(run.roles, run.effects)
     html = environment().get_template("report.html.j2").render(**report_context(run, summary, figures, heads))
     out = run.path / "report.html"
@@ -156,7 +156,7 @@ def build_report(run_dir: str | Path, pdf: bool = True) -> Path:
 
 # --- two runs side by side ---------------------------------------------------------------------
 
-def _label(run: Run) -> str:
+def _label(run: RunTables) -> str:
     return f"{(run.manifest.get('model') or {}).get('name') or 'unknown model'} / {run.path.name}"
 
 
@@ -168,7 +168,7 @@ def role_differences(roles_a: pd.DataFrame, roles_b: pd.DataFrame) -> pd.DataFra
     return both[differs].sort_values(["layer", "head"]).reset_index(drop=True)
 
 
-def _map_view(run: Run, letter: str, legend: list[str]) -> dict[str, Any] | None:
+def _map_view(run: RunTables, letter: str, legend: list[str]) -> dict[str, Any] | None:
     if run.roles is None or run.roles.empty:
         return None
     shape = S.head_shape(run.manifest, run.roles)

@@ -22,7 +22,7 @@ from matplotlib.patches import Rectangle
 
 from interp.report.figures import RC, SavedFigure, blend, role_colour
 from interp.report.summary import fmt, percent
-from interp.runs import atomic_path
+from interp.rundir import atomic_path
 
 A4 = (8.27, 11.69)
 ROWS_PER_PAGE = 40

@@ -23,7 +23,7 @@ from interp.report.exemplars import plot_exemplars, read_exemplars
 from interp.report.figures import (MISSING_COLOUR, SavedFigure, annotate, blend, diverging, head_grid, ink_for,
                                    label_grid, new_figure, role_code, role_colour, role_handles, save, styled)
 from interp.roles import ROLES
-from interp.runs import Run
+from interp.rundir import RunTables
 
 MAX_ANNOTATED_CELLS = 150
 FEATURES_PER_FIGURE = 12
@@ -200,7 +200,7 @@ def plot_feature_heatmaps(features: pd.DataFrame | None, fig_dir: Path,
 
 def _main_effect(effects: pd.DataFrame | None) -> tuple[S.EffectChoice, pd.DataFrame] | None:
     choice = S.choose_effect(effects)
-    return None if choice is None else (choice, S.effect_rows(effects, choice))
+    return None if choice is None else (choice, S.head_effects(effects, choice))
 
 
 @styled
@@ -375,7 +375,7 @@ def plot_pruning(pruning: pd.DataFrame | None, fig_dir: Path, effects: pd.DataFr
 
 # --- everything --------------------------------------------------------------------------------
 
-def make_all(run: Run, fig_dir: Path | None = None) -> list[SavedFigure]:
+def make_all(run: RunTables, fig_dir: Path | None = None) -> list[SavedFigure]:
     """Every figure the run's tables allow, in report order (absent tables are skipped)."""
     fig_dir = Path(fig_dir) if fig_dir is not None else run.path / "figures"
     shape = S.head_shape(run.manifest, run.roles, run.features, run.effects)

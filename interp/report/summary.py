@@ -22,7 +22,7 @@ import pandas as pd
 from interp.ablation.metrics import ORIENTATION
 from interp.ablation.pruning import removable_fraction
 from interp.roles import ROLES, UNEXPLAINED
-from interp.runs import Run
+from interp.rundir import RunTables
 
 # Mean ablation keeps the head's average output, so it measures what the head adds on top of
 # its typical contribution; zero ablation also removes that constant and overstates effects.
@@ -72,7 +72,7 @@ def choose_effect(effects: pd.DataFrame | None, exact_only: bool = False) -> Eff
     return EffectChoice(ablation, _first_present(METRIC_PREFERENCE, rows["metric"]), method)
 
 
-def effect_rows(effects: pd.DataFrame, choice: EffectChoice) -> pd.DataFrame:
+def head_effects(effects: pd.DataFrame, choice: EffectChoice) -> pd.DataFrame:
     """One row per head of the chosen slice: layer, head, delta, delta_rel, ci_low, ci_high."""
     mask = ((effects["ablation"] == choice.ablation) & (effects["metric"] == choice.metric)
             & (effects["method"] == choice.method))
@@ -161,14 +161,14 @@ def head_table(roles: pd.DataFrame | None, effects: pd.DataFrame | None) -> pd.D
     table = roles[[c for c in base_cols if c in roles.columns]].copy() if roles is not None else None
     choice = choose_effect(effects, exact_only=True)
     if choice is not None:
-        eff = effect_rows(effects, choice)
+        eff = head_effects(effects, choice)
         table = eff if table is None else table.merge(eff, on=["layer", "head"], how="left")
     if table is None or table.empty:
         return None
     return table.sort_values(["layer", "head"]).reset_index(drop=True)
 
 
-def summarize(run: Run) -> dict[str, Any]:
+def report_summary(run: RunTables) -> dict[str, Any]:
     """Everything the report's summary section shows, as plain data (what the PDF prints too)."""
     manifest = run.manifest
     n_layers, n_heads = head_shape(manifest, run.roles, run.features, run.effects)

@@ -123,9 +123,9 @@ def test_python_m_interp_runs():
 
 
 def test_ablate_rejects_an_unknown_metric_before_loading_the_model(tmp_path, monkeypatch):
-    from interp import models, runs
+    from interp import models, rundir
 
-    runs.write_manifest(tmp_path, {"model": {"name": "minilm-l6"}, "stages": {}})
+    rundir.write_manifest(tmp_path, {"model": {"name": "minilm-l6"}, "stages": {}})
     monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
     assert_user_error(invoke("ablate", str(tmp_path), "--metric", "accuracy"), "metrics must be")
     result = invoke("ablate", str(tmp_path), "--ablation", "noise")

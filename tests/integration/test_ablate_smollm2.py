@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from interp.ablation.corpus import REPEATED, build_corpus
-from interp.ablation.forward import Runner
+from interp.ablation.forward import Ablator
 from interp.ablation.groups import role_vs_random
 from interp.ablation.sweep import reuse_error
 
@@ -27,20 +27,20 @@ def setting(smollm2):
     torch.set_num_threads(1)  # a shared 2-core box: see interp.ablation.threads
     corpus = build_corpus(smollm2, n_prose=0, n_repeated=8, repeated_lengths=(12,), n_syntax=0, seed=0,
                           max_tokens=4096)
-    yield Runner(smollm2), corpus
+    yield Ablator(smollm2), corpus
     torch.set_num_threads(old)
 
 
 def test_restarting_at_a_layer_is_exact_on_smollm2(setting):
-    runner, corpus = setting
+    ablator, corpus = setting
     batch = corpus.batches[0]
-    assert reuse_error(runner, batch, runner.clean(batch, keep_resid=True)) == 0.0
+    assert reuse_error(ablator, batch, ablator.clean(batch, keep_resid=True)) == 0.0
 
 
 @pytest.mark.parametrize("role", NAMED)
 def test_labelled_heads_raise_repeated_loss_5x_more_than_random_heads(setting, smollm2_roles, role):
-    runner, corpus = setting
+    ablator, corpus = setting
     others = tuple(r for r in NAMED if r != role)
-    check = role_vs_random(runner, corpus, smollm2_roles, role, REPEATED, exclude=others, n_draws=10)
+    check = role_vs_random(ablator, corpus, smollm2_roles, role, REPEATED, exclude=others, n_draws=10)
     assert check.rise > 0
     assert check.ratio >= 5, f"{role} {check.heads}: +{check.rise:.3f} nats vs random +{check.random_mean:.3f}"

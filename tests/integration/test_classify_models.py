@@ -21,7 +21,7 @@ PLANS = [
 
 @pytest.mark.parametrize("plan", PLANS, ids=["plan0", "plan1"])
 def test_planted_heads_get_their_roles(plan):
-    from interp.planted import planted_model
+    from interp.synthetic.planted import planted_model
 
     result = collect(planted_model(plan), SMALL, progress=False)
     res = classify(result.features, result.replicates, result.names, truth=plan)
@@ -37,7 +37,7 @@ def _random_gpt2(init: float):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from interp.planted import boot, build_tokenizer
+    from interp.synthetic.planted import boot, build_tokenizer
 
     tok = build_tokenizer()
     torch.manual_seed(0)
@@ -57,7 +57,7 @@ def test_randomly_initialised_heads_are_broad_or_unexplained():
 
 @pytest.mark.slow
 def test_toy_model_previous_token_and_induction_heads():
-    from interp.toy import toy_cached
+    from interp.synthetic.toy import toy_cached
 
     trained = toy_cached(progress=False)
     result = collect(trained.model, SMALL, progress=False)

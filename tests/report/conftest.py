@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from interp import runs
+from interp import rundir
 from interp.roles import NAMED_ROLES, ROLE_NAMES, ROLES, UNEXPLAINED
 
 XSS = "<script>alert(1)</script>"
@@ -108,13 +108,13 @@ def make_fake_run(tmp_path: Path, name: str = "run", n_layers: int = 4, n_heads:
     frames = {"roles": roles, "features": fake_features(roles, rng), "effects": fake_effects(roles, rng),
               "pruning": fake_pruning(n_layers * n_heads)}
     for table in tables:
-        runs.write_table(run_dir, table, frames[table])
+        rundir.write_table(run_dir, table, frames[table])
     if clusters:
-        runs.write_text(run_dir / "clusters.csv",
+        rundir.write_text(run_dir / "clusters.csv",
                         "cluster,layer,head,size,top_feature\n0,0,3,2,local\n0,2,1,2,local\n1,3,2,1," + XSS + "\n")
     if exemplars:
-        runs.write_text(run_dir / "exemplars.json", json.dumps(fake_exemplars()))
-    runs.write_manifest(run_dir, {
+        rundir.write_text(run_dir / "exemplars.json", json.dumps(fake_exemplars()))
+    rundir.write_manifest(run_dir, {
         "model": {"name": f"tiny-{name} {XSS}", "source": "bridge", "causal": True, "n_layers": n_layers,
                   "n_heads": n_heads, "n_kv_heads": n_heads, "d_head": 16, "n_ctx": 64,
                   "bos_policy": "prepend", "bos_token_id": 0, "dtype": "float32", "device": "cpu"},

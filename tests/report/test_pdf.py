@@ -13,8 +13,8 @@ import pytest
 from PIL import Image
 
 from interp.report import pdf
-from interp.report.summary import summarize
-from interp.runs import load_run
+from interp.report.summary import report_summary
+from interp.rundir import load_run
 
 pytestmark = pytest.mark.skipif(shutil.which("pdftoppm") is None, reason="pdftoppm (poppler-utils) is not installed")
 
@@ -47,7 +47,7 @@ def test_head_table_is_paginated(built_report, tmp_path):
     run = load_run(built_report)
     heads = pd.DataFrame({"layer": np.repeat(np.arange(17), 5), "head": np.tile(np.arange(5), 17),
                           "role": "induction", "confidence": 0.9})
-    summary = summarize(run)
+    summary = report_summary(run)
     path = pdf.write_pdf(tmp_path, [], summary, heads)
     pages = rasterize(path, tmp_path / "png")
     assert len(pages) == pdf.page_count(summary, [], heads) == 1 + 3  # 85 rows at 40 a page

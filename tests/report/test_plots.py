@@ -10,7 +10,7 @@ import pandas as pd
 from interp.report import exemplars as X
 from interp.report import plots
 from interp.report.figures import png_bytes
-from interp.runs import load_run
+from interp.rundir import load_run
 
 
 def test_each_figure_is_skipped_without_its_table(tmp_path):

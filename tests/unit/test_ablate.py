@@ -8,7 +8,7 @@ from tiny_models import D_HEAD, D_MODEL, N_HEADS, N_LAYERS, tiny_llama
 
 from interp.ablation.attribution import attribute
 from interp.ablation.corpus import REPEATED, SV, build_corpus, bucket_tight, derangement
-from interp.ablation.forward import Edit, Runner
+from interp.ablation.forward import Edit, Ablator
 from interp.ablation.metrics import batch_metrics
 from interp.ablation.sweep import reuse_error
 from interp.ablation.values import replacement
@@ -40,10 +40,10 @@ def _o_proj_slice(model, layer: int, head: int):
 @pytest.mark.parametrize("name", ["llama", "gpt2"])
 def test_zero_ablation_equals_zeroing_the_heads_output_weights(name, llama, gpt2):
     model = {"llama": llama, "gpt2": gpt2}[name]
-    runner = Runner(model)
+    ablator = Ablator(model)
     layer, head = 1, 2
     for batch in small_corpus(model).batches[:3]:
-        hooked = runner.run(batch, [Edit(layer, head, torch.zeros(()))])
+        hooked = ablator.run(batch, [Edit(layer, head, torch.zeros(()))])
         weight, index = _o_proj_slice(model, layer, head)
         saved = weight.data[index].clone()
         try:
@@ -53,33 +53,33 @@ def test_zero_ablation_equals_zeroing_the_heads_output_weights(name, llama, gpt2
         finally:
             weight.data[index] = saved
         assert torch.equal(hooked, logits[batch.row_batch, batch.row_pos])
-        assert not torch.equal(hooked, runner.clean(batch).readout)  # the ablation did something
+        assert not torch.equal(hooked, ablator.clean(batch).readout)  # the ablation did something
 
 
 # --- layer reuse -------------------------------------------------------------------------------
 
 
 def test_restarting_at_a_cached_layer_equals_the_full_forward(any_model):
-    runner = Runner(any_model)
+    ablator = Ablator(any_model)
     for batch in small_corpus(any_model).batches:
-        clean = runner.clean(batch, keep_resid=True)
-        assert reuse_error(runner, batch, clean) == 0.0
+        clean = ablator.clean(batch, keep_resid=True)
+        assert reuse_error(ablator, batch, clean) == 0.0
         for layer in range(1, N_LAYERS):
             edit = [Edit(layer, 1, torch.zeros(()))]
-            full = runner.run(batch, edit)
-            reused = runner.run(batch, edit, start_layer=layer, resid=clean.resid_pre[layer])
+            full = ablator.run(batch, edit)
+            reused = ablator.run(batch, edit, start_layer=layer, resid=clean.resid_pre[layer])
             assert torch.equal(full, reused)
 
 
 def test_restarting_skips_the_blocks_below(llama):
-    runner = Runner(llama)
+    ablator = Ablator(llama)
     batch = small_corpus(llama).batches[0]
-    clean = runner.clean(batch, keep_resid=True)
+    clean = ablator.clean(batch, keep_resid=True)
     calls: list[int] = []
     handles = [block.original_component.register_forward_pre_hook(lambda m, a, i=i: calls.append(i))
                for i, block in enumerate(llama.bridge.blocks)]
     try:
-        runner.run(batch, [], start_layer=2, resid=clean.resid_pre[2])
+        ablator.run(batch, [], start_layer=2, resid=clean.resid_pre[2])
     finally:
         for h in handles:
             h.remove()
@@ -88,30 +88,30 @@ def test_restarting_skips_the_blocks_below(llama):
 
 
 def test_replicas_ablate_their_own_head(llama):
-    runner = Runner(llama)
+    ablator = Ablator(llama)
     batch = small_corpus(llama).batches[0]
-    clean = runner.clean(batch, keep_resid=True)
-    stacked = runner.run(batch, [Edit(1, h, torch.zeros(()), replica=h) for h in range(3)], replicas=3,
+    clean = ablator.clean(batch, keep_resid=True)
+    stacked = ablator.run(batch, [Edit(1, h, torch.zeros(()), replica=h) for h in range(3)], replicas=3,
                          start_layer=1, resid=clean.resid_pre[1])
     for h in range(3):
-        alone = runner.run(batch, [Edit(1, h, torch.zeros(()))])
+        alone = ablator.run(batch, [Edit(1, h, torch.zeros(()))])
         torch.testing.assert_close(stacked[h], alone, atol=1e-5, rtol=1e-5)
 
 
 def test_an_edit_below_the_start_layer_is_refused(llama):
-    runner = Runner(llama)
+    ablator = Ablator(llama)
     batch = small_corpus(llama).batches[0]
     with pytest.raises(ValueError):
-        runner.run(batch, [Edit(0, 0, torch.zeros(()))], start_layer=1, resid=torch.zeros(1))
+        ablator.run(batch, [Edit(0, 0, torch.zeros(()))], start_layer=1, resid=torch.zeros(1))
 
 
 # --- ablation values ---------------------------------------------------------------------------
 
 
 def test_replacement_shapes(llama):
-    runner = Runner(llama)
+    ablator = Ablator(llama)
     batch = small_corpus(llama).batches[0]
-    clean = runner.clean(batch, keep_z=True)
+    clean = ablator.clean(batch, keep_z=True)
     assert clean.z[0].shape == (*batch.tokens.shape, N_HEADS, D_HEAD)  # query heads, not KV heads
     means = torch.randn(N_LAYERS, N_HEADS, D_HEAD)
     assert replacement("zero", 1, 2, batch, clean.z, means).shape == ()
@@ -143,19 +143,19 @@ def test_mean_and_resample_are_noops_for_a_constant_head(gpt2):
     try:
         attn.weight.data[:, v] = 0
         attn.bias.data[v] = torch.linspace(-1, 1, D_HEAD)
-        runner = Runner(gpt2)
+        ablator = Ablator(gpt2)
         corpus = small_corpus(gpt2)
         acc = MeanAccumulator()
-        cleans = [runner.clean(b, keep_z=True) for b in corpus.batches]
+        cleans = [ablator.clean(b, keep_z=True) for b in corpus.batches]
         for b, c in zip(corpus.batches, cleans):
             acc.add(c.z, b.valid)
         means = acc.means()
         for batch, clean in zip(corpus.batches, cleans):
             for kind in ("mean", "resample"):
                 value = replacement(kind, layer, head, batch, clean.z, means)
-                out = runner.run(batch, [Edit(layer, head, value)])
+                out = ablator.run(batch, [Edit(layer, head, value)])
                 torch.testing.assert_close(out, clean.readout, atol=1e-5, rtol=1e-5)
-            zeroed = runner.run(batch, [Edit(layer, head, torch.zeros(()))])
+            zeroed = ablator.run(batch, [Edit(layer, head, torch.zeros(()))])
             assert not torch.allclose(zeroed, clean.readout, atol=1e-4)
     finally:
         attn.weight.data[:, v], attn.bias.data[v] = saved_w, saved_b
@@ -198,9 +198,9 @@ def test_encoder_corpus_pairs_sentences_with_shorter_views(bert):
 
 
 def test_encoder_metrics_at_the_intact_model(bert):
-    runner = Runner(bert)
+    ablator = Ablator(bert)
     batch = small_corpus(bert).batches[0]
-    per = batch_metrics(runner.clean(batch).readout, batch)
+    per = batch_metrics(ablator.clean(batch).readout, batch)
     assert set(per) == {"embedding_cosine", "retrieval_margin"}
     assert (per["embedding_cosine"].num == 0).all()
 
@@ -215,18 +215,18 @@ def test_attribution_is_the_first_order_term_of_the_exact_effect():
     softmax in float32, hence eps = 1e-3, not smaller)."""
     model = tiny_llama(seed=1)
     model.bridge.to(torch.float64)
-    runner = Runner(model)
+    ablator = Ablator(model)
     corpus = small_corpus(model)
-    result = attribute(runner, corpus, ("zero", "mean", "resample"), progress=False)
+    result = attribute(ablator, corpus, ("zero", "mean", "resample"), progress=False)
     eps = 1e-3
     for kind in ("zero", "mean", "resample"):
         for layer, head in ((0, 1), (2, 3)):
             estimate, exact = 0.0, 0.0
             for batch in corpus.batches:
-                clean = runner.clean(batch, keep_z=True)
+                clean = ablator.clean(batch, keep_z=True)
                 z = clean.z[layer][:, :, head]
                 target = replacement(kind, layer, head, batch, clean.z, result.means)
-                nudged = runner.run(batch, [Edit(layer, head, z + eps * (target - z))])
+                nudged = ablator.run(batch, [Edit(layer, head, z + eps * (target - z))])
                 before = batch_metrics(clean.readout, batch)
                 after = batch_metrics(nudged, batch, clean.readout)
                 exact += sum(float(after[m].num.sum() - before[m].num.sum()) for m in after) / eps
@@ -241,12 +241,12 @@ def test_attribution_ranks_heads_like_exact_ablation(llama):
     from interp.ablation.stats import SumStore
     from interp.ablation.sweep import exact_sweep
 
-    runner = Runner(llama)
+    ablator = Ablator(llama)
     corpus = small_corpus(llama)
-    result = attribute(runner, corpus, ("zero",), progress=False)
+    result = attribute(ablator, corpus, ("zero",), progress=False)
     store = SumStore({m: s.size for m, s in result.store.items()})
     heads = [(layer, head) for layer in range(N_LAYERS) for head in range(N_HEADS)]
-    exact_sweep(runner, corpus, store, heads, ("zero",), None, progress=False)
+    exact_sweep(ablator, corpus, store, heads, ("zero",), None, progress=False)
     for metric in store:
         est = [float((result.store[metric].ablated[("zero", *h)] - result.store[metric].base).sum()) for h in heads]
         ex = [float((store[metric].ablated[("zero", *h)] - store[metric].base).sum()) for h in heads]

@@ -11,7 +11,7 @@ import pytest
 import torch
 from tiny_models import N_HEADS, N_LAYERS
 
-from interp import runs
+from interp import rundir
 from interp.ablate import AblateConfig, ablate, ablate_run, role_effects, surprises
 from interp.ablation.pruning import removable_fraction, step_sizes
 from interp.errors import RunError
@@ -126,15 +126,15 @@ def test_pruning_curve_steps_one_head_at_a_time(result, llama):
 def test_stacked_pruning_steps_equal_one_step_per_pass(llama, kind):
     from interp.ablate import head_means
     from interp.ablation.corpus import build_corpus
-    from interp.ablation.forward import Runner
+    from interp.ablation.forward import Ablator
     from interp.ablation.pruning import pruning_curve
 
     corpus = build_corpus(llama, n_prose=4, n_repeated=2, repeated_lengths=(6,), n_syntax=4, seed=0, max_tokens=512)
-    runner = Runner(llama)
+    ablator = Ablator(llama)
     order = [(2, 1), (0, 3), (1, 0), (2, 2), (0, 0), (1, 3)]
-    means = head_means(runner, corpus)
-    stacked = pruning_curve(runner, corpus, order, kind, means, step=None, max_tokens=None, progress=False)
-    single = pruning_curve(runner, corpus, order, kind, means, step=None, max_tokens=1, progress=False)
+    means = head_means(ablator, corpus)
+    stacked = pruning_curve(ablator, corpus, order, kind, means, step=None, max_tokens=None, progress=False)
+    single = pruning_curve(ablator, corpus, order, kind, means, step=None, max_tokens=1, progress=False)
     assert stacked["heads_removed"].tolist() == single["heads_removed"].tolist()
     assert stacked["heads_removed"].max() == len(order)
     np.testing.assert_allclose(stacked["value"], single["value"], rtol=1e-5)
@@ -155,16 +155,16 @@ def test_pruning_removes_the_least_important_head_first(result, llama):
 
 def held_out_value(model, metric, heads):
     """``metric`` on the held-out split of SMALL's corpus with ``heads`` zero-ablated: the oracle
-    for the pruning curve, from the runner and the metric alone."""
+    for the pruning curve, from the ablator and the metric alone."""
     from interp.ablation.corpus import build_corpus
-    from interp.ablation.forward import Edit, Runner
+    from interp.ablation.forward import Edit, Ablator
     from interp.ablation.metrics import batch_metrics
 
     corpus = build_corpus(model, SMALL.n_prose, SMALL.n_repeated, SMALL.repeated_lengths, SMALL.n_syntax, SMALL.seed,
                           SMALL.max_tokens_per_batch, split=1)
-    runner, num, den = Runner(model), 0.0, 0.0
+    ablator, num, den = Ablator(model), 0.0, 0.0
     for batch in corpus.batches:
-        out = runner.run(batch, [Edit(layer, head, torch.zeros(())) for layer, head in heads])
+        out = ablator.run(batch, [Edit(layer, head, torch.zeros(())) for layer, head in heads])
         per = batch_metrics(out, batch).get(metric)
         if per is not None:
             num, den = num + float(per.num.sum()), den + float(per.den.sum())
@@ -227,15 +227,15 @@ def test_quick_mode_resolution():
 def test_ablate_run_writes_tables_and_records_the_stage(llama, tmp_path):
     with pytest.raises(RunError):
         ablate_run(tmp_path / "nowhere", llama, SMALL, progress=False)
-    runs.write_manifest(tmp_path, {"model": llama.facts(), "stages": {}})
+    rundir.write_manifest(tmp_path, {"model": llama.facts(), "stages": {}})
     config = dataclasses.replace(SMALL, ablations=("zero",), top_k=2, prune_step=0.5)
     ablate_run(tmp_path, llama, config, progress=False)
-    run = runs.load_run(tmp_path)
+    run = rundir.load_run(tmp_path)
     assert run.effects is not None and run.pruning is not None
     stage = run.manifest["stages"]["ablate"]
     assert stage["config"]["top_k"] == 2 and stage["seconds"] > 0
     assert set(stage["removable"]) == {"loss_prose", "loss_repeated", "sv_logit_diff"}
-    assert runs.stage_done(tmp_path, "ablate", config)
+    assert rundir.stage_done(tmp_path, "ablate", config)
 
 
 # --- roles meet effects -----------------------------------------------------------------------
@@ -291,22 +291,22 @@ def test_exact_effects_win_over_attribution():
 
 def test_group_ablation_and_the_role_check(llama):
     from interp.ablation.corpus import build_corpus
-    from interp.ablation.forward import Runner
+    from interp.ablation.forward import Ablator
     from interp.ablation.groups import group_value, role_vs_random
 
     corpus = build_corpus(llama, SMALL.n_prose, SMALL.n_repeated, SMALL.repeated_lengths, SMALL.n_syntax, SMALL.seed,
                           SMALL.max_tokens_per_batch, split=1)
-    runner = Runner(llama)
+    ablator = Ablator(llama)
     for heads in ([], [(1, 2)], [(0, 1), (2, 3)]):
-        assert group_value(runner, corpus, "loss_prose", heads) == pytest.approx(
+        assert group_value(ablator, corpus, "loss_prose", heads) == pytest.approx(
             held_out_value(llama, "loss_prose", heads), rel=1e-6)
     roles = pd.DataFrame([{"layer": l, "head": h, "role": "unexplained"} for l in range(N_LAYERS) for h in range(N_HEADS)])
     roles.loc[(roles["layer"] == 2) & (roles["head"].isin([0, 1])), "role"] = "induction"
     roles.loc[(roles["layer"] == 0) & (roles["head"] == 0), "role"] = "previous_token"
-    check = role_vs_random(runner, corpus, roles, "induction", "sv_logit_diff", exclude=("previous_token",), n_draws=4)
+    check = role_vs_random(ablator, corpus, roles, "induction", "sv_logit_diff", exclude=("previous_token",), n_draws=4)
     assert check.heads == [(2, 0), (2, 1)] and len(check.random_rises) == 4
-    base = group_value(runner, corpus, "sv_logit_diff", [])
-    ablated = group_value(runner, corpus, "sv_logit_diff", [(2, 0), (2, 1)])
+    base = group_value(ablator, corpus, "sv_logit_diff", [])
+    ablated = group_value(ablator, corpus, "sv_logit_diff", [(2, 0), (2, 1)])
     assert check.rise == pytest.approx(base - ablated)  # a falling logit difference is worse
     with pytest.raises(ValueError, match="no head is labelled"):
-        role_vs_random(runner, corpus, roles, "delimiter", "loss_prose")
+        role_vs_random(ablator, corpus, roles, "delimiter", "loss_prose")

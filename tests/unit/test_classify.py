@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from interp import runs
+from interp import rundir
 from interp.classification.clusters import cluster_unexplained
 from interp.classification.matrix import BROAD_MISSING, COLUMNS, head_matrix, matrix_from_arrays
 from interp.classification.reference import default_classifier
@@ -239,9 +239,9 @@ def test_too_few_unexplained_heads_give_no_clusters():
 
 
 def _run_dir(tmp_path, replicates: bool):
-    runs.write_manifest(tmp_path, {"stages": {}})
+    rundir.write_manifest(tmp_path, {"stages": {}})
     table = features_table(HEADS)
-    runs.write_table(tmp_path, "features", table)
+    rundir.write_table(tmp_path, "features", table)
     if replicates:
         reps, names = _replicates(table, 4, {})
         np.savez(tmp_path / "feature_replicates.npz", values=reps, names=np.array(names))
@@ -252,7 +252,7 @@ def _run_dir(tmp_path, replicates: bool):
 def test_classify_run_writes_tables_and_records_stage(tmp_path, with_replicates):
     run_dir = _run_dir(tmp_path, with_replicates)
     result = classify_run(run_dir)
-    loaded = runs.load_run(run_dir)
+    loaded = rundir.load_run(run_dir)
     pd.testing.assert_frame_equal(loaded.roles, result.roles, check_dtype=False)
     assert (run_dir / "roles.csv").exists() and (run_dir / "role_summary.csv").exists()
     assert list(pd.read_csv(run_dir / "clusters.csv").columns) == ["cluster", "layer", "head", "description"]
@@ -260,22 +260,22 @@ def test_classify_run_writes_tables_and_records_stage(tmp_path, with_replicates)
     assert set(summary["scope"]) == {"model", "layer"}
     stage = json.loads((run_dir / "manifest.json").read_text())["stages"]["classify"]
     assert stage["config"]["reference_version"] == ClassifyConfig().reference_version
-    assert runs.stage_done(run_dir, "classify", ClassifyConfig())
+    assert rundir.stage_done(run_dir, "classify", ClassifyConfig())
     assert result.roles["stability"].notna().all() == with_replicates
 
 
 def test_classify_run_refuses_features_of_another_version(tmp_path):
     run_dir = _run_dir(tmp_path, replicates=False)
-    runs.record_stage(run_dir, "collect", {}, 1.0)  # as runs before features versions recorded it
+    rundir.record_stage(run_dir, "collect", {}, 1.0)  # as runs before features versions recorded it
     with pytest.raises(RunError, match="features version 1, this interp classifies version 2"):
         classify_run(run_dir)
     assert not (run_dir / "roles.csv").exists()
-    runs.record_stage(run_dir, "collect", {}, 1.0, features_version=FEATURES_VERSION)
+    rundir.record_stage(run_dir, "collect", {}, 1.0, features_version=FEATURES_VERSION)
     classify_run(run_dir)
     assert (run_dir / "roles.csv").exists()
 
 
 def test_classify_run_without_features_fails_clearly(tmp_path):
-    runs.write_manifest(tmp_path, {"stages": {}})
+    rundir.write_manifest(tmp_path, {"stages": {}})
     with pytest.raises(RunError, match="no features table"):
         classify_run(tmp_path)

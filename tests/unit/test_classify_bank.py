@@ -15,7 +15,7 @@ from interp.classification import patterns as P
 from interp.classification.bank import build_bank, sample_specs, syntax_slots
 from interp.classification.corpus import PAD, synthetic_sequences
 from interp.classification.matrix import COLUMNS
-from interp.classification.reference import default_classifier, fit_bank, load_bank, load_model, reference_dir, save_model
+from interp.classification.reference import default_classifier, fit_bank, load_bank, load_classifier, reference_dir, save_model
 from interp.errors import RunError
 from interp.features import context
 from interp.probes.batch import bucket, make_batch
@@ -132,10 +132,10 @@ def test_other_versions_are_refused(tmp_path):
     data["version"] = "0.0.1"
     path.write_text(json.dumps(data))
     with pytest.raises(RunError, match="version"):
-        load_model(path)
-    assert load_model(path, version=None).classes_.tolist() == default_classifier().classes_.tolist()
+        load_classifier(path)
+    assert load_classifier(path, version=None).classes_.tolist() == default_classifier().classes_.tolist()
     with pytest.raises(RunError, match="no classifier model"):
-        load_model(tmp_path / "missing.json")
+        load_classifier(tmp_path / "missing.json")
 
 
 def test_refitting_the_shipped_bank_reproduces_the_shipped_model():

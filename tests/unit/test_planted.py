@@ -8,7 +8,7 @@ import torch
 from interp.collect import collect
 from interp.config import CollectConfig
 from interp.features import STATIC_FEATURES
-from interp.planted import PLANTABLE, build_tokenizer, planted_model
+from interp.synthetic.planted import PLANTABLE, build_tokenizer, planted_model
 from interp.probes.align import Aligner
 from interp.probes.base import NATURAL, Sentence, Suite
 

@@ -6,7 +6,7 @@ import pytest
 
 import interp.classify
 import interp.pipeline as pipeline
-from interp import runs
+from interp import rundir
 from interp.features import FEATURES_VERSION
 from interp.pipeline import RunOptions, run_stages
 
@@ -18,11 +18,11 @@ def calls(monkeypatch):
 
     def collect_stage(run_dir, model, config, progress=True):
         made.append("collect")
-        runs.record_stage(run_dir, "collect", config, 0.0, features_version=FEATURES_VERSION)
+        rundir.record_stage(run_dir, "collect", config, 0.0, features_version=FEATURES_VERSION)
 
     def classify_run(run_dir, config):
         made.append("classify")
-        runs.record_stage(run_dir, "classify", config, 0.0)
+        rundir.record_stage(run_dir, "classify", config, 0.0)
 
     monkeypatch.setattr(pipeline, "collect_stage", collect_stage)
     monkeypatch.setattr(interp.classify, "classify_run", classify_run)
@@ -34,19 +34,19 @@ def run(run_dir, resume):
 
 
 def test_resume_skips_finished_stages(tmp_path, calls):
-    runs.write_manifest(tmp_path, {"stages": {}})
+    rundir.write_manifest(tmp_path, {"stages": {}})
     run(tmp_path, resume=False)
     run(tmp_path, resume=True)
     assert calls == ["collect", "classify"]
 
 
 def test_resume_collects_again_under_another_features_version_and_then_reclassifies(tmp_path, calls):
-    runs.write_manifest(tmp_path, {"stages": {}})
+    rundir.write_manifest(tmp_path, {"stages": {}})
     run(tmp_path, resume=False)
-    manifest = runs.read_manifest(tmp_path)
+    manifest = rundir.read_manifest(tmp_path)
     del manifest["stages"]["collect"]["features_version"]  # as a run made before versions were recorded
-    runs.write_manifest(tmp_path, manifest)
+    rundir.write_manifest(tmp_path, manifest)
     run(tmp_path, resume=True)
     # classify's own config did not change, but the roles it wrote came from the old features
     assert calls == ["collect", "classify", "collect", "classify"]
-    assert runs.read_manifest(tmp_path)["stages"]["collect"]["features_version"] == FEATURES_VERSION
+    assert rundir.read_manifest(tmp_path)["stages"]["collect"]["features_version"] == FEATURES_VERSION

@@ -10,7 +10,7 @@ import torch
 from interp.collect import collect
 from interp.config import CollectConfig
 from interp.models import load_model
-from interp.toy import SEQ_LEN, VOCAB, copy_batch, half_losses, repeated_batch, toy_cached
+from interp.synthetic.toy import SEQ_LEN, VOCAB, copy_batch, half_losses, repeated_batch, toy_cached
 
 
 def test_repeated_batch_layout():

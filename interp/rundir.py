@@ -206,7 +206,7 @@ def prepare_run_dir(out_dir: str | Path, model_slug: str, run_name: str | None) 
 
 
 @dataclass
-class Run:
+class RunTables:
     """A run's tables as DataFrames (None where the stage has not run) and its manifest."""
 
     path: Path
@@ -218,14 +218,14 @@ class Run:
     clusters: pd.DataFrame | None
 
 
-def load_run(path: str | Path) -> Run:
+def load_run(path: str | Path) -> RunTables:
     """Load a run directory's tables: ``interp.load_run("reports/smollm2-135m/demo").roles``."""
     run_dir = Path(path)
     if not run_dir.is_dir():
         raise RunError(f"no run directory at {run_dir}")
     manifest = read_manifest(run_dir)
     clusters = run_dir / "clusters.csv"
-    return Run(
+    return RunTables(
         path=run_dir, manifest=manifest,
         features=read_table(run_dir, "features"), roles=read_table(run_dir, "roles"),
         effects=read_table(run_dir, "effects"), pruning=read_table(run_dir, "pruning"),

@@ -1,6 +1,6 @@
 """A toy attention-only transformer that the toolkit trains itself, in which induction heads emerge.
 
-Ground truth of a different kind from :mod:`interp.planted`: nobody sets these weights, yet a
+Ground truth of a different kind from :mod:`interp.synthetic.planted`: nobody sets these weights, yet a
 2-layer attention-only model trained to predict random tokens that contain a repeat learns the
 classic two-head circuit (Olsson et al., 2022): a layer-0 *previous-token* head copies each
 token's predecessor into the residual stream, and a layer-1 *induction* head matches the current
@@ -20,7 +20,7 @@ Recipe (each choice was needed for the circuit to form within ~3 minutes on 2 CP
   layer 0 never grows a previous-token head.
 
 The vocabulary is 128 numbered words ``t0 .. t127`` behind the word-level tokenizer of
-:func:`interp.planted.build_tokenizer` (which prepends ``<bos>``), so
+:func:`interp.synthetic.planted.build_tokenizer` (which prepends ``<bos>``), so
 :meth:`interp.probes.align.Aligner.repeated` draws its probes from exactly the training pool.
 The final losses are measured on held-out probes of that layout, ``[BOS] r r`` with 24 tokens in r.
 
@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from interp.models import LoadedModel
-from interp.planted import boot, build_tokenizer
+from interp.synthetic.planted import boot, build_tokenizer
 
 TOY_VERSION = 2  # bump when the recipe below changes, so that old caches are not reused
 VOCAB = tuple(f"t{i}" for i in range(128))

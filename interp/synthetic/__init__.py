@@ -1,0 +1,7 @@
+"""Models whose heads are known without the classifier: ground truth for the toolkit.
+
+- :mod:`interp.synthetic.planted`: tiny GPT-2s with hand-set weights, each planted head doing one
+  job exactly;
+- :mod:`interp.synthetic.toy`: a small attention-only model the toolkit trains itself, in which a
+  previous-token -> induction circuit emerges.
+"""
