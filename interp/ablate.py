@@ -38,91 +38,23 @@ import torch
 
 from interp import rundir
 from interp.ablation.attribution import attribute
-from interp.ablation.corpus import SV, EvalCorpus, build_corpus
+from interp.ablation.catalogue import CAUSAL_METRICS, ENCODER_METRICS, SV
+from interp.ablation.corpus import EvalCorpus, build_corpus
 from interp.ablation.forward import Ablator
-from interp.ablation.metrics import CAUSAL_METRICS, ENCODER_METRICS, metric_sizes
-from interp.ablation.pruning import pruning_curve, pruning_order, removable_summary
+from interp.ablation.metrics import metric_sizes
+from interp.ablation.pruning import pruning_curve, pruning_order
+from interp.ablation.removable import removable_summary
 from interp.ablation.stats import SumStore, effects_from_sums
 from interp.ablation.surprises import role_effects, surprises
 from interp.ablation.sweep import exact_sweep, probe_pass
 from interp.ablation.threads import choose_threads, stage_threads
-from interp.ablation.values import KINDS, MeanAccumulator
+from interp.ablation.values import MeanAccumulator
+from interp.config import AblateConfig
 from interp.models import LoadedModel
 from interp.tables import EFFECTS, PRUNING
 
-__all__ = ["AblateConfig", "AblateResult", "ablate", "ablate_run", "role_effects", "surprises"]
+__all__ = ["AblateConfig", "AblateResult", "ablate", "role_effects", "run_stage", "surprises", "write"]
 
-METRICS = CAUSAL_METRICS + ENCODER_METRICS
-QUICK_SIZES = {"n_prose": 3, "n_repeated": 3, "n_syntax": 8}
-QUICK_TOP_SHARE = 0.05  # quick mode: exact ablation of the 5% of heads attribution ranks highest
-QUICK_PRUNE_STEP = 0.1
-
-
-@dataclass(frozen=True)
-class AblateConfig:
-    """How heads are ablated and on what.
-
-    The default evaluation corpus is deliberately small: an exact sweep reruns (on average
-    half of) the model once per head, 270 times for SmolLM2, and on a 2-core CPU that is
-    compute-bound at ~15-20 GFLOP/s, i.e. about 1 s per 100 tokens per full forward. It holds
-    6 prose lines, 6 repeated-token sequences (10 random tokens, twice) and 16 syntax prefixes:
-    392 tokens (425 padded, 7 batches) for SmolLM2, enough for bootstrap intervals over 6-16
-    sequences per metric (see corpus.py for what each family measures).
-    """
-
-    ablations: tuple[str, ...] = ("zero",)  # the first is the primary one (top_k, pruning)
-    metrics: tuple[str, ...] | None = None  # None: every metric of the model's kind; the first is primary
-    n_prose: int = 6  # prose lines (every second line of the shipped corpus)
-    n_repeated: int = 6  # repeated-random-token sequences (causal only)
-    repeated_lengths: tuple[int, ...] = (10,)  # length of the random half
-    n_syntax: int = 16  # syntax sentences for subject-verb agreement (causal only)
-    max_tokens_per_batch: int = 2048  # padded tokens per forward (batch x stacked heads): bounds memory
-    dtype: str | None = None  # None: the model's own; float32 | bfloat16: run a converted copy
-    top_k: int | None = None  # None: exact ablation of every head; k: of the k heads attribution ranks highest
-    attribution: bool = True  # estimate every head by attribution patching (always on with top_k)
-    heads_per_pass: int | None = None  # heads of a layer per forward (stacked batch copies); None: all that fit
-    prune: bool = True  # compute the pruning curve
-    prune_step: float | None = None  # share of heads per step; None: 1 head (<= 64 heads) or 5%
-    n_bootstrap: int = 1000
-    threads: int | None = None  # torch intra-op threads; None: on <= 2 cores the faster of 1 and 2, measured (threads.py)
-    quick: bool = False  # smaller corpus (3 / 3 / 8), exact ablation of the top 5% only, 10% pruning steps
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if not self.ablations or any(k not in KINDS for k in self.ablations):
-            raise ValueError(f"ablations must be a non-empty subset of {KINDS}, got {self.ablations!r}")
-        if len(set(self.ablations)) != len(self.ablations):
-            raise ValueError(f"ablations has duplicates: {self.ablations!r}")
-        if self.metrics is not None and (not self.metrics or any(m not in METRICS for m in self.metrics)):
-            raise ValueError(f"metrics must be None or a non-empty subset of {METRICS}, got {self.metrics!r}")
-        if min(self.n_prose, self.n_repeated, self.n_syntax) < 0:
-            raise ValueError("sequence counts must be >= 0")
-        if not self.repeated_lengths or min(self.repeated_lengths) < 2:
-            raise ValueError("repeated_lengths must be non-empty and >= 2")
-        if self.max_tokens_per_batch < 1:
-            raise ValueError("max_tokens_per_batch must be >= 1")
-        if self.dtype not in (None, "float32", "bfloat16"):
-            raise ValueError(f"dtype must be None, 'float32' or 'bfloat16', got {self.dtype!r}")
-        if self.top_k is not None and self.top_k < 1:
-            raise ValueError("top_k must be None or >= 1")
-        if self.heads_per_pass is not None and self.heads_per_pass < 1:
-            raise ValueError("heads_per_pass must be >= 1")
-        if self.prune_step is not None and not 0 < self.prune_step <= 1:
-            raise ValueError("prune_step must be None or in (0, 1]")
-        if self.n_bootstrap < 10:
-            raise ValueError("n_bootstrap must be >= 10")
-        if self.threads is not None and self.threads < 1:
-            raise ValueError("threads must be None or >= 1")
-
-    def resolved(self, n_heads: int) -> AblateConfig:
-        """The settings actually used: ``quick`` applied for a model with ``n_heads`` heads."""
-        if not self.quick:
-            return self
-        sizes = {k: min(getattr(self, k), v) for k, v in QUICK_SIZES.items()}
-        return dataclasses.replace(
-            self, **sizes, top_k=self.top_k or max(1, math.ceil(QUICK_TOP_SHARE * n_heads)),
-            prune_step=self.prune_step or QUICK_PRUNE_STEP, n_bootstrap=min(self.n_bootstrap, 200),
-        )
 
 
 @dataclass
@@ -178,17 +110,18 @@ def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: t
     return effects, pruning, heads, reused
 
 
-def ablate_run(run_dir: str | Path, model: LoadedModel, config: AblateConfig = AblateConfig(),
-               progress: bool = True) -> AblateResult:
-    """Run the stage for a run directory: write ``effects`` and ``pruning``, record the stage."""
-    rundir.read_manifest(run_dir)  # fail now, not after minutes of ablation, if it is no run
-    start = time.perf_counter()
-    result = ablate(model, config, progress)
+def write(run_dir: Path, result: AblateResult) -> None:
+    """Write the ``effects`` and ``pruning`` tables into the run."""
     rundir.write_table(run_dir, "effects", result.effects)
     rundir.write_table(run_dir, "pruning", result.pruning)
-    rundir.record_stage(run_dir, "ablate", config, time.perf_counter() - start,
-                      timings={k: round(v, 3) for k, v in result.timings.items()}, **result.summary)
-    return result
+
+
+def run_stage(run_dir: Path, model: LoadedModel, config: AblateConfig = AblateConfig(),
+              progress: bool = True) -> dict[str, Any]:
+    """The ablate stage of a run: measure, write, and hand the timings and corpus facts to the manifest."""
+    result = ablate(model, config, progress)
+    write(run_dir, result)
+    return {"timings": {k: round(v, 3) for k, v in result.timings.items()}, **result.summary}
 
 
 def head_means(ablator: Ablator, corpus: EvalCorpus) -> torch.Tensor:

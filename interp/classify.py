@@ -18,13 +18,12 @@ replicates of the features are available, a stability. The method:
    keeps its primary role.
 4. Unexplained heads are clustered by attention profile; recurring groups are described.
 
-``interp classify RUN_DIR [--refit]`` calls :func:`classify_run`.
+``interp classify RUN_DIR [--refit]`` calls :func:`run_stage`.
 """
 
 from __future__ import annotations
 
 import copy
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -37,52 +36,17 @@ from interp.classification.estimator import HeadRoleClassifier
 from interp.classification.matrix import COLUMNS, head_matrix, table_arrays
 from interp.classification.reference import default_classifier, load_classifier, refit as refit_reference
 from interp.classification.stability import stability
+from interp.config import FEATURES_VERSION, ClassifyConfig
 from interp.errors import RunError
-from interp.features import FEATURES_VERSION
 from interp.reference import REFERENCE_VERSION
 from interp.roles import ROLE_NAMES, UNEXPLAINED
 from interp.tables import ROLES_TABLE
 
-__all__ = ["ClassifyConfig", "ClassifyResult", "HeadRoleClassifier", "classify", "classify_run", "head_matrix"]
+__all__ = ["ClassifyConfig", "ClassifyResult", "HeadRoleClassifier", "classify", "head_matrix", "run_stage", "write"]
 
 REPLICATES_FILE = "feature_replicates.npz"
 REFIT_MODEL_FILE = "classifier.json"
 REFIT_BANK_FILE = "reference_bank.csv"
-
-
-@dataclass(frozen=True)
-class ClassifyConfig:
-    """How heads are labelled.
-
-    reference: a fitted model JSON file (``classify_run(..., refit=True)`` writes one into the
-        run directory); None: the shipped default model.
-    reference_version: the reference version the model file must carry (provenance; a run
-        classified with another bank does not count as done on ``--resume``).
-    second_min_lift: overrides the model's threshold for reporting a second role (None: keep it).
-    max_replicates: use at most this many bootstrap replicates for stability (None: all).
-    cluster_distance: Euclidean distance (in standard deviations) below which unexplained heads
-        are merged; None: the number of groups with the best silhouette.
-    min_cluster_size: smallest group of unexplained heads reported.
-    """
-
-    reference: str | None = None
-    reference_version: str = REFERENCE_VERSION
-    second_min_lift: float | None = None
-    max_replicates: int | None = None
-    cluster_distance: float | None = None
-    min_cluster_size: int = 2
-
-    def __post_init__(self) -> None:
-        if not self.reference_version:
-            raise ValueError("reference_version is empty")
-        if self.second_min_lift is not None and not 0.0 <= self.second_min_lift <= 1.0:
-            raise ValueError(f"second_min_lift must be in [0, 1], got {self.second_min_lift}")
-        if self.max_replicates is not None and self.max_replicates < 1:
-            raise ValueError(f"max_replicates must be >= 1 or None, got {self.max_replicates}")
-        if self.cluster_distance is not None and not self.cluster_distance > 0:
-            raise ValueError(f"cluster_distance must be > 0 or None, got {self.cluster_distance}")
-        if self.min_cluster_size < 2:
-            raise ValueError(f"min_cluster_size must be >= 2, got {self.min_cluster_size}")
 
 
 @dataclass
@@ -221,38 +185,43 @@ def check_features_version(run_dir: Path) -> None:
     from interp import rundir
 
     collected = rundir.read_manifest(run_dir).get("stages", {}).get("collect")
-    if collected is not None and collected.get("features_version", 1) != FEATURES_VERSION:
-        raise RunError(f"{run_dir} was collected with features version {collected.get('features_version', 1)}, "
-                       f"this interp classifies version {FEATURES_VERSION}: collect again with `interp run` under a new --name")
+    if collected is None:
+        return
+    version = (collected.get("config") or {}).get("features_version", collected.get("features_version", 1))
+    if version != FEATURES_VERSION:
+        raise RunError(f"{run_dir} was collected with features version {version}, this interp classifies "
+                       f"version {FEATURES_VERSION}: collect again with `interp collect {run_dir}` or `interp run`")
 
 
-def classify_run(run_dir: str | Path, config: ClassifyConfig = ClassifyConfig(), refit: bool = False) -> ClassifyResult:
-    """Classify a run's heads: read ``features.parquet`` (+ ``feature_replicates.npz``), write
-    ``roles`` (parquet + csv), ``clusters.csv`` and ``role_summary.csv``, record the stage.
-
-    refit: rebuild the reference bank and refit the model (about a minute) instead of using the
-    shipped one; the model and its bank are written into the run directory (``classifier.json``,
-    ``reference_bank.csv``) and ``config.reference`` is recorded as pointing there.
-    """
-    from dataclasses import replace
-
+def write(run_dir: Path, result: ClassifyResult) -> None:
+    """Write ``roles`` (parquet + csv), ``clusters.csv`` and ``role_summary.csv`` into the run."""
     from interp import rundir
 
-    run_dir = Path(run_dir)
-    start = time.perf_counter()
-    features = rundir.read_table(run_dir, "features")
-    if features is None:
-        raise RunError(f"{run_dir} has no features table: run `interp collect` (or `interp run`) first")
-    check_features_version(run_dir)
-    replicates, names = read_replicates(run_dir)
-    classifier = None
-    if refit:
-        classifier = refit_reference(run_dir, held_out_seed=None, model_name=REFIT_MODEL_FILE, bank_name=REFIT_BANK_FILE)
-        config = replace(config, reference=str(run_dir / REFIT_MODEL_FILE))
-    result = classify(features, replicates, names, config, classifier=classifier)
     rundir.write_table(run_dir, "roles", result.roles)
     rundir.write_text(run_dir / "clusters.csv", result.clusters.to_csv(index=False))
     rundir.write_text(run_dir / "role_summary.csv", result.summary.to_csv(index=False))
-    rundir.record_stage(run_dir, "classify", config, time.perf_counter() - start,
-                      reference_version=REFERENCE_VERSION, share_unexplained=round(result.share_unexplained, 4))
-    return result
+
+
+def run_stage(run_dir: Path, model: object = None, config: ClassifyConfig = ClassifyConfig(),
+              progress: bool = True) -> dict[str, object]:
+    """The classify stage of a run: read ``features.parquet`` (+ ``feature_replicates.npz``),
+    classify, write. The model is not needed (heads are labelled from their features).
+
+    ``config.refit``: rebuild the reference bank and refit the model (about a minute) instead of
+    using the shipped one; the model and its bank are written into the run directory
+    (``classifier.json``, ``reference_bank.csv``) and used for this run.
+    """
+    from interp import rundir
+
+    run_dir = Path(run_dir)
+    features = rundir.read_table(run_dir, "features")
+    if features is None:
+        raise RunError(f"{run_dir} has no features table: run `interp collect {run_dir}` (or `interp run`) first")
+    check_features_version(run_dir)
+    replicates, names = read_replicates(run_dir)
+    classifier = None
+    if config.refit:
+        classifier = refit_reference(run_dir, held_out_seed=None, model_name=REFIT_MODEL_FILE, bank_name=REFIT_BANK_FILE)
+    result = classify(features, replicates, names, config, classifier=classifier)
+    write(run_dir, result)
+    return {"reference_version": REFERENCE_VERSION, "share_unexplained": round(result.share_unexplained, 4)}

@@ -1,21 +1,29 @@
 """The `interp` command line: a thin click layer over the library.
 
-Every command is one call into library code; user errors (InterpError, bad options) end in one
-line on stderr and a non-zero exit, never a traceback.
+Every command is one call into library code. The stage commands (``interp collect|classify|
+ablate|report RUN_DIR``) are built from the stage registry (:mod:`interp.stages`) and their
+options from the config fields marked ``cli`` (:mod:`interp.config`), so a new stage or option
+needs no code here. User errors (InterpError, bad options) end in one line on stderr and a
+non-zero exit, never a traceback.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import functools
 import sys
+import types
+import typing
 import warnings
 from pathlib import Path
+from typing import Any
 
 import click
 
-from interp.config import DTYPES, CollectConfig, ModelSpec
+from interp.config import DTYPES, CollectConfig, ModelSpec, RunOptions
 from interp.errors import InterpError
+from interp.stages import STAGE_NAMES, STAGES, Stage
 
 EXIT_USER, EXIT_INTERRUPTED = 1, 130
 
@@ -46,6 +54,47 @@ def friendly(fn):
     return wrapper
 
 
+# --- options from config fields ----------------------------------------------------------------
+
+def _click_type(hint: Any, choices: tuple[str, ...] | None) -> tuple[Any, bool]:
+    """(click type, multiple) for a config field's type hint: tuples become repeatable options."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)] if isinstance(hint, types.UnionType) else [hint]
+    base = args[0] if args else str
+    multiple = typing.get_origin(base) is tuple
+    if multiple:
+        base = typing.get_args(base)[0]
+    return (click.Choice(choices) if choices else base), multiple
+
+
+def config_options(config_type: type):
+    """A decorator adding one option per ``cli`` field of ``config_type`` (see interp.config.cli)."""
+    hints = typing.get_type_hints(config_type)
+
+    def decorate(fn):
+        for f in reversed(dataclasses.fields(config_type)):
+            meta = f.metadata
+            if "cli" not in meta:
+                continue
+            if meta.get("is_flag"):
+                fn = click.option(meta["cli"], f.name, is_flag=True, help=meta["help"])(fn)
+                continue
+            kind, multiple = _click_type(hints[f.name], meta.get("choices"))
+            default_text = None if multiple or f.default in (None, ()) else f.default
+            fn = click.option(meta["cli"], f.name, type=kind, multiple=multiple, default=None,
+                              help=meta["help"] + (f"  [default: {default_text}]" if default_text is not None else ""))(fn)
+        return fn
+
+    return decorate
+
+
+def config_from(config_type: type, values: dict[str, Any], **fixed: Any) -> Any:
+    """The config with the options a user actually gave (unset, empty or off ones keep the default)."""
+    names = {f.name for f in dataclasses.fields(config_type)}
+    given = {k: (tuple(v) if isinstance(v, list) else v) for k, v in values.items()
+             if k in names and not (v is None or v is False or (isinstance(v, (tuple, list)) and not v))}
+    return config_type(**{**given, **fixed})
+
+
 def model_options(fn):
     """--model, --device, --dtype: shared by every command that loads a model."""
     fn = click.option("--dtype", type=click.Choice(DTYPES), default="float32", show_default=True,
@@ -62,40 +111,68 @@ def main() -> None:
     """Find out what each attention head of a transformer does, and how much the model needs it."""
 
 
-@main.command()
+# --- the whole job -----------------------------------------------------------------------------
+
+@main.command("run")
 @model_options
 @click.option("--out", "out_dir", default="reports", show_default=True, type=click.Path(), help="folder for run directories")
 @click.option("--name", "run_name", default=None, help="run name (default: a timestamp)")
-@click.option("--corpus", "corpora", multiple=True, type=click.Path(), help="extra probe corpus: .txt, .jsonl, .csv or .conllu (repeatable)")
-@click.option("--text-column", default=None, help="field / column holding the text in a .jsonl or .csv corpus")
+@config_options(CollectConfig)
 @click.option("--no-builtin", is_flag=True, help="probe only with --corpus files (plus repeated random tokens)")
-@click.option("--max-seq-len", type=int, default=None, help="truncate probes longer than this (with a warning)")
-@click.option("--n-syntax", type=int, default=CollectConfig.n_syntax, show_default=True, help="generated syntax sentences")
 @click.option("--quick", is_flag=True, help="fewer probes and a smaller ablation corpus: minutes, not a quarter hour")
-@click.option("--skip", "skip", multiple=True, type=click.Choice(["classify", "ablate", "report"]), help="stage to leave out (repeatable)")
+@click.option("--skip", "skip", multiple=True, type=click.Choice(STAGE_NAMES), help="stage to leave out (repeatable)")
 @click.option("--resume", is_flag=True, help="continue a run given by --name, skipping finished stages")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--quiet", "-q", is_flag=True, help="no progress bars")
 @friendly
-def run(model, device, dtype, out_dir, run_name, corpora, text_column, no_builtin, max_seq_len, n_syntax, quick, skip, resume, seed, quiet):
+def run_command(model, device, dtype, out_dir, run_name, no_builtin, quick, skip, resume, seed, quiet, **collect):
     """Collect features, classify heads, ablate them and write the report."""
-    from interp.pipeline import RunOptions, run as run_pipeline
+    from interp.pipeline import run_pipeline
 
-    for path in corpora:
+    for path in collect.get("corpora") or ():
         if not Path(path).exists():
             raise InterpError(f"corpus file not found: {path}")
-    suites = ("repeated",) if no_builtin else ("prose", "repeated", "syntax")
-    collect_cfg = CollectConfig(suites=suites, corpora=tuple(corpora), text_column=text_column,
-                                max_seq_len=max_seq_len, n_syntax=n_syntax, seed=seed)
-    stages = tuple(s for s in ("collect", "classify", "ablate", "report") if s not in skip)
-    options = RunOptions(model=ModelSpec(model, device, dtype), collect=collect_cfg, out_dir=out_dir,
-                         run_name=run_name, quick=quick, stages=stages, resume=resume)
+    suites = ("repeated",) if no_builtin else CollectConfig.suites
+    options = RunOptions(
+        model=ModelSpec(model, device, dtype), out_dir=out_dir, run_name=run_name, quick=quick, skip=tuple(skip),
+        resume=resume, collect=config_from(CollectConfig, collect, suites=suites, seed=seed),
+    )
+    options = dataclasses.replace(options, ablate=dataclasses.replace(options.ablate, seed=seed))
     run_dir = run_pipeline(options, progress=not quiet)
     report = run_dir / "report.html"
     click.echo(f"run: {run_dir}")
     if report.exists():
         click.echo(f"report: {report}")
 
+
+# --- one stage again, on an existing run --------------------------------------------------------
+
+def _stage_command(st: Stage) -> click.Command:
+    @config_options(st.config)
+    @click.option("--quiet", "-q", is_flag=True, help="no progress bars")
+    @friendly
+    def command(run_dir: str, quiet: bool, **values: Any) -> None:
+        from interp.pipeline import rerun_stage
+
+        config = config_from(st.config, values)
+        rerun_stage(Path(run_dir), st.name, config, progress=not quiet)
+        click.echo(f"{st.name}: done in {run_dir}")
+        if st.name == "report":
+            click.echo(f"report: {Path(run_dir) / 'report.html'}")
+        stale = [s.name for s in STAGES if st.name in s.reads]
+        if stale:
+            click.echo(f"now out of date: {', '.join(stale)} (rerun with `interp <stage> {run_dir}`)")
+
+    command.__doc__ = f"{st.summary} Reruns the {st.name} stage of RUN_DIR."
+    command = click.argument("run_dir", type=click.Path())(command)
+    return click.command(st.name, help=command.__doc__)(command)
+
+
+for _stage in STAGES:
+    main.add_command(_stage_command(_stage))
+
+
+# --- reference and comparison ------------------------------------------------------------------
 
 @main.command()
 @click.option("--prepare", is_flag=True,
@@ -140,59 +217,6 @@ def roles():
         doc = (fn.__doc__ or "").strip().splitlines()[0]
         click.echo(f"  {name:<16} [{', '.join(FEATURE_FAMILIES[name])}] {doc}")
     click.echo("  syntactic:<relation>:<dep2head|head2dep>  [syntax] share of arcs whose most-attended word is the gold partner")
-
-
-@main.command()
-@click.argument("run_dir", type=click.Path())
-@click.option("--refit", is_flag=True, help="rebuild the reference bank and refit the classifier first")
-@friendly
-def classify(run_dir, refit):
-    """Label every head of RUN_DIR with a role (writes roles, clusters)."""
-    from interp.rundir import read_manifest
-
-    read_manifest(Path(run_dir))
-    from interp.classify import ClassifyConfig, classify_run
-
-    result = classify_run(Path(run_dir), ClassifyConfig(), refit=refit)
-    click.echo(result.summary_text() if hasattr(result, "summary_text") else f"roles: {Path(run_dir) / 'roles.csv'}")
-
-
-@main.command()
-@click.argument("run_dir", type=click.Path())
-@click.option("--quick", is_flag=True, help="small evaluation corpus")
-@click.option("--top-k", type=int, default=None, help="exact ablation only for the k heads attribution ranks highest")
-@click.option("--dtype", type=click.Choice(DTYPES), default=None, help="override the run's dtype for ablation")
-@click.option("--ablation", "ablations", multiple=True, type=click.Choice(["zero", "mean", "resample"]),
-              help="ablation kind (repeatable; the first orders the pruning curve)  [default: zero]")
-@click.option("--metric", "metrics", multiple=True,
-              help="metric to measure (repeatable; the first orders the pruning curve)  [default: all of the model's kind]")
-@friendly
-def ablate(run_dir, quick, top_k, dtype, ablations, metrics):
-    """Measure each head's causal effect for RUN_DIR (writes effects, pruning)."""
-    import dataclasses
-
-    from interp.pipeline import model_spec_of
-
-    spec = model_spec_of(Path(run_dir))
-    from interp.ablate import AblateConfig, ablate_run
-    from interp.models import load_model
-
-    config = AblateConfig(quick=quick, top_k=top_k, ablations=ablations or ("zero",), metrics=metrics or None)
-    model = load_model(dataclasses.replace(spec, dtype=dtype) if dtype else spec)
-    ablate_run(Path(run_dir), model, config)
-    click.echo(f"effects: {Path(run_dir) / 'effects.csv'}")
-
-
-@main.command()
-@click.argument("run_dir", type=click.Path())
-@friendly
-def report(run_dir):
-    """Rebuild RUN_DIR's figures, report.html and report.pdf from its tables."""
-    from interp.report.html import build_report
-    from interp.rundir import read_manifest
-
-    read_manifest(Path(run_dir))
-    click.echo(f"report: {build_report(Path(run_dir))}")
 
 
 @main.command()

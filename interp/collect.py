@@ -11,7 +11,9 @@ the last pattern hook ends the pass by raising :class:`_PatternsDone`.
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,6 +21,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from interp import rundir
 from interp.accumulate import FeatureAccumulator
 from interp.config import CollectConfig
 from interp.errors import CorpusError
@@ -57,8 +60,6 @@ def build_suites(config: CollectConfig) -> list[Suite]:
 
 def user_suite(path: str, sentences: list) -> Suite:
     """A user corpus: syntactic if it carries gold arcs (CoNLL-U), natural text otherwise."""
-    from pathlib import Path
-
     from interp.probes.base import NATURAL, SYNTAX
 
     family = SYNTAX if any(s.arcs for s in sentences) else NATURAL
@@ -132,3 +133,26 @@ def collect(model: LoadedModel, config: CollectConfig = CollectConfig(), suites:
             run_patterns(model, batch.tokens, batch.attention_mask, lambda layer, p: acc.add_layer(layer, p, ctx))
             bar.update(len(group))
     return CollectResult(acc.table(), seqs, corpus_summary(seqs), relations, acc.replicates(), acc.names)
+
+
+def write(run_dir: Path, result: CollectResult) -> None:
+    """Write the features table, its bootstrap replicates and the corpus facts into the run."""
+    rundir.write_table(run_dir, "features", result.features)
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, values=result.replicates.astype(np.float32), names=np.array(result.names))
+    rundir.write_bytes(run_dir / "feature_replicates.npz", buffer.getvalue())
+    manifest = rundir.read_manifest(run_dir)
+    manifest["corpora"] = result.corpora
+    rundir.write_manifest(run_dir, manifest)
+
+
+def run_stage(run_dir: Path, model: LoadedModel, config: CollectConfig, progress: bool = True) -> dict[str, Any]:
+    """The collect stage of a run: collect, write, and gather the report's exemplar patterns."""
+    import json
+
+    from interp.exemplars import gather
+
+    result = collect(model, config, progress=progress)
+    write(run_dir, result)
+    rundir.write_text(run_dir / "exemplars.json", json.dumps(gather(model, result.features, result.sequences)))
+    return {}

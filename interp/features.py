@@ -41,10 +41,8 @@ FEATURE_FAMILIES: dict[str, tuple[str, ...]] = {
 }
 STATIC_FEATURES: tuple[str, ...] = tuple(FEATURE_FAMILIES)
 DIRECTIONS = ("dep2head", "head2dep")
-# Recorded with every collect stage; bump it when a feature's definition changes, so that a run
-# collected under the old one is not classified as if it meant the new (2: the syntactic
-# baseline also takes word positions and word forms, see fixed_rule_counts).
-FEATURES_VERSION = 2
+# The version of these definitions is interp.config.FEATURES_VERSION: bump it there when a
+# feature's definition changes here.
 
 
 def syntactic_name(relation: str, direction: str) -> str:

@@ -104,38 +104,26 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
 
 
 def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
-    write_text(Path(run_dir) / MANIFEST, json.dumps(manifest, indent=2, default=_jsonable, sort_keys=False))
+    write_text(Path(run_dir) / MANIFEST, json.dumps(manifest, indent=2, default=jsonable, sort_keys=False))
 
 
 def record_stage(run_dir: Path, stage: str, config: Any, seconds: float, **extra: Any) -> None:
     """Mark a stage as complete with its config and timing (after its outputs are written)."""
     manifest = read_manifest(run_dir)
     manifest.setdefault("stages", {})[stage] = {
-        "config": _jsonable(config), "seconds": round(seconds, 2),
+        "config": jsonable(config), "seconds": round(seconds, 2),
         "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **extra,
     }
     write_manifest(run_dir, manifest)
 
 
-def stage_done(run_dir: Path, stage: str, config: Any, **recorded: Any) -> bool:
-    """True when the stage finished with the same config and recorded these values (what
-    ``--resume`` skips)."""
-    try:
-        manifest = read_manifest(run_dir)
-    except RunError:
-        return False
-    done = manifest.get("stages", {}).get(stage)
-    return (bool(done) and done.get("config") == json.loads(json.dumps(_jsonable(config)))
-            and all(done.get(key) == value for key, value in recorded.items()))
-
-
-def _jsonable(obj: Any) -> Any:
+def jsonable(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {k: _jsonable(v) for k, v in dataclasses.asdict(obj).items()}
+        return {k: jsonable(v) for k, v in dataclasses.asdict(obj).items()}
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, Path):
         return str(obj)
     if isinstance(obj, (str, int, float, bool)) or obj is None:

@@ -31,7 +31,8 @@ from tqdm.auto import tqdm
 
 from interp.ablation.corpus import EvalBatch, EvalCorpus
 from interp.ablation.forward import Ablator
-from interp.ablation.metrics import HAS_GRADIENT, PerSeq, batch_metrics, metric_sizes
+from interp.ablation.catalogue import HAS_GRADIENT
+from interp.ablation.metrics import PerSeq, batch_metrics, metric_sizes
 from interp.ablation.stats import SumStore
 from interp.ablation.values import MeanAccumulator
 

@@ -29,11 +29,10 @@ from dataclasses import dataclass
 
 import torch
 
+from interp.ablation.catalogue import ENCODER, PROSE, REPEATED, SV
 from interp.probes.align import Aligner
 from interp.probes.base import ProbeSequence, Sentence, Suite
 
-PROSE, REPEATED, SV = "loss_prose", "loss_repeated", "sv_logit_diff"
-ENCODER = "encoder"  # the family of encoder batches; its metrics are in metrics.ENCODER_METRICS
 REPEAT_SEED_OFFSET = 7919  # new random sequences, not the ones the collect stage looked at
 SPLIT_SEED_OFFSET = 104729  # split 1 (the pruning curve's held-out half) draws other sequences
 VIEW_DROP = 0.2

@@ -15,7 +15,8 @@ import torch
 
 from interp.ablation.corpus import EvalCorpus
 from interp.ablation.forward import Ablator
-from interp.ablation.metrics import ORIENTATION, batch_metrics
+from interp.ablation.catalogue import ORIENTATION
+from interp.ablation.metrics import batch_metrics
 from interp.ablation.values import edits_for
 
 Head = tuple[int, int]

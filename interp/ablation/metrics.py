@@ -30,14 +30,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from interp.ablation.corpus import ENCODER, PROSE, REPEATED, SV, EvalBatch
-
-ENCODER_METRICS = ("embedding_cosine", "retrieval_margin")
-CAUSAL_METRICS = (PROSE, REPEATED, SV)
-# +1: the metric grows when the model gets worse (a loss); -1: it shrinks (a margin).
-ORIENTATION = {PROSE: 1, REPEATED: 1, SV: -1, "embedding_cosine": 1, "retrieval_margin": -1}
-# Which metrics have a useful gradient at the intact model (attribution can estimate them).
-HAS_GRADIENT = {PROSE: True, REPEATED: True, SV: True, "embedding_cosine": False, "retrieval_margin": True}
+from interp.ablation.catalogue import ENCODER, ENCODER_METRICS, SV
+from interp.ablation.corpus import EvalBatch
 
 
 @dataclass

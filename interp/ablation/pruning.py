@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from interp.ablation.corpus import EvalBatch, EvalCorpus
 from interp.ablation.forward import CleanPass, Ablator
-from interp.ablation.metrics import ORIENTATION, batch_metrics
+from interp.ablation.metrics import batch_metrics
 from interp.ablation.sweep import chunks, pass_size
 from interp.ablation.values import edits_for
 
@@ -94,31 +94,3 @@ def _removal_pass(ablator: Ablator, batch: EvalBatch, clean: CleanPass, steps: l
     start = min(e.layer for e in edits)
     out = ablator.run(batch, edits, replicas=len(steps), start_layer=start, resid=clean.resid_pre[start] if start else None)
     return [(s, batch_metrics(out[i] if len(steps) > 1 else out, batch, clean.readout)) for i, (s, _) in enumerate(steps)]
-
-
-def removable_fraction(pruning: pd.DataFrame, metric: str, tolerance: float, sign: float | None = None) -> float:
-    """Largest share of heads removed while ``metric`` stays within ``tolerance`` of the intact value.
-
-    Relative to the intact value (``0.01``: the loss rises by at most 1%); for a metric whose
-    intact value is 0 (``embedding_cosine``), an absolute change. "Stays": every step up to that
-    share is within tolerance, so a lucky step after a collapse does not count. ``sign``: +1 if
-    a larger value is worse, -1 if a smaller one is (None: the metric's known orientation).
-    """
-    curve = pruning[pruning["metric"] == metric].dropna(subset=["value"])
-    curve = curve.sort_values(["fraction_removed", "heads_removed"])
-    if curve.empty:
-        return float("nan")
-    values = curve["value"].to_numpy(dtype=float)
-    sign = ORIENTATION.get(metric, 1) if sign is None else sign
-    scale = abs(values[0]) if abs(values[0]) > 1e-12 else 1.0
-    worse = sign * (values - values[0]) / scale
-    fractions = curve["fraction_removed"].to_numpy(dtype=float)
-    over = np.nonzero(worse > tolerance)[0]
-    return float(fractions[over[0] - 1]) if len(over) else float(fractions[-1])
-
-
-def removable_summary(pruning: pd.DataFrame,
-                      tolerances: tuple[float, ...] = (0.01, 0.05)) -> dict[str, dict[str, float]]:
-    """metric -> {"1%": fraction, "5%": fraction}: what the report and the manifest show."""
-    return {m: {f"{t:.0%}": removable_fraction(pruning, m, t) for t in tolerances}
-            for m in dict.fromkeys(pruning["metric"])}

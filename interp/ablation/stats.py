@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from interp.ablation.metrics import ORIENTATION, PerSeq
+from interp.ablation.catalogue import ORIENTATION
+from interp.ablation.metrics import PerSeq
 
 Condition = tuple[str, int, int]  # (ablation kind, layer, head)
 

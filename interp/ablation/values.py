@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import torch
 
+from interp.ablation.catalogue import KINDS
 from interp.ablation.corpus import EvalBatch
 from interp.ablation.forward import Edit
 
-KINDS = ("zero", "mean", "resample")
 _ZERO = torch.zeros(())
 
 

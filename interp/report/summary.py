@@ -19,8 +19,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from interp.ablation.metrics import ORIENTATION
-from interp.ablation.pruning import removable_fraction
+from interp.ablation.catalogue import ORIENTATION
+from interp.ablation.removable import removable_fraction
 from interp.roles import ROLES, UNEXPLAINED
 from interp.rundir import RunTables
 

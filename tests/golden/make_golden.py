@@ -23,13 +23,14 @@ def golden_run(name: str, out_dir: Path) -> Path:
     """The default `interp run` (report skipped) of one tiny model, on one thread."""
     from tiny_models import tiny_bert, tiny_llama
 
-    from interp.pipeline import RunOptions, run
+    from interp.config import RunOptions
+    from interp.pipeline import run_pipeline
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
     model = {"tiny-llama": tiny_llama, "tiny-bert": tiny_bert}[name]()
-    options = RunOptions(out_dir=str(out_dir), run_name="golden", stages=("collect", "classify", "ablate"))
-    return run(options, model=model, progress=False)
+    options = RunOptions(out_dir=str(out_dir), run_name="golden", skip=("report",))
+    return run_pipeline(options, model=model, progress=False)
 
 
 def main() -> None:

@@ -7,7 +7,8 @@ import torch
 from tiny_models import D_HEAD, D_MODEL, N_HEADS, N_LAYERS, tiny_llama
 
 from interp.ablation.attribution import attribute
-from interp.ablation.corpus import REPEATED, SV, build_corpus, bucket_tight, derangement
+from interp.ablation.catalogue import REPEATED, SV
+from interp.ablation.corpus import build_corpus, bucket_tight, derangement
 from interp.ablation.forward import Edit, Ablator
 from interp.ablation.metrics import batch_metrics
 from interp.ablation.sweep import reuse_error

@@ -12,8 +12,11 @@ import torch
 from tiny_models import N_HEADS, N_LAYERS
 
 from interp import rundir
-from interp.ablate import AblateConfig, ablate, ablate_run, role_effects, surprises
-from interp.ablation.pruning import removable_fraction, step_sizes
+from interp.ablate import AblateConfig, ablate, role_effects, surprises
+from interp.pipeline import rerun_stage
+from interp.stages import stage
+from interp.ablation.pruning import step_sizes
+from interp.ablation.removable import removable_fraction
 from interp.errors import RunError
 from interp.tables import EFFECTS, PRUNING
 
@@ -224,18 +227,18 @@ def test_quick_mode_resolution():
     assert AblateConfig().resolved(270) == AblateConfig()
 
 
-def test_ablate_run_writes_tables_and_records_the_stage(llama, tmp_path):
+def test_ablate_stage_writes_tables_and_records_the_stage(llama, tmp_path):
     with pytest.raises(RunError):
-        ablate_run(tmp_path / "nowhere", llama, SMALL, progress=False)
+        rerun_stage(tmp_path / "nowhere", "ablate", SMALL, model=llama, progress=False)
     rundir.write_manifest(tmp_path, {"model": llama.facts(), "stages": {}})
     config = dataclasses.replace(SMALL, ablations=("zero",), top_k=2, prune_step=0.5)
-    ablate_run(tmp_path, llama, config, progress=False)
+    rerun_stage(tmp_path, "ablate", config, model=llama, progress=False)
     run = rundir.load_run(tmp_path)
     assert run.effects is not None and run.pruning is not None
-    stage = run.manifest["stages"]["ablate"]
-    assert stage["config"]["top_k"] == 2 and stage["seconds"] > 0
-    assert set(stage["removable"]) == {"loss_prose", "loss_repeated", "sv_logit_diff"}
-    assert rundir.stage_done(tmp_path, "ablate", config)
+    recorded = run.manifest["stages"]["ablate"]
+    assert recorded["config"]["top_k"] == 2 and recorded["seconds"] > 0
+    assert set(recorded["removable"]) == {"loss_prose", "loss_repeated", "sv_logit_diff"}
+    assert stage("ablate").done(tmp_path, config)
 
 
 # --- roles meet effects -----------------------------------------------------------------------

@@ -14,8 +14,8 @@ from interp.classification.clusters import cluster_unexplained
 from interp.classification.matrix import BROAD_MISSING, COLUMNS, head_matrix, matrix_from_arrays
 from interp.classification.reference import default_classifier
 from interp.classification.stability import stability
-from interp.classify import ClassifyConfig, ClassifyResult, classify, classify_run
-from interp.features import FEATURES_VERSION
+from interp.classify import ClassifyConfig, ClassifyResult, classify, run_stage
+from interp.config import FEATURES_VERSION
 from interp.errors import RunError
 from interp.features import STATIC_FEATURES
 from interp.roles import ROLE_NAMES, UNEXPLAINED
@@ -238,6 +238,13 @@ def test_too_few_unexplained_heads_give_no_clusters():
 # --- the run directory ------------------------------------------------------------------------------------
 
 
+def _stored(run_dir):
+    """What the classify stage reads from a run: features, replicates, their names."""
+    from interp.classify import read_replicates
+
+    return (rundir.read_table(run_dir, "features"), *read_replicates(run_dir))
+
+
 def _run_dir(tmp_path, replicates: bool):
     rundir.write_manifest(tmp_path, {"stages": {}})
     table = features_table(HEADS)
@@ -251,7 +258,11 @@ def _run_dir(tmp_path, replicates: bool):
 @pytest.mark.parametrize("with_replicates", [False, True])
 def test_classify_run_writes_tables_and_records_stage(tmp_path, with_replicates):
     run_dir = _run_dir(tmp_path, with_replicates)
-    result = classify_run(run_dir)
+    from interp.stages import stage
+
+    stage("classify").run(run_dir, None, ClassifyConfig(), progress=False)
+    result = classify(*_stored(run_dir))
+    assert stage("classify").done(run_dir, ClassifyConfig())
     loaded = rundir.load_run(run_dir)
     pd.testing.assert_frame_equal(loaded.roles, result.roles, check_dtype=False)
     assert (run_dir / "roles.csv").exists() and (run_dir / "role_summary.csv").exists()
@@ -260,7 +271,6 @@ def test_classify_run_writes_tables_and_records_stage(tmp_path, with_replicates)
     assert set(summary["scope"]) == {"model", "layer"}
     stage = json.loads((run_dir / "manifest.json").read_text())["stages"]["classify"]
     assert stage["config"]["reference_version"] == ClassifyConfig().reference_version
-    assert rundir.stage_done(run_dir, "classify", ClassifyConfig())
     assert result.roles["stability"].notna().all() == with_replicates
 
 
@@ -268,14 +278,14 @@ def test_classify_run_refuses_features_of_another_version(tmp_path):
     run_dir = _run_dir(tmp_path, replicates=False)
     rundir.record_stage(run_dir, "collect", {}, 1.0)  # as runs before features versions recorded it
     with pytest.raises(RunError, match="features version 1, this interp classifies version 2"):
-        classify_run(run_dir)
+        run_stage(run_dir)
     assert not (run_dir / "roles.csv").exists()
-    rundir.record_stage(run_dir, "collect", {}, 1.0, features_version=FEATURES_VERSION)
-    classify_run(run_dir)
+    rundir.record_stage(run_dir, "collect", {"features_version": FEATURES_VERSION}, 1.0)
+    run_stage(run_dir)
     assert (run_dir / "roles.csv").exists()
 
 
 def test_classify_run_without_features_fails_clearly(tmp_path):
     rundir.write_manifest(tmp_path, {"stages": {}})
     with pytest.raises(RunError, match="no features table"):
-        classify_run(tmp_path)
+        run_stage(tmp_path)

@@ -1,42 +1,45 @@
-"""What `interp run --resume` redoes: the stage logic of interp.pipeline, with stand-in stages."""
+"""What `interp run --resume` redoes: the registry-driven stage loop, with stand-in stages."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
 import interp.classify
-import interp.pipeline as pipeline
+import interp.collect
 from interp import rundir
-from interp.features import FEATURES_VERSION
-from interp.pipeline import RunOptions, run_stages
+from interp.config import CollectConfig, RunOptions
+from interp.pipeline import run_stages
 
 
 @pytest.fixture
 def calls(monkeypatch):
-    """Replace collect and classify by stand-ins that record themselves like the real ones."""
+    """Replace collect and classify by stand-ins that write their outputs like the real ones."""
     made: list[str] = []
 
-    def collect_stage(run_dir, model, config, progress=True):
-        made.append("collect")
-        rundir.record_stage(run_dir, "collect", config, 0.0, features_version=FEATURES_VERSION)
+    def fake(name, files):
+        def run_stage(run_dir, model, config, progress=True):
+            made.append(name)
+            for f in files:
+                (run_dir / f).write_text("x")
+            return {}
+        return run_stage
 
-    def classify_run(run_dir, config):
-        made.append("classify")
-        rundir.record_stage(run_dir, "classify", config, 0.0)
-
-    monkeypatch.setattr(pipeline, "collect_stage", collect_stage)
-    monkeypatch.setattr(interp.classify, "classify_run", classify_run)
+    monkeypatch.setattr(interp.collect, "run_stage", fake("collect", ("features.parquet", "feature_replicates.npz")))
+    monkeypatch.setattr(interp.classify, "run_stage", fake("classify", ("roles.parquet",)))
     return made
 
 
-def run(run_dir, resume):
-    run_stages(run_dir, model=None, options=RunOptions(stages=("collect", "classify"), resume=resume), progress=False)
+def run(run_dir, resume, **options):
+    return run_stages(run_dir, model=None, progress=False,
+                      options=RunOptions(skip=("ablate", "report"), resume=resume, **options))
 
 
 def test_resume_skips_finished_stages(tmp_path, calls):
     rundir.write_manifest(tmp_path, {"stages": {}})
-    run(tmp_path, resume=False)
-    run(tmp_path, resume=True)
+    assert run(tmp_path, resume=False) == ["collect", "classify"]
+    assert run(tmp_path, resume=True) == []
     assert calls == ["collect", "classify"]
 
 
@@ -44,9 +47,26 @@ def test_resume_collects_again_under_another_features_version_and_then_reclassif
     rundir.write_manifest(tmp_path, {"stages": {}})
     run(tmp_path, resume=False)
     manifest = rundir.read_manifest(tmp_path)
-    del manifest["stages"]["collect"]["features_version"]  # as a run made before versions were recorded
+    manifest["stages"]["collect"]["config"]["features_version"] = 1  # as a run made under older features
     rundir.write_manifest(tmp_path, manifest)
-    run(tmp_path, resume=True)
     # classify's own config did not change, but the roles it wrote came from the old features
-    assert calls == ["collect", "classify", "collect", "classify"]
-    assert rundir.read_manifest(tmp_path)["stages"]["collect"]["features_version"] == FEATURES_VERSION
+    assert run(tmp_path, resume=True) == ["collect", "classify"]
+
+
+def test_resume_redoes_a_stage_whose_outputs_are_gone(tmp_path, calls):
+    rundir.write_manifest(tmp_path, {"stages": {}})
+    run(tmp_path, resume=False)
+    (tmp_path / "roles.parquet").unlink()
+    assert run(tmp_path, resume=True) == ["classify"]
+
+
+def test_resume_redoes_a_stage_whose_config_changed(tmp_path, calls):
+    rundir.write_manifest(tmp_path, {"stages": {}})
+    run(tmp_path, resume=False)
+    assert run(tmp_path, resume=True, collect=dataclasses.replace(CollectConfig(), n_syntax=10)) == ["collect", "classify"]
+
+
+def test_skip_leaves_a_stage_out(tmp_path, calls):
+    rundir.write_manifest(tmp_path, {"stages": {}})
+    run_stages(tmp_path, model=None, progress=False, options=RunOptions(skip=("collect", "ablate", "report")))
+    assert calls == ["classify"]

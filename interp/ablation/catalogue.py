@@ -1,0 +1,22 @@
+"""What the ablate stage measures, by name: ablation kinds, metric families and metrics.
+
+Torch-free on purpose: configs validate against these names and the report reads a metric's
+orientation without loading the modelling stack. The definitions live in
+:mod:`interp.ablation.values` (kinds) and :mod:`interp.ablation.metrics` (metrics).
+"""
+
+from __future__ import annotations
+
+KINDS = ("zero", "mean", "resample")
+
+# Causal-LM metric families: each names its evaluation sequences and the one metric read on them.
+PROSE, REPEATED, SV = "loss_prose", "loss_repeated", "sv_logit_diff"
+ENCODER = "encoder"  # the family of encoder batches; its metrics are ENCODER_METRICS
+CAUSAL_METRICS = (PROSE, REPEATED, SV)
+ENCODER_METRICS = ("embedding_cosine", "retrieval_margin")
+METRICS = CAUSAL_METRICS + ENCODER_METRICS
+
+# +1: the metric grows when the model gets worse (a loss); -1: it shrinks (a margin).
+ORIENTATION = {PROSE: 1, REPEATED: 1, SV: -1, "embedding_cosine": 1, "retrieval_margin": -1}
+# Which metrics have a useful gradient at the intact model (attribution can estimate them).
+HAS_GRADIENT = {PROSE: True, REPEATED: True, SV: True, "embedding_cosine": False, "retrieval_margin": True}
