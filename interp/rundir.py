@@ -89,8 +89,21 @@ def write_table(run_dir: Path, name: str, frame: pd.DataFrame) -> None:
 
 
 def read_table(run_dir: Path, name: str) -> pd.DataFrame | None:
+    """A table of the run (None if the stage that writes it has not run), checked and cast to
+    its declared schema; an unreadable or malformed table is a RunError naming the file."""
     path = Path(run_dir) / f"{name}.parquet"
-    return pd.read_parquet(path) if path.exists() else None
+    if not path.exists():
+        return None
+    try:
+        frame = pd.read_parquet(path)
+        return TABLES[name].validate(frame) if name in TABLES else frame
+    except (OSError, ValueError) as exc:
+        raise RunError(f"{path} is unreadable or malformed ({_first_line(exc)}); rerun the stage that writes it") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:

@@ -3,13 +3,23 @@
 Each table is tidy (one observation per row) and written as parquet and csv. `interp tables`
 prints this schema; the README's column reference is generated from the same text. Missing
 values are NaN, never a sentinel.
+
+Column types are enforced both ways: :meth:`Table.validate` casts a frame to the declared
+dtypes before it is written and after it is read, and refuses one that cannot be (a missing
+column, text in a number column, a missing value in an integer column), so a table on disk
+always means what this file says.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
+
+# Declared type -> the pandas dtype a column holds. Text columns allow missing values (NaN);
+# integer columns do not (a missing count is a bug, not data).
+DTYPES = {"int": "int64", "float": "float64", "str": "object"}
 
 
 @dataclass(frozen=True)
@@ -32,12 +42,34 @@ class Table:
         return [c.name for c in self.columns]
 
     def validate(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """Raise ValueError if a declared column is missing; return the frame, columns ordered."""
+        """The frame with declared columns first, cast to their declared dtypes.
+
+        Raises ValueError naming the table and column when a declared column is missing or
+        its values cannot take the declared type.
+        """
         missing = [n for n in self.names if n not in frame.columns]
         if missing:
             raise ValueError(f"table {self.name!r} lacks columns {missing}")
         extra = [c for c in frame.columns if c not in self.names]
-        return frame[self.names + extra]
+        frame = frame[self.names + extra].copy()
+        for col in self.columns:
+            frame[col.name] = _cast(frame[col.name], col, self.name)
+        return frame
+
+
+def _cast(values: pd.Series, col: Column, table: str) -> pd.Series:
+    target = DTYPES[col.dtype]
+    try:
+        if col.dtype == "str":
+            return values.astype(object).map(lambda v: np.nan if pd.isna(v) else v if isinstance(v, str) else str(v))
+        if col.dtype == "int" and values.isna().any():
+            raise ValueError("missing values")
+        out = pd.to_numeric(values, errors="raise").astype(target)
+        if col.dtype == "int" and not np.array_equal(out.to_numpy(), pd.to_numeric(values).to_numpy()):
+            raise ValueError("non-integer values")
+        return out
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"table {table!r}: column {col.name!r} must be {col.dtype} ({exc})") from None
 
 
 FEATURES = Table(

@@ -1,0 +1,58 @@
+"""Table schemas are enforced when a table is written and when it is read."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from interp import rundir
+from interp.errors import RunError
+from interp.tables import PRUNING
+
+
+def _pruning(**changes) -> pd.DataFrame:
+    frame = pd.DataFrame({"fraction_removed": [0.0, 0.5], "heads_removed": [0, 2], "metric": ["loss_prose"] * 2,
+                          "value": [2.5, 2.7], "last_removed": [np.nan, "L0H1 L1H0"]})
+    return frame.assign(**changes)
+
+
+def test_validate_casts_to_the_declared_dtypes_and_orders_columns():
+    frame = _pruning(heads_removed=[0.0, 2.0], value=["2.5", "2.7"], extra=[1, 2])
+    out = PRUNING.validate(frame[["extra", *frame.columns[:-1]]])
+    assert list(out.columns) == PRUNING.names + ["extra"]
+    assert out["heads_removed"].dtype == np.int64 and out["heads_removed"].tolist() == [0, 2]
+    assert out["value"].dtype == np.float64 and out["value"].tolist() == [2.5, 2.7]
+    assert out["last_removed"].isna().tolist() == [True, False]
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"heads_removed": [0, np.nan]}, "heads_removed' must be int"),
+    ({"heads_removed": [0, 1.5]}, "heads_removed' must be int"),
+    ({"value": ["2.5", "much"]}, "value' must be float"),
+])
+def test_validate_refuses_values_of_another_type(changes, message):
+    with pytest.raises(ValueError, match=message):
+        PRUNING.validate(_pruning(**changes))
+
+
+def test_validate_refuses_a_missing_column():
+    with pytest.raises(ValueError, match="lacks columns"):
+        PRUNING.validate(_pruning().drop(columns="metric"))
+
+
+def test_text_columns_hold_text_or_nan():
+    out = PRUNING.validate(_pruning(metric=[1, 2]))
+    assert out["metric"].tolist() == ["1", "2"]
+
+
+def test_read_table_checks_the_schema(tmp_path):
+    rundir.write_table(tmp_path, "pruning", _pruning())
+    assert rundir.read_table(tmp_path, "pruning")["heads_removed"].dtype == np.int64
+    _pruning().drop(columns="value").to_parquet(tmp_path / "pruning.parquet")
+    with pytest.raises(RunError, match="pruning.parquet is unreadable or malformed"):
+        rundir.read_table(tmp_path, "pruning")
+    (tmp_path / "pruning.parquet").write_bytes(b"not parquet")
+    with pytest.raises(RunError, match="pruning.parquet"):
+        rundir.read_table(tmp_path, "pruning")
+    assert rundir.read_table(tmp_path, "roles") is None
