@@ -1,0 +1,67 @@
+"""All four stages through the CLI on a tiny model saved as a Hugging Face directory: one run
+directory, then every stage command again on it, and a comparison of two runs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from interp.cli import main
+from interp.stages import STAGE_NAMES
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    """A tiny grouped-query Llama and its tokenizer, saved the way a user's model would be."""
+    from tiny_models import tiny_llama_hf
+
+    path = tmp_path_factory.mktemp("tiny-llama")
+    hf, tok = tiny_llama_hf()
+    hf.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def invoke(*args):
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_every_stage_into_one_run_then_each_stage_again(model_dir, tmp_path):
+    out = tmp_path / "runs"
+    invoke("run", "--model", model_dir, "--out", out, "--name", "a", "--n-syntax", 60, "-q")
+    run_dir = out / model_dir.name / "a"
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert list(manifest["stages"]) == list(STAGE_NAMES)
+    for table in ("features", "roles", "effects", "pruning"):
+        assert len(pd.read_parquet(run_dir / f"{table}.parquet")) > 0, table
+    assert (run_dir / "report.html").exists() and (run_dir / "report.pdf").exists()
+    before = {name: manifest["stages"][name]["finished"] for name in STAGE_NAMES}
+
+    invoke("classify", run_dir, "-q")
+    invoke("ablate", run_dir, "--ablation", "zero", "--ablation", "mean", "--metric", "loss_repeated", "-q")
+    effects = pd.read_parquet(run_dir / "effects.parquet")
+    assert set(effects["ablation"]) == {"zero", "mean"} and set(effects["metric"]) == {"loss_repeated"}
+    result = invoke("report", run_dir, "-q")
+    assert str(run_dir / "report.html") in result.output
+    stages = json.loads((run_dir / "manifest.json").read_text())["stages"]
+    assert stages["ablate"]["config"]["ablations"] == ["zero", "mean"]
+    assert all(stages[name]["finished"] >= before[name] for name in STAGE_NAMES)
+
+    collected = invoke("collect", run_dir, "--n-syntax", 30, "-q")
+    assert "now out of date: classify, report" in collected.output
+    assert json.loads((run_dir / "manifest.json").read_text())["stages"]["collect"]["config"]["n_syntax"] == 30
+
+    invoke("run", "--model", model_dir, "--out", out, "--name", "b", "--n-syntax", 60, "--skip", "ablate", "-q")
+    page = tmp_path / "compare.html"
+    invoke("compare", run_dir, out / model_dir.name / "b", "--out", page)
+    text = page.read_text()
+    assert "differs" in text and "of 12" in text  # the heads matched one to one: 3 layers x 4 heads
