@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,8 +37,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from interp.rundir import write_bytes
-
-log = logging.getLogger(__name__)
 
 FILE = "exemplars.npz"
 LEGACY_FILE = "exemplars.json"  # one pattern per feature, written by an extra pass (before format 1)

@@ -19,8 +19,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from interp.report import summary as S
-from interp.report.figures import (SavedFigure, finish_facets, facet_cell, head_frame, head_heatmap, new_figure, role_colour,
-                                   role_palette, save, styled, symmetric_span, value_labels)
+from interp.report.figures import (SavedFigure, facet_cell, facet_ticks, finish_facets, head_frame, head_heatmap,
+                                   new_figure, role_colour, role_palette, save, styled, symmetric_span, value_labels)
 
 MAX_ANNOTATED_CELLS = 60
 WORSE = "Δ (positive = worse)"
@@ -36,11 +36,14 @@ def _grid(data: pd.DataFrame, col: str, n_facets: int, height: float, aspect: fl
                          sharex=False, sharey=False, despine=False, **kwargs)
 
 
-def _method_note(rows: pd.DataFrame) -> str:
+def _method_note(rows: pd.DataFrame, n_heads: int) -> str:
+    """How a facet's cells were measured: 'exact', 'attribution estimates', or both, and how many heads."""
     n_exact = int((rows["method"] == "exact").sum())
     if n_exact == len(rows):
-        return "exact"
-    return "attribution estimates" if n_exact == 0 else f"exact for {n_exact} heads (outlined), else estimated"
+        note = "exact"
+    else:
+        note = "attribution estimates" if n_exact == 0 else f"exact for {n_exact} heads (outlined), else estimated"
+    return note if len(rows) == n_heads else f"{note}; {len(rows)} of {n_heads} heads measured"
 
 
 # --- effect map per metric ---------------------------------------------------------------------
@@ -57,11 +60,11 @@ def _effect_maps_figure(best: pd.DataFrame, shape: tuple[int, int], ablation: st
         delta = head_frame(rows, "delta", shape)
         annotate = n_layers * n_heads <= MAX_ANNOTATED_CELLS
         head_heatmap(ax, delta, span=symmetric_span(delta), annot=value_labels(delta) if annotate else False, fmt="",
-                     cbar_label=WORSE, max_rows=16, max_cols=12)
+                     cbar_label=WORSE, **facet_ticks(n_layers, n_heads))
         if (rows["method"] != "exact").any():
             for row in rows[rows["method"] == "exact"].itertuples():
                 ax.add_patch(Rectangle((row.head, row.layer), 1, 1, fill=False, edgecolor="black", linewidth=1.2))
-        ax.set_title(f"{metric}\n{_method_note(rows)}", fontsize=9)
+        ax.set_title(f"{metric}\n{_method_note(rows, n_layers * n_heads)}", fontsize=9)
     return finish_facets(grid, f"Effect of ablating each head, per metric ({ablation} ablation)")
 
 

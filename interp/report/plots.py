@@ -20,9 +20,9 @@ from matplotlib.figure import Figure
 from interp.report import effect_plots as E
 from interp.report import summary as S
 from interp.report.exemplars import plot_exemplars
-from interp.report.figures import (SavedFigure, finish_facets, blend, cell_size, facet_cell, head_frame, head_heatmap, new_figure,
-                                   role_code, role_colour, role_handles, role_palette, save, styled, symmetric_span, tick_step,
-                                   value_labels)
+from interp.report.figures import (SavedFigure, blend, cell_size, facet_cell, facet_ticks, finish_facets, head_frame,
+                                   head_heatmap, new_figure, role_code, role_colour, role_handles, role_palette, save,
+                                   styled, symmetric_span, tick_step, value_labels)
 from interp.roles import ROLES
 from interp.rundir import RunTables
 
@@ -191,7 +191,7 @@ def _features_figure(features: pd.DataFrame, names: list[str], shape: tuple[int,
     for name, ax in grid.axes_dict.items():
         lift = head_frame(data[data["feature"] == name], "lift", shape)
         head_heatmap(ax, lift, span=symmetric_span(lift, FEATURE_SCALE_FLOOR), annot=value_labels(lift) if annotate else False,
-                     fmt="", max_rows=16, max_cols=12)
+                     fmt="", **facet_ticks(n_layers, n_heads))
         ax.set_title(_facet_title(name), fontsize=9)
     return finish_facets(grid, title)
 

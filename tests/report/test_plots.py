@@ -100,7 +100,7 @@ def test_effect_maps_one_facet_per_metric_exact_where_present(tmp_path):
     assert [t.get_text() for t in prose.texts] == ["0.10", "0.90"]  # head 1: the exact 0.9, not the 0.5 estimate
     outlined = [p for p in prose.patches if isinstance(p, Rectangle) and not p.get_fill()]
     assert [(p.get_x(), p.get_y()) for p in outlined] == [(1, 0)]
-    assert maps[1].get_title() == "loss_repeated\nexact"
+    assert maps[1].get_title() == "loss_repeated\nexact; 1 of 2 heads measured"
 
 
 def test_effect_vs_role_draws_each_heads_interval():
