@@ -25,6 +25,7 @@ from interp import rundir
 from interp.accumulate import FeatureAccumulator
 from interp.config import CollectConfig
 from interp.errors import CorpusError
+from interp.exemplars import Exemplars, ExemplarRecorder, write_exemplars
 from interp.features import context
 from interp.models import LoadedModel
 from interp.probes.align import Aligner
@@ -40,6 +41,7 @@ class CollectResult:
     relations: tuple[str, ...]
     replicates: np.ndarray  # float [replicate, layer, feature, head]: bootstrap values
     names: list[str]  # feature names, in the replicates' feature order
+    exemplars: Exemplars | None = None  # every head's pattern on a few short probes (the report draws them)
 
 
 def build_suites(config: CollectConfig) -> list[Suite]:
@@ -125,14 +127,22 @@ def collect(model: LoadedModel, config: CollectConfig = CollectConfig(), suites:
     acc = FeatureAccumulator(model.n_layers, model.n_heads, relations, config.n_bootstrap, config.seed)
     pad = model.tokenizer.pad_token_id or 0
     groups = bucket(seqs, config.max_tokens_per_batch)
+    recorder = ExemplarRecorder(seqs, config.exemplar_tokens, model.n_layers, model.n_heads, model.tokenizer)
+
+    def on_pattern(layer: int, pattern: torch.Tensor) -> None:  # during the pass of the current batch (ctx)
+        acc.add_layer(layer, pattern, ctx)
+        recorder.add_layer(layer, pattern)
+
     with tqdm(total=len(seqs), desc="collect", unit="seq", disable=not progress) as bar:
         for group in groups:
             batch = make_batch([seqs[i] for i in group], group, model.causal, pad)
             ctx = context(batch, relations, config.local_window)
             acc.start_batch(ctx)
-            run_patterns(model, batch.tokens, batch.attention_mask, lambda layer, p: acc.add_layer(layer, p, ctx))
+            recorder.start_batch(group)
+            run_patterns(model, batch.tokens, batch.attention_mask, on_pattern)
             bar.update(len(group))
-    return CollectResult(acc.table(), seqs, corpus_summary(seqs), relations, acc.replicates(), acc.names)
+    return CollectResult(acc.table(), seqs, corpus_summary(seqs), relations, acc.replicates(), acc.names,
+                         recorder.result())
 
 
 def write(run_dir: Path, result: CollectResult) -> None:
@@ -147,12 +157,8 @@ def write(run_dir: Path, result: CollectResult) -> None:
 
 
 def run_stage(run_dir: Path, model: LoadedModel, config: CollectConfig, progress: bool = True) -> dict[str, Any]:
-    """The collect stage of a run: collect, write, and gather the report's exemplar patterns."""
-    import json
-
-    from interp.exemplars import gather
-
+    """The collect stage of a run: collect, then write the features and the exemplar patterns."""
     result = collect(model, config, progress=progress)
     write(run_dir, result)
-    rundir.write_text(run_dir / "exemplars.json", json.dumps(gather(model, result.features, result.sequences)))
+    write_exemplars(run_dir, result.exemplars)
     return {}

@@ -1,164 +1,251 @@
-"""The PDF report, drawn with matplotlib's PdfPages (no browser, no external tool).
+"""The PDF renderer of the content model: the same :class:`~interp.report.content.Document` as the
+HTML page, typeset with ReportLab's platypus.
 
-Pages, in order: the summary (as many pages as its lines need), one page per figure (the
-saved PNG, fitted to an A4 page turned to match the figure's shape, with its title and
-caption), then the head table, ``ROWS_PER_PAGE`` heads per page. :func:`page_count` says how
-many pages that makes, so a test can check the file against its content.
+Each block kind becomes flowables (a paragraph, a table, an image with its title and caption);
+platypus flows them over A4 pages, splits long tables across pages with their header repeated,
+keeps a figure with its caption, and the section headings become the PDF's outline. Nothing here
+decides what the report says: a block added to the document shows in both renderers.
+
+ReportLab installs from PyPI as a wheel with no system library (Pango, Cairo, a browser) and
+needs no network. Fonts are DejaVu Sans from matplotlib's own data folder (matplotlib is a
+dependency), so corpus tokens in any script DejaVu covers print as written. Text is escaped
+before it reaches a Paragraph (whose mini-markup would otherwise read ``<b>`` in a token); table
+cells that need no wrapping are drawn as plain strings. The file is written in ReportLab's
+invariant mode (no timestamp or random id), so the same content gives the same bytes.
 """
 
 from __future__ import annotations
 
-import math
+import io
 import textwrap
 from pathlib import Path
-from typing import Any
+from xml.sax.saxutils import escape
 
 import matplotlib
-import pandas as pd
-from matplotlib.backends.backend_pdf import PdfPages
-from matplotlib.figure import Figure
-from matplotlib.image import imread
-from matplotlib.patches import Rectangle
+from reportlab.lib import colors
+from reportlab.lib.pagesizes import A4
+from reportlab.lib.styles import ParagraphStyle
+from reportlab.lib.units import cm, inch
+from reportlab.pdfbase import pdfmetrics
+from reportlab.pdfbase.ttfonts import TTFont
+from reportlab.platypus import (BaseDocTemplate, CondPageBreak, Flowable, Frame, Image, PageTemplate, Paragraph,
+                                Preformatted, Spacer, TableStyle)
+from reportlab.platypus import Table as Grid
 
-from interp.report.figures import RC, SavedFigure, blend, role_colour
-from interp.report.summary import fmt, percent
+from interp.report import content as C
+from interp.report.figures import DPI, blend
 from interp.rundir import atomic_path
 
-A4 = (8.27, 11.69)
-ROWS_PER_PAGE = 40
-LINES_PER_PAGE = 56
-WRAP = 96  # characters per summary line
-HEADING = "# "
+FONT, BOLD, MONO = "DejaVuSans", "DejaVuSans-Bold", "DejaVuSansMono"
+MARGIN = 1.5 * cm
+WIDTH, HEIGHT = A4[0] - 2 * MARGIN, A4[1] - 2 * MARGIN
+CELL_FONT, CELL_PAD = 7.5, 3
+CODE_WRAP = 110  # characters per line of preformatted text
+LONG_TABLE_ROWS = 40
+INK, MUTED, LINE, SOFT = (colors.HexColor(c) for c in ("#1d1d1f", "#5f6368", "#dadce0", "#f6f7f9"))
 
 
-# --- summary -----------------------------------------------------------------------------------
-
-def _section(title: str, lines: list[str]) -> list[str]:
-    return [HEADING + title, *lines, ""] if lines else []
-
-
-def summary_lines(summary: dict[str, Any]) -> list[str]:
-    """The summary page as text lines; lines starting with '# ' are headings. Long lines are wrapped."""
-    model, prov = summary["model"], summary["provenance"]
-    n_layers, n_heads = summary["shape"]
-    facts = ["; ".join(f"{k} {fmt(model[k])}" for k in ("source", "causal", "n_kv_heads", "d_head", "n_ctx",
-                                                         "bos_policy", "dtype", "device") if k in model)]
-    corpora = [f"{suite}: {fmt((info or {}).get('n_sequences'))} sequences, {fmt((info or {}).get('n_tokens'))} tokens, "
-               f"hash {fmt((info or {}).get('hash'))}" for suite, info in summary["corpora"].items()]
-    roles = []
-    if summary["role_counts"]:
-        roles.append("heads per role: " + "; ".join(f"{r['role']} {r['heads']}" for r in summary["role_counts"]))
-    if summary["share_unexplained"] is not None:
-        roles.append(f"share unexplained: {percent(summary['share_unexplained'])}")
-    prunable = [f"{r['metric']}: {percent(r['within_1%'])} of heads within 1%, {percent(r['within_5%'])} within 5%"
-                for r in summary["prunable"] or []]
-    missing = [f"no {name} table" for name, present in summary["tables"].items() if not present]
-    versions = ", ".join(f"{k} {fmt(v) or '-'}" for k, v in (prov.get("versions") or {}).items())
-    provenance = [f"{k}: {fmt(prov.get(k)) or 'unknown'}" for k in ("created", "seed", "git_hash", "machine", "python")
-                  if k in prov] + ([f"versions: {versions}"] if versions else [])
-    stages = [f"{name}: {fmt((info or {}).get('seconds'))} s, finished {fmt((info or {}).get('finished'))}"
-              for name, info in summary["stages"].items()]
-    raw = [
-        HEADING + f"Attention heads of {model.get('name') or 'unknown model'}",
-        f"run {summary['run']}, {n_layers} layers x {n_heads} heads", "",
-        *_section("Model", [f for f in facts if f]), *_section("Probe corpora", corpora), *_section("Primary roles", roles),
-        *_section("Prunable heads (least important first, metric on held-out sequences within 1% / 5% of intact)", prunable),
-        *_section("Effect shown in the figures", [summary["effect"]] if summary["effect"] else []),
-        *_section("Not in this run", missing), *_section("Provenance", provenance), *_section("Stages", stages),
-    ]
-    lines: list[str] = []
-    for line in raw:
-        lines.extend(textwrap.wrap(line, WRAP, subsequent_indent="    ") or [""])
-    return lines
+def _fonts() -> None:
+    folder = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
+    for name, file in ((FONT, "DejaVuSans.ttf"), (BOLD, "DejaVuSans-Bold.ttf"), (MONO, "DejaVuSansMono.ttf")):
+        if name not in pdfmetrics.getRegisteredFontNames():
+            pdfmetrics.registerFont(TTFont(name, str(folder / file)))
+    pdfmetrics.registerFontFamily(FONT, normal=FONT, bold=BOLD, italic=FONT, boldItalic=BOLD)
 
 
-def _summary_page(lines: list[str], page: int, pages: int) -> Figure:
-    fig = Figure(figsize=A4)
-    y, step = 0.95, 0.9 / LINES_PER_PAGE
-    for i, line in enumerate(lines):
-        if line.startswith(HEADING):
-            title = page == 1 and i == 0
-            fig.text(0.07, y, line[len(HEADING):], fontsize=15 if title else 12, weight="bold", va="top")
-        else:
-            fig.text(0.07, y, line, fontsize=9, va="top")
-        y -= step
-    fig.text(0.93, 0.03, f"summary {page}/{pages}", fontsize=7, ha="right", color="#666666")
-    return fig
+def _style(name: str, size: float = 9, font: str = FONT, colour=INK, **kwargs) -> ParagraphStyle:
+    return ParagraphStyle(name, fontName=font, fontSize=size, leading=size * 1.3, textColor=colour, **kwargs)
 
 
-# --- figures -----------------------------------------------------------------------------------
-
-def _figure_page(saved: SavedFigure) -> Figure:
-    image = imread(saved.png)
-    height, width = image.shape[:2]
-    fig = Figure(figsize=A4 if height >= width else A4[::-1])
-    fig.text(0.5, 0.965, saved.title, fontsize=13, weight="bold", ha="center", va="top")
-    ax = fig.add_axes((0.04, 0.09, 0.92, 0.83))
-    ax.imshow(image, interpolation="none")  # the PDF embeds the PNG as is: no resampling
-    ax.set_axis_off()
-    wrap = 110 if height < width else 80
-    fig.text(0.5, 0.06, "\n".join(textwrap.wrap(saved.caption, wrap)), fontsize=9, ha="center", va="top")
-    return fig
-
-
-# --- head table --------------------------------------------------------------------------------
-
-def _column_edges(text: list[list[str]], header: list[str], left: float, width: float) -> list[float]:
-    """Left edge of each column (figure fraction), sized by the longest text the column holds."""
-    chars = [max([len(h)] + [len(row[c]) for row in text]) + 2 for c, h in enumerate(header)]
-    scale = width / sum(chars)
-    edges, x = [], left
-    for n in chars:
-        edges.append(x)
-        x += n * scale
-    return edges + [x]
+STYLES = {
+    "title": _style("title", 18, BOLD, spaceAfter=4), "lead": _style("lead", 9.5, colour=MUTED, spaceAfter=2),
+    "h2": _style("h2", 14, BOLD, spaceBefore=10, spaceAfter=6, keepWithNext=1),
+    "h3": _style("h3", 10.5, BOLD, spaceBefore=6, spaceAfter=3, keepWithNext=1),
+    "p": _style("p", spaceAfter=4), "muted": _style("muted", colour=MUTED, spaceAfter=4),
+    "note": _style("note", backColor=colors.HexColor("#fff8e1"), borderColor=colors.HexColor("#f1d58a"), borderWidth=0.5,
+                   borderPadding=4, spaceBefore=4, spaceAfter=8),
+    "fig": _style("fig", 10, BOLD, spaceBefore=6, spaceAfter=3, keepWithNext=1), "caption": _style("caption", 8.5, colour=MUTED, spaceAfter=8),
+    "cell": _style("cell", CELL_FONT), "head": _style("head", CELL_FONT, BOLD), "key": _style("key", CELL_FONT, colour=MUTED),
+    "card_v": _style("card_v", 14, BOLD), "card_k": _style("card_k", 8, colour=MUTED),
+    "code": _style("code", 6.5, MONO, spaceAfter=6),
+}
 
 
-def _table_page(rows: pd.DataFrame, page: int, pages: int, total: int) -> Figure:
-    """One page of the head table, drawn as text on a grid (matplotlib's Table is far slower)."""
-    fig = Figure(figsize=A4[::-1])
-    fig.text(0.05, 0.965, f"Heads ({total} in all), page {page} of {pages}", fontsize=13, weight="bold", va="top")
-    header = [str(c) for c in rows.columns]
-    text = [[fmt(v) for v in row] for row in rows.itertuples(index=False)]
-    edges = _column_edges(text, header, 0.05, 0.9)
-    step, top = 0.86 / (ROWS_PER_PAGE + 1), 0.91
-    for r, cells in enumerate([header, *text]):
-        y = top - r * step
-        shade = "#e6e6e6" if r == 0 else ("#f6f6f6" if r % 2 == 0 else None)
-        if shade:
-            fig.add_artist(Rectangle((0.05, y - step), 0.9, step, transform=fig.transFigure, color=shade, lw=0))
-        for c, value in enumerate(cells):
-            if r and header[c] in ("role", "second_role") and value:
-                fig.add_artist(Rectangle((edges[c], y - step * 0.92), edges[c + 1] - edges[c] - 0.004, step * 0.84,
-                                         transform=fig.transFigure, color=blend(role_colour(value), 0.35), lw=0))
-            fig.text(edges[c] + 0.003, y - step / 2, value, fontsize=8, va="center", weight="bold" if r == 0 else None)
-    return fig
+def _para(text: str, style: str) -> Paragraph:
+    return Paragraph(escape(text), STYLES[style])
 
 
-def table_pages(head_table: pd.DataFrame | None) -> int:
-    return 0 if head_table is None or head_table.empty else math.ceil(len(head_table) / ROWS_PER_PAGE)
+# --- blocks ------------------------------------------------------------------------------------
+
+def _column_widths(t: C.Table, width: float) -> list[float]:
+    """Each column as wide as its longest text; text columns share what is left when that is too wide."""
+    def natural(j: int) -> float:
+        cells = [pdfmetrics.stringWidth(row[j].text, FONT, CELL_FONT) for row in t.rows]
+        return max([pdfmetrics.stringWidth(t.columns[j], BOLD, CELL_FONT), *cells]) + 2 * CELL_PAD + 2
+    widths = [natural(j) for j in range(len(t.columns))]
+    if sum(widths) <= width:
+        return widths
+    fixed = sum(w for w, num in zip(widths, t.numeric) if num)
+    text = [j for j, num in enumerate(t.numeric) if not num]
+    room = max(width - fixed, 1.5 * cm * len(text))
+    total = sum(widths[j] for j in text) or 1.0
+    for j in text:
+        widths[j] = max(1.5 * cm, room * widths[j] / total)
+    return widths
 
 
-def page_count(summary: dict[str, Any], figures: list[SavedFigure], head_table: pd.DataFrame | None) -> int:
-    """How many pages :func:`write_pdf` writes for this content."""
-    return math.ceil(len(summary_lines(summary)) / LINES_PER_PAGE) + len(figures) + table_pages(head_table)
+def _table(t: C.Table, width: float = WIDTH) -> Grid:
+    widths = _column_widths(t, width)
+    wrap = [not num and w < max(pdfmetrics.stringWidth(r[j].text, FONT, CELL_FONT) for r in t.rows) + 2 * CELL_PAD
+            if t.rows else False for j, (num, w) in enumerate(zip(t.numeric, widths))]
+    data = [[_para(c, "head") for c in t.columns]]
+    data += [[_para(cell.text, "cell") if wrap[j] else cell.text for j, cell in enumerate(row)] for row in t.rows]
+    style = [("FONT", (0, 0), (-1, -1), FONT, CELL_FONT), ("TEXTCOLOR", (0, 0), (-1, -1), INK),
+             ("BACKGROUND", (0, 0), (-1, 0), SOFT), ("LINEBELOW", (0, 0), (-1, -1), 0.25, LINE),
+             ("VALIGN", (0, 0), (-1, -1), "TOP"), ("LEFTPADDING", (0, 0), (-1, -1), CELL_PAD),
+             ("RIGHTPADDING", (0, 0), (-1, -1), CELL_PAD), ("TOPPADDING", (0, 0), (-1, -1), 1.5),
+             ("BOTTOMPADDING", (0, 0), (-1, -1), 1.5)]
+    style += [("ALIGN", (j, 1), (j, -1), "RIGHT") for j, num in enumerate(t.numeric) if num]
+    for i, row in enumerate(t.rows, start=1):
+        for j, cell in enumerate(row):
+            if cell.colour:
+                style.append(("BACKGROUND", (j, i), (j, i), colors.Color(*blend(cell.colour, 0.35))))
+    return Grid(data, colWidths=widths, repeatRows=1, hAlign="LEFT", style=TableStyle(style))
 
 
-def write_pdf(run_dir: str | Path, figures: list[SavedFigure], summary: dict[str, Any],
-              head_table: pd.DataFrame | None) -> Path:
-    """Write ``RUN_DIR/report.pdf``: summary, one page per figure, the head table; return its path."""
-    path = Path(run_dir) / "report.pdf"
-    lines = summary_lines(summary)
-    n_summary = math.ceil(len(lines) / LINES_PER_PAGE)
-    n_table = table_pages(head_table)
-    title = f"Attention heads of {summary['model'].get('name') or 'unknown model'} ({summary['run']})"
-    with matplotlib.rc_context(RC), atomic_path(path) as tmp:
-        with PdfPages(tmp, metadata={"Title": title, "Creator": "interp report", "CreationDate": None}) as pdf:
-            for i in range(n_summary):
-                pdf.savefig(_summary_page(lines[i * LINES_PER_PAGE:(i + 1) * LINES_PER_PAGE], i + 1, n_summary))
-            for saved in figures:
-                pdf.savefig(_figure_page(saved))
-            for i in range(n_table):
-                rows = head_table.iloc[i * ROWS_PER_PAGE:(i + 1) * ROWS_PER_PAGE]
-                pdf.savefig(_table_page(rows, i + 1, n_table, len(head_table)))
+def _figure(f: C.FigureBlock, width: float = WIDTH, max_height: float = HEIGHT - 3.5 * cm) -> list[Flowable]:
+    """Title, image (its size at 150 dpi, shrunk to fit), caption."""
+    px_w, px_h = f.pixels
+    w, h = px_w / DPI * inch, px_h / DPI * inch
+    scale = min(1.0, width / w, max_height / h)
+    picture = Image(io.BytesIO(f.png), width=w * scale, height=h * scale)
+    picture.keepWithNext = 1  # with the title's keepWithNext: the three move to a new page together
+    return [_para(f.title, "fig"), picture, _para(f.caption, "caption")]
+
+
+def _cards(cards: C.Cards, per_row: int = 4) -> Grid:
+    cells = [[_para(c.value, "card_v"), _para(c.label, "card_k")] for c in cards.items]
+    rows = [cells[i:i + per_row] for i in range(0, len(cells), per_row)]
+    rows[-1] += [""] * (per_row - len(rows[-1]))
+    style = [("BACKGROUND", (i % per_row, i // per_row), (i % per_row, i // per_row), SOFT) for i in range(len(cells))]
+    style += [("GRID", (0, 0), (-1, -1), 3, colors.white), ("VALIGN", (0, 0), (-1, -1), "TOP"),
+              ("BOTTOMPADDING", (0, 0), (-1, -1), 6)]
+    return Grid(rows, colWidths=[WIDTH / per_row] * per_row, hAlign="LEFT", style=TableStyle(style), spaceAfter=8)
+
+
+def _key_values(kv: C.KeyValues) -> Grid:
+    """Two columns, no header: the key muted, the value wrapped to what is left."""
+    t = C.Table("kv", ("", ""), (False, False), tuple((C.Cell(k), C.Cell(v)) for k, v in kv.pairs))
+    widths = _column_widths(t, WIDTH)
+    data = [[_para(k, "key"), _para(v, "cell")] for k, v in kv.pairs]
+    style = [("LINEBELOW", (0, 0), (-1, -1), 0.25, LINE), ("VALIGN", (0, 0), (-1, -1), "TOP"),
+             ("LEFTPADDING", (0, 0), (-1, -1), CELL_PAD), ("RIGHTPADDING", (0, 0), (-1, -1), CELL_PAD),
+             ("TOPPADDING", (0, 0), (-1, -1), 1), ("BOTTOMPADDING", (0, 0), (-1, -1), 1)]
+    return Grid(data, colWidths=widths, hAlign="LEFT", style=TableStyle(style), spaceAfter=6)
+
+
+def _code(code: C.Code) -> list[Flowable]:
+    lines = [piece for line in code.text.splitlines() for piece in textwrap.wrap(line, CODE_WRAP) or [""]]
+    return [_para(code.label, "h3"), Preformatted("\n".join(lines), STYLES["code"])]
+
+
+def _grid(blocks: tuple[C.Block, ...]) -> list[Flowable]:
+    """Figures two to a row (each half the page wide), anything else stacked."""
+    half = WIDTH / 2 - 0.2 * cm
+    figs = [b for b in blocks if isinstance(b, C.FigureBlock)]
+    cells = [_figure(f, half, HEIGHT / 2 - 3 * cm) for f in figs]
+    rows = [cells[i:i + 2] + [[]] * (2 - len(cells[i:i + 2])) for i in range(0, len(cells), 2)]
+    out: list[Flowable] = [Grid(rows, colWidths=[WIDTH / 2] * 2, hAlign="LEFT",
+                                style=TableStyle([("VALIGN", (0, 0), (-1, -1), "TOP")]))] if rows else []
+    return out + [f for b in blocks if not isinstance(b, C.FigureBlock) for f in flowables(b)]
+
+
+def flowables(block: C.Block) -> list[Flowable]:
+    """The flowables of one block (groups are stacked, figure grids two to a row)."""
+    if isinstance(block, C.Heading):
+        return [_para(block.text, "h3")]
+    if isinstance(block, C.Text):
+        return [_para(block.text, block.style)]
+    if isinstance(block, C.Cards):
+        return [_cards(block)]
+    if isinstance(block, C.Table):
+        return [_table(block), Spacer(1, 6)]
+    if isinstance(block, C.FigureBlock):
+        return _figure(block)
+    if isinstance(block, C.KeyValues):
+        return [_key_values(block)]
+    if isinstance(block, C.Code):
+        return _code(block)
+    if isinstance(block, C.Group) and block.layout == "grid":
+        return _grid(block.blocks)
+    if isinstance(block, C.Group):
+        return [f for child in block.blocks for f in flowables(child)]
+    raise TypeError(f"no PDF rendering for block {type(block).__name__}")
+
+
+# --- the document ------------------------------------------------------------------------------
+
+class _Pages(BaseDocTemplate):
+    """A4 pages with a footer; section headings become outline entries."""
+
+    def __init__(self, path: str, doc: C.Document):
+        super().__init__(path, pagesize=A4, leftMargin=MARGIN, rightMargin=MARGIN, topMargin=MARGIN,
+                         bottomMargin=MARGIN, title=doc.page_title, author="", subject=doc.title,
+                         creator="interp report", invariant=1)
+        self.footer = doc.page_title
+        frame = Frame(MARGIN, MARGIN, WIDTH, HEIGHT, id="body", leftPadding=0, rightPadding=0, topPadding=0,
+                      bottomPadding=0)
+        self.addPageTemplates([PageTemplate("page", [frame], onPage=self._footer)])
+
+    def _footer(self, canvas, _doc) -> None:
+        canvas.saveState()
+        canvas.setFont(FONT, 7)
+        canvas.setFillColor(MUTED)
+        canvas.drawString(MARGIN, MARGIN / 2, self.footer[:120])  # drawString: no markup, no escaping needed
+        canvas.drawRightString(A4[0] - MARGIN, MARGIN / 2, f"page {canvas.getPageNumber()}")
+        canvas.restoreState()
+
+    def beforeDocument(self) -> None:
+        self.canv.showOutline()
+
+    def afterFlowable(self, flowable: Flowable) -> None:
+        key = getattr(flowable, "outline_key", None)
+        if key:
+            self.canv.bookmarkPage(key)
+            self.canv.addOutlineEntry(flowable.getPlainText(), key, level=0)
+
+
+def _start_long_tables_in_place(flowables: list[Flowable]) -> list[Flowable]:
+    """Headings stay with what follows them, except a table longer than a page: kept together,
+    it would leave the page before it empty. Its headings start on the current page if there is
+    room for a few rows under them, and the table splits from there."""
+    out: list[Flowable] = []
+    for f in flowables:
+        if isinstance(f, Grid) and f._nrows > LONG_TABLE_ROWS:  # noqa: SLF001 (platypus has no public row count)
+            j = len(out)
+            while j > 0 and out[j - 1].getKeepWithNext():
+                j -= 1
+                out[j].keepWithNext = 0
+            out.insert(j, CondPageBreak(6 * cm))
+        out.append(f)
+    return out
+
+
+def story(doc: C.Document) -> list[Flowable]:
+    out: list[Flowable] = [_para(doc.title, "title"), *[_para(line, "lead") for line in doc.lead]]
+    for sec in doc.sections:
+        heading = _para(sec.title, "h2")
+        heading.outline_key = f"section-{sec.id}"
+        out.append(heading)
+        for block in sec.blocks:
+            out.extend(flowables(block))
+    return _start_long_tables_in_place(out)
+
+
+def write_pdf(doc: C.Document, path: str | Path) -> Path:
+    """Typeset ``doc`` into ``path`` (atomically); return the path."""
+    _fonts()
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        _Pages(str(tmp), doc).build(story(doc))
     return path

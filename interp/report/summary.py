@@ -81,6 +81,52 @@ def head_effects(effects: pd.DataFrame, choice: EffectChoice) -> pd.DataFrame:
     return effects.loc[mask, ["layer", "head", *cols]].groupby(["layer", "head"], as_index=False)[cols].mean()
 
 
+def preferred_ablation(effects: pd.DataFrame | None) -> str | None:
+    """The ablation the per-metric figures show: the first of ``ABLATION_PREFERENCE`` present."""
+    if effects is None or effects.dropna(subset=["delta"]).empty:
+        return None
+    return _first_present(ABLATION_PREFERENCE, effects.dropna(subset=["delta"])["ablation"])
+
+
+def best_effects(effects: pd.DataFrame | None) -> pd.DataFrame | None:
+    """One row per (metric, layer, head) of the preferred ablation, exact where the head has an
+    exact row, else the attribution estimate: metric, layer, head, delta, ci_low, ci_high, method."""
+    ablation = preferred_ablation(effects)
+    if ablation is None:
+        return None
+    rows = effects[(effects["ablation"] == ablation)].dropna(subset=["delta"])
+    rows = rows.assign(rank=(rows["method"] != "exact").astype(int)).sort_values(["metric", "layer", "head", "rank"])
+    cols = ["metric", "layer", "head", "delta", "ci_low", "ci_high", "method"]
+    return rows.drop_duplicates(["metric", "layer", "head"], keep="first")[cols].reset_index(drop=True)
+
+
+def audit_pairs(effects: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Heads with both an exact effect and an attribution estimate (preferred ablation):
+    metric, layer, head, estimate, exact. None when no head has both."""
+    ablation = preferred_ablation(effects)
+    if ablation is None:
+        return None
+    rows = effects[effects["ablation"] == ablation].dropna(subset=["delta"])
+    keys = ["metric", "layer", "head"]
+    wide = rows.pivot_table(index=keys, columns="method", values="delta", aggfunc="mean")
+    if not {"exact", "attribution"} <= set(wide.columns):
+        return None
+    pairs = wide.dropna(subset=["exact", "attribution"]).reset_index().rename(columns={"attribution": "estimate"})
+    return None if pairs.empty else pairs[[*keys, "estimate", "exact"]]
+
+
+def rank_agreement(pairs: pd.DataFrame) -> float:
+    """Spearman correlation of estimate and exact effect (NaN under 3 heads or a constant column)."""
+    if len(pairs) < 3:
+        return float("nan")
+    return float(pairs["estimate"].rank().corr(pairs["exact"].rank()))
+
+
+def model_name(manifest: dict[str, Any]) -> str:
+    """The model a run was made with, as its manifest names it (not the run's folder)."""
+    return str((manifest.get("model") or {}).get("name") or "an unnamed model")
+
+
 def head_shape(manifest: dict[str, Any], *frames: pd.DataFrame | None) -> tuple[int, int]:
     """(n_layers, n_heads): from the manifest's model facts, else from the largest indices seen."""
     facts = manifest.get("model") or {}
@@ -157,7 +203,7 @@ def prunable_table(pruning: pd.DataFrame | None, effects: pd.DataFrame | None) -
 
 def head_table(roles: pd.DataFrame | None, effects: pd.DataFrame | None) -> pd.DataFrame | None:
     """One row per head: its roles, joined with its main exact effect when the run has one."""
-    base_cols = ["layer", "head", "role", "confidence", "second_role", "stability"]
+    base_cols = ["layer", "head", "role", "confidence", "second_role", "stability", "sink_mass"]
     table = roles[[c for c in base_cols if c in roles.columns]].copy() if roles is not None else None
     choice = choose_effect(effects, exact_only=True)
     if choice is not None:
@@ -174,6 +220,7 @@ def report_summary(run: RunTables) -> dict[str, Any]:
     n_layers, n_heads = head_shape(manifest, run.roles, run.features, run.effects)
     summary: dict[str, Any] = {
         "run": run.path.name,
+        "model_name": model_name(manifest),
         "model": dict(manifest.get("model") or {}),
         "shape": (n_layers, n_heads),
         "corpora": dict(manifest.get("corpora") or {}),

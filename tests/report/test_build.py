@@ -1,4 +1,4 @@
-"""build_report on synthetic runs: files written, page self-contained, corpus text escaped."""
+"""build_report on synthetic runs: files written, page self-contained, corpus text escaped, title."""
 
 from __future__ import annotations
 
@@ -9,14 +9,17 @@ import pytest
 from interp.report.html import build_report
 
 XSS = "<script>alert(1)</script>"  # planted in the fake model name, tokens and clusters
-
-FIGURES = ("role_map", "role_counts", "features_1", "effect_map", "effect_by_role", "score_vs_effect", "pruning",
-           "exemplar_previous_token", "exemplar_induction", "exemplar_syntactic")
+ROLES_SHOWN = ("previous_token", "current_token", "first_token", "delimiter", "duplicate_token", "induction",
+               "syntactic", "local", "broad")  # every named role of conftest.ROLE_CYCLE
+FIGURES = ("role_map", "role_counts", "sink_by_layer", "features_1", "effect_maps", "effect_vs_role",
+           "estimator_audit", "score_vs_effect", "pruning", *(f"exemplar_{r}" for r in ROLES_SHOWN))
 
 
 def test_writes_html_pdf_and_every_figure(built_report):
     assert (built_report / "report.html").stat().st_size > 10_000
     assert (built_report / "report.pdf").read_bytes().startswith(b"%PDF")
+    written = {p.stem for p in (built_report / "figures").glob("*.png")}
+    assert written == set(FIGURES)
     for name in FIGURES:
         assert (built_report / "figures" / f"{name}.png").read_bytes().startswith(b"\x89PNG"), name
         assert b"<svg" in (built_report / "figures" / f"{name}.svg").read_bytes()[:2000], name
@@ -46,7 +49,23 @@ def test_summary_numbers(built_report):
         assert f"<td>{suite}</td>" in html
     for key in ("seed", "machine", "git_hash", "created"):
         assert f"<td>{key}</td>" in html
-    assert "collect" in html and "12.5" in html
+    assert "collect config" in html and "12.5" in html
+
+
+def test_sections_in_report_order(built_report):
+    html = (built_report / "report.html").read_text(encoding="utf-8")
+    ids = re.findall(r'<section id="([^"]+)"', html)
+    assert ids == ["summary", "roles", "features", "effects", "pruning", "exemplars", "heads", "clusters", "provenance"]
+    nav = re.findall(r'<a href="#([^"]+)"', html)
+    assert nav == ids
+
+
+def test_title_names_the_model_not_the_folder(make_fake_run, tmp_path):
+    run_dir = make_fake_run(tmp_path, "folder-name", tables=("roles",), exemplars=False, clusters=False,
+                            model_name="Qwen2-0.5B & friends")
+    html = build_report(run_dir, pdf=False).read_text(encoding="utf-8")
+    assert "<title>Qwen2-0.5B &amp; friends · attention heads · folder-name</title>" in html
+    assert "<h1>Attention heads of Qwen2-0.5B &amp; friends</h1>" in html
 
 
 @pytest.mark.parametrize("tables", [("features",), ("features", "roles"), ()])
@@ -56,12 +75,27 @@ def test_partial_runs_still_get_a_report(make_fake_run, tmp_path, tables):
     assert (run_dir / "report.pdf").exists()
     assert ('id="fig-features_1"' in html) == ("features" in tables)
     assert ('id="fig-role_map"' in html) == ("roles" in tables)
-    assert 'id="fig-effect_map"' not in html and 'id="clusters"' not in html
+    assert 'id="fig-effect_maps"' not in html and 'id="clusters"' not in html
     assert "the ablate stage has not run" in html
 
 
-def test_unreadable_exemplars_are_skipped(make_fake_run, tmp_path):
-    run_dir = make_fake_run(tmp_path, tables=("roles",), exemplars=False, clusters=False)
-    (run_dir / "exemplars.json").write_text("{not json", encoding="utf-8")
+def test_older_runs_exemplars_json_is_skipped_with_a_note(make_fake_run, tmp_path):
+    run_dir = make_fake_run(tmp_path, tables=("roles",), exemplars="legacy", clusters=False)
     html = build_report(run_dir, pdf=False).read_text(encoding="utf-8")
     assert 'id="fig-role_map"' in html and "exemplar_" not in html
+    assert "exemplars.json, an older format" in html and f"interp collect {run_dir}" in html
+
+
+def test_damaged_exemplars_are_skipped_with_a_note(make_fake_run, tmp_path):
+    run_dir = make_fake_run(tmp_path, tables=("roles",), clusters=False)
+    (run_dir / "exemplars.npz").write_bytes(b"PK\x03\x04 not a zip")
+    html = build_report(run_dir, pdf=False).read_text(encoding="utf-8")
+    assert 'id="fig-role_map"' in html and "exemplar_" not in html
+    assert "exemplars.npz is unreadable" in html
+
+
+def test_runs_without_sink_mass_get_the_plain_role_map(make_fake_run, tmp_path):
+    run_dir = make_fake_run(tmp_path, tables=("roles",), exemplars=False, clusters=False, sink=False)
+    html = build_report(run_dir, pdf=False).read_text(encoding="utf-8")
+    assert 'id="fig-role_map"' in html and 'id="fig-sink_by_layer"' not in html
+    assert "sink mass" not in html

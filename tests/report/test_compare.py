@@ -17,7 +17,7 @@ def test_lists_the_one_head_that_differs(make_fake_run, tmp_path):
 
     html = compare_runs(a, b, tmp_path / "out" / "compare.html").read_text(encoding="utf-8")
     assert html.count('src="data:image/png;base64,') == 2
-    assert "<strong>1</strong> of 12" in html
+    assert "Heads whose primary role differs: 1 of 12." in html
     rows = re.findall(r"<tr><td class=\"num\" data-sort=\"[^\"]*\">(\d+)</td><td class=\"num\" data-sort=\"[^\"]*\">(\d+)</td>",
                       html.split('id="diff-table"', 1)[1])
     assert rows == [("1", "1")]
@@ -38,4 +38,5 @@ def test_run_without_roles_is_named(make_fake_run, tmp_path):
     f = make_fake_run(tmp_path, "f", tables=("features",), exemplars=False, clusters=False)
     html = compare_runs(a, f, tmp_path / "compare.html").read_text(encoding="utf-8")
     assert "/ f has no roles table" in html
+    assert "<title>Role maps: tiny-a &lt;script&gt;" in html, "labels name the model, escaped"
     assert html.count('src="data:image/png;base64,') == 1

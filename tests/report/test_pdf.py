@@ -1,8 +1,8 @@
-"""report.pdf through poppler: the page count matches the content and no page is blank."""
+"""report.pdf through poppler: pages drawn, long tables split with their header, metadata, outline."""
 
 from __future__ import annotations
 
-import math
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from interp.report import pdf
-from interp.report.summary import report_summary
-from interp.rundir import load_run
+from interp.report import content as C
+from interp.report.pdf import write_pdf
 
-pytestmark = pytest.mark.skipif(shutil.which("pdftoppm") is None, reason="pdftoppm (poppler-utils) is not installed")
+pytestmark = pytest.mark.skipif(shutil.which("pdftoppm") is None or shutil.which("pdftotext") is None,
+                                reason="poppler-utils (pdftoppm, pdftotext) is not installed")
 
 
 def rasterize(path: Path, out: Path) -> list[np.ndarray]:
@@ -25,30 +25,45 @@ def rasterize(path: Path, out: Path) -> list[np.ndarray]:
     return [np.asarray(Image.open(p), dtype=float) for p in sorted(out.glob("page-*.png"))]
 
 
-def assert_not_blank(pages: list[np.ndarray]) -> None:
+def page_texts(path: Path) -> list[str]:
+    text = subprocess.run(["pdftotext", "-raw", str(path), "-"], check=True, capture_output=True, text=True).stdout
+    return text.split("\f")[:-1]
+
+
+def test_every_page_is_drawn_and_portrait(built_report, tmp_path):
+    pages = rasterize(built_report / "report.pdf", tmp_path / "png")
+    assert len(pages) == len(page_texts(built_report / "report.pdf")) >= 4
     for i, page in enumerate(pages, 1):
         assert page.std() > 5 and (page < 128).mean() > 0.001, f"page {i} is blank"
+        assert page.shape[0] > page.shape[1], f"page {i} is A4 portrait"
 
 
-def test_pages_match_content(built_report, tmp_path):
-    pages = rasterize(built_report / "report.pdf", tmp_path / "png")
-    run = load_run(built_report)
-    n_features = run.features["feature"].nunique()
-    n_exemplar_roles = 3  # previous_token, induction, syntactic (see fake_exemplars)
-    n_figures = 2 + math.ceil(n_features / 12) + 4 + n_exemplar_roles  # roles x2, features, effects x3 + pruning
-    expected = 1 + n_figures + math.ceil(len(run.roles) / pdf.ROWS_PER_PAGE)  # summary, figures, head table
-    assert len(pages) == expected == 12
-    assert_not_blank(pages)
-    assert pages[0].shape[0] > pages[0].shape[1], "the summary is a portrait page"
-    assert pages[-1].shape[1] > pages[-1].shape[0], "the head table is a landscape page"
+def test_metadata_and_outline_name_the_model_and_sections(built_report, report_doc):
+    info = subprocess.run(["pdfinfo", str(built_report / "report.pdf")], check=True, capture_output=True,
+                          text=True).stdout
+    assert re.search(r"^Title: +" + re.escape(report_doc.page_title) + "$", info, re.M)
+    raw = (built_report / "report.pdf").read_bytes()
+    assert b"/PageMode /UseOutlines" in raw  # a viewer opens the outline beside the pages
+    outline = re.findall(rb"/Title \(([^)]*)\)", raw)[1:]
+    assert [t.decode() for t in outline] == [s.title for s in report_doc.sections]
+    footer, title = page_texts(built_report / "report.pdf")[0].splitlines()[:2]
+    assert footer == f"{report_doc.page_title} page 1"
+    assert title == "Attention heads of tiny-run", "the title, as text (wrapped before the escaped tag)"
 
 
-def test_head_table_is_paginated(built_report, tmp_path):
-    run = load_run(built_report)
-    heads = pd.DataFrame({"layer": np.repeat(np.arange(17), 5), "head": np.tile(np.arange(5), 17),
+def test_a_long_table_splits_across_pages_with_its_header(tmp_path):
+    heads = pd.DataFrame({"layer": np.repeat(np.arange(30), 9), "head": np.tile(np.arange(9), 30),
                           "role": "induction", "confidence": 0.9})
-    summary = report_summary(run)
-    path = pdf.write_pdf(tmp_path, [], summary, heads)
-    pages = rasterize(path, tmp_path / "png")
-    assert len(pages) == pdf.page_count(summary, [], heads) == 1 + 3  # 85 rows at 40 a page
-    assert_not_blank(pages)
+    doc = C.Document("t", "t", (), (C.Section("heads", "Heads", (C.table(heads, "head-table"),)),))
+    path = write_pdf(doc, tmp_path / "r.pdf")
+    pages = page_texts(path)
+    assert len(pages) >= 3
+    for page in pages:
+        assert "layer head role confidence" in page
+    rows = [line for page in pages for line in page.splitlines() if line.endswith("induction 0.9")]
+    assert len(rows) == 270
+
+
+def test_same_content_gives_the_same_bytes(report_doc, tmp_path):
+    one = write_pdf(report_doc, tmp_path / "a.pdf").read_bytes()
+    assert write_pdf(report_doc, tmp_path / "b.pdf").read_bytes() == one

@@ -6,7 +6,13 @@ import warnings
 
 import numpy as np
 import pandas as pd
+import pytest
+from fakes import REPEATED, fake_exemplars
+from matplotlib.collections import PolyCollection, QuadMesh
+from matplotlib.patches import Rectangle
 
+from interp.exemplars import Exemplars, Probe
+from interp.report import effect_plots as E
 from interp.report import exemplars as X
 from interp.report import plots
 from interp.report.figures import png_bytes
@@ -16,19 +22,21 @@ from interp.rundir import load_run
 def test_each_figure_is_skipped_without_its_table(tmp_path):
     assert plots.plot_role_map(None, tmp_path) is None
     assert plots.plot_role_counts(pd.DataFrame(), tmp_path) is None
+    assert plots.plot_sink_by_layer(None, tmp_path) is None
     assert plots.plot_feature_heatmaps(None, tmp_path) is None
-    assert plots.plot_effect_heatmap(None, tmp_path) is None
-    assert plots.plot_effect_by_role(None, None, tmp_path) is None
-    assert plots.plot_score_vs_effect(None, None, tmp_path) is None
-    assert plots.plot_pruning(None, tmp_path) is None
-    assert plots.plot_exemplars(None, tmp_path) is None
+    assert E.plot_effect_maps(None, tmp_path) is None
+    assert E.plot_effect_vs_role(None, None, tmp_path) is None
+    assert E.plot_estimator_audit(None, None, tmp_path) is None
+    assert E.plot_score_vs_effect(None, None, tmp_path) is None
+    assert E.plot_pruning(None, tmp_path) is None
+    assert X.plot_exemplars(None, None, None, tmp_path) is None
     assert not list(tmp_path.iterdir())
 
 
-def test_role_map_reads_top_down_for_a_30_by_9_model(make_fake_run, tmp_path):
+def test_role_map_reads_top_down_for_a_30_by_9_model_with_its_sink_map(make_fake_run, tmp_path):
     roles = load_run(make_fake_run(tmp_path, n_layers=30, n_heads=9, tables=("roles",))).roles
     fig = plots.role_map_figure(roles, (30, 9))
-    ax = fig.axes[0]
+    ax, sink = fig.axes[0], fig.axes[1]
     assert [t.get_text() for t in ax.get_yticklabels()] == [f"L{i}" for i in range(30)]
     assert [t.get_text() for t in ax.get_xticklabels()] == [f"H{i}" for i in range(9)]
     bottom, top = ax.get_ylim()
@@ -36,6 +44,22 @@ def test_role_map_reads_top_down_for_a_30_by_9_model(make_fake_run, tmp_path):
     assert fig.get_size_inches()[1] >= 30 * 0.3, "rows tall enough for their labels"
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert legend[-1].endswith("unexplained") and len(legend) == roles["role"].nunique()
+    assert sink.get_title() == "sink mass"
+    mesh = next(c for c in sink.collections if isinstance(c, QuadMesh))
+    first = roles.sort_values(["layer", "head"])["sink_mass"].to_numpy().reshape(30, 9)
+    np.testing.assert_allclose(np.ma.getdata(mesh.get_array()).reshape(30, 9), first)
+
+
+def test_role_map_cell_text_and_colour_follow_role_and_confidence():
+    roles = pd.DataFrame({"layer": [0, 0], "head": [0, 1], "role": ["induction", "unexplained"],
+                          "confidence": [1.0, 0.5]})
+    fig = plots.role_map_figure(roles, (1, 3))
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert texts == ["Ind 1", "? .50"]  # the third head has no row: no text
+    mesh = next(c for c in fig.axes[0].collections if isinstance(c, QuadMesh))
+    colours = mesh.get_facecolors()[:, :3]
+    np.testing.assert_allclose(colours[0], [0xD6 / 255, 0x27 / 255, 0x28 / 255], atol=1e-6)  # induction, sure
+    np.testing.assert_allclose(colours[1], 0.65 * np.array([0xB0 / 255] * 3) + 0.35, atol=1e-6)  # paler
 
 
 def test_feature_facets_split_into_figures_of_twelve(make_fake_run, tmp_path):
@@ -53,6 +77,57 @@ def test_few_features_on_a_small_grid_are_annotated(make_fake_run, tmp_path):
     assert len(values) == 2 * 12 and "0.60" in values and "-0.00" not in values
 
 
+def effects_of(rows):
+    cols = ["layer", "head", "ablation", "metric", "baseline", "ablated", "delta", "delta_rel", "ci_low", "ci_high",
+            "method"]
+    return pd.DataFrame([dict(zip(cols, r)) for r in rows])
+
+
+QUICK = effects_of([  # a --quick run: attribution for every head, exact for one, and a metric with exact only
+    (0, 0, "zero", "loss_prose", 2.0, 2.1, 0.1, 0.05, 0.0, 0.2, "attribution"),
+    (0, 1, "zero", "loss_prose", 2.0, 2.5, 0.5, 0.25, 0.3, 0.6, "attribution"),
+    (0, 1, "zero", "loss_prose", 2.0, 2.9, 0.9, 0.45, 0.8, 1.0, "exact"),
+    (0, 0, "zero", "loss_repeated", 1.0, 1.4, 0.4, 0.4, 0.3, 0.5, "exact"),
+])
+
+
+def test_effect_maps_one_facet_per_metric_exact_where_present(tmp_path):
+    fig = E._effect_maps_figure(E.S.best_effects(QUICK), (1, 2), "zero")
+    maps = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title().split("\n")[0] for ax in maps] == ["loss_prose", "loss_repeated"]
+    prose = maps[0]
+    assert "exact for 1 heads (outlined)" in prose.get_title()
+    assert [t.get_text() for t in prose.texts] == ["0.10", "0.90"]  # head 1: the exact 0.9, not the 0.5 estimate
+    outlined = [p for p in prose.patches if isinstance(p, Rectangle) and not p.get_fill()]
+    assert [(p.get_x(), p.get_y()) for p in outlined] == [(1, 0)]
+    assert maps[1].get_title() == "loss_repeated\nexact; 1 of 2 heads measured"
+
+
+def test_effect_vs_role_draws_each_heads_interval():
+    roles = pd.DataFrame({"layer": [0, 0], "head": [0, 1], "role": ["induction", "induction"], "confidence": 0.9})
+    data = E._with_roles(E.S.best_effects(QUICK), roles)
+    fig = E._effect_vs_role_figure(data, "zero")
+    prose = next(ax for ax in fig.axes if ax.get_title() == "loss_prose")
+    bars = [c for c in prose.collections if c.__class__.__name__ == "LineCollection"]
+    segments = sorted(tuple(np.round(s[:, 1], 6)) for c in bars for s in c.get_segments())
+    assert segments == [(0.0, 0.2), (0.8, 1.0)]
+
+
+def test_estimator_audit_pairs_only_heads_measured_both_ways(tmp_path):
+    assert E.plot_estimator_audit(QUICK[QUICK["method"] == "exact"], None, tmp_path) is None
+    saved = E.plot_estimator_audit(QUICK, None, tmp_path)
+    assert saved is not None and saved.png.exists()
+
+
+def test_pruning_draws_a_ci_band_only_when_the_table_has_one(make_fake_run, tmp_path):
+    pruning = load_run(make_fake_run(tmp_path, tables=("pruning",))).pruning
+    bands = lambda fig: sum(isinstance(c, PolyCollection) for ax in fig.axes for c in ax.collections)  # noqa: E731
+    assert bands(E._pruning_figure(pruning, None)) == 0
+    banded = pruning.assign(ci_low=pruning["value"] * 0.98, ci_high=pruning["value"] * 1.02)
+    assert bands(E._pruning_figure(banded, None)) == 2  # one per metric
+    assert "Grey band" in E.plot_pruning(banded, tmp_path / "f").caption
+
+
 def test_token_labels_are_plain_visible_text():
     assert X.token_label("<script>alert(1)</script>") == "<script>alert…"
     assert X.token_label("new\nline") == "new↵line"
@@ -62,21 +137,38 @@ def test_token_labels_are_plain_visible_text():
 
 
 def test_exemplar_with_dollars_and_control_chars_renders():
-    ex = X.Exemplar("induction", "induction", 0, 0, "repeated", ("$", "$x^2$", "\\frac", "\x07", "漢"),
-                    np.eye(5))
+    probe = Probe("repeated", "repeated", ("$", "$x^2$", "\\frac", "\x07", "漢"), 5, np.eye(5)[None, None])
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a mathtext error or any warning would fail here
         warnings.filterwarnings("ignore", message="Glyph .* missing")
-        assert png_bytes(X.exemplar_figure(ex)).startswith(b"\x89PNG")
+        assert png_bytes(X.exemplar_figure(probe, 0, 0)).startswith(b"\x89PNG")
 
 
-def test_strongest_head_per_role_and_syntactic_prefix():
-    pattern = np.eye(3).tolist()
-    item = lambda feature, layer, head: {"feature": feature, "layer": layer, "head": head, "suite": "s",
-                                         "tokens": ["a", "b", "c"], "pattern": pattern}
-    features = pd.DataFrame({"layer": [0, 1, 2], "head": [0, 0, 0], "value": [0.3, 0.9, 0.5], "baseline": 0.1,
-                             "feature": ["induction", "induction", "syntactic:nsubj:head2dep"]})
-    items = [item("induction", 0, 0), item("induction", 1, 0), item("syntactic:nsubj:head2dep", 2, 0),
-             item("not_a_feature", 0, 0), {"feature": "induction"}, item("previous_token", 0, 1) | {"pattern": [[1.0] * 5]}]
-    best = X.strongest_per_role(items, features)
-    assert [(e.role, e.layer) for e in best] == [("induction", 1), ("syntactic", 2)]
+def test_strongest_head_per_role_by_lift_among_heads_of_that_role():
+    roles = pd.DataFrame({"layer": [0, 1, 2, 3], "head": 0, "confidence": 0.9, "score_induction": [0.9, 0.2, 0.1, 0.1],
+                          "role": ["induction", "induction", "syntactic", "unexplained"]})
+    features = pd.DataFrame({"layer": [0, 1, 2, 3, 2], "head": 0, "baseline": 0.1, "value": [0.3, 0.7, 0.5, 0.99, 0.2],
+                             "feature": ["induction", "induction", "syntactic:nsubj:head2dep", "induction",
+                                         "syntactic:amod:dep2head"]})
+    picks = X.strongest_heads(roles, features)
+    assert [(p.role, p.layer, p.strength) for p in picks] == [("induction", 1, pytest.approx(0.6)),
+                                                             ("syntactic", 2, pytest.approx(0.4))]
+    by_score = X.strongest_heads(roles, None)  # no features table: the role's score
+    assert [(p.role, p.layer, p.measure) for p in by_score] == [("induction", 0, "score_induction"),
+                                                               ("syntactic", 2, "confidence")]
+
+
+def test_each_role_is_shown_on_the_family_its_feature_reads():
+    from interp.features import FEATURE_FAMILIES
+    from interp.probes.base import NATURAL, SYNTAX
+    from interp.roles import NAMED_ROLES, ROLES
+
+    for role in NAMED_ROLES:
+        family = X.SHOWN_ON.get(role, X.DEFAULT_FAMILY)
+        reads = (SYNTAX,) if role == "syntactic" else FEATURE_FAMILIES[ROLES[role].feature]
+        assert family in reads, role
+    assert X.DEFAULT_FAMILY == NATURAL
+    exemplars = fake_exemplars(2, 2)
+    assert X.probe_for("induction", exemplars).tokens == REPEATED
+    assert X.probe_for("syntactic", exemplars).suite == "syntax"
+    assert X.probe_for("local", Exemplars(exemplars.probes[1:2])).suite == "repeated", "else the first probe"

@@ -100,3 +100,37 @@ def test_report_and_ablate_stage_state_the_same_prunable_share():
         assert S.prunable_share(pr, metric, 0.01) == stage[metric]["1%"]
         assert S.prunable_share(pr, metric, 0.05) == stage[metric]["5%"]
     assert stage["loss_prose"] == {"1%": 0.5, "5%": 0.75}  # +0.5%, +0.99%, +3%, +10%
+
+
+def test_best_effects_takes_the_exact_row_where_a_head_has_one():
+    eff = effects_frame([
+        (0, 0, "zero", "loss_prose", 2.0, 2.1, 0.1, 0.05, 0.0, 0.2, "attribution"),
+        (0, 1, "zero", "loss_prose", 2.0, 2.5, 0.5, 0.25, 0.3, 0.6, "attribution"),
+        (0, 1, "zero", "loss_prose", 2.0, 2.9, 0.9, 0.45, 0.8, 1.0, "exact"),
+        (0, 1, "mean", "loss_prose", 2.0, 2.2, 0.2, 0.1, 0.1, 0.3, "exact"),  # preferred ablation
+    ])
+    best = S.best_effects(eff)
+    assert best[["layer", "head", "delta", "method"]].values.tolist() == [[0, 1, 0.2, "exact"]]
+    best = S.best_effects(eff[eff["ablation"] == "zero"])
+    assert best[["head", "delta", "ci_low", "method"]].values.tolist() == [[0, 0.1, 0.0, "attribution"],
+                                                                           [1, 0.9, 0.8, "exact"]]
+    assert S.best_effects(None) is None
+
+
+def test_audit_pairs_and_rank_agreement():
+    rows = []
+    for head, (estimate, exact) in enumerate([(0.1, 0.2), (0.3, 0.1), (0.5, 0.9), (0.7, 1.1)]):
+        rows += [(0, head, "zero", "loss_repeated", 1.0, 1.0 + exact, exact, exact, 0.0, 0.0, "exact"),
+                 (0, head, "zero", "loss_repeated", 1.0, 1.0 + estimate, estimate, estimate, 0.0, 0.0, "attribution")]
+    rows.append((1, 0, "zero", "loss_repeated", 1.0, 1.5, 0.5, 0.5, 0.0, 0.0, "attribution"))  # estimate only
+    pairs = S.audit_pairs(effects_frame(rows))
+    assert pairs.columns.tolist() == ["metric", "layer", "head", "estimate", "exact"]
+    assert pairs["head"].tolist() == [0, 1, 2, 3] and pairs["layer"].tolist() == [0, 0, 0, 0]
+    assert S.rank_agreement(pairs) == pytest.approx(0.8)  # ranks 1 2 3 4 vs 2 1 3 4
+    assert math.isnan(S.rank_agreement(pairs.iloc[:2]))
+    assert S.audit_pairs(effects_frame(rows[::2])) is None  # exact only
+
+
+def test_model_name_comes_from_the_manifest():
+    assert S.model_name({"model": {"name": "smollm2-135m"}}) == "smollm2-135m"
+    assert S.model_name({}) == "an unnamed model"

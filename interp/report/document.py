@@ -1,0 +1,141 @@
+"""What the report says, section by section: a run's tables and figures -> a content model.
+
+:func:`report_document` builds the report of one run, :func:`compare_document` the comparison
+of two; both are rendered by the same HTML and PDF renderers (``html.py``, ``pdf.py``). Every
+sentence that states a number reads it from :mod:`interp.report.summary`, as the figures do.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+
+from interp.report import content as C
+from interp.report import summary as S
+from interp.report.figures import SavedFigure
+from interp.rundir import RunTables
+
+MODEL_FACTS = ("name", "source", "causal", "n_layers", "n_heads", "n_kv_heads", "d_head", "n_ctx", "bos_policy",
+               "dtype", "device")
+STAGE_OF = {"features": "collect", "roles": "classify", "effects": "ablate", "pruning": "ablate"}
+# Report sections and the figures they hold (by file stem, a trailing * for a family of figures).
+FIGURE_SECTIONS = (
+    ("roles", "Roles", ("role_map", "role_counts", "sink_by_layer")),
+    ("features", "Features", ("features_*",)),
+    ("effects", "Causal effects", ("effect_maps", "effect_vs_role", "estimator_audit", "score_vs_effect")),
+    ("pruning", "Pruning", ("pruning",)),
+)
+
+
+def _cards(summary: dict[str, Any]) -> C.Cards:
+    n_layers, n_heads = summary["shape"]
+    cards = [C.Card(f"{n_layers} × {n_heads}", "layers × heads")]
+    if summary["role_counts"]:
+        named = sum(r["heads"] for r in summary["role_counts"] if r["role"] != "unexplained")
+        cards.append(C.Card(str(named), "heads with a named role"))
+        cards.append(C.Card(S.percent(summary["share_unexplained"]), "share unexplained"))
+    for row in summary["prunable"] or []:
+        cards.append(C.Card(f"{S.percent(row['within_1%'])} / {S.percent(row['within_5%'])}",
+                            f"prunable within 1% / 5% of {row['metric']}"))
+    return C.Cards(tuple(cards))
+
+
+def _notes(summary: dict[str, Any], exemplar_note: str | None) -> list[C.Text]:
+    notes = [C.Text(f"This run has no {name} table yet (the {stage} stage has not run), so its figures are left out.",
+                    "note") for name, stage in STAGE_OF.items() if not summary["tables"][name]]
+    return notes + ([C.Text(exemplar_note, "note")] if exemplar_note else [])
+
+
+def _summary_section(summary: dict[str, Any], exemplar_note: str | None) -> C.Section | None:
+    counts = pd.DataFrame(summary["role_counts"]) if summary["role_counts"] else None
+    prunable = pd.DataFrame(summary["prunable"]) if summary["prunable"] else None
+    corpora = [{"suite": suite, "sequences": (info or {}).get("n_sequences"), "tokens": (info or {}).get("n_tokens"),
+                "hash": (info or {}).get("hash")} for suite, info in summary["corpora"].items()]
+    model = summary["model"]
+    columns = C.group(
+        C.titled("Heads per primary role",
+                 C.table(counts, "role-counts", percent_columns=("share",)) if counts is not None else None),
+        C.titled("How much can be pruned",
+                 C.Text("Largest share of heads removed (least important first) while the metric stays within 1% "
+                        "or 5% of the intact model, measured on held-out sequences, not the ones that ranked the "
+                        "heads.") if prunable is not None else None,
+                 C.table(prunable, "prunable", percent_columns=("within_1%", "within_5%"))
+                 if prunable is not None else None),
+        C.titled("Model", C.key_values([(k, model[k]) for k in MODEL_FACTS if k in model]) if model else None),
+        C.titled("Probe corpora", C.table(pd.DataFrame(corpora), "corpora") if corpora else None),
+    )
+    return C.section("summary", "Summary", _cards(summary), *_notes(summary, exemplar_note), columns)
+
+
+def _figures_of(figures: list[SavedFigure], names: tuple[str, ...]) -> list[C.FigureBlock]:
+    def wanted(stem: str) -> bool:
+        return any(stem == n or (n.endswith("*") and stem.startswith(n[:-1])) for n in names)
+    return [C.figure(f) for f in figures if f.kind == "main" and wanted(f.name)]
+
+
+def _provenance_section(summary: dict[str, Any]) -> C.Section:
+    prov = summary["provenance"]
+    keys = ("created", "seed", "git_hash", "machine", "python")
+    pairs = [(k, S.fmt(prov.get(k)) or "unknown") for k in keys if k in prov]
+    pairs += [(k, v) for k, v in prov.items() if k not in keys and k != "versions" and not isinstance(v, (dict, list))]
+    versions = [(k, S.fmt(v) or "not installed") for k, v in (prov.get("versions") or {}).items()]
+    stages = summary["stages"]
+    stage_rows = pd.DataFrame([{"stage": name, "seconds": (info or {}).get("seconds"),
+                                "finished": (info or {}).get("finished")} for name, info in stages.items()])
+    configs = [C.Code(f"{name} config", json.dumps((info or {}).get("config"), indent=1, default=str))
+               for name, info in stages.items()]
+    return C.section(
+        "provenance", "Provenance",
+        C.key_values(pairs) if pairs else C.Text("The manifest records no provenance.", "muted"),
+        C.titled("Package versions", C.key_values(versions)) if versions else None,
+        C.titled("Stages", C.table(stage_rows, "stages"), *configs) if stages else None,
+    )
+
+
+def report_document(run: RunTables, summary: dict[str, Any], figures: list[SavedFigure],
+                    heads: pd.DataFrame | None, exemplar_note: str | None = None) -> C.Document:
+    """The report of one run; ``exemplar_note`` says why exemplar patterns are missing, if they are."""
+    name = summary["model_name"]
+    created = summary["provenance"].get("created")
+    lead = (f"Run {summary['run']}" + (f", created {created}" if created else "") + ". What each head does (its role) "
+            "and how much the model needs it (its ablation effect).",)
+    sections = [_summary_section(summary, exemplar_note)]
+    sections += [C.section(sid, title, *_figures_of(figures, names)) for sid, title, names in FIGURE_SECTIONS]
+    exemplars = [C.figure(f) for f in figures if f.kind == "exemplar"]
+    sections.append(C.section(
+        "exemplars", "Exemplar attention patterns",
+        C.Text("For each role, the head that fits it best, on a stored probe of the family its feature reads. "
+               "Every head's pattern on these probes is in exemplars.npz (interp.exemplars.read_exemplars).")
+        if exemplars else None, C.group(*exemplars, layout="grid")))
+    effect = f"; Δ columns: {summary['exact_effect']} (positive = the model gets worse without the head)" \
+        if summary["exact_effect"] else ""
+    sections.append(C.section(
+        "heads", "Heads", C.Text(f"One row per head{effect}. Click a header to sort.") if heads is not None else None,
+        C.table(heads, "head-table", filter="Filter heads:") if heads is not None else None))
+    clusters = run.clusters if run.clusters is not None and not run.clusters.empty else None
+    sections.append(C.section(
+        "clusters", "Unexplained-head clusters",
+        C.Text("Heads no archetype explains, grouped by the similarity of their features.") if clusters is not None else None,
+        C.table(clusters, "cluster-table", filter="Filter clusters:") if clusters is not None else None))
+    sections.append(_provenance_section(summary))
+    return C.Document(f"Attention heads of {name}", f"{name} · attention heads · {summary['run']}", lead,
+                      tuple(s for s in sections if s is not None))
+
+
+# --- two runs side by side ---------------------------------------------------------------------
+
+def compare_document(label_a: str, label_b: str, maps: list[C.FigureBlock], notes: list[str],
+                     diff: pd.DataFrame | None, n_heads: int) -> C.Document:
+    """Two runs' role maps and the heads whose primary role differs (``diff``: see ``role_differences``)."""
+    counted = f"Heads whose primary role differs: {len(diff)} of {n_heads}." if diff is not None else None
+    sections = [
+        C.section("maps", "Role maps", *[C.Text(n, "note") for n in notes],
+                  C.Text(counted) if counted else None, C.group(*maps, layout="cols")),
+        C.section("differences", "Heads whose primary role differs",
+                  C.table(diff, "diff-table", role_columns=("role_a", "role_b"), filter="Filter heads:")
+                  if diff is not None and not diff.empty else None),
+    ]
+    return C.Document("Role maps compared", f"Role maps: {label_a} vs {label_b}", (f"A: {label_a}", f"B: {label_b}"),
+                      tuple(s for s in sections if s is not None))
