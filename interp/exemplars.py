@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from interp.collect import run_patterns
+from interp.lens import run_patterns
 from interp.features import FEATURE_FAMILIES
 from interp.models import LoadedModel
 from interp.probes.base import REPEATED, SYNTAX, ProbeSequence

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interp.collect import run_patterns
+from interp.lens import run_patterns
 
 
 @pytest.mark.parametrize("name", ["llama", "gpt2", "bert"])
