@@ -67,7 +67,7 @@ def main() -> None:
             "collect: all features, all heads": collect}
     times: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(args.repeats):
-        for name, fn in rundir.items():
+        for name, fn in runs.items():
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)

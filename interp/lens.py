@@ -60,7 +60,8 @@ SITES = {  # what a Tap names -> the hook point's name inside block l
     "pattern": "attn.hook_pattern",  # [batch, head, q, k]
     "z": "attn.hook_z",  # [batch, pos, head, d_head]: query heads
     "v": "attn.hook_v",  # [batch, pos, kv_head, d_head]: key-value heads
-    "resid_pre": "hook_resid_pre",  # [batch, pos, d_model]
+    "resid_pre": "hook_resid_pre",  # [batch, pos, d_model]: entering block l
+    "out": "hook_out",  # [batch, pos, d_model]: leaving block l
 }
 
 
@@ -199,7 +200,7 @@ def _stop(x: torch.Tensor, hook: Any = None) -> None:
 
 def _readout_hooks(readout: Readout, n_layers: int, box: list) -> list[tuple[str, Callable]]:
     if isinstance(readout, FinalHidden):
-        return [(f"blocks.{n_layers - 1}.hook_out", _stop)]
+        return [(hook_name("out", n_layers - 1), _stop)]
 
     def gather_rows(x: torch.Tensor, hook: Any) -> torch.Tensor:
         # [batch, pos, d_model] -> [1, row, d_model]: the model's own head runs on these rows alone.
