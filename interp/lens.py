@@ -190,26 +190,23 @@ def _call_tap(fn: Callable, layer: int, x: torch.Tensor, hook: Any) -> torch.Ten
     return fn(x, layer)
 
 
-def _stop(x: torch.Tensor, hook: Any = None) -> None:
-    """End the pass here, the way TransformerLens' own stop_at_layer does: run_with_hooks
-    catches the exception and returns the tensor it carries."""
-    from transformer_lens.model_bridge.exceptions import StopAtLayerException
-
-    raise StopAtLayerException(x)
+def _no_logits(x: torch.Tensor, hook: Any = None) -> torch.Tensor:
+    """``unembed.hook_in``: hand the unembedding zero rows ``[batch, 0, d_model]``, so it does no work."""
+    return x[:, :0]
 
 
 def _readout_hooks(readout: Readout, n_layers: int, box: list) -> list[tuple[str, Callable]]:
+    def keep(x: torch.Tensor, hook: Any) -> None:
+        box.append(x)
+
     if isinstance(readout, FinalHidden):
-        return [(hook_name("out", n_layers - 1), _stop)]
+        return [(hook_name("out", n_layers - 1), keep), ("unembed.hook_in", _no_logits)]
 
     def gather_rows(x: torch.Tensor, hook: Any) -> torch.Tensor:
         # [batch, pos, d_model] -> [1, row, d_model]: the model's own head runs on these rows alone.
         return x[readout.batch.to(x.device), readout.pos.to(x.device)].unsqueeze(0)
 
-    def keep_logits(x: torch.Tensor, hook: Any) -> None:
-        box.append(x[0])
-
-    return [("unembed.hook_in", gather_rows), ("unembed.hook_out", keep_logits)]
+    return [("unembed.hook_in", gather_rows), ("unembed.hook_out", lambda x, hook: keep(x[0], hook))]
 
 
 # --- passes -------------------------------------------------------------------------------------
@@ -218,19 +215,13 @@ def _readout_hooks(readout: Readout, n_layers: int, box: list) -> list[tuple[str
 def run_patterns(model: Any, tokens: torch.Tensor, attention_mask: torch.Tensor,
                  on_pattern: Callable[[int, torch.Tensor], None]) -> None:
     """One forward pass, under inference mode, that hands every layer's attention pattern
-    ``[batch, head, q, k]`` to ``on_pattern(layer, pattern)`` in layer order and ends right
-    after the last layer's (features need attention only: the last MLP and the unembedding
-    never run). ``model``: a LoadedModel (``bridge``, ``n_layers``, ``device``)."""
-    last = model.n_layers - 1
-
-    def hook(pattern: torch.Tensor, layer: int) -> None:
-        on_pattern(layer, pattern)
-        if layer == last:
-            _stop(pattern)
-
+    ``[batch, head, q, k]`` to ``on_pattern(layer, pattern)`` in layer order; no logits are
+    computed (features need attention only). ``model``: a LoadedModel (``bridge``,
+    ``n_layers``, ``device``)."""
+    hooks = _hooks([Tap("pattern", lambda pattern, layer: on_pattern(layer, pattern))], model.n_layers)
     with torch.inference_mode():
         model.bridge.run_with_hooks(tokens.to(model.device), attention_mask=attention_mask.to(model.device),
-                                    fwd_hooks=_hooks([Tap("pattern", hook)], model.n_layers), return_type=None)
+                                    fwd_hooks=hooks + [("unembed.hook_in", _no_logits)], return_type=None)
 
 
 def run(model: Any, inputs: torch.Tensor, attention_mask: torch.Tensor, taps: Sequence[Tap], readout: Readout,
@@ -241,16 +232,18 @@ def run(model: Any, inputs: torch.Tensor, attention_mask: torch.Tensor, taps: Se
     that block ``[batch, pos, d_model]`` (a full pass's ``resid_pre``); the blocks below it do
     no work and taps on them never fire. Gradients flow when the caller enables them.
     """
+    if not 0 <= start_layer < model.n_layers:
+        raise ValueError(f"start_layer must be in [0, {model.n_layers}), got {start_layer}")
     bridge = model.bridge
     box: list[torch.Tensor] = []
     hooks = _hooks(taps, model.n_layers) + _readout_hooks(readout, model.n_layers, box)
-    if not 0 <= start_layer < model.n_layers:
-        raise ValueError(f"start_layer must be in [0, {model.n_layers}), got {start_layer}")
     skipping = _skipping_blocks(bridge, start_layer, inputs) if start_layer else contextlib.nullcontext()
     with skipping:
-        out = bridge.run_with_hooks(inputs, attention_mask=attention_mask, fwd_hooks=hooks,
-                                    start_at_layer=start_layer or None, return_type=None)
-    return out if isinstance(readout, FinalHidden) else box[0]
+        bridge.run_with_hooks(inputs, attention_mask=attention_mask, fwd_hooks=hooks,
+                              start_at_layer=start_layer or None, return_type=None)
+    if len(box) != 1:
+        raise RuntimeError(f"the readout hooks fired {len(box)} times, not once: this bridge's hook points differ")
+    return box[0]
 
 
 # --- restarting at a layer ----------------------------------------------------------------------

@@ -90,27 +90,34 @@ def test_patterns_arrive_once_per_layer_in_order_as_batch_head_q_k(model):
 
     lens.run_patterns(model, tokens, mask, keep)
     assert seen == [(layer, (BATCH, N_HEADS, POS, POS)) for layer in range(N_LAYERS)]
-    for pattern in patterns.values():
+    with torch.inference_mode():
+        _, cache = model.bridge.run_with_cache(tokens, attention_mask=mask)
+    for layer, pattern in patterns.items():
+        torch.testing.assert_close(pattern, cache[lens.hook_name("pattern", layer)])
         torch.testing.assert_close(pattern.sum(-1), torch.ones(BATCH, N_HEADS, POS))
         assert (pattern[1, :, :, -2:] == 0).all()  # padded keys get nothing
         if model.causal:
             assert (pattern.triu(1) == 0).all()
 
 
-def test_the_pass_stops_right_after_the_last_pattern(model):
+def unembed_widths(model) -> tuple[list[tuple[int, ...]], object]:
+    """The shapes the wrapped unembedding (lm head) is called on, and the handle to remove."""
+    widths: list[tuple[int, ...]] = []
+    handle = model.bridge.unembed.original_component.register_forward_pre_hook(
+        lambda m, a: widths.append(tuple(a[0].shape)))
+    return widths, handle
+
+
+def test_the_pattern_pass_computes_no_logits(model):
     tokens, mask = inputs()
-    ran: list[str] = []
-    last = model.bridge.blocks[N_LAYERS - 1]
-    handles = [last.mlp.register_forward_pre_hook(lambda *a: ran.append("last mlp")),
-               model.bridge.unembed.register_forward_pre_hook(lambda *a: ran.append("unembed"))]
+    widths, handle = unembed_widths(model)
     try:
         lens.run_patterns(model, tokens, mask, lambda layer, pattern: None)
     finally:
-        for h in handles:
-            h.remove()
-    assert ran == []
-    with torch.inference_mode():  # the hook points are clean again: a plain pass runs to the end
-        model.bridge(tokens, attention_mask=mask)
+        handle.remove()
+    assert widths == [(BATCH, 0, N_HEADS * D_HEAD)]  # the unembedding gets zero rows
+    with torch.inference_mode():  # the hook points are clean again: a plain pass has all its logits
+        assert model.bridge(tokens, attention_mask=mask).shape[:2] == (BATCH, POS)
 
 
 # --- sites ----------------------------------------------------------------------------------------
@@ -165,9 +172,7 @@ def test_rows_readout_unembeds_the_chosen_rows_only(name, request):
     model = request.getfixturevalue(name)
     tokens, mask = inputs()
     rows = lens.Rows(torch.tensor([0, 1, 1]), torch.tensor([2, 0, 4]))
-    widths: list[tuple[int, ...]] = []
-    handle = model.bridge.unembed.original_component.register_forward_pre_hook(
-        lambda m, a: widths.append(tuple(a[0].shape)))
+    widths, handle = unembed_widths(model)
     try:
         with torch.inference_mode():
             out = lens.run(model, tokens, mask, [], rows)
@@ -179,11 +184,10 @@ def test_rows_readout_unembeds_the_chosen_rows_only(name, request):
     torch.testing.assert_close(out, full[rows.batch, rows.pos])
 
 
-def test_final_hidden_readout_is_the_last_blocks_output_and_stops_there(bert, llama):
+def test_final_hidden_readout_is_the_last_blocks_output_and_no_logits(bert, llama):
     tokens, mask = inputs()
     for model in (bert, llama):
-        ran: list[int] = []
-        handle = model.bridge.unembed.register_forward_pre_hook(lambda *a: ran.append(1))
+        widths, handle = unembed_widths(model)
         try:
             with torch.inference_mode():
                 out = lens.run(model, tokens, mask, [], lens.FinalHidden())
@@ -192,7 +196,7 @@ def test_final_hidden_readout_is_the_last_blocks_output_and_stops_there(bert, ll
         name = f"blocks.{N_LAYERS - 1}.hook_out"
         with torch.inference_mode():
             _, cache = model.bridge.run_with_cache(tokens, attention_mask=mask, names_filter=lambda n: n == name)
-        assert ran == [] and torch.equal(out, cache[name])
+        assert widths == [(BATCH, 0, N_HEADS * D_HEAD)] and torch.equal(out, cache[name])
 
 
 # --- restarting at a layer ------------------------------------------------------------------------
