@@ -1,10 +1,11 @@
 """What each trick of interp.lens saves against TransformerLens' public API, measured in one run.
 
 Every comparison runs each way on the same inputs in the same process, interleaved batch by
-batch (one order, then the reverse) so that a shared machine's drift hits all alike; each
-batch keeps its faster time of the two rounds, and the tables sum those.
+batch (one order, then the reverse, ...) so that a shared machine's drift hits all alike; each
+batch keeps its fastest round, and the tables sum those. One torch thread by default: on a
+shared 2-core box, two threads stall whenever another process takes a core.
 
-1. **Collect pass** (SmolLM2, the collect stage's own length buckets over ``CollectConfig().quick()``
+1. **Collect pass** (SmolLM2, the collect stage's own length buckets over a subset of its default
    probes), every layer's pattern streamed to a hook, and then
 
    - public hooks only (what ``lens.run_patterns`` does): a hook on ``unembed.hook_in`` hands
@@ -25,7 +26,7 @@ batch keeps its faster time of the two rounds, and the tables sum those.
 4. **Causal readout** (SmolLM2, the evaluation corpus): logits at the scored rows only
    (``lens.Rows``: the unembedding runs on those rows) against all logits, then indexed.
 
-Usage: ``flock /tmp/interp-cpu.lock python benchmarks/lens_tricks.py [--threads 2] [--no-write]``
+Usage: ``flock /tmp/interp-cpu.lock python benchmarks/lens_tricks.py [--threads 1] [--rounds 3] [--no-write]``
 """
 
 from __future__ import annotations
@@ -55,9 +56,13 @@ SCRIPT = "benchmarks/lens_tricks.py"
 SECTION = "lens_tricks"
 
 
-def interleaved(variants: dict[str, Callable[[object], object]], items: list, rounds: int = 2) -> dict[str, float]:
+ROUNDS = 3
+
+
+def interleaved(variants: dict[str, Callable[[object], object]], items: list) -> dict[str, float]:
     """Seconds per variant over ``items``: each item runs every variant once per round (order
-    reversed in odd rounds); per item the faster round counts."""
+    reversed in odd rounds); per item the fastest round counts."""
+    rounds = ROUNDS
     best = {name: [float("inf")] * len(items) for name in variants}
     names = list(variants)
     for r in range(rounds):
@@ -80,7 +85,7 @@ ZERO_ROWS = [("unembed.hook_in", lambda x, hook: x[:, :0])]
 
 
 def collect_pass(model) -> tuple[dict[str, float], str]:
-    config = CollectConfig().quick()
+    config = CollectConfig(n_repeated=16, n_syntax=100, max_sentences=60)
     seqs, _ = encode_all(model, config, build_suites(config))
     pad = model.tokenizer.pad_token_id or 0
     batches = [make_batch([seqs[i] for i in g], g, model.causal, pad) for g in bucket(seqs, config.max_tokens_per_batch)]
@@ -197,12 +202,16 @@ def table(times: dict[str, float], trick: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--layers", type=int, nargs="+", default=[1, 8, 15, 22, 29],
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (1: a shared 2-core box's other core cannot stall it)")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved rounds; each batch keeps its fastest")
+    parser.add_argument("--layers", type=int, nargs="+", default=[1, 15, 29],
                         help="restart layers to time (their mean stands for the sweep's)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md alone")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    global ROUNDS
+    ROUNDS = args.rounds
 
     smollm2 = load_model("smollm2-135m")
     collect_times, collect_shape = collect_pass(smollm2)
@@ -222,9 +231,10 @@ def main() -> None:
                   f"{t['public: start_at_layer'] / t['skip the blocks below (lens)']:.2f}x |" for layer, t in restarts.items()]
     body = "\n".join([
         f"SmolLM2-135M and MiniLM-L6, float32, {args.threads} torch thread(s), TransformerLens "
-        f"{lens.installed_version()}. Seconds summed over batches, each batch the faster of two interleaved rounds.",
+        f"{lens.installed_version()}. Seconds summed over batches, each batch the fastest of {args.rounds} interleaved "
+        "rounds.",
         "",
-        f"**1. Collect pass** (SmolLM2, `CollectConfig().quick()` probes: {collect_shape}):",
+        f"**1. Collect pass** (SmolLM2, a subset of the default probes: {collect_shape}):",
         "",
         table(collect_times, "zero rows into the unembedding (lens)"),
         "",

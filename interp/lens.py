@@ -9,32 +9,33 @@ themselves. What the toolkit relies on, each pinned by a test in tests/unit/test
   ``model_type`` or, for a bridge with none (``boot_native``), from ``cfg.attention_dir``.
 - **Sites** (:class:`Tap`): ``blocks.{l}.attn.hook_pattern`` ``[batch, head, q, k]``,
   ``attn.hook_z`` ``[batch, pos, head, d_head]`` with one slice per *query* head (grouped-query
-  models included), ``attn.hook_v`` ``[batch, pos, kv_head, d_head]`` and ``hook_resid_pre``
-  ``[batch, pos, d_model]``; a tensor a hook returns is what the model computes on with.
-- **Streaming patterns** (:func:`run_patterns`): each layer's pattern, in layer order, and the
-  pass ends right after the last one.
+  models included), ``attn.hook_v`` ``[batch, pos, kv_head, d_head]``, ``hook_resid_pre`` and
+  ``hook_out`` ``[batch, pos, d_model]``; a tensor a hook returns is what the model goes on with.
+- **Streaming patterns** (:func:`run_patterns`): each layer's pattern once, in layer order.
 - **Readouts** (:class:`Rows`, :class:`FinalHidden`): a hook on ``unembed.hook_in`` may return
-  fewer rows, and the model's own head (final softcapping included) then runs on those alone;
-  an encoder's output is the last block's ``hook_out`` and its (random) LM head never runs.
+  fewer rows, and the model's own head (final softcapping included) then runs on those alone,
+  or on none: the pattern pass and an encoder's readout (the last block's ``hook_out``; its
+  MLM head is random) compute no logits at all.
 - **Restarting at a layer** (:func:`run` with ``start_layer``): the residual cached from a
   full pass's ``hook_resid_pre`` enters block ``l`` and blocks ``0..l-1`` do no work.
 
-Two tricks go beyond the public API, because the public one costs far more (the numbers are
-in benchmarks/RESULTS.md, section ``lens_tricks``, written by benchmarks/lens_tricks.py):
+Public hook points do all of this but one thing. The numbers are in benchmarks/RESULTS.md,
+section ``lens_tricks`` (benchmarks/lens_tricks.py, both ways in one run on SmolLM2 and MiniLM):
 
-- *Stopping after the last pattern, or after the last block of an encoder.* ``stop_at_layer``
-  stops before a block, never after one, so the hook raises TransformerLens' own
-  :class:`StopAtLayerException` (what ``run_with_cache(stop_at_layer=...)`` raises from its
-  own hook, and what ``run_with_hooks`` catches). A full forward runs the last MLP and the
-  unembedding on every token: SmolLM2's 49k-row unembedding is a fifth of its forward, and
-  MiniLM's 30k-row MLM head is heavier than all its blocks together.
-- *Skipping the blocks below a restart.* ``start_at_layer`` still executes blocks ``0..l-1``
-  and throws their output away (and misses the injection on BERT, whose block names it does not
-  parse), so :func:`_skipping_blocks` sets an instance ``forward`` on those blocks for the
-  call: each hands its input on in the container the model expects (a bare tensor or a 1-tuple,
-  learnt once per bridge from one real call of block 0), and block ``l - 1`` hands over the
-  cached residual. That halves an all-head sweep. :func:`check_restart` proves it exact on a
-  model before anyone relies on it; where it is not, callers fall back to full forwards.
+- *No logits where none are needed* is a public hook returning zero rows. It replaced a hook
+  that raised an exception after the last pattern (``stop_at_layer`` stops before a block, never
+  after one): the exception also skipped the last block's MLP, which measured no faster.
+  A plain full forward computes every logit: SmolLM2's 49k-row unembedding is about a fifth
+  of its forward, MiniLM's 30k-row MLM head more than half.
+- *Skipping the blocks below a restart* is the one trick kept. ``start_at_layer`` still
+  executes blocks ``0..l-1`` and throws their output away (and misses the injection on BERT,
+  whose block names it does not parse), so :func:`_skipping_blocks` sets an instance ``forward``
+  on those blocks for the call: each hands its input on in the container the model's blocks
+  return (a bare tensor or a 1-tuple, learnt once per bridge from one real call of block 0),
+  and block ``l - 1`` hands over the cached residual. With ``start_at_layer`` alone an
+  all-head sweep takes about twice as long. :func:`check_restart` proves the shortcut exact on
+  a model before anyone relies on it; where it is not (or it raises), callers run full
+  forwards instead.
 
 The adapter was verified with the TransformerLens versions in :data:`VERIFIED`; another 4.x
 version gets a one-time warning, another major version a :class:`~interp.errors.ModelError`.

@@ -13,8 +13,8 @@ a CPU:
   warning. A 1-layer model never restarts.
 - **Readout at the needed positions only.** A causal LM's unembedding (49k logits per token
   for SmolLM2) is a fifth of its compute; only the rows a metric reads are unembedded, by the
-  model's own head (softcapping and all). An encoder's random MLM head is never run: the pass
-  stops at the last block's output.
+  model's own head (softcapping and all). An encoder's random MLM head computes nothing: the
+  readout is the last block's output.
 - **Replicas.** Several heads can be ablated in one pass by stacking ``k`` copies of the batch,
   copy ``i`` ablating head ``i`` (:class:`Edit.replica`).
 """
