@@ -56,13 +56,9 @@ SCRIPT = "benchmarks/lens_tricks.py"
 SECTION = "lens_tricks"
 
 
-ROUNDS = 3
-
-
-def interleaved(variants: dict[str, Callable[[object], object]], items: list) -> dict[str, float]:
+def interleaved(variants: dict[str, Callable[[object], object]], items: list, rounds: int) -> dict[str, float]:
     """Seconds per variant over ``items``: each item runs every variant once per round (order
     reversed in odd rounds); per item the fastest round counts."""
-    rounds = ROUNDS
     best = {name: [float("inf")] * len(items) for name in variants}
     names = list(variants)
     for r in range(rounds):
@@ -84,7 +80,7 @@ def _stop(x, hook) -> None:
 ZERO_ROWS = [("unembed.hook_in", lambda x, hook: x[:, :0])]
 
 
-def collect_pass(model) -> tuple[dict[str, float], str]:
+def collect_pass(model, rounds: int) -> tuple[dict[str, float], str]:
     config = CollectConfig(n_repeated=16, n_syntax=100, max_sentences=60)
     seqs, _ = encode_all(model, config, build_suites(config))
     pad = model.tokenizer.pad_token_id or 0
@@ -104,7 +100,7 @@ def collect_pass(model) -> tuple[dict[str, float], str]:
         "zero rows into the unembedding (lens)": lens_pass,
         "stop at the last pattern (StopAtLayerException)": lambda b: public(b, [(lens.hook_name("pattern", last), _stop)]),
         "public: full forward": lambda b: public(b, [(lens.hook_name("pattern", last), lambda x, hook: None)]),
-    }, batches)
+    }, batches, rounds)
     n_tokens = sum(int(b.attention_mask.sum()) for b in batches)
     return times, f"{len(seqs)} probe sequences, {n_tokens} tokens, {len(batches)} batches"
 
@@ -120,7 +116,7 @@ def public_restart():
         lens._skipping_blocks = saved
 
 
-def restart(model, layers: list[int]) -> tuple[dict[int, dict[str, float]], float, str]:
+def restart(model, layers: list[int], rounds: int) -> tuple[dict[int, dict[str, float]], float, str]:
     cfg = AblateConfig()
     corpus = build_corpus(model, cfg.n_prose, cfg.n_repeated, cfg.repeated_lengths, cfg.n_syntax, cfg.seed,
                           cfg.max_tokens_per_batch)
@@ -146,12 +142,12 @@ def restart(model, layers: list[int]) -> tuple[dict[int, dict[str, float]], floa
                 return skip(item)
 
         worst = max(worst, float((skip(items[0]) - public(items[0])).abs().max()))
-        out[layer] = interleaved({"skip the blocks below (lens)": skip, "public: start_at_layer": public}, items)
+        out[layer] = interleaved({"skip the blocks below (lens)": skip, "public: start_at_layer": public}, items, rounds)
     shapes = f"{len(corpus.batches)} batches, {sum(b.tokens.numel() for b in corpus.batches)} padded tokens"
     return out, worst, shapes
 
 
-def encoder_readout(model) -> tuple[dict[str, float], str]:
+def encoder_readout(model, rounds: int) -> tuple[dict[str, float], str]:
     corpus = build_corpus(model, 24, 0, (10,), 0, 0, 2048)
     last = lens.hook_name("out", model.n_layers - 1)
 
@@ -171,11 +167,11 @@ def encoder_readout(model) -> tuple[dict[str, float], str]:
         assert torch.equal(lens_pass(b), public(b)), "the lens readout differs from the full pass's"
     times = interleaved({"zero rows into the unembedding (lens)": lens_pass,
                          "stop after the last block (StopAtLayerException)": lambda b: public(b, stop=True),
-                         "public: full forward": public}, corpus.batches)
+                         "public: full forward": public}, corpus.batches, rounds)
     return times, f"{len(corpus.batches)} batches, {sum(b.tokens.numel() for b in corpus.batches)} padded tokens"
 
 
-def causal_readout(model) -> dict[str, float]:
+def causal_readout(model, rounds: int) -> dict[str, float]:
     cfg = AblateConfig()
     corpus = build_corpus(model, cfg.n_prose, cfg.n_repeated, cfg.repeated_lengths, cfg.n_syntax, cfg.seed,
                           cfg.max_tokens_per_batch)
@@ -191,7 +187,7 @@ def causal_readout(model) -> dict[str, float]:
     for b in corpus.batches:
         torch.testing.assert_close(rows(b), full(b), rtol=1e-5, atol=1e-4)  # other matmul shapes: fp32 rounding
     return interleaved({"logits at the scored rows (lens)": rows, "public: all logits, then indexed": full},
-                       corpus.batches)
+                       corpus.batches, rounds)
 
 
 def table(times: dict[str, float], trick: str) -> str:
@@ -204,24 +200,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (1: a shared 2-core box's other core cannot stall it)")
-    parser.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved rounds; each batch keeps its fastest")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; each batch keeps its fastest")
     parser.add_argument("--layers", type=int, nargs="+", default=[1, 15, 29],
                         help="restart layers to time (their mean stands for the sweep's)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md alone")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    global ROUNDS
-    ROUNDS = args.rounds
 
     smollm2 = load_model("smollm2-135m")
-    collect_times, collect_shape = collect_pass(smollm2)
+    collect_times, collect_shape = collect_pass(smollm2, args.rounds)
     print(table(collect_times, "zero rows into the unembedding (lens)"), flush=True)
-    restarts, worst, restart_shape = restart(smollm2, args.layers)
+    restarts, worst, restart_shape = restart(smollm2, args.layers, args.rounds)
     print(restarts, worst, flush=True)
-    causal_times = causal_readout(smollm2)
+    causal_times = causal_readout(smollm2, args.rounds)
     del smollm2
     minilm = load_model("minilm-l6")
-    encoder_times, encoder_shape = encoder_readout(minilm)
+    encoder_times, encoder_shape = encoder_readout(minilm, args.rounds)
 
     skip_total = sum(t["skip the blocks below (lens)"] for t in restarts.values())
     public_total = sum(t["public: start_at_layer"] for t in restarts.values())
