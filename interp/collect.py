@@ -3,9 +3,8 @@
 The model runs batch by batch under ``torch.inference_mode()``; a hook on every layer's
 ``hook_pattern`` folds that layer's pattern into the feature accumulator and lets it go, so
 neither the corpus' patterns nor even one batch's 30 layers are ever held at once. Nothing else
-is cached, and the pass stops at the last layer's pattern: features only need attention, so the
-last MLP and the unembedding (a fifth of SmolLM2's forward, with its 49k-token vocabulary) never
-run (:func:`interp.lens.run_patterns`).
+is cached, and no logits are computed: features only need attention, so the unembedding (a fifth
+of SmolLM2's forward, with its 49k-token vocabulary) does no work (:func:`interp.lens.run_patterns`).
 """
 
 from __future__ import annotations
