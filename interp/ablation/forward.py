@@ -6,8 +6,8 @@ a CPU:
 
 - **Layer reuse.** Ablating a head of layer ``l`` leaves everything below ``l`` unchanged, so
   the clean pass caches each layer's ``resid_pre`` once per batch, and every ablated pass of a
-  layer-``l`` head restarts from that residual, the blocks below doing no work (half the cost
-  of a sweep, see :mod:`interp.lens`). Whether that is exact on the model is checked once, on
+  layer-``l`` head restarts from that residual, the blocks below doing no work (TransformerLens'
+  own ``start_at_layer`` runs them: the sweep would take 1.8x as long, see :mod:`interp.lens`). Whether that is exact on the model is checked once, on
   the first batch (:meth:`Ablator.check_reuse`) or on the first restart, which is also run in
   full and compared; where it is not (or restarting fails), every pass runs in full, with a
   warning. A 1-layer model never restarts.
