@@ -257,7 +257,7 @@ _BLOCK_OUTPUT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def _container(output: Any) -> Callable[[torch.Tensor], Any]:
     """How to return hidden states the way a block returned ``output``: bare, or as a 1-tuple
-    (TransformerLens-native blocks; Hugging Face layers before transformers 4.54)."""
+    (TransformerLens-native blocks do; so did Hugging Face layers in older transformers releases)."""
     if isinstance(output, torch.Tensor):
         return lambda h: h
     if isinstance(output, tuple) and len(output) == 1 and isinstance(output[0], torch.Tensor):
