@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
 
 from interp.accumulate import FeatureAccumulator  # noqa: E402
-from interp.collect import build_suites, encode_all, run_patterns  # noqa: E402
+from interp.collect import build_suites, encode_all  # noqa: E402
+from interp.lens import run_patterns  # noqa: E402
 from interp.config import CollectConfig, ModelSpec  # noqa: E402
 from interp.features import context  # noqa: E402
 from interp.models import load_model  # noqa: E402
@@ -66,7 +67,7 @@ def main() -> None:
             "collect: all features, all heads": collect}
     times: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(args.repeats):
-        for name, fn in rundir.items():
+        for name, fn in runs.items():
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)

@@ -22,7 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
 
-from interp.collect import run_patterns  # noqa: E402
+from interp.lens import run_patterns  # noqa: E402
 from interp.features import duplicate_token, induction, previous_token  # noqa: E402
 from interp.features import context as feature_context  # noqa: E402
 from interp.models import load_model  # noqa: E402

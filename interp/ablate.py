@@ -38,7 +38,7 @@ import torch
 
 from interp import rundir
 from interp.ablation.attribution import attribute
-from interp.ablation.catalogue import CAUSAL_METRICS, ENCODER_METRICS, SV
+from interp.ablation.catalogue import CAUSAL_METRICS, ENCODER_METRICS, REPEATED, SV
 from interp.ablation.corpus import EvalCorpus, build_corpus
 from interp.ablation.forward import Ablator
 from interp.ablation.metrics import metric_sizes
@@ -73,6 +73,7 @@ def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: 
     with _timed(timings, "total"), _in_dtype(model, cfg.dtype) as m:
         with _timed(timings, "corpus"):
             corpus = _corpus(m, cfg, metrics)
+        metrics = _measurable(metrics, corpus, cfg)
         ablator = Ablator(m)
         with _timed(timings, "threads"):
             threads = choose_threads(cfg.threads, lambda: probe_pass(ablator, corpus, cfg.max_tokens_per_batch))
@@ -155,6 +156,18 @@ def _corpus(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...], spl
     if not corpus.batches:
         raise ValueError("the evaluation corpus is empty: raise n_prose / n_repeated / n_syntax")
     return corpus
+
+
+def _measurable(metrics: tuple[str, ...], corpus: EvalCorpus, cfg: AblateConfig) -> tuple[str, ...]:
+    """The metrics the corpus has sequences for. One whose sequences were asked for but none fits
+    (a short context or a small vocabulary can empty a family) is dropped with a warning."""
+    sizes = metric_sizes(corpus.sizes)
+    empty = [m for m in metrics if not sizes.get(m)]
+    unfit = [m for m in empty if getattr(cfg, {REPEATED: "n_repeated", SV: "n_syntax"}.get(m, "n_prose"))]
+    if unfit:
+        warnings.warn(f"no evaluation sequence for {', '.join(unfit)} fits this model and tokenizer: not measured",
+                      stacklevel=3)
+    return tuple(m for m in metrics if m not in empty)
 
 
 def _exact_heads(model: LoadedModel, attribution: pd.DataFrame | None, cfg: AblateConfig,

@@ -3,10 +3,8 @@
 The model runs batch by batch under ``torch.inference_mode()``; a hook on every layer's
 ``hook_pattern`` folds that layer's pattern into the feature accumulator and lets it go, so
 neither the corpus' patterns nor even one batch's 30 layers are ever held at once. Nothing else
-is cached, and the pass stops at the last layer's pattern: features only need attention, so the
-last MLP and the unembedding (a fifth of SmolLM2's forward, with its 49k-token vocabulary) never
-run. TransformerLens 4.3's ``stop_at_layer`` does not skip the unembedding of a bridged model, so
-the last pattern hook ends the pass by raising :class:`_PatternsDone`.
+is cached, and no logits are computed: features only need attention, so the unembedding (a fifth
+of SmolLM2's forward, with its 49k-token vocabulary) does no work (:func:`interp.lens.run_patterns`).
 """
 
 from __future__ import annotations
@@ -27,6 +25,7 @@ from interp.config import CollectConfig
 from interp.errors import CorpusError
 from interp.exemplars import Exemplars, ExemplarRecorder, write_exemplars
 from interp.features import context
+from interp.lens import run_patterns
 from interp.models import LoadedModel
 from interp.probes.align import Aligner
 from interp.probes.base import ProbeSequence, Suite
@@ -91,31 +90,6 @@ def corpus_summary(seqs: list[ProbeSequence]) -> dict[str, dict[str, Any]]:
             "hash": corpus_hash([",".join(map(str, s.tokens.tolist())) for s in mine]),
         }
     return out
-
-
-class _PatternsDone(Exception):
-    """Raised by the last layer's pattern hook: nothing after it is needed."""
-
-
-def run_patterns(model: LoadedModel, batch_tokens: torch.Tensor, attention_mask: torch.Tensor, on_pattern) -> None:
-    """One forward pass, up to the last layer's attention, that hands each layer's pattern
-    [batch, head, q, k] to ``on_pattern(layer, pattern)``."""
-    last = model.n_layers - 1
-
-    def hook(pattern: torch.Tensor, hook: Any) -> None:
-        layer = int(hook.name.split(".")[1])
-        on_pattern(layer, pattern)
-        if layer == last:
-            raise _PatternsDone
-
-    with torch.inference_mode():
-        try:
-            model.bridge.run_with_hooks(
-                batch_tokens.to(model.device), attention_mask=attention_mask.to(model.device),
-                fwd_hooks=[(lambda name: name.endswith("attn.hook_pattern"), hook)], return_type=None,
-            )
-        except _PatternsDone:
-            pass
 
 
 def collect(model: LoadedModel, config: CollectConfig = CollectConfig(), suites: list[Suite] | None = None,

@@ -29,12 +29,9 @@ from urllib.parse import urlparse
 
 import torch
 
+from interp import lens
 from interp.config import ModelSpec
 from interp.errors import ModelError
-
-# Architectures whose attention is bidirectional; everything else is treated as causal.
-ENCODER_MODEL_TYPES = frozenset({"bert", "roberta", "distilbert", "electra", "xlm-roberta", "albert", "mpnet"})
-
 
 @dataclass(frozen=True)
 class PackagedModel:
@@ -70,6 +67,8 @@ class LoadedModel:
     n_kv_heads: int
     d_head: int
     n_ctx: int
+    d_vocab: int  # token ids the embedding takes
+    d_vocab_out: int  # logits per position
     bos_policy: str  # prepend (we add BOS) | tokenizer (tokenizer adds it) | cls (encoder [CLS] ... [SEP]) | none
     bos_token_id: int | None
     dtype: str
@@ -148,16 +147,14 @@ def prepare_packaged() -> list[tuple[str, str]]:
 
 def from_bridge(bridge: Any, tokenizer: Any = None, name: str | None = None) -> LoadedModel:
     """Wrap a TransformerBridge the caller already built (tests, notebooks, custom models)."""
-    from transformer_lens.model_bridge import TransformerBridge
-
-    if not isinstance(bridge, TransformerBridge):
+    if not lens.is_bridge(bridge):
         raise ModelError(f"expected a model name, a path or a TransformerBridge, got {type(bridge).__name__}")
     tok = tokenizer if tokenizer is not None else bridge.tokenizer
     if tok is None:
         raise ModelError("the bridge has no tokenizer: pass tokenizer=...")
-    param = next(bridge.parameters())
+    param = lens.first_param(bridge)
     dtype = str(param.dtype).removeprefix("torch.")
-    spec = ModelSpec(name=name or bridge.cfg.model_name or "bridge", device=str(param.device),
+    spec = ModelSpec(name=name or lens.facts(bridge).name or "bridge", device=str(param.device),
                      dtype=dtype if dtype in ("float32", "bfloat16") else "float32")
     return _wrap(bridge, tok, spec.name, "bridge", spec)
 
@@ -348,19 +345,14 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _wrap(bridge: Any, tok: Any, name: str, source: str, spec: ModelSpec) -> LoadedModel:
-    cfg = bridge.cfg
-    hf_config = getattr(getattr(bridge, "original_model", None), "config", None)
-    model_type = getattr(hf_config, "model_type", "") or ""
-    causal = model_type not in ENCODER_MODEL_TYPES
-    n_heads = int(cfg.n_heads)
-    n_kv = getattr(cfg, "n_key_value_heads", None) or n_heads
+    shape = lens.facts(bridge)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token or tok.unk_token
     return LoadedModel(
-        bridge=bridge, tokenizer=tok, name=name, source=source, causal=causal,
-        n_layers=int(cfg.n_layers), n_heads=n_heads, n_kv_heads=int(n_kv), d_head=int(cfg.d_head),
-        n_ctx=int(cfg.n_ctx), bos_policy=_bos_policy(tok, causal), bos_token_id=tok.bos_token_id,
-        dtype=spec.dtype, device=spec.device,
+        bridge=bridge, tokenizer=tok, name=name, source=source, causal=shape.causal,
+        n_layers=shape.n_layers, n_heads=shape.n_heads, n_kv_heads=shape.n_kv_heads, d_head=shape.d_head,
+        n_ctx=shape.n_ctx, d_vocab=shape.d_vocab, d_vocab_out=shape.d_vocab_out,
+        bos_policy=_bos_policy(tok, shape.causal), bos_token_id=tok.bos_token_id, dtype=spec.dtype, device=spec.device,
     )
 
 

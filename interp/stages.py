@@ -76,7 +76,7 @@ def _present(path: Path) -> bool:
 STAGES: tuple[Stage, ...] = (
     Stage("collect", "Gather every head's attention features over the probe suites (writes features).",
           CollectConfig, "interp.collect:run_stage", needs_model=True,
-          outputs=("features.parquet", "feature_replicates.npz")),
+          outputs=("features.parquet", "feature_replicates.npz", "exemplars.npz")),
     Stage("classify", "Label every head with a role (writes roles, clusters).",
           ClassifyConfig, "interp.classify:run_stage", reads=("collect",), outputs=("roles.parquet",)),
     Stage("ablate", "Measure each head's causal effect (writes effects, pruning).",

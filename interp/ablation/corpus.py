@@ -25,6 +25,7 @@ removal happened to help those few sequences would make pruning look free.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -112,6 +113,35 @@ def causal_items(model, n_prose: int, n_repeated: int, repeated_lengths: tuple[i
             items.append(_loss_item(seq, REPEATED, i, start=prefix + half))
     if n_syntax:
         items += _sv_items(aligner, n_syntax, seed + split * SPLIT_SEED_OFFSET)
+    return scorable(items, model.d_vocab_out)
+
+
+def scorable(items: list[EvalItem], vocab_out: int) -> list[EvalItem]:
+    """``items`` without the rows whose token has no logit (ids >= ``vocab_out``, a model whose
+    output vocabulary is smaller than its tokenizer's), with one warning saying how many."""
+    out: list[EvalItem] = []
+    dropped = 0
+    for it in items:
+        keep = it.targets < vocab_out
+        if it.wrong is not None:
+            keep &= it.wrong < vocab_out
+        dropped += int((~keep).sum())
+        if it.family == SV and not bool(keep.all()):
+            continue  # its one row cannot be read: the sentence leaves the family
+        out.append(EvalItem(it.tokens, it.family, it.index, it.rows[keep], it.targets[keep],
+                            None if it.wrong is None else it.wrong[keep], it.is_view))
+    if dropped:
+        warnings.warn(f"{dropped} scored token(s) lie outside the model's {vocab_out} output logits "
+                      "and are not scored", stacklevel=3)
+    return _renumbered(out)
+
+
+def _renumbered(items: list[EvalItem]) -> list[EvalItem]:
+    """Indices 0..n-1 within each family again, after sequences were dropped."""
+    seen: dict[str, int] = {}
+    for it in items:
+        it.index = seen.setdefault(it.family, 0)
+        seen[it.family] += 1
     return items
 
 

@@ -11,8 +11,6 @@ were 1.2-1.5x faster than one (two interleaved measurements, benchmarks/ablation
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 from tqdm.auto import tqdm
 
@@ -26,13 +24,9 @@ Head = tuple[int, int]
 
 
 def reuse_error(ablator: Ablator, batch: EvalBatch, clean: CleanPass) -> float:
-    """Largest |readout difference| between the full forward and restarting at a few layers."""
-    layers = sorted({1, ablator.n_layers // 2, ablator.n_layers - 1} - {0})
-    worst = 0.0
-    for layer in layers:
-        out = ablator.run(batch, [], start_layer=layer, resid=clean.resid_pre[layer])
-        worst = max(worst, float((out.float() - clean.readout.float()).abs().max()))
-    return worst
+    """Largest |readout difference| between the full forward (``clean``, its resid_pre kept) and
+    restarting at the first, middle and last layer (inf where restarting fails; 0 for 1 layer)."""
+    return ablator.restart_check(batch, clean).error
 
 
 def exact_sweep(ablator: Ablator, corpus: EvalCorpus, store: SumStore, heads: list[Head], kinds: tuple[str, ...],
@@ -44,8 +38,8 @@ def exact_sweep(ablator: Ablator, corpus: EvalCorpus, store: SumStore, heads: li
     stacked copies of the batch, never more copies than fit in ``max_tokens`` padded tokens.
 
     Returns whether layer reuse was used: it is switched off, with a warning, when the first
-    batch's check finds the shortcut differs from the full forward (an architecture whose
-    blocks do not take and return the bare hidden states).
+    batch's check (:meth:`Ablator.check_reuse`) finds that restarting differs from the full
+    forward or fails on this architecture; a 1-layer model has nothing to reuse.
     """
     by_layer: dict[int, list[int]] = {}
     for layer, head in sorted(heads):
@@ -56,7 +50,7 @@ def exact_sweep(ablator: Ablator, corpus: EvalCorpus, store: SumStore, heads: li
             clean = ablator.clean(batch, keep_resid=reuse, keep_z="resample" in kinds)
             store.add_base(batch_metrics(clean.readout, batch))
             if i == 0 and reuse:
-                reuse = _check_reuse(ablator, batch, clean)
+                reuse = ablator.check_reuse(batch, clean)
             size = pass_size(batch, heads_per_pass, max_tokens)
             for layer, layer_heads in by_layer.items():
                 for kind in kinds:
@@ -72,17 +66,6 @@ def probe_pass(ablator: Ablator, corpus: EvalCorpus, max_tokens: int | None) -> 
     batch = min(corpus.batches, key=lambda b: b.tokens.numel())
     budget = max_tokens // 16 if max_tokens else None
     ablator.run(batch, [], replicas=pass_size(batch, None, budget))
-
-
-def _check_reuse(ablator: Ablator, batch: EvalBatch, clean: CleanPass) -> bool:
-    err = reuse_error(ablator, batch, clean)
-    scale = float(clean.readout.float().abs().max()) or 1.0
-    tolerance = 1e-5 if clean.readout.dtype == torch.float32 else 2e-2
-    if err <= tolerance * scale:
-        return True
-    warnings.warn(f"restarting at a cached layer changes the output by {err:.3g}: running full forwards instead "
-                  "(slower, still exact)", stacklevel=3)
-    return False
 
 
 def pass_size(batch: EvalBatch, heads_per_pass: int | None, max_tokens: int | None) -> int:

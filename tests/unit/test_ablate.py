@@ -76,6 +76,7 @@ def test_restarting_skips_the_blocks_below(llama):
     ablator = Ablator(llama)
     batch = small_corpus(llama).batches[0]
     clean = ablator.clean(batch, keep_resid=True)
+    assert ablator.check_reuse(batch, clean)  # else the first restart also runs in full, to check itself
     calls: list[int] = []
     handles = [block.original_component.register_forward_pre_hook(lambda m, a, i=i: calls.append(i))
                for i, block in enumerate(llama.bridge.blocks)]

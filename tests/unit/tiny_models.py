@@ -78,12 +78,33 @@ def tiny_gpt2(seed: int = 0):
     return _boot(GPT2LMHeadModel(cfg).eval(), tok, "tiny-gpt2")
 
 
-def tiny_bert(seed: int = 0):
+def tiny_bert(seed: int = 0, n_layers: int = N_LAYERS):
     from transformers import BertConfig, BertForMaskedLM
 
     tok = _word_tokenizer(encoder=True)
     torch.manual_seed(seed)
-    cfg = BertConfig(vocab_size=len(tok), hidden_size=D_MODEL, num_hidden_layers=N_LAYERS, num_attention_heads=N_HEADS,
+    cfg = BertConfig(vocab_size=len(tok), hidden_size=D_MODEL, num_hidden_layers=n_layers, num_attention_heads=N_HEADS,
                      intermediate_size=64, max_position_embeddings=128, pad_token_id=tok.pad_token_id,
                      attn_implementation="eager")
     return _boot(BertForMaskedLM(cfg).eval(), tok, "tiny-bert")
+
+
+def tiny_native(n_layers: int = N_LAYERS, n_ctx: int = 128, d_vocab_out: int = -1, seed: int = 0, tokenizer=None,
+                **config):
+    """A TransformerLens-native model (``boot_native``: no Hugging Face model inside), rotary,
+    4 query heads sharing 2 KV heads; its blocks return 1-tuples, not bare tensors.
+    ``d_vocab_out``: fewer logits than token ids (-1: as many); ``config``: more native settings."""
+    from transformer_lens.model_bridge import TransformerBridge
+    from transformers import AutoTokenizer
+
+    from interp.models import from_bridge
+
+    with tempfile.TemporaryDirectory() as tmp:  # TransformerLens reloads a tokenizer by its path
+        (tokenizer or _word_tokenizer()).save_pretrained(tmp)
+        tok = AutoTokenizer.from_pretrained(tmp)
+        config = dict(n_layers=n_layers, d_model=D_MODEL, n_heads=N_HEADS, d_head=D_HEAD, n_key_value_heads=2,
+                      n_ctx=n_ctx, d_vocab=len(tok), d_vocab_out=d_vocab_out, act_fn="gelu", normalization_type="LN",
+                      positional_embedding_type="rotary", seed=seed) | config
+        bridge = TransformerBridge.boot_native(config, tokenizer=tok)
+    bridge.eval()
+    return from_bridge(bridge, tok, name="tiny-native")
