@@ -26,7 +26,7 @@ def calls(monkeypatch):
             return {}
         return run_stage
 
-    monkeypatch.setattr(interp.collect, "run_stage", fake("collect", ("features.parquet", "feature_replicates.npz")))
+    monkeypatch.setattr(interp.collect, "run_stage", fake("collect", ("features.parquet", "feature_replicates.npz", "exemplars.npz")))
     monkeypatch.setattr(interp.classify, "run_stage", fake("classify", ("roles.parquet",)))
     return made
 
