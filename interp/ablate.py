@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-import numpy as np
 import pandas as pd
 import torch
 
@@ -84,7 +83,7 @@ def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: 
         "threads": threads or torch.get_num_threads(),
         "removable": removable_summary(pruning) if len(pruning) else {}, "resolved_config": dataclasses.asdict(cfg),
     }
-    return AblateResult(effects, PRUNING.validate(pruning), timings, summary)
+    return AblateResult(effects, PRUNING.validate(PRUNING.finite(pruning)), timings, summary)
 
 
 def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: tuple[str, ...],
@@ -209,7 +208,7 @@ def _finish_effects(frames: list[pd.DataFrame | None], metrics: tuple[str, ...])
     effects = effects[effects["metric"].isin(metrics)]
     effects = effects.astype({"layer": int, "head": int})
     effects = effects.sort_values(["method", "ablation", "metric", "layer", "head"], kind="stable")
-    return EFFECTS.validate(effects.reset_index(drop=True).replace([np.inf, -np.inf], np.nan))
+    return EFFECTS.validate(EFFECTS.finite(effects.reset_index(drop=True)))
 
 
 @contextlib.contextmanager

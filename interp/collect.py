@@ -53,17 +53,24 @@ def build_suites(config: CollectConfig) -> list[Suite]:
         suites.append(prose_suite(config.max_sentences))
     if "syntax" in config.suites and config.n_syntax:
         suites.append(syntax_suite(config.n_syntax, config.seed))
+    taken = {s.name for s in suites}
     for path in config.corpora:
-        suites.append(user_suite(path, read_corpus(path, config.text_column)[: config.max_sentences]))
+        suite = user_suite(path, read_corpus(path, config.text_column, config.max_sentences), taken)
+        taken.add(suite.name)
+        suites.append(suite)
     return suites
 
 
-def user_suite(path: str, sentences: list) -> Suite:
-    """A user corpus: syntactic if it carries gold arcs (CoNLL-U), natural text otherwise."""
+def user_suite(path: str, sentences: list, taken: set[str] = frozenset()) -> Suite:
+    """A user corpus: syntactic if it carries gold arcs (CoNLL-U), natural text otherwise. Its
+    name is ``user:<file stem>`` (numbered if two files share a stem), never a built-in suite's:
+    a file called prose.txt is not merged into the shipped prose suite."""
     from interp.probes.base import NATURAL, SYNTAX
 
     family = SYNTAX if any(s.arcs for s in sentences) else NATURAL
-    return Suite(Path(path).stem, family, tuple(sentences), card=f"user corpus {path}")
+    name = f"user:{Path(path).stem}"
+    name = next(n for n in (name, *(f"{name}-{i}" for i in range(2, len(taken) + 3))) if n not in taken)
+    return Suite(name, family, tuple(sentences), card=f"user corpus {path}")
 
 
 def encode_all(model: LoadedModel, config: CollectConfig, suites: list[Suite]) -> tuple[list[ProbeSequence], Aligner]:
@@ -79,7 +86,7 @@ def encode_all(model: LoadedModel, config: CollectConfig, suites: list[Suite]) -
 
 
 def corpus_summary(seqs: list[ProbeSequence]) -> dict[str, dict[str, Any]]:
-    from interp.rundir import corpus_hash
+    from interp.provenance import corpus_hash
 
     out: dict[str, dict[str, Any]] = {}
     for name in dict.fromkeys(s.suite for s in seqs):

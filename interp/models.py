@@ -78,8 +78,9 @@ class LoadedModel:
     @property
     def slug(self) -> str:
         """Folder-safe model name for the run directory."""
-        base = Path(self.name).name if os.sep in self.name or self.name.endswith(".gguf") else self.name
-        return "".join(c if c.isalnum() or c in "-_." else "-" for c in base).strip("-.") or "model"
+        from interp.rundir import model_slug
+
+        return model_slug(self.name)
 
     def facts(self) -> dict[str, Any]:
         """Everything but the objects, for the manifest."""
