@@ -228,7 +228,9 @@ def _in_dtype(model: LoadedModel, dtype: str | None) -> Iterator[LoadedModel]:
     if dtype is None or dtype == current:
         yield model
         return
-    bridge = copy.deepcopy(model.bridge).to(getattr(torch, dtype))
+    from interp.models import check_dtype
+
+    bridge = copy.deepcopy(model.bridge).to(check_dtype(model.device, dtype))
     try:
         yield dataclasses.replace(model, bridge=bridge, dtype=dtype)
     finally:

@@ -21,11 +21,11 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from interp import rundir
+from interp import memory, rundir
 from interp.accumulate import FeatureAccumulator
 from interp.config import CollectConfig
 from interp.errors import CorpusError
-from interp.features import context
+from interp.features import DIRECTIONS, STATIC_FEATURES, context
 from interp.models import LoadedModel
 from interp.probes.align import Aligner
 from interp.probes.base import ProbeSequence, Suite
@@ -123,15 +123,26 @@ def run_patterns(model: LoadedModel, batch_tokens: torch.Tensor, attention_mask:
             pass
 
 
+def batch_budget(model: LoadedModel, config: CollectConfig, seqs: list[ProbeSequence], relations: tuple[str, ...]) -> int:
+    """Padded tokens per batch: the configured budget, or less where memory is short (see
+    interp.memory; refused with one line when not even the longest probe fits)."""
+    def groups(budget: int) -> list[tuple[int, int]]:
+        return [(len(g), max(len(seqs[i]) for i in g)) for g in bucket(seqs, budget)]
+
+    n_features = len(STATIC_FEATURES) + len(DIRECTIONS) * len(relations)
+    return memory.collect_budget(memory.Shape.of(model), [len(s) for s in seqs], config.max_tokens_per_batch,
+                                 n_features, config.n_bootstrap, groups, model.device)
+
+
 def collect(model: LoadedModel, config: CollectConfig = CollectConfig(), suites: list[Suite] | None = None,
             progress: bool = True) -> CollectResult:
     """Gather every head's features over the probe suites in one streaming pass."""
     suites = build_suites(config) if suites is None else suites
     seqs, aligner = encode_all(model, config, suites)
     relations = tuple(aligner.relations)
+    groups = bucket(seqs, batch_budget(model, config, seqs, relations))
     acc = FeatureAccumulator(model.n_layers, model.n_heads, relations, config.n_bootstrap, config.seed)
     pad = model.tokenizer.pad_token_id or 0
-    groups = bucket(seqs, config.max_tokens_per_batch)
     with tqdm(total=len(seqs), desc="collect", unit="seq", disable=not progress) as bar:
         for group in groups:
             batch = make_batch([seqs[i] for i in group], group, model.causal, pad)

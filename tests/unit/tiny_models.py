@@ -50,8 +50,8 @@ def _boot(hf, tok, name: str):
     return from_bridge(bridge, tok, name=name)
 
 
-def tiny_llama(seed: int = 0):
-    """Grouped-query Llama: 4 query heads share 2 KV heads."""
+def tiny_llama_hf(seed: int = 0):
+    """The Hugging Face model and tokenizer of :func:`tiny_llama` (to save as a model directory)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tok = _word_tokenizer()
@@ -60,7 +60,20 @@ def tiny_llama(seed: int = 0):
                       num_attention_heads=N_HEADS, num_key_value_heads=2, max_position_embeddings=128,
                       bos_token_id=tok.bos_token_id, pad_token_id=tok.pad_token_id, eos_token_id=None,
                       attn_implementation="eager")
-    return _boot(LlamaForCausalLM(cfg).eval(), tok, "tiny-llama")
+    return LlamaForCausalLM(cfg).eval(), tok
+
+
+def tiny_llama(seed: int = 0):
+    """Grouped-query Llama: 4 query heads share 2 KV heads."""
+    return _boot(*tiny_llama_hf(seed), "tiny-llama")
+
+
+def save_tiny_llama(path, seed: int = 0):
+    """:func:`tiny_llama` saved as a Hugging Face model directory (config, safetensors, tokenizer)."""
+    hf, tok = tiny_llama_hf(seed)
+    hf.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
 
 
 def tiny_gpt2(seed: int = 0):
