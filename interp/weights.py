@@ -61,7 +61,8 @@ def load_error(where: str | Path, exc: BaseException) -> ModelError:
                           f"convert it to safetensors with the tool that made it")
     lines = text.strip().splitlines()
     first = lines[0][:200] if lines else ""
-    return ModelError(f"cannot read the weights of {where} ({type(exc).__name__}: {first}); "
+    kind = "model directory" if Path(where).is_dir() else "model"
+    return ModelError(f"cannot load {kind} {where}: its weights cannot be read ({type(exc).__name__}: {first}); "
                       f"the file may be truncated or corrupt: download or export it again")
 
 
