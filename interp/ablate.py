@@ -49,6 +49,7 @@ from interp.ablation.sweep import exact_sweep, probe_pass
 from interp.ablation.threads import choose_threads, stage_threads
 from interp.ablation.values import MeanAccumulator
 from interp.config import AblateConfig
+from interp.errors import ConfigError
 from interp.models import LoadedModel
 from interp.tables import EFFECTS, PRUNING
 
@@ -140,7 +141,7 @@ def _metrics(model: LoadedModel, cfg: AblateConfig) -> tuple[str, ...]:
     wrong = [m for m in chosen if m not in available]
     if wrong:
         kind = "causal LM" if model.causal else "encoder"
-        raise ValueError(f"metrics {wrong} do not apply to a {kind}; choose from {available}")
+        raise ConfigError(f"metrics {', '.join(wrong)} do not apply to a {kind}; choose from {', '.join(available)}")
     return tuple(chosen)
 
 
@@ -152,7 +153,7 @@ def _corpus(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...], spl
         n_syntax=cfg.n_syntax if SV in wants else 0, seed=cfg.seed, max_tokens=cfg.max_tokens_per_batch, split=split,
     )
     if not corpus.batches:
-        raise ValueError("the evaluation corpus is empty: raise n_prose / n_repeated / n_syntax")
+        raise ConfigError("the evaluation corpus is empty: raise n_prose / n_repeated / n_syntax")
     return corpus
 
 
