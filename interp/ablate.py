@@ -26,6 +26,7 @@ import contextlib
 import copy
 import dataclasses
 import math
+import os
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -75,7 +76,8 @@ def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: 
             corpus = _corpus(m, cfg, metrics)
         ablator = Ablator(m)
         with _timed(timings, "threads"):
-            threads = choose_threads(cfg.threads, lambda: probe_pass(ablator, corpus, cfg.max_tokens_per_batch))
+            threads = choose_threads(cfg.threads or pinned_threads(),
+                                     lambda: probe_pass(ablator, corpus, cfg.max_tokens_per_batch))
         with stage_threads(threads):
             effects, pruning, heads, reused = _measure(ablator, corpus, cfg, metrics, timings, progress)
     summary = {
@@ -122,6 +124,16 @@ def run_stage(run_dir: Path, model: LoadedModel, config: AblateConfig = AblateCo
     result = ablate(model, config, progress)
     write(run_dir, result)
     return {"timings": {k: round(v, 3) for k, v in result.timings.items()}, **result.summary}
+
+
+def pinned_threads() -> int | None:
+    """The thread count ``OMP_NUM_THREADS`` pins, if set: then it is used, not measured, so that
+    the tables come out bit-identical run after run (1 and 2 threads differ in the 8th digit)."""
+    try:
+        value = int(os.environ.get("OMP_NUM_THREADS", ""))
+    except ValueError:
+        return None
+    return value if value >= 1 else None
 
 
 def head_means(ablator: Ablator, corpus: EvalCorpus) -> torch.Tensor:

@@ -230,8 +230,8 @@ class RunOptions:
     classify: ClassifyConfig = field(default_factory=ClassifyConfig)
     ablate: AblateConfig = field(default_factory=AblateConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
-    out_dir: str = "reports"
-    run_name: str | None = None
+    out_dir: str = field(default="reports", metadata=cli("--out", "folder for run directories"))
+    run_name: str | None = field(default=None, metadata=cli("--name", "run name"))
     quick: bool = False
     skip: tuple[str, ...] = ()
     resume: bool = False

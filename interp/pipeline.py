@@ -179,6 +179,10 @@ def options_from_manifest(run_dir: str | Path, out_dir: str | None = None, run_n
         raise RunError(f"{where} holds options this version cannot use ({exc}); rerun `interp run` with the options you used") from None
     model_spec_of(run_dir)  # a model built in Python cannot be loaded by name
     _check_same_inputs(manifest, where)
+    threads = manifest.get("stages", {}).get("ablate", {}).get("threads")
+    if options.ablate.threads is None and isinstance(threads, int) and threads >= 1:
+        # The sweep's float sums depend on the thread count (in the 8th digit): replay it.
+        options = dataclasses.replace(options, ablate=dataclasses.replace(options.ablate, threads=threads))
     return dataclasses.replace(options, out_dir=out_dir or options.out_dir, run_name=run_name, resume=False)
 
 

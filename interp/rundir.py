@@ -136,10 +136,36 @@ def clear_temporaries(run_dir: Path) -> None:
 
 # --- atomic writes --------------------------------------------------------------------------
 
+_writing: list[tuple[Path, str]] = []  # (run directory, stage) whose record goes at its first write
+
+
+@contextmanager
+def stage_writes(run_dir: Path, stage: str) -> Iterator[None]:
+    """For the block, the first file written into ``run_dir`` (other than the manifest) first
+    drops ``stage``'s record: a stage stopped half-way through rewriting its outputs never counts
+    as done, while a stage that fails before writing anything leaves the run as it was."""
+    _writing.append((Path(run_dir).resolve(), stage))
+    try:
+        yield
+    finally:
+        if _writing and _writing[-1][1] == stage:
+            _writing.pop()
+
+
+def _before_write(path: Path) -> None:
+    if not _writing or path.name == MANIFEST:
+        return
+    run_dir, stage = _writing[-1]
+    if path.resolve().is_relative_to(run_dir):
+        _writing.pop()
+        forget_stage(run_dir, stage)
+
+
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it into place only if the block succeeds."""
     path = Path(path)
+    _before_write(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

@@ -54,12 +54,13 @@ class Stage:
         """Run the stage on a run directory, then record it: config, time, what it returned, its
         ``inputs`` (content hashes, see :meth:`inputs`) and the ids of the records it read.
 
-        Its old record goes first: a stage stopped half-way (a signal, a crash) never counts as
-        done, although an older version of its outputs may still be on disk.
+        Its old record goes at its first write (:func:`rundir.stage_writes`): a stage stopped
+        half-way (a signal, a crash) never counts as done, although an older version of its
+        outputs may still be on disk; a stage that fails before writing leaves the run as it was.
         """
-        rundir.forget_stage(run_dir, self.name)
         start = time.perf_counter()
-        recorded = self.function()(Path(run_dir), model, config, progress) or {}
+        with rundir.stage_writes(run_dir, self.name):
+            recorded = self.function()(Path(run_dir), model, config, progress) or {}
         rundir.record_stage(run_dir, self.name, config, time.perf_counter() - start, inputs=inputs or {},
                             after=self._upstream_ids(run_dir), **recorded)
 

@@ -126,6 +126,8 @@ CATALOGUE: tuple[Trouble, ...] = (
     _t(C, "{}:{}: HEAD {} is not a word id; fill the HEAD column", "HEAD must be a number (0 for the root).", "Fill HEAD."),
     _t(C, "{}:{}: multiword token range {} must be {}-M with M > {} (the ids of the words that follow); fix the ID column",
        "A range line like 3-4 must cover the word lines after it.", "Fix the range."),
+    _t(C, "{}:{}: multiword token range {} ends after the last word ({}); fix the ID column",
+       "A range line covers words the sentence does not have.", "Fix the range."),
     _t(C, "{}:{}: empty node id {} is not of the form N.M; fix the ID column", "An empty-node id is malformed.", "Fix it."),
     _t(C, "{}:{}: broken tree: HEAD {} is outside the sentence of {} words; fix the HEAD column",
        "A head points past the last word.", "Fix HEAD."),

@@ -63,9 +63,10 @@ def _check_tree(path: Path, first: int, heads: list[int]) -> None:
                                   f"fix the HEAD column")
 
 
-def _skipped_id(path: Path, lineno: int, wid: str, next_id: int, misc: list[str], glued: set[int]) -> bool:
+def _skipped_id(path: Path, lineno: int, wid: str, next_id: int, misc: list[str], glued: set[int],
+                ranges: list[tuple[int, str, int]]) -> bool:
     """True for a multiword-token or empty-node line (after checking its id); records the last
-    word of a multiword token marked SpaceAfter=No in ``glued``."""
+    word of a multiword token marked SpaceAfter=No in ``glued`` and every range in ``ranges``."""
     if "." in wid:
         if not _EMPTY_NODE.fullmatch(wid):
             raise CorpusError(f"{path}:{lineno}: empty node id {wid!r} is not of the form N.M; fix the ID column")
@@ -77,6 +78,7 @@ def _skipped_id(path: Path, lineno: int, wid: str, next_id: int, misc: list[str]
                               f"(the ids of the words that follow); fix the ID column")
         if "SpaceAfter=No" in misc:
             glued.add(int(match[2]))
+        ranges.append((lineno, wid, int(match[2])))
         return True
     return False
 
@@ -85,13 +87,14 @@ def _words(path: Path, block: list[tuple[int, str]]) -> list[Word]:
     """(line, form, head, deprel, space after) per syntactic word, checking columns and ids."""
     words: list[Word] = []
     glued: set[int] = set()  # last word ids of multiword tokens marked SpaceAfter=No
+    ranges: list[tuple[int, str, int]] = []  # (line, id, last word) of multiword tokens
     for lineno, line in block:
         cols = line.split("\t")
         if len(cols) != 10:
             raise CorpusError(f"{path}:{lineno}: {len(cols)} tab-separated columns, CoNLL-U needs 10; "
                               f"separate columns with tabs")
         wid, form, head, deprel, misc = cols[0], cols[1], cols[6], cols[7], cols[9].split("|")
-        if _skipped_id(path, lineno, wid, len(words) + 1, misc, glued):
+        if _skipped_id(path, lineno, wid, len(words) + 1, misc, glued, ranges):
             continue
         if not _INT.fullmatch(wid) or int(wid) != len(words) + 1:
             raise CorpusError(f"{path}:{lineno}: word id {wid!r}, expected {len(words) + 1}; "
@@ -101,6 +104,10 @@ def _words(path: Path, block: list[tuple[int, str]]) -> list[Word]:
         # The text is built from the words, so a multiword token's SpaceAfter=No goes after its last word.
         space = "SpaceAfter=No" not in misc and int(wid) not in glued
         words.append((lineno, form, int(head), deprel, space))
+    for lineno, wid, last in ranges:
+        if last > len(words):
+            raise CorpusError(f"{path}:{lineno}: multiword token range {wid!r} ends after the last word "
+                              f"({len(words)}); fix the ID column")
     return words
 
 

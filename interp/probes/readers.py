@@ -70,11 +70,11 @@ def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
 
 
 def _decode_line(path: Path, number: int, raw: bytes) -> str:
+    if b"\0" in raw:
+        raise CorpusError(f"{path}:{number}: NUL bytes: this looks like a binary file; give a UTF-8 text file")
     if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
         raise CorpusError(f"{path}:{number}: line longer than {MAX_LINE_BYTES:,} bytes; split it into sentences "
                           f"(one probe per line)")
-    if b"\0" in raw:
-        raise CorpusError(f"{path}:{number}: NUL bytes: this looks like a binary file; give a UTF-8 text file")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -109,10 +109,10 @@ def read_text(path: str | Path, limit: int | None = None) -> list[Sentence]:
     return _nonempty(path, _take(found, limit), "non-empty line")
 
 
-def _json_int(digits: str) -> int | float:
-    # A number is never probe text; an absurdly long one must not end in Python's advice on
-    # raising its integer-digits limit.
-    return int(digits) if len(digits) <= _JSON_INT_DIGITS else float("inf")
+def _json_int(digits: str) -> int:
+    # A number is never probe text (only its type is reported); an absurdly long one must not
+    # end in Python's advice on raising its integer-digits limit.
+    return int(digits) if len(digits) <= _JSON_INT_DIGITS else 0
 
 
 def _json_record(path: Path, i: int, line: str) -> object:
