@@ -36,17 +36,17 @@ from typing import Any, Iterator
 import pandas as pd
 import torch
 
-from interp import rundir
+from interp import memory, rundir
 from interp.ablation.attribution import attribute
 from interp.ablation.catalogue import CAUSAL_METRICS, ENCODER_METRICS, SV
-from interp.ablation.corpus import EvalCorpus, build_corpus
+from interp.ablation.corpus import EvalCorpus, build_corpus, make_batches
 from interp.ablation.forward import Ablator
 from interp.ablation.metrics import metric_sizes
-from interp.ablation.pruning import pruning_curve, pruning_order
+from interp.ablation.pruning import pruning_curve, pruning_order, step_sizes
 from interp.ablation.removable import removable_summary
 from interp.ablation.stats import SumStore, effects_from_sums
 from interp.ablation.surprises import role_effects, surprises
-from interp.ablation.sweep import exact_sweep, probe_pass
+from interp.ablation.sweep import exact_sweep, pass_size, probe_pass
 from interp.ablation.threads import choose_threads, stage_threads
 from interp.ablation.values import MeanAccumulator
 from interp.config import AblateConfig
@@ -74,6 +74,7 @@ def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: 
     with _timed(timings, "total"), _in_dtype(model, cfg.dtype) as m:
         with _timed(timings, "corpus"):
             corpus = _corpus(m, cfg, metrics)
+            cfg, corpus = _fit_memory(m, cfg, metrics, corpus)
         ablator = Ablator(m)
         with _timed(timings, "threads"):
             threads = choose_threads(cfg.threads or pinned_threads(),
@@ -167,6 +168,26 @@ def _corpus(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...], spl
     if not corpus.batches:
         raise ConfigError("the evaluation corpus is empty: raise n_prose / n_repeated / n_syntax")
     return corpus
+
+
+def _fit_memory(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...],
+                corpus: EvalCorpus) -> tuple[AblateConfig, EvalCorpus]:
+    """The config and corpus with a token budget per pass whose estimated peak memory fits (see
+    interp.memory); the corpus is batched again when the budget had to shrink."""
+    pad = model.tokenizer.pad_token_id or 0
+    # Copies per pass: at most a layer's heads (sweep) or the pruning steps, within the budget.
+    steps = len(step_sizes(model.n_layers * model.n_heads, cfg.prune_step)) if cfg.prune else 0
+    most = max(cfg.heads_per_pass or model.n_heads, steps)
+
+    def shapes(budget: int) -> list[tuple[int, int, int, int]]:
+        return [(len(b), b.tokens.shape[1], len(b.row_batch), min(most, pass_size(b, None, budget)))
+                for b in make_batches(corpus.items, budget, pad)]
+
+    budget = memory.ablate_budget(memory.Shape.of(model), cfg.max_tokens_per_batch, shapes, model.device)
+    if budget == cfg.max_tokens_per_batch:
+        return cfg, corpus
+    cfg = dataclasses.replace(cfg, max_tokens_per_batch=budget)
+    return cfg, _corpus(model, cfg, metrics)
 
 
 def _exact_heads(model: LoadedModel, attribution: pd.DataFrame | None, cfg: AblateConfig,

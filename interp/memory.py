@@ -16,8 +16,10 @@ so a batch's peak is the larger of its attention phase and its MLP phase. The co
 below count how many tensors of each kind are alive at the peak; they were measured, not
 guessed: ``benchmarks/memory_estimate.py`` runs the stage's real code on batches of 1,024 to
 4,096 tokens of widths 16 to 512 on five models (GQA Llama, GPT-2, BERT, MiniLM, SmolLM2) and
-fits them; every measured peak lies within 14% of this estimate there (tests/unit/test_memory.py
-checks 30% on two models). They are measured in float32; in bfloat16/float16 the model's own
+fits them; every measured batch peak lies within 14% of this estimate there. Whole stages
+(``benchmarks/memory_estimate.py``, RESULTS.md): collect within 14% on three models, ablate
+within 30% (its quick mode on SmolLM2 is overestimated 1.6x); tests/unit/test_memory.py checks
+30% on two models. They are measured in float32; in bfloat16/float16 the model's own
 tensors halve while the features still work in float32, so the estimate is then an upper bound.
 
 :func:`collect_budget` turns the estimate into a batch: the configured token budget if its
@@ -42,7 +44,7 @@ TOKEN_RESIDUALS = 6.4  # [batch, pos, d_model] tensors alive beside them
 MLP_GATED, MLP_PLAIN = 3.9, 2.5  # [batch, pos, d_mlp + d_model] tensors at the MLP peak
 COLLECT_FIXED = 6 * 2**20  # the probe corpus as Python objects, bootstrap weights, kernel workspaces
 # Share of the available memory a stage may plan to fill: glibc keeps freed blocks for reuse,
-# so the process' resident size runs 1.5-1.75x above the live tensors (measured, see the benchmark).
+# so the process' resident size runs 1.5-1.9x above the live tensors (measured, see the benchmark).
 HEADROOM = 0.5
 
 
@@ -85,6 +87,63 @@ def collect_peak(shape: Shape, groups: Sequence[tuple[int, int]], n_features: in
     """Bytes the collect stage adds at its peak, for batches given as (sequences, width)."""
     largest = max((collect_batch_peak(shape, b, w) for b, w in groups), default=0.0)
     return largest + accumulator_bytes(shape, n_features, n_bootstrap) + COLLECT_FIXED
+
+
+# The ablate stage (measured the same way on the same models, default and quick settings):
+FORWARD_ATTENTION = 3.0  # [batch, head, q, k] float32 tensors alive in a plain forward (no features)
+BACKWARD = 1.3  # per layer, [token, d_model + d_mlp] float32 activations kept for attribution's backward
+ABLATE_FIXED = 18 * 2**20  # bootstrap sums of 1,000 resamples, both corpora, kernel workspaces
+
+
+def forward_peak(shape: Shape, batch: int, width: int) -> float:
+    """Bytes a plain forward of ``batch`` sequences of ``width`` tokens adds at its peak (one layer
+    at a time: the larger of its attention and its MLP phase)."""
+    tokens = batch * width
+    attention = FORWARD_ATTENTION * batch * shape.n_heads * width**2 * FLOAT32 + TOKEN_RESIDUALS * tokens * shape.d_model * FLOAT32
+    mlp = (MLP_GATED if shape.gated_mlp else MLP_PLAIN) * tokens * (shape.d_model + shape.d_mlp) * FLOAT32
+    return max(attention, mlp)
+
+
+def ablate_batch_peak(shape: Shape, batch: int, width: int, rows: int, replicas: int) -> float:
+    """Bytes one evaluation batch adds at the ablate stage's peak: the larger of attribution
+    (a backward through every layer, logits of the scored rows) and the sweep (``replicas``
+    stacked copies, each with its scored rows' logits, beside the clean pass' cached residuals).
+    An encoder reads no logits (its metrics use the final hidden state)."""
+    tokens = batch * width
+    # A causal LM's readout: its scored rows' logits, and one vocabulary x d_model copy of the
+    # unembedding (measured on SmolLM2, where it is 108 MiB); an encoder reads no logits.
+    logits = rows * shape.d_vocab * FLOAT32 if shape.causal else 0.0
+    unembed = shape.d_vocab * shape.d_model * FLOAT32 if shape.causal else 0.0
+    backward = BACKWARD * shape.n_layers * tokens * (shape.d_model + shape.d_mlp) * FLOAT32 + logits
+    cached = shape.n_layers * tokens * shape.d_model * FLOAT32
+    sweep = forward_peak(shape, batch * replicas, width) + replicas * logits + cached
+    return max(backward, sweep) + unembed
+
+
+def ablate_peak(shape: Shape, batches: Sequence[tuple[int, int, int, int]]) -> float:
+    """Bytes the ablate stage adds at its peak, for evaluation batches given as (sequences,
+    width, scored rows, replicas per pass)."""
+    return ABLATE_FIXED + max((ablate_batch_peak(shape, *b) for b in batches), default=0.0)
+
+
+def ablate_budget(shape: Shape, budget: int, batches: Callable[[int], list[tuple[int, int, int, int]]],
+                  device: str = "cpu", available: float | None = None) -> int:
+    """The padded tokens per forward to ablate with: ``budget`` if it fits, else the largest
+    halving of it that does (with a warning), else a MemoryBudgetError naming --dtype."""
+    room = HEADROOM * (available_bytes(device) if available is None else available)
+    need = ablate_peak(shape, batches(budget))
+    if need <= room:
+        return budget
+    smaller = budget
+    while smaller > 16:
+        smaller //= 2
+        if ablate_peak(shape, batches(smaller)) <= room:
+            warnings.warn(f"ablate: passes of {budget} tokens would need {_gib(need)} and {_gib(room)} is free "
+                          f"to use; using {smaller} tokens per pass (--max-tokens-per-batch)", InterpWarning, stacklevel=2)
+            return smaller
+    raise MemoryBudgetError(f"ablate needs about {_gib(ablate_peak(shape, batches(smaller)))} even in passes of "
+                            f"{smaller} tokens and only {_gib(room)} of memory is free to use: use --dtype bfloat16 "
+                            f"(or free memory)")
 
 
 def available_bytes(device: str = "cpu") -> float:

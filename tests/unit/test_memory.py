@@ -1,9 +1,9 @@
 """The memory estimate (interp.memory) against measured peaks, and the batch it chooses.
 
-The measurement runs the real collect stage in a fresh process after one warm-up pass (which
-pages the weights in), with glibc's mmap threshold fixed so that the resident size follows the
-live tensors: the estimate counts tensors; the allocator's slack on top is what
-``memory.HEADROOM`` leaves room for.
+The measurement (tests/unit/memory_probe.py) runs the real collect or ablate stage in a fresh
+process after one warm-up pass (which pages the weights in), with glibc's mmap threshold fixed
+so that the resident size follows the live tensors: the estimate counts tensors; the
+allocator's slack on top is what ``memory.HEADROOM`` leaves room for.
 """
 
 from __future__ import annotations
@@ -20,53 +20,26 @@ from interp import memory
 from interp.errors import MemoryBudgetError
 
 ROOT = Path(__file__).resolve().parents[2]
-CHILD = """
-import json, sys, torch
-sys.path.insert(0, {unit!r})
-from interp import memory
-from interp.collect import build_suites, collect, encode_all, run_patterns
-from interp.config import CollectConfig
-from interp.features import DIRECTIONS, STATIC_FEATURES
-from interp.models import load_model
-from interp.probes.batch import bucket
-name, kwargs = sys.argv[1], json.loads(sys.argv[2])
-torch.set_num_threads(1)
-if name.startswith("tiny"):
-    import tiny_models
-    model = getattr(tiny_models, name.replace("-", "_"))()
-else:
-    model = load_model(name)
-config = CollectConfig(**kwargs)
-seqs, aligner = encode_all(model, config, build_suites(config))
-groups = [(len(g), max(len(seqs[i]) for i in g)) for g in bucket(seqs, config.max_tokens_per_batch)]
-n_features = len(STATIC_FEATURES) + len(DIRECTIONS) * len(aligner.relations)
-estimate = memory.collect_peak(memory.Shape.of(model), groups, n_features, config.n_bootstrap)
-warm = torch.randint(5, 500, (2, 8))
-run_patterns(model, warm, torch.ones_like(warm), lambda layer, pattern: None)
-measured = memory.measure_peak(lambda: collect(model, config, progress=False))
-print(json.dumps({{"estimate": estimate, "measured": measured}}))
-"""
 
 
-def measure(model: str, **config) -> tuple[float, float]:
+def measure(stage: str, model: str, **config) -> tuple[float, float]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "65536"}
-    code = CHILD.format(unit=str(ROOT / "tests" / "unit"))
-    out = subprocess.run([sys.executable, "-c", code, model, json.dumps(config)], capture_output=True, text=True,
-                         env=env, timeout=600)
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "unit" / "memory_probe.py"), stage, model, json.dumps(config)],
+                         capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     found = json.loads(out.stdout.strip().splitlines()[-1])
     return found["estimate"], found["measured"]
 
 
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux' resettable peak RSS")
-@pytest.mark.parametrize("model, config", [
-    ("tiny-llama", {"n_syntax": 200, "max_sentences": 200, "max_tokens_per_batch": 8192}),
-    ("tiny-llama", {"n_syntax": 100, "max_sentences": 60}),
-    ("minilm-l6", {"n_syntax": 100, "max_sentences": 60}),
-    ("minilm-l6", {"n_syntax": 0, "max_sentences": 400, "max_tokens_per_batch": 2048, "suites": ["prose"]}),
+@pytest.mark.parametrize("stage, model, config", [
+    ("collect", "tiny-llama", {"n_syntax": 100, "max_sentences": 60}),
+    ("collect", "minilm-l6", {"n_syntax": 100, "max_sentences": 60}),
+    ("ablate", "tiny-llama", {}),
+    ("ablate", "minilm-l6", {}),
 ])
-def test_the_estimate_is_within_30_percent_of_the_measured_peak(model, config):
-    estimate, measured = measure(model, **config)
+def test_the_estimate_is_within_30_percent_of_the_measured_peak(stage, model, config):
+    estimate, measured = measure(stage, model, **config)
     assert 0.7 * measured <= estimate <= 1.3 * measured, (estimate / 2**20, measured / 2**20)
 
 
