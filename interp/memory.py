@@ -14,9 +14,9 @@ the model's shape and the batch:
 Only one layer's tensors are alive at a time (inference mode frees them as the pass moves on),
 so a batch's peak is the larger of its attention phase and its MLP phase. The coefficients
 below count how many tensors of each kind are alive at the peak; they were measured, not
-guessed: ``benchmarks/memory_estimate.py`` runs the stage's real code on batches of 1,024 to
-4,096 tokens of widths 16 to 512 on five models (GQA Llama, GPT-2, BERT, MiniLM, SmolLM2) and
-fits them; every measured batch peak lies within 14% of this estimate there. Whole stages
+guessed: ``benchmarks/memory_fit.py`` runs the collection pass on batches of 1,024 to 4,096
+tokens of widths 16 to 512 on five models (GQA Llama, GPT-2, BERT, MiniLM, SmolLM2) and fits
+them; every measured batch peak lies within 14% of this estimate there. Whole stages
 (``benchmarks/memory_estimate.py``, RESULTS.md): collect within 14% on three models, ablate
 within 30% (its quick mode on SmolLM2 is overestimated 1.6x); tests/unit/test_memory.py checks
 30% on two models. They are measured in float32; in bfloat16/float16 the model's own
