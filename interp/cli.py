@@ -68,7 +68,8 @@ def config_from(config_type: type, values: dict[str, Any], **fixed: Any) -> Any:
 def model_options(fn):
     """--model, --device, --dtype: shared by every command that loads a model."""
     fn = click.option("--dtype", type=click.Choice(DTYPES), default="float32", show_default=True,
-                      help="bfloat16 halves memory and is fast on GPUs; on a CPU without native bf16 it is several times slower")(fn)
+                      help="bfloat16 / float16 halve memory and are fast on GPUs; on a CPU without native support they are "
+                           "several times slower")(fn)
     fn = click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N")(fn)
     fn = click.option("--model", "-m", default="smollm2-135m", show_default=True,
                       help="packaged name (see `interp models`), a .gguf file, a model directory or a Hub name")(fn)

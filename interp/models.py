@@ -204,9 +204,10 @@ def _check_device(device: str) -> str:
 def check_dtype(device: str, name: str) -> torch.dtype:
     """The torch dtype ``name``, refused with one line where this device cannot compute in it.
 
-    Measured on the 2-core CPU (torch 2.13, AVX-512 with BF16): float16 runs and gives the same
-    roles as float32 on minilm-l6, at half the speed (`interp run --quick`: 28 s vs 14 s); a
-    CPU build without half-precision kernels fails the probe below instead.
+    Measured on the 2-core CPU (torch 2.13, AVX-512 with BF16, no FP16 arithmetic): float16 runs,
+    gives the same roles as float32 on minilm-l6, and its SmolLM2 logits differ from float32's
+    ten times less than bfloat16's, but a pass takes 3.6x as long (benchmarks/dtype_speed.py); a
+    build without half-precision kernels fails the probe below instead.
     """
     dtype = getattr(torch, name)
     if dtype is torch.float32:
