@@ -65,15 +65,18 @@ class Stage:
                             after=self._upstream_ids(run_dir), **recorded)
 
     def done(self, run_dir: Path, config: Any, inputs: dict[str, Any] | None = None) -> bool:
-        """True when the manifest records this stage with the same config and inputs, after the
-        current runs of the stages it reads, and its outputs are on disk and readable."""
+        """True when the manifest records this stage with the same config and inputs (not
+        compared when None), after the current runs of the stages it reads, and its outputs are
+        on disk and readable."""
         try:
             entry = rundir.read_manifest(run_dir).get("stages", {}).get(self.name)
         except rundir.RunError:
             return False
         if not isinstance(entry, dict) or entry.get("config") != _json(config):
             return False
-        if entry.get("inputs", {}) != _json(inputs or {}) or entry.get("after") != self._upstream_ids(run_dir):
+        if inputs is not None and entry.get("inputs", {}) != _json(inputs):
+            return False
+        if entry.get("after") != self._upstream_ids(run_dir):
             return False
         return all(_readable(Path(run_dir) / name) for name in self.outputs)
 

@@ -220,6 +220,8 @@ CATALOGUE: tuple[Trouble, ...] = (
     # --- memory ------------------------------------------------------------------------------
     _t(B, "collect needs about {} for its longest probe ({} tokens) and only {} of memory is free to use: lower --max-seq-len (or free memory)",
        "Even one probe alone would not fit; smaller batches cannot help.", "Lower --max-seq-len, use a smaller model or free memory."),
+    _t(B, "ablate needs about {} even in passes of {} tokens and only {} of memory is free to use: use --dtype bfloat16 (or free memory)",
+       "The model's readout and backward pass alone exceed the memory left.", "Use --dtype bfloat16, a smaller model or free memory."),
     # --- what the command line itself prints -------------------------------------------------
     _t("interrupted", "interrupted ({}): finished stages are kept; rerun with --resume to continue",
        "Ctrl-C (SIGINT, exit 130) or SIGTERM (`timeout`, a scheduler; exit 143) ended the current stage; it left no file half-written.",
@@ -238,6 +240,8 @@ CATALOGUE: tuple[Trouble, ...] = (
        "Probes longer than the model's context (or --max-seq-len) were cut.", "Shorten the probes or raise --max-seq-len.", 0),
     _t("warning", "warning: collect: batches of {} tokens would need {} and {} is free to use; using {} tokens per batch (--max-tokens-per-batch)",
        "Memory is short: smaller batches, same tables (up to float rounding), more time.", "None needed; free memory to go faster.", 0),
+    _t("warning", "warning: ablate: passes of {} tokens would need {} and {} is free to use; using {} tokens per pass (--max-tokens-per-batch)",
+       "Memory is short: fewer stacked copies per pass, same tables (up to float rounding), more time.", "None needed; free memory to go faster.", 0),
     _t("warning", "warning: top_k needs a metric attribution can estimate; ablating every head exactly",
        "--top-k with only embedding_cosine: attribution cannot rank heads.", "Add another metric, or drop --top-k.", 0),
     _t("warning", "warning: restarting at a cached layer changes the output by {}: running full forwards instead (slower, still exact)",
