@@ -312,31 +312,38 @@ def _save_cache(hf: Any, tok: Any, target: Path) -> None:
 
 
 def _load_hf_dir(path: Path, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
-    from transformers import AutoConfig, AutoTokenizer
-
     if not (path / "config.json").exists():
         raise ModelError(f"{path} is not a Hugging Face model directory (no config.json)")
     if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
         raise ModelError(f"{path} has no weights (*.safetensors)")
+    return _boot_checked(str(path), path, device, dtype,
+                         lambda why: ModelError(f"cannot load model directory {path}: {why}"))
+
+
+def _boot_checked(source: str, where: str | Path, device: str, dtype: torch.dtype, fail: Any) -> tuple[Any, Any]:
+    """Tokenizer, config, weights (checked complete: interp.weights) and the bridge on them;
+    ``fail(reason)`` makes the error for anything else transformers or TransformerLens refuse."""
+    from transformers import AutoConfig, AutoTokenizer
+
     try:
         with _quiet():
-            tok = AutoTokenizer.from_pretrained(path)
-            config = AutoConfig.from_pretrained(path)
+            tok = AutoTokenizer.from_pretrained(source)
+            config = AutoConfig.from_pretrained(source)
     except Exception as exc:
-        raise ModelError(f"cannot load model directory {path}: {_first_line(exc)}") from None
+        raise fail(_first_line(exc)) from None
     encoder = config.model_type in ENCODER_MODEL_TYPES
     # transformers reads safetensors directly and .bin only with torch.load(weights_only=True).
     with _quiet():
-        hf = load_checked(model_class(config, not encoder), path, path, encoder, dtype=dtype, attn_implementation="eager")
+        hf = load_checked(model_class(config, not encoder), source, where, encoder, dtype=dtype, attn_implementation="eager")
     try:
         with _quiet():
-            return _boot(str(path), device, dtype, hf_model=hf.to(device), tokenizer=tok), tok
+            return _boot(source, device, dtype, hf_model=hf.to(device), tokenizer=tok), tok
     except Exception as exc:
-        raise ModelError(f"cannot load model directory {path}: {_first_line(exc)}") from None
+        raise fail(_first_line(exc)) from None
 
 
 def _load_hub(name: str, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoConfig
 
     offline = "available offline: " + ", ".join(PACKAGED) + ", a local .gguf file or a local model directory"
     try:
@@ -347,20 +354,8 @@ def _load_hub(name: str, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
         cached = False
     if not cached and not _hub_reachable():
         raise ModelError(f"unknown model {name!r}: not packaged, not a local path, not cached, and the Hub is unreachable ({offline})")
-    try:
-        with _quiet():
-            config = AutoConfig.from_pretrained(name)
-            tok = AutoTokenizer.from_pretrained(name)
-    except Exception as exc:
-        raise ModelError(f"cannot load {name!r} from the Hub: {_first_line(exc)} ({offline})") from None
-    encoder = config.model_type in ENCODER_MODEL_TYPES
-    with _quiet():
-        hf = load_checked(model_class(config, not encoder), name, name, encoder, dtype=dtype, attn_implementation="eager")
-    try:
-        with _quiet():
-            return _boot(name, device, dtype, hf_model=hf.to(device), tokenizer=tok), tok
-    except Exception as exc:
-        raise ModelError(f"cannot load {name!r} from the Hub: {_first_line(exc)} ({offline})") from None
+    return _boot_checked(name, name, device, dtype,
+                         lambda why: ModelError(f"cannot load {name!r} from the Hub: {why} ({offline})"))
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
