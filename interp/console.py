@@ -20,6 +20,7 @@ import contextlib
 import datetime as dt
 import errno
 import functools
+import logging
 import os
 import signal
 import sys
@@ -82,9 +83,32 @@ def signals_interrupt() -> Iterator[None]:
             signal.signal(s, old if old is not None else signal.SIG_DFL)
 
 
+# Third-party loggers whose warnings repeat what a toolkit warning says better (transformers:
+# "Token indices sequence length is longer than ...", next to interp's truncation warning).
+NOISY_LOGGERS = ("transformers",)
+
+
 @contextlib.contextmanager
 def user_warnings() -> Iterator[None]:
     """Show the toolkit's warnings once each as one line; drop the known-noisy third-party ones."""
+    levels = {name: logging.getLogger(name).level for name in NOISY_LOGGERS}
+    for name in NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    # transformers sets its logger's level when it is first imported, from this variable
+    ours = "TRANSFORMERS_VERBOSITY" not in os.environ
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    try:
+        with _filtered_warnings():
+            yield
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+        if ours:
+            os.environ.pop("TRANSFORMERS_VERBOSITY", None)
+
+
+@contextlib.contextmanager
+def _filtered_warnings() -> Iterator[None]:
     with warnings.catch_warnings():
         for category, module in NOISY_WARNINGS:
             warnings.filterwarnings("ignore", category=category, module=module)

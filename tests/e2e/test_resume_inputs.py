@@ -89,3 +89,11 @@ def test_a_user_corpus_called_prose_is_its_own_suite(tmp_path):
     corpora = manifest(tmp_path / "runs" / "minilm-l6" / "p")["corpora"]
     assert corpora["prose"]["n_sequences"] == 5  # the shipped suite, alone
     assert corpora["user:prose"]["n_sequences"] == 2
+
+
+def test_the_truncation_warning_reaches_the_user_once(tmp_path):
+    corpus = tmp_path / "long.txt"
+    corpus.write_text(("word " * 700 + "\n") * 2)  # 700 words: past minilm's 512-token context
+    result = CliRunner().invoke(main, ["run", *COLLECT_ONLY, "--corpus", str(corpus), "--out", str(tmp_path / "runs")])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == ["warning: 2 probe(s) longer than 512 tokens were truncated"]
