@@ -26,30 +26,31 @@ import contextlib
 import copy
 import dataclasses
 import math
+import os
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-import numpy as np
 import pandas as pd
 import torch
 
-from interp import rundir
+from interp import memory, rundir
 from interp.ablation.attribution import attribute
 from interp.ablation.catalogue import CAUSAL_METRICS, ENCODER_METRICS, REPEATED, SV
-from interp.ablation.corpus import EvalCorpus, build_corpus
+from interp.ablation.corpus import EvalCorpus, build_corpus, make_batches
 from interp.ablation.forward import Ablator
 from interp.ablation.metrics import metric_sizes
-from interp.ablation.pruning import pruning_curve, pruning_order
+from interp.ablation.pruning import pruning_curve, pruning_order, step_sizes
 from interp.ablation.removable import removable_summary
 from interp.ablation.stats import SumStore, effects_from_sums
 from interp.ablation.surprises import role_effects, surprises
-from interp.ablation.sweep import exact_sweep, probe_pass
+from interp.ablation.sweep import exact_sweep, pass_size, probe_pass
 from interp.ablation.threads import choose_threads, stage_threads
 from interp.ablation.values import MeanAccumulator
 from interp.config import AblateConfig
+from interp.errors import ConfigError
 from interp.models import LoadedModel
 from interp.tables import EFFECTS, PRUNING
 
@@ -73,10 +74,12 @@ def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: 
     with _timed(timings, "total"), _in_dtype(model, cfg.dtype) as m:
         with _timed(timings, "corpus"):
             corpus = _corpus(m, cfg, metrics)
+            cfg, corpus = _fit_memory(m, cfg, metrics, corpus)
         metrics = _measurable(metrics, corpus, cfg)
         ablator = Ablator(m)
         with _timed(timings, "threads"):
-            threads = choose_threads(cfg.threads, lambda: probe_pass(ablator, corpus, cfg.max_tokens_per_batch))
+            threads = choose_threads(cfg.threads or pinned_threads(),
+                                     lambda: probe_pass(ablator, corpus, cfg.max_tokens_per_batch))
         with stage_threads(threads):
             effects, pruning, heads, reused = _measure(ablator, corpus, cfg, metrics, timings, progress)
     summary = {
@@ -85,7 +88,7 @@ def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: 
         "threads": threads or torch.get_num_threads(),
         "removable": removable_summary(pruning) if len(pruning) else {}, "resolved_config": dataclasses.asdict(cfg),
     }
-    return AblateResult(effects, PRUNING.validate(pruning), timings, summary)
+    return AblateResult(effects, PRUNING.validate(PRUNING.finite(pruning)), timings, summary)
 
 
 def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: tuple[str, ...],
@@ -125,6 +128,16 @@ def run_stage(run_dir: Path, model: LoadedModel, config: AblateConfig = AblateCo
     return {"timings": {k: round(v, 3) for k, v in result.timings.items()}, **result.summary}
 
 
+def pinned_threads() -> int | None:
+    """The thread count ``OMP_NUM_THREADS`` pins, if set: then it is used, not measured, so that
+    the tables come out bit-identical run after run (1 and 2 threads differ in the 8th digit)."""
+    try:
+        value = int(os.environ.get("OMP_NUM_THREADS", ""))
+    except ValueError:
+        return None
+    return value if value >= 1 else None
+
+
 def head_means(ablator: Ablator, corpus: EvalCorpus) -> torch.Tensor:
     """Every head's mean z over the valid positions of the corpus: ``[layer, head, d_head]``."""
     acc = MeanAccumulator()
@@ -142,7 +155,7 @@ def _metrics(model: LoadedModel, cfg: AblateConfig) -> tuple[str, ...]:
     wrong = [m for m in chosen if m not in available]
     if wrong:
         kind = "causal LM" if model.causal else "encoder"
-        raise ValueError(f"metrics {wrong} do not apply to a {kind}; choose from {available}")
+        raise ConfigError(f"metrics {', '.join(wrong)} do not apply to a {kind}; choose from {', '.join(available)}")
     return tuple(chosen)
 
 
@@ -154,7 +167,7 @@ def _corpus(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...], spl
         n_syntax=cfg.n_syntax if SV in wants else 0, seed=cfg.seed, max_tokens=cfg.max_tokens_per_batch, split=split,
     )
     if not corpus.batches:
-        raise ValueError("the evaluation corpus is empty: raise n_prose / n_repeated / n_syntax")
+        raise ConfigError("the evaluation corpus is empty: raise n_prose / n_repeated / n_syntax")
     return corpus
 
 
@@ -168,6 +181,26 @@ def _measurable(metrics: tuple[str, ...], corpus: EvalCorpus, cfg: AblateConfig)
         warnings.warn(f"no evaluation sequence for {', '.join(unfit)} fits this model and tokenizer: not measured",
                       stacklevel=3)
     return tuple(m for m in metrics if m not in empty)
+
+
+def _fit_memory(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...],
+                corpus: EvalCorpus) -> tuple[AblateConfig, EvalCorpus]:
+    """The config and corpus with a token budget per pass whose estimated peak memory fits (see
+    interp.memory); the corpus is batched again when the budget had to shrink."""
+    pad = model.tokenizer.pad_token_id or 0
+    # Copies per pass: at most a layer's heads (sweep) or the pruning steps, within the budget.
+    steps = len(step_sizes(model.n_layers * model.n_heads, cfg.prune_step)) if cfg.prune else 0
+    most = max(cfg.heads_per_pass or model.n_heads, steps)
+
+    def shapes(budget: int) -> list[tuple[int, int, int, int]]:
+        return [(len(b), b.tokens.shape[1], len(b.row_batch), min(most, pass_size(b, None, budget)))
+                for b in make_batches(corpus.items, budget, pad)]
+
+    budget = memory.ablate_budget(memory.Shape.of(model), cfg.max_tokens_per_batch, shapes, model.device)
+    if budget == cfg.max_tokens_per_batch:
+        return cfg, corpus
+    cfg = dataclasses.replace(cfg, max_tokens_per_batch=budget)
+    return cfg, _corpus(model, cfg, metrics)
 
 
 def _exact_heads(model: LoadedModel, attribution: pd.DataFrame | None, cfg: AblateConfig,
@@ -222,7 +255,7 @@ def _finish_effects(frames: list[pd.DataFrame | None], metrics: tuple[str, ...])
     effects = effects[effects["metric"].isin(metrics)]
     effects = effects.astype({"layer": int, "head": int})
     effects = effects.sort_values(["method", "ablation", "metric", "layer", "head"], kind="stable")
-    return EFFECTS.validate(effects.reset_index(drop=True).replace([np.inf, -np.inf], np.nan))
+    return EFFECTS.validate(EFFECTS.finite(effects.reset_index(drop=True)))
 
 
 @contextlib.contextmanager
@@ -242,7 +275,9 @@ def _in_dtype(model: LoadedModel, dtype: str | None) -> Iterator[LoadedModel]:
     if dtype is None or dtype == current:
         yield model
         return
-    bridge = copy.deepcopy(model.bridge).to(getattr(torch, dtype))
+    from interp.models import check_dtype
+
+    bridge = copy.deepcopy(model.bridge).to(check_dtype(model.device, dtype))
     try:
         yield dataclasses.replace(model, bridge=bridge, dtype=dtype)
     finally:

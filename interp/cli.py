@@ -4,54 +4,24 @@ Every command is one call into library code. The stage commands (``interp collec
 ablate|report RUN_DIR``) are built from the stage registry (:mod:`interp.stages`) and their
 options from the config fields marked ``cli`` (:mod:`interp.config`), so a new stage or option
 needs no code here. User errors (InterpError, bad options) end in one line on stderr and a
-non-zero exit, never a traceback.
+non-zero exit, never a traceback; see interp.console for errors, warnings and signals.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import errno
-import functools
-import sys
 import types
 import typing
-import warnings
 from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from interp.config import DTYPES, CollectConfig, ModelSpec, RunOptions
-from interp.errors import InterpError
+from interp.console import friendly
+from interp.errors import ConfigError
 from interp.stages import STAGE_NAMES, STAGES, Stage
-
-EXIT_USER, EXIT_INTERRUPTED = 1, 130
-
-
-def friendly(fn):
-    """Turn user errors into one line and an exit code."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        warnings.filterwarnings("ignore")
-        try:
-            return fn(*args, **kwargs)
-        except InterpError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_USER)
-        except ValueError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_USER)
-        except KeyboardInterrupt:
-            click.echo("interrupted: finished stages are kept; rerun with --resume to continue", err=True)
-            sys.exit(EXIT_INTERRUPTED)
-        except OSError as exc:
-            if exc.errno == errno.ENOSPC:
-                click.echo("error: disk full; free space and rerun with --resume", err=True)
-                sys.exit(EXIT_USER)
-            raise
-
-    return wrapper
 
 
 # --- options from config fields ----------------------------------------------------------------
@@ -98,7 +68,8 @@ def config_from(config_type: type, values: dict[str, Any], **fixed: Any) -> Any:
 def model_options(fn):
     """--model, --device, --dtype: shared by every command that loads a model."""
     fn = click.option("--dtype", type=click.Choice(DTYPES), default="float32", show_default=True,
-                      help="bfloat16 halves memory and is fast on GPUs; on a CPU without native bf16 it is several times slower")(fn)
+                      help="bfloat16 / float16 halve memory and are fast on GPUs; on a CPU without native support they are "
+                           "several times slower")(fn)
     fn = click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N")(fn)
     fn = click.option("--model", "-m", default="smollm2-135m", show_default=True,
                       help="packaged name (see `interp models`), a .gguf file, a model directory or a Hub name")(fn)
@@ -116,33 +87,51 @@ def main() -> None:
 @main.command("run")
 @model_options
 @click.option("--out", "out_dir", default="reports", show_default=True, type=click.Path(), help="folder for run directories")
-@click.option("--name", "run_name", default=None, help="run name (default: a timestamp)")
+@click.option("--name", "run_name", default=None, help="run name: letters, digits, '.', '_', '-' (default: a timestamp)")
 @config_options(CollectConfig)
 @click.option("--no-builtin", is_flag=True, help="probe only with --corpus files (plus repeated random tokens)")
 @click.option("--quick", is_flag=True, help="fewer probes and a smaller ablation corpus: minutes, not a quarter hour")
 @click.option("--skip", "skip", multiple=True, type=click.Choice(STAGE_NAMES), help="stage to leave out (repeatable)")
 @click.option("--resume", is_flag=True, help="continue a run given by --name, skipping finished stages")
+@click.option("--from-manifest", "from_manifest", type=click.Path(), default=None,
+              help="make the run of RUN_DIR again with its recorded options (only --out, --name, -q apply)")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--quiet", "-q", is_flag=True, help="no progress bars")
 @friendly
-def run_command(model, device, dtype, out_dir, run_name, no_builtin, quick, skip, resume, seed, quiet, **collect):
+def run_command(model, device, dtype, out_dir, run_name, no_builtin, quick, skip, resume, from_manifest, seed, quiet,
+                **collect):
     """Collect features, classify heads, ablate them and write the report."""
-    from interp.pipeline import run_pipeline
+    from interp.pipeline import options_from_manifest, run_pipeline
 
-    for path in collect.get("corpora") or ():
-        if not Path(path).exists():
-            raise InterpError(f"corpus file not found: {path}")
-    suites = ("repeated",) if no_builtin else CollectConfig.suites
-    options = RunOptions(
-        model=ModelSpec(model, device, dtype), out_dir=out_dir, run_name=run_name, quick=quick, skip=tuple(skip),
-        resume=resume, collect=config_from(CollectConfig, collect, suites=suites, seed=seed),
-    )
-    options = dataclasses.replace(options, ablate=dataclasses.replace(options.ablate, seed=seed))
+    if from_manifest:
+        _only_given(("from_manifest", "out_dir", "run_name", "quiet"), "--from-manifest")
+        options = options_from_manifest(from_manifest, out_dir, run_name)
+    else:
+        suites = ("repeated",) if no_builtin else CollectConfig.suites
+        collect_config = config_from(CollectConfig, collect, suites=suites, seed=seed)
+        explicit = tuple(k for k in collect if _given(k))
+        options = RunOptions(
+            model=ModelSpec(model, device, dtype), out_dir=out_dir, run_name=run_name, quick=quick, skip=tuple(skip),
+            resume=resume, collect=collect_config, explicit=explicit,
+        )
+        options = dataclasses.replace(options, ablate=dataclasses.replace(options.ablate, seed=seed))
     run_dir = run_pipeline(options, progress=not quiet)
     report = run_dir / "report.html"
     click.echo(f"run: {run_dir}")
     if report.exists():
         click.echo(f"report: {report}")
+
+
+def _given(name: str) -> bool:
+    """Whether the user set this option (on the command line or in the environment)."""
+    source = click.get_current_context().get_parameter_source(name)
+    return source in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+
+
+def _only_given(allowed: tuple[str, ...], flag: str) -> None:
+    extra = [p.opts[0] for p in click.get_current_context().command.params if p.name not in allowed and _given(p.name)]
+    if extra:
+        raise ConfigError(f"{flag} takes its options from the manifest; leave out {', '.join(extra)}")
 
 
 # --- one stage again, on an existing run --------------------------------------------------------
@@ -222,16 +211,18 @@ def roles():
 @main.command()
 @click.argument("run_a", type=click.Path())
 @click.argument("run_b", type=click.Path())
-@click.option("--out", "out_path", default=None, type=click.Path(), help="HTML file to write (default: RUN_A/compare-<B>.html)")
+@click.option("--out", "out_path", default=None, type=click.Path(),
+              help="HTML file to write, in an existing folder; an existing file is replaced only if it is an HTML page "
+                   "(default: RUN_A/compare-<B>.html)")
 @friendly
 def compare(run_a, run_b, out_path):
     """Put the role maps of two runs side by side, with the heads whose roles differ."""
     from interp.report.html import compare_runs
-    from interp.rundir import read_manifest
+    from interp.rundir import check_out_file, read_manifest
 
     a, b = Path(run_a), Path(run_b)
     read_manifest(a), read_manifest(b)
-    out = Path(out_path) if out_path else a / f"compare-{b.name}.html"
+    out = check_out_file(out_path if out_path else a / f"compare-{b.name}.html")
     click.echo(f"comparison: {compare_runs(a, b, out)}")
 
 

@@ -19,12 +19,12 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from interp import rundir
+from interp import memory, rundir
 from interp.accumulate import FeatureAccumulator
 from interp.config import CollectConfig
 from interp.errors import CorpusError
 from interp.exemplars import Exemplars, ExemplarRecorder, write_exemplars
-from interp.features import context
+from interp.features import DIRECTIONS, STATIC_FEATURES, context
 from interp.lens import run_patterns
 from interp.models import LoadedModel
 from interp.probes.align import Aligner
@@ -54,17 +54,24 @@ def build_suites(config: CollectConfig) -> list[Suite]:
         suites.append(prose_suite(config.max_sentences))
     if "syntax" in config.suites and config.n_syntax:
         suites.append(syntax_suite(config.n_syntax, config.seed))
+    taken = {s.name for s in suites}
     for path in config.corpora:
-        suites.append(user_suite(path, read_corpus(path, config.text_column)[: config.max_sentences]))
+        suite = user_suite(path, read_corpus(path, config.text_column, config.max_sentences), taken)
+        taken.add(suite.name)
+        suites.append(suite)
     return suites
 
 
-def user_suite(path: str, sentences: list) -> Suite:
-    """A user corpus: syntactic if it carries gold arcs (CoNLL-U), natural text otherwise."""
+def user_suite(path: str, sentences: list, taken: set[str] = frozenset()) -> Suite:
+    """A user corpus: syntactic if it carries gold arcs (CoNLL-U), natural text otherwise. Its
+    name is ``user:<file stem>`` (numbered if two files share a stem), never a built-in suite's:
+    a file called prose.txt is not merged into the shipped prose suite."""
     from interp.probes.base import NATURAL, SYNTAX
 
     family = SYNTAX if any(s.arcs for s in sentences) else NATURAL
-    return Suite(Path(path).stem, family, tuple(sentences), card=f"user corpus {path}")
+    name = f"user:{Path(path).stem}"
+    name = next(n for n in (name, *(f"{name}-{i}" for i in range(2, len(taken) + 3))) if n not in taken)
+    return Suite(name, family, tuple(sentences), card=f"user corpus {path}")
 
 
 def encode_all(model: LoadedModel, config: CollectConfig, suites: list[Suite]) -> tuple[list[ProbeSequence], Aligner]:
@@ -80,7 +87,7 @@ def encode_all(model: LoadedModel, config: CollectConfig, suites: list[Suite]) -
 
 
 def corpus_summary(seqs: list[ProbeSequence]) -> dict[str, dict[str, Any]]:
-    from interp.rundir import corpus_hash
+    from interp.provenance import corpus_hash
 
     out: dict[str, dict[str, Any]] = {}
     for name in dict.fromkeys(s.suite for s in seqs):
@@ -92,15 +99,26 @@ def corpus_summary(seqs: list[ProbeSequence]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def batch_budget(model: LoadedModel, config: CollectConfig, seqs: list[ProbeSequence], relations: tuple[str, ...]) -> int:
+    """Padded tokens per batch: the configured budget, or less where memory is short (see
+    interp.memory; refused with one line when not even the longest probe fits)."""
+    def groups(budget: int) -> list[tuple[int, int]]:
+        return [(len(g), max(len(seqs[i]) for i in g)) for g in bucket(seqs, budget)]
+
+    n_features = len(STATIC_FEATURES) + len(DIRECTIONS) * len(relations)
+    return memory.collect_budget(memory.Shape.of(model), [len(s) for s in seqs], config.max_tokens_per_batch,
+                                 n_features, config.n_bootstrap, groups, model.device)
+
+
 def collect(model: LoadedModel, config: CollectConfig = CollectConfig(), suites: list[Suite] | None = None,
             progress: bool = True) -> CollectResult:
     """Gather every head's features over the probe suites in one streaming pass."""
     suites = build_suites(config) if suites is None else suites
     seqs, aligner = encode_all(model, config, suites)
     relations = tuple(aligner.relations)
+    groups = bucket(seqs, batch_budget(model, config, seqs, relations))
     acc = FeatureAccumulator(model.n_layers, model.n_heads, relations, config.n_bootstrap, config.seed)
     pad = model.tokenizer.pad_token_id or 0
-    groups = bucket(seqs, config.max_tokens_per_batch)
     recorder = ExemplarRecorder(seqs, config.exemplar_tokens, model.n_layers, model.n_heads, model.tokenizer)
 
     def on_pattern(layer: int, pattern: torch.Tensor) -> None:  # during the pass of the current batch (ctx)

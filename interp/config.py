@@ -15,13 +15,21 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Any
 
 from interp.ablation.catalogue import KINDS, METRICS
+from interp.errors import ConfigError
 from interp.reference import REFERENCE_VERSION
 
-DTYPES = ("float32", "bfloat16")
+# float16 needs a device with float16 kernels: any CUDA GPU; on a CPU torch 2.13 runs it too
+# (measured: benchmarks/dtype_speed.py), only slowly.
+DTYPES = ("float32", "bfloat16", "float16")
+# A run name is one path component: no separators, no leading dot (hidden, or '..').
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 # Bump when a feature's definition changes (interp/features.py), so that a run collected under
 # the old definitions is neither resumed nor classified as if it meant the new ones (2: the
 # syntactic baseline also takes word positions and word forms).
@@ -33,6 +41,17 @@ def cli(flag: str, help: str, **click_kwargs: Any) -> dict[str, Any]:
     return {"cli": flag, "help": help, **click_kwargs}
 
 
+def require(config: Any, name: str, ok: bool, rule: str) -> None:
+    """Raise ConfigError "<field> must be <rule>, got <value>" (naming the option, where the field
+    has one) unless ``ok``."""
+    if ok:
+        return
+    flag = next((f.metadata["cli"] for f in dataclasses.fields(config) if f.name == name and "cli" in f.metadata), None)
+    value = getattr(config, name)
+    shown = list(value) if isinstance(value, tuple) else value
+    raise ConfigError(f"{name} must be {rule}, got {shown!r}" + (f" (option {flag})" if flag else ""))
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """Which model to load: a packaged name, a local HF directory, a .gguf file or a Hub name."""
@@ -42,10 +61,8 @@ class ModelSpec:
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
-        if not self.name:
-            raise ValueError("model name is empty")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+        require(self, "name", bool(self.name), "a model name, path or Hub id")
+        require(self, "dtype", self.dtype in DTYPES, f"one of {', '.join(DTYPES)}")
 
 
 @dataclass(frozen=True)
@@ -60,8 +77,10 @@ class CollectConfig:
     n_repeated: int = 64  # repeated-random-token sequences
     repeated_lengths: tuple[int, ...] = (16, 24, 32)  # length of the random half
     n_syntax: int = field(default=800, metadata=cli("--n-syntax", "generated syntax sentences"))
-    max_sentences: int | None = None  # cap on prose / user sentences, None: all
-    max_tokens_per_batch: int = 4096  # batches are bucketed by length under this budget
+    max_sentences: int | None = field(default=None, metadata=cli(
+        "--max-sentences", "use at most this many sentences of the prose suite and of each corpus"))
+    max_tokens_per_batch: int = field(default=4096, metadata=cli(
+        "--max-tokens-per-batch", "padded tokens per forward pass: lower it when memory is short"))
     max_seq_len: int | None = field(default=None, metadata=cli(
         "--max-seq-len", "truncate probes longer than this (with a warning)"))
     local_window: int = 3
@@ -71,26 +90,22 @@ class CollectConfig:
     features_version: int = FEATURES_VERSION
 
     def __post_init__(self) -> None:
-        if self.n_repeated < 0 or self.n_syntax < 0:
-            raise ValueError("sequence counts must be >= 0")
-        if not self.repeated_lengths or min(self.repeated_lengths) < 2:
-            raise ValueError("repeated_lengths must be >= 2")
-        if self.max_tokens_per_batch < 1:
-            raise ValueError("max_tokens_per_batch must be >= 1")
-        if self.local_window < 1:
-            raise ValueError("local_window must be >= 1")
-        if self.n_bootstrap < 10:
-            raise ValueError("n_bootstrap must be >= 10")
-        if self.max_seq_len is not None and self.max_seq_len < 2:
-            raise ValueError("max_seq_len must be >= 2")
-        if self.exemplar_tokens < 2:
-            raise ValueError("exemplar_tokens must be >= 2")
+        require(self, "n_repeated", self.n_repeated >= 0, ">= 0")
+        require(self, "n_syntax", self.n_syntax >= 0, ">= 0")
+        require(self, "repeated_lengths", bool(self.repeated_lengths) and min(self.repeated_lengths) >= 2, "lengths >= 2")
+        require(self, "max_sentences", self.max_sentences is None or self.max_sentences >= 1, ">= 1")
+        require(self, "max_tokens_per_batch", self.max_tokens_per_batch >= 1, ">= 1")
+        require(self, "local_window", self.local_window >= 1, ">= 1")
+        require(self, "n_bootstrap", self.n_bootstrap >= 10, ">= 10")
+        require(self, "max_seq_len", self.max_seq_len is None or self.max_seq_len >= 2, ">= 2")
+        require(self, "exemplar_tokens", self.exemplar_tokens >= 2, ">= 2")
 
-    def quick(self) -> CollectConfig:
-        """A smaller probe set for --quick: the same features on fewer sequences."""
-        return dataclasses.replace(self, n_repeated=min(self.n_repeated, 32), n_syntax=min(self.n_syntax, 300),
-                                   max_sentences=min(self.max_sentences or 120, 120),
-                                   n_bootstrap=min(self.n_bootstrap, 100))
+    def quick(self, keep: tuple[str, ...] = ()) -> CollectConfig:
+        """A smaller probe set for --quick: the same features on fewer sequences. Fields named in
+        ``keep`` (the ones a user set explicitly) stay as they are: a flag wins over --quick."""
+        smaller = {"n_repeated": min(self.n_repeated, 32), "n_syntax": min(self.n_syntax, 300),
+                   "max_sentences": min(self.max_sentences or 120, 120), "n_bootstrap": min(self.n_bootstrap, 100)}
+        return dataclasses.replace(self, **{k: v for k, v in smaller.items() if k not in keep})
 
 
 @dataclass(frozen=True)
@@ -119,16 +134,12 @@ class ClassifyConfig:
     min_cluster_size: int = 2
 
     def __post_init__(self) -> None:
-        if not self.reference_version:
-            raise ValueError("reference_version is empty")
-        if self.second_min_lift is not None and not 0.0 <= self.second_min_lift <= 1.0:
-            raise ValueError(f"second_min_lift must be in [0, 1], got {self.second_min_lift}")
-        if self.max_replicates is not None and self.max_replicates < 1:
-            raise ValueError(f"max_replicates must be >= 1 or None, got {self.max_replicates}")
-        if self.cluster_distance is not None and not self.cluster_distance > 0:
-            raise ValueError(f"cluster_distance must be > 0 or None, got {self.cluster_distance}")
-        if self.min_cluster_size < 2:
-            raise ValueError(f"min_cluster_size must be >= 2, got {self.min_cluster_size}")
+        require(self, "reference_version", bool(self.reference_version), "a version string")
+        require(self, "second_min_lift", self.second_min_lift is None or 0.0 <= self.second_min_lift <= 1.0,
+                "in [0, 1] or None")
+        require(self, "max_replicates", self.max_replicates is None or self.max_replicates >= 1, ">= 1 or None")
+        require(self, "cluster_distance", self.cluster_distance is None or self.cluster_distance > 0, "> 0 or None")
+        require(self, "min_cluster_size", self.min_cluster_size >= 2, ">= 2")
 
 
 QUICK_ABLATE_SIZES = {"n_prose": 3, "n_repeated": 3, "n_syntax": 8}
@@ -158,7 +169,8 @@ class AblateConfig:
     n_repeated: int = 6  # repeated-random-token sequences (causal only)
     repeated_lengths: tuple[int, ...] = (10,)  # length of the random half
     n_syntax: int = 16  # syntax sentences for subject-verb agreement (causal only)
-    max_tokens_per_batch: int = 2048  # padded tokens per forward (batch x stacked heads): bounds memory
+    max_tokens_per_batch: int = field(default=2048, metadata=cli(
+        "--max-tokens-per-batch", "padded tokens per forward pass (batch x stacked heads): lower it when memory is short"))
     dtype: str | None = field(default=None, metadata=cli(
         "--dtype", "run the ablations in this dtype instead of the model's", choices=DTYPES))
     top_k: int | None = field(default=None, metadata=cli(
@@ -174,30 +186,20 @@ class AblateConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not self.ablations or any(k not in KINDS for k in self.ablations):
-            raise ValueError(f"ablations must be a non-empty subset of {KINDS}, got {self.ablations!r}")
-        if len(set(self.ablations)) != len(self.ablations):
-            raise ValueError(f"ablations has duplicates: {self.ablations!r}")
-        if self.metrics is not None and (not self.metrics or any(m not in METRICS for m in self.metrics)):
-            raise ValueError(f"metrics must be None or a non-empty subset of {METRICS}, got {self.metrics!r}")
-        if min(self.n_prose, self.n_repeated, self.n_syntax) < 0:
-            raise ValueError("sequence counts must be >= 0")
-        if not self.repeated_lengths or min(self.repeated_lengths) < 2:
-            raise ValueError("repeated_lengths must be non-empty and >= 2")
-        if self.max_tokens_per_batch < 1:
-            raise ValueError("max_tokens_per_batch must be >= 1")
-        if self.dtype not in (None, *DTYPES):
-            raise ValueError(f"dtype must be None or one of {DTYPES}, got {self.dtype!r}")
-        if self.top_k is not None and self.top_k < 1:
-            raise ValueError("top_k must be None or >= 1")
-        if self.heads_per_pass is not None and self.heads_per_pass < 1:
-            raise ValueError("heads_per_pass must be >= 1")
-        if self.prune_step is not None and not 0 < self.prune_step <= 1:
-            raise ValueError("prune_step must be None or in (0, 1]")
-        if self.n_bootstrap < 10:
-            raise ValueError("n_bootstrap must be >= 10")
-        if self.threads is not None and self.threads < 1:
-            raise ValueError("threads must be None or >= 1")
+        require(self, "ablations", bool(self.ablations) and all(k in KINDS for k in self.ablations)
+                and len(set(self.ablations)) == len(self.ablations), f"distinct kinds among {', '.join(KINDS)}")
+        require(self, "metrics", self.metrics is None or (bool(self.metrics) and all(m in METRICS for m in self.metrics)),
+                f"None or a non-empty subset of {', '.join(METRICS)}")
+        for name in ("n_prose", "n_repeated", "n_syntax"):
+            require(self, name, getattr(self, name) >= 0, ">= 0")
+        require(self, "repeated_lengths", bool(self.repeated_lengths) and min(self.repeated_lengths) >= 2, "lengths >= 2")
+        require(self, "max_tokens_per_batch", self.max_tokens_per_batch >= 1, ">= 1")
+        require(self, "dtype", self.dtype in (None, *DTYPES), f"None or one of {', '.join(DTYPES)}")
+        require(self, "top_k", self.top_k is None or self.top_k >= 1, ">= 1 or None")
+        require(self, "heads_per_pass", self.heads_per_pass is None or self.heads_per_pass >= 1, ">= 1 or None")
+        require(self, "prune_step", self.prune_step is None or 0 < self.prune_step <= 1, "in (0, 1] or None")
+        require(self, "n_bootstrap", self.n_bootstrap >= 10, ">= 10")
+        require(self, "threads", self.threads is None or self.threads >= 1, ">= 1 or None")
 
     def resolved(self, n_heads: int) -> AblateConfig:
         """The settings actually used: ``quick`` applied for a model with ``n_heads`` heads."""
@@ -220,24 +222,59 @@ class ReportConfig:
 @dataclass(frozen=True)
 class RunOptions:
     """What ``interp run`` does: the model, every stage's config, where the run goes and which
-    stages run. ``quick`` shrinks the collect and ablate configs (see their ``quick``)."""
+    stages run. ``quick`` shrinks the collect and ablate configs (see their ``quick``), except
+    the collect fields named in ``explicit`` (set by a flag: a flag wins over --quick)."""
 
     model: ModelSpec = field(default_factory=ModelSpec)
     collect: CollectConfig = field(default_factory=CollectConfig)
     classify: ClassifyConfig = field(default_factory=ClassifyConfig)
     ablate: AblateConfig = field(default_factory=AblateConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
-    out_dir: str = "reports"
-    run_name: str | None = None
+    out_dir: str = field(default="reports", metadata=cli("--out", "folder for run directories"))
+    run_name: str | None = field(default=None, metadata=cli("--name", "run name"))
     quick: bool = False
     skip: tuple[str, ...] = ()
     resume: bool = False
+    explicit: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        require(self, "run_name", self.run_name is None or bool(RUN_NAME.fullmatch(self.run_name)),
+                "1-100 letters, digits, '.', '_' or '-', starting with a letter or digit (no '/', no '..')")
+        require(self, "out_dir", bool(self.out_dir) and "\0" not in self.out_dir, "a folder path")
 
     def stage_config(self, name: str) -> Any:
         """The config a stage runs with under these options (``quick`` applied)."""
         config = getattr(self, name)
         if self.quick and name == "collect":
-            return config.quick()
+            return config.quick(keep=self.explicit)
         if self.quick and name == "ablate":
             return dataclasses.replace(config, quick=True)
         return config
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunOptions:
+        """The options recorded in a manifest (``dataclasses.asdict`` turned JSON) back as objects."""
+        return from_jsonable(cls, data)
+
+
+def from_jsonable(cls: type, data: Any) -> Any:
+    """A config dataclass from its JSON form: nested configs rebuilt, lists turned back into
+    tuples; an unknown field or a wrong type is a ConfigError (a manifest of another version)."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{cls.__name__} must be a JSON object, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(f"{cls.__name__} has no field {unknown[0]!r} (recorded by another version of interp)")
+    return cls(**{k: _from_json_value(hints[k], v) for k, v in data.items()})
+
+
+def _from_json_value(hint: Any, value: Any) -> Any:
+    options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    for option in options:
+        if dataclasses.is_dataclass(option) and isinstance(value, dict):
+            return from_jsonable(option, value)
+        if typing.get_origin(option) is tuple and isinstance(value, list):
+            return tuple(value)
+    return value

@@ -1,4 +1,10 @@
-"""User-facing errors: the CLI prints them as one line and exits non-zero, without a traceback."""
+"""User-facing errors: the CLI prints them as one line and exits non-zero, without a traceback.
+
+Only these types are user errors. Any other exception is a bug of the toolkit (or of a library
+under it): the CLI says so in one line and writes the traceback to a file (interp.console).
+Every message a user can meet is listed, with what it means and what to do, in
+:mod:`interp.troubleshooting` (a test keeps that catalogue and the raise sites in step).
+"""
 
 
 class InterpError(Exception):
@@ -15,3 +21,16 @@ class CorpusError(InterpError):
 
 class RunError(InterpError):
     """The run directory cannot be used (not writable, a file, stale or incomplete)."""
+
+
+class ConfigError(InterpError, ValueError):
+    """An option or config value is out of range. Also a ValueError, so that code validating
+    configs in ``__post_init__`` keeps the usual Python contract."""
+
+
+class MemoryBudgetError(InterpError):
+    """A stage would need more memory than this machine has; the message names the flag to change."""
+
+
+class InterpWarning(UserWarning):
+    """A warning of the toolkit itself: the CLI shows each one once, as one line."""

@@ -131,6 +131,16 @@ def facts(bridge: Any) -> Facts:
     )
 
 
+def boot(name: str, device: str, dtype: torch.dtype, **kwargs: Any) -> Any:
+    """A bridge over a Hugging Face model (``hf_model=``, ``tokenizer=`` as boot_transformers takes them), in eval mode."""
+    from transformer_lens.model_bridge import TransformerBridge
+
+    check_version()
+    bridge = TransformerBridge.boot_transformers(name, device=device, dtype=dtype, **kwargs)
+    bridge.eval()
+    return bridge
+
+
 def is_bridge(obj: Any) -> bool:
     from transformer_lens.model_bridge import TransformerBridge
 

@@ -30,8 +30,9 @@ from urllib.parse import urlparse
 import torch
 
 from interp import lens
-from interp.config import ModelSpec
+from interp.config import DTYPES, ModelSpec
 from interp.errors import ModelError
+from interp.weights import load_checked, model_class
 
 @dataclass(frozen=True)
 class PackagedModel:
@@ -77,8 +78,9 @@ class LoadedModel:
     @property
     def slug(self) -> str:
         """Folder-safe model name for the run directory."""
-        base = Path(self.name).name if os.sep in self.name or self.name.endswith(".gguf") else self.name
-        return "".join(c if c.isalnum() or c in "-_." else "-" for c in base).strip("-.") or "model"
+        from interp.rundir import model_slug
+
+        return model_slug(self.name)
 
     def facts(self) -> dict[str, Any]:
         """Everything but the objects, for the manifest."""
@@ -101,7 +103,7 @@ def load_model(spec: ModelSpec | str | Any = DEFAULT_MODEL, tokenizer: Any = Non
     if isinstance(spec, str):
         spec = ModelSpec(name=spec)
     device = _check_device(spec.device)
-    dtype = getattr(torch, spec.dtype)
+    dtype = check_dtype(device, spec.dtype)
     name = spec.name
     if name in PACKAGED:
         model = PACKAGED[name]
@@ -155,7 +157,7 @@ def from_bridge(bridge: Any, tokenizer: Any = None, name: str | None = None) -> 
     param = lens.first_param(bridge)
     dtype = str(param.dtype).removeprefix("torch.")
     spec = ModelSpec(name=name or lens.facts(bridge).name or "bridge", device=str(param.device),
-                     dtype=dtype if dtype in ("float32", "bfloat16") else "float32")
+                     dtype=dtype if dtype in DTYPES else "float32")
     return _wrap(bridge, tok, spec.name, "bridge", spec)
 
 
@@ -196,6 +198,27 @@ def _check_device(device: str) -> str:
     return device
 
 
+def check_dtype(device: str, name: str) -> torch.dtype:
+    """The torch dtype ``name``, refused with one line where this device cannot compute in it.
+
+    Measured on the 2-core CPU (torch 2.13, AVX-512 with BF16, no FP16 arithmetic): float16 runs,
+    gives the same roles as float32 on minilm-l6, and its SmolLM2 logits differ from float32's
+    ten times less than bfloat16's, but a pass takes 3.6x as long (benchmarks/dtype_speed.py); a
+    build without half-precision kernels fails the probe below instead.
+    """
+    dtype = getattr(torch, name)
+    if dtype is torch.float32:
+        return dtype
+    if device.startswith("cuda") and dtype is torch.bfloat16 and not torch.cuda.is_bf16_supported():
+        raise ModelError(f"--dtype bfloat16 needs a GPU with bfloat16 support ({device} has none): use --dtype float16")
+    try:
+        x = torch.linspace(-1, 1, 64, device=device).reshape(8, 8).to(dtype)
+        torch.nn.functional.layer_norm((x @ x.T).softmax(-1), (8,)).float().sum().item()
+    except (RuntimeError, NotImplementedError) as exc:
+        raise ModelError(f"--dtype {name} is not supported on {device} here ({_first_line(exc)}): use --dtype float32") from None
+    return dtype
+
+
 @contextlib.contextmanager
 def _quiet():
     """transformers and TransformerLens print progress bars and advice we do not want in the CLI."""
@@ -216,14 +239,6 @@ def _quiet():
                 os.environ.pop("TQDM_DISABLE", None)
             else:
                 os.environ["TQDM_DISABLE"] = saved
-
-
-def _boot(name: str, device: str, dtype: torch.dtype, **kwargs: Any) -> Any:
-    from transformer_lens.model_bridge import TransformerBridge
-
-    bridge = TransformerBridge.boot_transformers(name, device=device, dtype=dtype, **kwargs)
-    bridge.eval()
-    return bridge
 
 
 def cache_root() -> Path:
@@ -248,20 +263,20 @@ def _load_gguf(path: Path, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
     if (cached / "config.json").exists():
         with _quiet():
             tok = AutoTokenizer.from_pretrained(cached)
-            hf = AutoModelForCausalLM.from_pretrained(cached, dtype=dtype, attn_implementation="eager")
-            return _boot(str(cached), device, dtype, hf_model=hf, tokenizer=tok), tok
+            hf = load_checked(AutoModelForCausalLM, cached, path, False, dtype=dtype, attn_implementation="eager")
+            return lens.boot(str(cached), device, dtype, hf_model=hf.to(device), tokenizer=tok), tok
     try:
         with _quiet():
             tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-            hf = AutoModelForCausalLM.from_pretrained(
-                path.parent, gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
-            )
     except Exception as exc:  # transformers raises many types for a bad file
         raise ModelError(f"cannot read GGUF file {path}: {_first_line(exc)} (is the file complete and a supported architecture?)") from None
+    with _quiet():
+        hf = load_checked(AutoModelForCausalLM, path.parent, path, False, gguf_file=path.name, dtype=torch.float32,
+                          attn_implementation="eager")
     _save_cache(hf, tok, cached)
     hf = hf.to(dtype)
     with _quiet():
-        return _boot(str(path.parent), device, dtype, hf_model=hf, tokenizer=tok), tok
+        return lens.boot(str(path.parent), device, dtype, hf_model=hf.to(device), tokenizer=tok), tok
 
 
 def _save_cache(hf: Any, tok: Any, target: Path) -> None:
@@ -286,21 +301,34 @@ def _save_cache(hf: Any, tok: Any, target: Path) -> None:
 
 
 def _load_hf_dir(path: Path, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
-    from transformers import AutoTokenizer
-
     if not (path / "config.json").exists():
         raise ModelError(f"{path} is not a Hugging Face model directory (no config.json)")
     if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
         raise ModelError(f"{path} has no weights (*.safetensors)")
+    return _boot_checked(str(path), path, device, dtype,
+                         lambda why: ModelError(f"cannot load model directory {path}: {why}"))
+
+
+def _boot_checked(source: str, where: str | Path, device: str, dtype: torch.dtype, fail: Any) -> tuple[Any, Any]:
+    """Tokenizer, config, weights (checked complete: interp.weights) and the bridge on them;
+    ``fail(reason)`` makes the error for anything else transformers or TransformerLens refuse."""
+    from transformers import AutoConfig, AutoTokenizer
+
     try:
         with _quiet():
-            tok = AutoTokenizer.from_pretrained(path)
-            # transformers reads safetensors directly and .bin only with torch.load(weights_only=True).
-            return _boot(str(path), device, dtype, tokenizer=tok), tok
-    except ModelError:
-        raise
+            tok = AutoTokenizer.from_pretrained(source)
+            config = AutoConfig.from_pretrained(source)
     except Exception as exc:
-        raise ModelError(f"cannot load model directory {path}: {_first_line(exc)}") from None
+        raise fail(_first_line(exc)) from None
+    encoder = config.model_type in lens.ENCODER_MODEL_TYPES
+    # transformers reads safetensors directly and .bin only with torch.load(weights_only=True).
+    with _quiet():
+        hf = load_checked(model_class(config, not encoder), source, where, encoder, dtype=dtype, attn_implementation="eager")
+    try:
+        with _quiet():
+            return lens.boot(source, device, dtype, hf_model=hf.to(device), tokenizer=tok), tok
+    except Exception as exc:
+        raise fail(_first_line(exc)) from None
 
 
 def _load_hub(name: str, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
@@ -315,12 +343,8 @@ def _load_hub(name: str, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
         cached = False
     if not cached and not _hub_reachable():
         raise ModelError(f"unknown model {name!r}: not packaged, not a local path, not cached, and the Hub is unreachable ({offline})")
-    try:
-        with _quiet():
-            bridge = _boot(name, device, dtype)
-    except Exception as exc:
-        raise ModelError(f"cannot load {name!r} from the Hub: {_first_line(exc)} ({offline})") from None
-    return bridge, bridge.tokenizer
+    return _boot_checked(name, name, device, dtype,
+                         lambda why: ModelError(f"cannot load {name!r} from the Hub: {why} ({offline})"))
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:

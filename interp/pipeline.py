@@ -1,72 +1,129 @@
 """The whole job, stage after stage from the registry (:mod:`interp.stages`), in one run directory.
 
-Each stage writes its outputs atomically and then records itself in the manifest, so an
-interrupted run keeps every finished stage, and ``--resume`` skips a stage whose recorded
-config matches and whose outputs are on disk, unless a stage it reads from ran again. A run
-that fails before any stage finished leaves no directory behind.
+Everything that can be checked without the model is checked before it loads: the run name and
+where it leads, whether the run exists (``--resume`` needs it to), every user corpus. Each stage
+then writes its outputs atomically and records itself in the manifest, so an interrupted run keeps every finished stage, and
+``--resume`` skips a stage whose recorded config and input hashes match and whose outputs read
+back, unless a stage it reads from ran again since. A run that fails before any stage finished
+leaves no directory behind, not even the folders made for it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import shutil
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interp import rundir
+from interp import provenance, rundir
 from interp.config import ModelSpec, RunOptions
-from interp.errors import RunError
+from interp.errors import ConfigError, InterpWarning, RunError
 from interp.stages import STAGES, stage
 
 if TYPE_CHECKING:  # the model stack loads only when a stage needs it (a report never does)
     from interp.models import LoadedModel
 
 
-def start_run(options: RunOptions, model: LoadedModel) -> tuple[Path, bool]:
-    """Create the run directory and its manifest; returns (path, created_now)."""
-    target = Path(options.out_dir).expanduser() / model.slug / (options.run_name or "")
-    existed = options.run_name is not None and target.exists()
-    if existed and not options.resume and (target / rundir.MANIFEST).exists():
-        raise RunError(f"run {target} exists: pass --resume to continue it or --name for a new one")
-    run_dir = rundir.prepare_run_dir(options.out_dir, model.slug, options.run_name)
-    if not (options.resume and (run_dir / rundir.MANIFEST).exists()):
-        rundir.write_manifest(run_dir, {
-            "model": model.facts(), "provenance": rundir.provenance(options.collect.seed),
-            "options": rundir.jsonable(options), "stages": {},
-        })
-    return run_dir, not existed
-
-
 def run_pipeline(options: RunOptions = RunOptions(), model: LoadedModel | None = None, progress: bool = True) -> Path:
     """Run every stage the options ask for; return the run directory."""
     from interp.models import load_model
 
-    rundir.check_out_dir(options.out_dir)
+    out = rundir.check_out_dir(options.out_dir)
+    slug = model.slug if model is not None else rundir.model_slug(options.model.name)
+    run_dir = _target(out, slug, options)
+    check_corpora(options)
     model = model or load_model(options.model)
-    run_dir, created = start_run(options, model)
+    model_hash = provenance.model_hash(model.name, model.source)
+    made = rundir.make_dirs(run_dir)
     try:
-        run_stages(run_dir, model, options, progress)
+        _start(run_dir, options, model, model_hash)
+        run_stages(run_dir, model, options, progress, model_hash)
     except BaseException:
-        if created and not rundir.read_manifest(run_dir).get("stages"):
+        if run_dir in made and not _finished(run_dir):
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing finished: leave nothing behind
+            rundir.remove_dirs(made[:-1])
         raise
     return run_dir
 
 
-def run_stages(run_dir: Path, model: LoadedModel | None, options: RunOptions, progress: bool) -> list[str]:
+def _target(out: Path, slug: str, options: RunOptions) -> Path:
+    """The run directory these options name, checked against what is on disk."""
+    if options.run_name is None:
+        if options.resume:
+            raise RunError("--resume continues a named run: give its --name")
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        names = (stamp, *(f"{stamp}-{i}" for i in range(2, 100)))
+        return next(p for p in (rundir.run_path(out, slug, n) for n in names) if not p.exists())
+    run_dir = rundir.run_path(out, slug, options.run_name)
+    started = (run_dir / rundir.MANIFEST).exists()
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunError(f"{run_dir} exists and is a file: choose another --name")
+    if options.resume and not started:
+        raise RunError(f"no run to resume at {run_dir}: check --out, --name and --model, or leave out --resume")
+    if started and not options.resume:
+        raise RunError(f"run {run_dir} exists: pass --resume to continue it or --name for a new one")
+    if not started and run_dir.is_dir() and any(p for p in run_dir.iterdir() if not p.name.endswith(".tmp")):
+        raise RunError(f"{run_dir} exists and is not a run directory: choose another --name")
+    if started:
+        rundir.read_manifest(run_dir)  # a corrupt manifest fails now, before the model loads
+    return run_dir
+
+
+def check_corpora(options: RunOptions) -> None:
+    """Read every user corpus now, so that a bad one fails before the model loads (the collect
+    stage reads them again: they are streamed, and this costs far less than a model load)."""
+    from interp.probes.readers import read_corpus
+
+    if "collect" in options.skip:
+        return
+    config = options.stage_config("collect")
+    for path in config.corpora:
+        read_corpus(path, config.text_column, config.max_sentences)
+
+
+def _start(run_dir: Path, options: RunOptions, model: LoadedModel, model_hash: str | None) -> None:
+    """Write the manifest of a new run, or bring a resumed run's options up to date."""
+    corpora = stage("collect").inputs(options.collect, None).get("files", {})
+    if not (run_dir / rundir.MANIFEST).exists():
+        rundir.write_manifest(run_dir, {
+            "model": model.facts(), "provenance": provenance.provenance(options.collect.seed, model_hash, corpora),
+            "options": rundir.jsonable(options), "stages": {},
+        })
+        return
+    rundir.clear_temporaries(run_dir)
+    manifest = rundir.read_manifest(run_dir)
+    manifest["options"] = rundir.jsonable(options)
+    manifest.setdefault("provenance", {}).setdefault("resumed", []).append(
+        dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    rundir.write_manifest(run_dir, manifest)
+
+
+def _finished(run_dir: Path) -> bool:
+    try:
+        return bool(rundir.read_manifest(run_dir).get("stages"))
+    except RunError:
+        return False
+
+
+def run_stages(run_dir: Path, model: LoadedModel | None, options: RunOptions, progress: bool,
+               model_hash: str | None = None) -> list[str]:
     """Run the registry's stages in order (skipping ``options.skip``); return the names that ran.
 
-    Under ``resume`` a finished stage is skipped unless a stage it reads from ran again now:
-    roles classified from older features are stale even if classify's own config is unchanged.
+    Under ``resume`` a finished stage is skipped when :meth:`Stage.done` says so: same config,
+    same input hashes, outputs readable, and recorded after the current run of every stage it
+    reads (roles classified from older features are stale even if classify's config is not).
     """
     ran: list[str] = []
     for st in STAGES:
         if st.name in options.skip:
             continue
         config = options.stage_config(st.name)
-        if options.resume and st.done(run_dir, config) and not set(st.reads) & set(ran):
+        inputs = st.inputs(config, model_hash)
+        if options.resume and st.done(run_dir, config, inputs):
             continue
-        st.run(run_dir, model, config, progress)
+        st.run(run_dir, model, config, progress, inputs)
         ran.append(st.name)
     return ran
 
@@ -82,12 +139,18 @@ def rerun_stage(run_dir: str | Path, name: str, config: Any = None, model: Loade
     rundir.read_manifest(run_dir)  # fail now, not after loading a model, if it is no run
     st = stage(name)
     config = st.config() if config is None else config
-    if st.needs_model and model is None:
-        from interp.models import load_model
+    if name == "collect":
+        check_corpora(RunOptions(collect=config))
+    model_hash = None
+    if st.needs_model:
+        if model is None:
+            from interp.models import load_model
 
-        spec = model_spec_of(run_dir)
-        model = load_model(dataclasses.replace(spec, dtype=dtype) if dtype else spec)
-    st.run(run_dir, model, config, progress)
+            spec = model_spec_of(run_dir)
+            model = load_model(dataclasses.replace(spec, dtype=dtype) if dtype else spec)
+        model_hash = provenance.model_hash(model.name, model.source)
+    rundir.clear_temporaries(run_dir)
+    st.run(run_dir, model, config, progress, st.inputs(config, model_hash))
 
 
 def model_spec_of(run_dir: Path) -> ModelSpec:
@@ -95,4 +158,53 @@ def model_spec_of(run_dir: Path) -> ModelSpec:
     facts: dict[str, Any] = rundir.read_manifest(run_dir).get("model", {})
     if "name" not in facts:
         raise RunError(f"{run_dir}/manifest.json names no model; rerun `interp run`")
+    if facts.get("source") == "bridge":
+        raise RunError(f"{run_dir} was made with a model built in Python: rerun this stage from Python "
+                       f"(interp.pipeline.rerun_stage(run_dir, stage, model=load_model(bridge)))")
     return ModelSpec(name=facts["name"], device=facts.get("device", "cpu"), dtype=facts.get("dtype", "float32"))
+
+
+def options_from_manifest(run_dir: str | Path, out_dir: str | None = None, run_name: str | None = None) -> RunOptions:
+    """The options of an earlier run, to make it again (``interp run --from-manifest RUN_DIR``),
+    after checking that the model, the corpora and the shipped probe data are still the same
+    files; differing package versions only warn (the tables may differ in the last digits)."""
+    run_dir = Path(run_dir)
+    manifest = rundir.read_manifest(run_dir)
+    where = run_dir / rundir.MANIFEST
+    try:
+        options = RunOptions.from_dict(manifest["options"])
+    except KeyError:
+        raise RunError(f"{where} records no options (an older interp wrote it); rerun `interp run` with the options you used") from None
+    except (ConfigError, TypeError) as exc:
+        raise RunError(f"{where} holds options this version cannot use ({exc}); rerun `interp run` with the options you used") from None
+    model_spec_of(run_dir)  # a model built in Python cannot be loaded by name
+    _check_same_inputs(manifest, where)
+    threads = manifest.get("stages", {}).get("ablate", {}).get("threads")
+    if options.ablate.threads is None and isinstance(threads, int) and threads >= 1:
+        # The sweep's float sums depend on the thread count (in the 8th digit): replay it.
+        options = dataclasses.replace(options, ablate=dataclasses.replace(options.ablate, threads=threads))
+    return dataclasses.replace(options, out_dir=out_dir or options.out_dir, run_name=run_name, resume=False)
+
+
+def _check_same_inputs(manifest: dict[str, Any], where: Path) -> None:
+    recorded = manifest.get("provenance", {})
+    facts = manifest.get("model", {})
+    now = provenance.model_hash(facts.get("name", ""), facts.get("source", ""))
+    if recorded.get("model_hash") and now != recorded["model_hash"]:
+        raise RunError(f"the model {facts.get('name')} is not the file the run in {where.parent} used "
+                       f"(its content hash changed); restore that model to reproduce the run")
+    for path, digest in (recorded.get("corpus_hashes") or {}).items():
+        try:
+            same = provenance.file_hash(path) == digest
+        except OSError:
+            same = False
+        if not same:
+            raise RunError(f"corpus {path} is missing or changed since the run in {where.parent}; restore it to reproduce the run")
+    if recorded.get("data_hash") and recorded["data_hash"] != provenance.data_hash():
+        warnings.warn("the shipped probe data differ from the run's: the tables will differ", InterpWarning, stacklevel=2)
+    versions = recorded.get("versions") or {}
+    changed = [f"{k} {v} -> {provenance.package_versions().get(k)}" for k, v in versions.items()
+               if provenance.package_versions().get(k) != v]
+    if changed:
+        warnings.warn(f"package versions differ from the run's ({', '.join(changed)}): tables may differ slightly",
+                      InterpWarning, stacklevel=2)

@@ -34,7 +34,7 @@ class Stage:
     entry: ``"module:function"``, the stage's ``run_stage(run_dir, model, config, progress) -> dict``.
     needs_model: whether it runs the model (the others read tables only).
     reads: earlier stages whose outputs it reads: when one of them runs again, so does this one.
-    outputs: files it writes that must exist (and be non-empty) for the stage to count as done.
+    outputs: files it writes that must exist and read back for the stage to count as done.
     """
 
     name: str
@@ -49,27 +49,79 @@ class Stage:
         module, _, attr = self.entry.partition(":")
         return getattr(importlib.import_module(module), attr)
 
-    def run(self, run_dir: Path, model: Any, config: Any, progress: bool = True) -> None:
-        """Run the stage on a run directory, then record it (config, time, what it returned)."""
-        start = time.perf_counter()
-        recorded = self.function()(Path(run_dir), model, config, progress) or {}
-        rundir.record_stage(run_dir, self.name, config, time.perf_counter() - start, **recorded)
+    def run(self, run_dir: Path, model: Any, config: Any, progress: bool = True,
+            inputs: dict[str, Any] | None = None) -> None:
+        """Run the stage on a run directory, then record it: config, time, what it returned, its
+        ``inputs`` (content hashes, see :meth:`inputs`) and the ids of the records it read.
 
-    def done(self, run_dir: Path, config: Any) -> bool:
-        """True when the manifest records this stage with the same config and its outputs are there."""
+        Its old record goes at its first write (:func:`rundir.stage_writes`): a stage stopped
+        half-way (a signal, a crash) never counts as done, although an older version of its
+        outputs may still be on disk; a stage that fails before writing leaves the run as it was.
+        """
+        start = time.perf_counter()
+        with rundir.stage_writes(run_dir, self.name):
+            recorded = self.function()(Path(run_dir), model, config, progress) or {}
+        rundir.record_stage(run_dir, self.name, config, time.perf_counter() - start, inputs=inputs or {},
+                            after=self._upstream_ids(run_dir), **recorded)
+
+    def done(self, run_dir: Path, config: Any, inputs: dict[str, Any] | None = None) -> bool:
+        """True when the manifest records this stage with the same config and inputs (not
+        compared when None), after the current runs of the stages it reads, and its outputs are
+        on disk and readable."""
         try:
             entry = rundir.read_manifest(run_dir).get("stages", {}).get(self.name)
         except rundir.RunError:
             return False
-        if not isinstance(entry, dict) or entry.get("config") != json.loads(json.dumps(rundir.jsonable(config))):
+        if not isinstance(entry, dict) or entry.get("config") != _json(config):
             return False
-        return all(_present(Path(run_dir) / name) for name in self.outputs)
+        if inputs is not None and entry.get("inputs", {}) != _json(inputs):
+            return False
+        if entry.get("after") != self._upstream_ids(run_dir):
+            return False
+        return all(_readable(Path(run_dir) / name) for name in self.outputs)
+
+    def inputs(self, config: Any, model_hash: str | None) -> dict[str, Any]:
+        """Content hashes of what the stage reads besides its config and earlier stages: the
+        model's files (stages that run it) and the files the config names (corpora, a reference
+        model). A path whose content changed makes the stage count as not done."""
+        from interp.provenance import file_hash
+
+        found: dict[str, Any] = {"model": model_hash} if self.needs_model else {}
+        paths = [*(getattr(config, "corpora", None) or ()), *([config.reference] if getattr(config, "reference", None) else [])]
+        hashes = {}
+        for path in paths:
+            try:
+                hashes[str(path)] = file_hash(path)
+            except OSError:
+                hashes[str(path)] = None  # missing now: reading it will say so
+        if hashes:
+            found["files"] = hashes
+        return found
+
+    def _upstream_ids(self, run_dir: Path) -> dict[str, str | None]:
+        stages = rundir.read_manifest(run_dir).get("stages", {})
+        return {name: (stages.get(name) or {}).get("id") for name in self.reads}
 
 
-def _present(path: Path) -> bool:
+def _json(obj: Any) -> Any:
+    return json.loads(json.dumps(rundir.jsonable(obj)))
+
+
+def _readable(path: Path) -> bool:
+    """A stage output counts only if it can be read back: a declared table that validates, an
+    array archive that opens, any other file non-empty."""
     try:
-        return path.is_file() and path.stat().st_size > 0
-    except OSError:
+        if not (path.is_file() and path.stat().st_size > 0):
+            return False
+        if path.suffix == ".parquet":
+            return rundir.read_table(path.parent, path.stem) is not None
+        if path.suffix == ".npz":
+            import numpy as np
+
+            with np.load(path) as archive:
+                return all(k in archive for k in ("values", "names")) and archive["values"].ndim == 4
+        return True
+    except Exception:  # noqa: BLE001  (whatever stops it from reading back: it is not done)
         return False
 
 

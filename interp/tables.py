@@ -44,8 +44,8 @@ class Table:
     def validate(self, frame: pd.DataFrame) -> pd.DataFrame:
         """The frame with declared columns first, cast to their declared dtypes.
 
-        Raises ValueError naming the table and column when a declared column is missing or
-        its values cannot take the declared type.
+        Raises ValueError naming the table and column when a declared column is missing, its
+        values cannot take the declared type, or a float column holds an infinity.
         """
         missing = [n for n in self.names if n not in frame.columns]
         if missing:
@@ -54,6 +54,16 @@ class Table:
         frame = frame[self.names + extra].copy()
         for col in self.columns:
             frame[col.name] = _cast(frame[col.name], col, self.name)
+        return frame
+
+    def finite(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """The frame with infinite values of its float columns replaced by NaN (for writers:
+        a table on disk holds no infinities, and :meth:`validate` refuses one that does)."""
+        floats = [c.name for c in self.columns if c.dtype == "float" and c.name in frame.columns]
+        if not floats:
+            return frame
+        frame = frame.copy()
+        frame[floats] = frame[floats].replace([np.inf, -np.inf], np.nan)
         return frame
 
 
@@ -65,6 +75,8 @@ def _cast(values: pd.Series, col: Column, table: str) -> pd.Series:
         if col.dtype == "int" and values.isna().any():
             raise ValueError("missing values")
         out = pd.to_numeric(values, errors="raise").astype(target)
+        if col.dtype == "float" and np.isinf(out.to_numpy()).any():
+            raise ValueError("infinite values (a table holds NaN where there is no finite value)")
         if col.dtype == "int" and not np.array_equal(out.to_numpy(), pd.to_numeric(values).to_numpy()):
             raise ValueError("non-integer values")
         return out

@@ -214,7 +214,7 @@ def test_removable_fraction():
 
 @pytest.mark.parametrize("bad", [dict(ablations=()), dict(ablations=("zero", "zero")), dict(ablations=("noise",)),
                                  dict(metrics=("accuracy",)), dict(n_prose=-1), dict(repeated_lengths=(1,)),
-                                 dict(dtype="float16"), dict(top_k=0), dict(heads_per_pass=0),
+                                 dict(dtype="int8"), dict(top_k=0), dict(heads_per_pass=0),
                                  dict(prune_step=0.0), dict(n_bootstrap=5), dict(threads=0)])
 def test_config_validation(bad):
     with pytest.raises(ValueError):

@@ -126,7 +126,7 @@ def test_cuda_without_gpu():
 
 def test_spec_validation():
     with pytest.raises(ValueError):
-        ModelSpec("x", dtype="float16")
+        ModelSpec("x", dtype="int8")
 
 
 def test_list_sources_names_packaged_models():

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+import pandas as pd
 import pytest
 
 import interp.classify
@@ -11,6 +13,7 @@ import interp.collect
 from interp import rundir
 from interp.config import CollectConfig, RunOptions
 from interp.pipeline import run_stages
+from interp.tables import TABLES
 
 
 @pytest.fixture
@@ -18,17 +21,26 @@ def calls(monkeypatch):
     """Replace collect and classify by stand-ins that write their outputs like the real ones."""
     made: list[str] = []
 
-    def fake(name, files):
+    def fake(name, tables):
         def run_stage(run_dir, model, config, progress=True):
             made.append(name)
-            for f in files:
-                (run_dir / f).write_text("x")
+            for table in tables:
+                rundir.write_table(run_dir, table, one_row(table))
+            if name == "collect":
+                np.savez(run_dir / "feature_replicates.npz", values=np.zeros((2, 1, 1, 1)), names=np.array(["x"]))
+                np.savez(run_dir / "exemplars.npz", values=np.zeros(1))
             return {}
         return run_stage
 
-    monkeypatch.setattr(interp.collect, "run_stage", fake("collect", ("features.parquet", "feature_replicates.npz", "exemplars.npz")))
-    monkeypatch.setattr(interp.classify, "run_stage", fake("classify", ("roles.parquet",)))
+    monkeypatch.setattr(interp.collect, "run_stage", fake("collect", ("features",)))
+    monkeypatch.setattr(interp.classify, "run_stage", fake("classify", ("roles",)))
     return made
+
+
+def one_row(table: str) -> pd.DataFrame:
+    """A valid one-row table: every declared column, a value of its type."""
+    sample = {"int": 0, "float": 0.5, "str": "x"}
+    return pd.DataFrame({c.name: [sample[c.dtype]] for c in TABLES[table].columns})
 
 
 def run(run_dir, resume, **options):

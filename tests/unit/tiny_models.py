@@ -51,7 +51,7 @@ def _boot(hf, tok, name: str):
 
 
 def tiny_llama_hf(seed: int = 0):
-    """The Hugging Face model and tokenizer behind :func:`tiny_llama` (not yet bridged)."""
+    """The Hugging Face model and tokenizer of :func:`tiny_llama` (to save as a model directory)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tok = _word_tokenizer()
@@ -66,6 +66,14 @@ def tiny_llama_hf(seed: int = 0):
 def tiny_llama(seed: int = 0):
     """Grouped-query Llama: 4 query heads share 2 KV heads."""
     return _boot(*tiny_llama_hf(seed), "tiny-llama")
+
+
+def save_tiny_llama(path, seed: int = 0):
+    """:func:`tiny_llama` saved as a Hugging Face model directory (config, safetensors, tokenizer)."""
+    hf, tok = tiny_llama_hf(seed)
+    hf.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
 
 
 def tiny_gpt2(seed: int = 0):

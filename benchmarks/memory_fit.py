@@ -1,0 +1,98 @@
+"""Where interp.memory's coefficients come from: per-batch peaks of the collection pass.
+
+For each model, batches of random tokens (1,024 to 4,096 tokens, widths 16 to 512) run through
+the real collection pass (patterns + every feature) in one process; each batch's peak is the
+kernel's high-water mark above the resident size before it (glibc's mmap threshold fixed so
+that the resident size follows live tensors: run with MALLOC_MMAP_THRESHOLD_=65536, as this
+script does for its children). Then ``peak = max(A * b*h*T^2*4 + C * b*T*d_model*4,
+M * b*T*(d_model + d_mlp)*4)``, with A per causal/encoder and M per gated/plain MLP, is fitted
+in log space; the fitted values and the worst ratio are written to RESULTS.md.
+
+    python benchmarks/memory_fit.py [--no-smollm2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import write_section  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPES = [(64, 16), (32, 32), (16, 64), (8, 128), (4, 256), (2, 512), (16, 128), (64, 64)]
+CHILD = """
+import json, sys, torch
+sys.path.insert(0, {unit!r})
+from memory_probe import load
+from interp import memory
+from interp.accumulate import FeatureAccumulator
+from interp.collect import run_patterns
+from interp.features import context
+from interp.probes.base import ProbeSequence
+from interp.probes.batch import make_batch
+torch.set_num_threads(1)
+model = load(sys.argv[1])
+shape = memory.Shape.of(model)
+acc = FeatureAccumulator(model.n_layers, model.n_heads, (), 200, 0)
+points = []
+for b, width in json.loads(sys.argv[2]):
+    if width > model.n_ctx:
+        continue
+    g = torch.Generator().manual_seed(0)
+    seqs = [ProbeSequence(torch.randint(5, min(shape.d_vocab, 1000), (width,), generator=g), "x", "natural",
+                          torch.zeros(width, dtype=torch.bool), torch.zeros(width, dtype=torch.bool)) for _ in range(b)]
+    batch = make_batch(seqs, list(range(b)), model.causal, 0)
+    ctx = context(batch, (), 3)
+    def one():
+        acc.start_batch(ctx)
+        run_patterns(model, batch.tokens, batch.attention_mask, lambda layer, p: acc.add_layer(layer, p, ctx))
+    one()
+    points.append((b, width, memory.measure_peak(one)))
+print(json.dumps({{"shape": shape.__dict__, "points": points}}))
+"""
+
+
+def measure(model: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "65536"}
+    code = CHILD.format(unit=str(ROOT / "tests" / "unit"))
+    out = subprocess.run([sys.executable, "-c", code, model, json.dumps(SHAPES)], capture_output=True, text=True,
+                         env=env, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def predict(x, s: dict, b: int, width: int) -> float:
+    a_causal, a_encoder, c, m_gated, m_plain = x
+    tokens = b * width
+    attention = (a_causal if s["causal"] else a_encoder) * b * s["n_heads"] * width**2 * 4 + c * tokens * s["d_model"] * 4
+    return max(attention, (m_gated if s["gated_mlp"] else m_plain) * tokens * (s["d_model"] + s["d_mlp"]) * 4)
+
+
+def main() -> None:
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--no-smollm2", action="store_true")
+    args = ap.parse_args()
+    models = ["tiny-llama", "tiny-gpt2", "tiny-bert", "minilm-l6"] + ([] if args.no_smollm2 else ["smollm2-135m"])
+    data = {m: measure(m) for m in models}
+    rows = [(m, d["shape"], b, w, y) for m, d in data.items() for b, w, y in d["points"]]
+    fit = least_squares(lambda x: [np.log(predict(x, s, b, w) / y) for _, s, b, w, y in rows], [7, 7, 4, 3, 3], bounds=(0, 50)).x
+    worst = max(abs(np.log(predict(fit, s, b, w) / y)) for _, s, b, w, y in rows)
+    lines = [f"| `{m}` | {b} x {w} | {y / 2**20:.1f} | {predict(fit, s, b, w) / 2**20:.1f} |" for m, s, b, w, y in rows]
+    body = ("Per-batch peaks of the collection pass (random tokens, one thread, live tensors) and the fitted estimate.\n\n"
+            f"Fitted: attention {fit[0]:.1f} (causal) / {fit[1]:.1f} (encoder) `[batch, head, q, k]` float32 tensors, "
+            f"{fit[2]:.1f} `[token, d_model]`; MLP phase {fit[3]:.1f} (gated) / {fit[4]:.1f} (plain) `[token, d_model + d_mlp]`. "
+            f"Worst estimate / measured: {np.exp(worst):.2f}x.\n\n"
+            "| model | batch x width | measured (MiB) | estimate (MiB) |\n|---|---|---|---|\n" + "\n".join(lines))
+    write_section("Memory coefficients of the collection pass", "benchmarks/memory_fit.py", body)
+    print(body)
+
+
+if __name__ == "__main__":
+    main()

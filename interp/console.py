@@ -1,0 +1,200 @@
+"""How a CLI command meets the user: errors, warnings, signals.
+
+- The toolkit's own errors (:mod:`interp.errors`) are one line on stderr and exit 1: the
+  message says what to do (see :mod:`interp.troubleshooting`).
+- Anything else is a bug, of the toolkit or of a library under it: one line saying so, the
+  full traceback written to a file whose path the line gives, exit 70 (EX_SOFTWARE). A bug is
+  never dressed up as a user error (a stray ValueError once read as "your input is wrong").
+- SIGINT and SIGTERM (what ``timeout`` and schedulers send) end the current stage: the stage
+  writes nothing more (every file is renamed into place whole), finished stages stay recorded,
+  and the command exits 130 or 143. A second signal during that clean-up is ignored so that the
+  clean-up completes.
+- Warnings: the toolkit's own (``InterpWarning``, or raised from an ``interp`` module) are
+  shown once each as ``warning: ...``; a short list of known-noisy third-party warnings is
+  filtered by category and module; everything else keeps Python's default filters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import errno
+import functools
+import logging
+import os
+import signal
+import sys
+import tempfile
+import threading
+import traceback
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import click
+
+from interp.errors import InterpError, InterpWarning
+
+EXIT_USER, EXIT_BUG, EXIT_SIGINT, EXIT_SIGTERM = 1, 70, 130, 143
+EXIT_FOR_SIGNAL = {signal.SIGINT: EXIT_SIGINT, signal.SIGTERM: EXIT_SIGTERM}
+
+# (category, module regex) of third-party warnings that say nothing a user of the CLI can act on.
+NOISY_WARNINGS: tuple[tuple[type[Warning], str], ...] = (
+    (FutureWarning, r"transformers(\.|$)"),
+    (FutureWarning, r"transformer_lens(\.|$)"),
+    (UserWarning, r"transformer_lens(\.|$)"),
+    (UserWarning, r"torch(\.|$)"),
+    (DeprecationWarning, r".*"),
+    (UserWarning, r"seaborn(\.|$)"),
+    (UserWarning, r"matplotlib(\.|$)"),
+    (RuntimeWarning, r"sklearn(\.|$)"),
+)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived; ``signum`` says which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def signals_interrupt() -> Iterator[None]:
+    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread for the block; a signal
+    the parent process set to be ignored stays ignored (as with ``nohup``)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        for s in EXIT_FOR_SIGNAL:  # let the clean-up finish: a second signal is ignored
+            signal.signal(s, signal.SIG_IGN)
+        raise Interrupted(signum)
+
+    previous = {s: signal.getsignal(s) for s in EXIT_FOR_SIGNAL}
+    for s, old in previous.items():
+        if old is not signal.SIG_IGN:
+            signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s, old in previous.items():
+            signal.signal(s, old if old is not None else signal.SIG_DFL)
+
+
+# Third-party loggers whose warnings repeat what a toolkit warning says better (transformers:
+# "Token indices sequence length is longer than ...", next to interp's truncation warning).
+NOISY_LOGGERS = ("transformers",)
+
+
+@contextlib.contextmanager
+def user_warnings() -> Iterator[None]:
+    """Show the toolkit's warnings once each as one line; drop the known-noisy third-party ones."""
+    levels = {name: logging.getLogger(name).level for name in NOISY_LOGGERS}
+    for name in NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    # transformers sets its logger's level when it is first imported, from this variable
+    ours = "TRANSFORMERS_VERBOSITY" not in os.environ
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    try:
+        with _filtered_warnings():
+            yield
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+        if ours:
+            os.environ.pop("TRANSFORMERS_VERBOSITY", None)
+
+
+@contextlib.contextmanager
+def _filtered_warnings() -> Iterator[None]:
+    with warnings.catch_warnings():
+        for category, module in NOISY_WARNINGS:
+            warnings.filterwarnings("ignore", category=category, module=module)
+        warnings.filterwarnings("once", module=r"interp(\.|$)")
+        warnings.filterwarnings("once", category=InterpWarning)
+        warnings.showwarning = _show_warning
+        yield
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    text = " ".join(str(message).split())
+    prefix = "warning" if issubclass(category, InterpWarning) or _ours(filename) else f"warning ({category.__name__})"
+    click.echo(f"{prefix}: {text}", err=True)
+
+
+def _ours(filename: str) -> bool:
+    return Path(filename).resolve().is_relative_to(Path(__file__).resolve().parent)
+
+
+def crash_report(exc: BaseException) -> Path | None:
+    """Write the traceback of an unexpected exception to a file; return its path (None if the
+    file could not be written either)."""
+    from importlib import metadata
+
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    try:
+        version = metadata.version("interp")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    text = (f"interp {version}, Python {sys.version.split()[0]}\ncommand: {' '.join(sys.argv)}\n\n"
+            + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    try:
+        fd, path = tempfile.mkstemp(prefix=f"interp-crash-{stamp}-", suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        return Path(path)
+    except OSError:
+        return None
+
+
+def _first_line(exc: BaseException, limit: int = 200) -> str:
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else ""
+    return (text[:limit] + "...") if len(text) > limit else text
+
+
+def fail(message: str, code: int) -> None:
+    click.echo(" ".join(message.split()), err=True)  # one line, whatever the message holds
+    sys.exit(code)
+
+
+def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a command with the error, warning and signal handling described above."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            with signals_interrupt(), user_warnings():
+                return fn(*args, **kwargs)
+        except InterpError as exc:
+            fail(f"error: {exc}", EXIT_USER)
+        except Interrupted as exc:
+            fail(f"interrupted ({signal.Signals(exc.signum).name}): finished stages are kept; "
+                 f"rerun with --resume to continue", EXIT_FOR_SIGNAL[exc.signum])
+        except KeyboardInterrupt:
+            fail("interrupted: finished stages are kept; rerun with --resume to continue", EXIT_SIGINT)
+        except (click.exceptions.Exit, click.ClickException, SystemExit):
+            raise
+        except MemoryError:
+            fail("error: out of memory: lower --max-tokens-per-batch (or --max-seq-len), or use --dtype bfloat16",
+                 EXIT_USER)
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                fail("error: disk full: free some disk space and rerun with --resume", EXIT_USER)
+            if exc.filename is not None:
+                fail(f"error: cannot use {exc.filename}: {exc.strerror}", EXIT_USER)
+            _bug(exc)
+        except Exception as exc:  # noqa: BLE001  (a bug: say so, keep the traceback)
+            _bug(exc)
+
+    return wrapper
+
+
+def _bug(exc: BaseException) -> None:
+    report = crash_report(exc)
+    where = f"the full traceback is in {report}" if report else "the traceback could not be written to a file"
+    fail(f"error: internal error ({type(exc).__name__}: {_first_line(exc)}); this is a bug in interp or a "
+         f"library it uses; {where}", EXIT_BUG)
