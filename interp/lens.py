@@ -324,10 +324,9 @@ class RestartCheck:
     def exact(self) -> bool:
         return self.error <= self.tolerance * (self.scale or 1.0)
 
-    def message(self) -> str:
-        why = f"restarting at a cached layer fails here ({self.failure})" if self.failure else \
-            f"restarting at a cached layer changes the output by {self.error:.3g}"
-        return f"{why}: running full forwards instead (slower, still exact)"
+    def problem(self) -> str:
+        """What went wrong, to complete "restarting at a cached layer ..."."""
+        return f"fails here ({self.failure})" if self.failure else f"changes the output by {self.error:.3g}"
 
 
 def check_restart(restart: Callable[[int], torch.Tensor], reference: torch.Tensor, layers: Iterable[int]) -> RestartCheck:

@@ -161,7 +161,8 @@ class Ablator:
     def _settle(self, check: lens.RestartCheck) -> None:
         self.reuse = check.exact
         if not check.exact:
-            warnings.warn(check.message(), stacklevel=4)
+            warnings.warn(f"restarting at a cached layer {check.problem()}: running full forwards instead "
+                          "(slower, still exact)", stacklevel=4)
 
     def _forward(self, batch: EvalBatch, taps: list[lens.Tap], replicas: int, resid: torch.Tensor | None = None,
                  start_layer: int = 0) -> torch.Tensor:
