@@ -1,4 +1,4 @@
-"""The packaged real models: numerics against plain transformers, and the heads DESIGN.md names."""
+"""The packaged real models: numerics against plain transformers, and the textbook heads they are known to have."""
 
 from __future__ import annotations
 
