@@ -20,12 +20,13 @@ the non-sink keys (any head that does so scores its baseline exactly, however mu
 mass on the targets is ``value * (1 - sink)`` (for duplicate_token and induction, which also set
 the query's own position aside, see there).
 
-Only the first position is a sink. Measured on SmolLM2-135M and MiniLM-L6 (analyses/sinks.py,
-analyses/RESULTS.md): heads put less mass on punctuation and [SEP] than their share of the keys
-(SmolLM2 0.027 against a share of 0.033; MiniLM 0.043 / 0.070 and 0.027 / 0.044 for [SEP]), and
-the output a head reads from them is 0.65-0.9 of an ordinary token's (value norm through W_O),
-against 0.27 (SmolLM2) and 0.05 (MiniLM) at the first position, which draws 0.51 / 0.42 of all
-attention: delimiters are ordinary keys in both models.
+Only the first position is a sink. Measured on SmolLM2-135M and MiniLM-L6 over the default
+probes (analyses/sinks.py, analyses/RESULTS.md "Attention sinks"): heads put less mass on
+punctuation and [SEP] than their share of the keys (SmolLM2 punctuation 0.026 against a share of
+0.029; MiniLM punctuation 0.044 / 0.075, [SEP] 0.029 / 0.052; no head has a lift above 0.3 on
+either), and what a head reads from them, its value through W_O, is 0.75-0.88 of an ordinary
+token's (median head), against 0.27 (SmolLM2) and 0.05 (MiniLM) at the first position, which
+draws 0.54 / 0.43 of all attention: delimiters are ordinary keys in both models.
 
 Which score should you read? ``value`` is the share of the head's non-sink attention on the
 targets (a perfect previous-token head scores 1.0 on ``previous_token``, however much it also
