@@ -94,7 +94,8 @@ def section(name: str) -> str:
              "Heads per primary role:", "", _runs.md(counts), ""]
     if len(known):
         lines += ["Textbook heads:", "", _runs.md(known), ""]
-    lines += [f"{len(moved)} heads relabelled from `first_token`, by new role:", "", _runs.md(flows) if len(flows) else "none", "",
+    lines += [f"{len(moved)} heads relabelled from `first_token`, by new role:", "",
+              _runs.md(flows) if len(flows) else "none", "",
               "Each of them: its sink mass, the lift of its new role's feature on its non-sink attention (for "
               "`broad`: the entropy itself; `unexplained`: none), its normalised entropy over the content keys, "
               "and its exact effects (delta, positive = the model got worse) under zero ablation (the head "

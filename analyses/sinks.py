@@ -176,7 +176,8 @@ def section(name: str) -> str:
             f"effect of sink ablation in units of a large zero-ablation effect (the 90th percentile of "
             f"|delta| per metric, largest over metrics), share whose sink-ablation interval excludes 0 on some "
             f"metric (embedding_cosine, a distance that is never negative, left out), share with an effect "
-            f">= half a large one, and the median ratio of sink- to zero-ablation effect:\n\n{_runs.md(threshold_table(heads))}\n\nThe heads with the least attention off the sink "
+            f">= half a large one, and the median ratio of sink- to zero-ablation effect:\n\n"
+            f"{_runs.md(threshold_table(heads))}\n\nThe heads with the least attention off the sink "
             f"(sink-ablation deltas per metric):\n\n{_runs.md(lowest.drop(columns=['kept']))}")
 
 

@@ -31,7 +31,8 @@ def group_value(ablator: Ablator, corpus: EvalCorpus, metric: str, heads: list[H
                               keep_sink=bool(heads) and kind == "sink")
         if heads:
             start = min(layer for layer, _ in heads)
-            out = ablator.run(batch, edits_for(kind, heads, batch, clean.z or None, means, sink_v=clean.sink_v or None), start_layer=start,
+            edits = edits_for(kind, heads, batch, clean.z or None, means, sink_v=clean.sink_v or None)
+            out = ablator.run(batch, edits, start_layer=start,
                              resid=clean.resid_pre[start] if start else None)
         else:
             out = clean.readout

@@ -90,8 +90,8 @@ def _removal_pass(ablator: Ablator, batch: EvalBatch, clean: CleanPass, steps: l
                   kind: str, means: torch.Tensor | None) -> list[tuple[int, dict]]:
     """(step, metrics) for each (step, heads removed) in ``steps``, from one stacked forward:
     copy ``i`` of the batch has the first ``steps[i][1]`` heads of ``order`` ablated."""
-    edits = [e for i, (_, k) in enumerate(steps) for e in edits_for(kind, order[:k], batch, clean.z or None, means, replica=i,
-                                                                         sink_v=clean.sink_v or None)]
+    edits = [e for i, (_, k) in enumerate(steps)
+             for e in edits_for(kind, order[:k], batch, clean.z or None, means, replica=i, sink_v=clean.sink_v or None)]
     start = min(e.layer for e in edits)
     out = ablator.run(batch, edits, replicas=len(steps), start_layer=start, resid=clean.resid_pre[start] if start else None)
     return [(s, batch_metrics(out[i] if len(steps) > 1 else out, batch, clean.readout)) for i, (s, _) in enumerate(steps)]

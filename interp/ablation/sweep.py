@@ -84,7 +84,8 @@ def chunks(items: list, size: int) -> list[list]:
 def _run_chunk(ablator: Ablator, batch: EvalBatch, clean: CleanPass, store: SumStore, kind: str, layer: int,
                chunk: list[int], means: torch.Tensor | None, reuse: bool) -> None:
     edits = [e for i, head in enumerate(chunk)
-             for e in edits_for(kind, [(layer, head)], batch, clean.z or None, means, replica=i, sink_v=clean.sink_v or None)]
+             for e in edits_for(kind, [(layer, head)], batch, clean.z or None, means, replica=i,
+                                sink_v=clean.sink_v or None)]
     start = layer if reuse else 0
     out = ablator.run(batch, edits, replicas=len(chunk), start_layer=start,
                      resid=clean.resid_pre[layer] if start else None)
