@@ -13,14 +13,16 @@ features only through how its weight varies from query to query.
 
 Templates (``n`` = ``per_role`` heads per role and mask; ``s`` = the role's mean weight):
 
-- ``diffuse`` (n per role, 2n broad): one role (s ~ U(0.3, 1)) over a diffuse background
+- ``diffuse`` (n per role, 2n broad): one role (s ~ U(0.2, 1)) over a diffuse background
   (uniform or near-uniform random logits): weak and strong heads, labelled with the role.
   Uniform mass is *no* behaviour, so it never outvotes a role; ``broad`` heads are the background
   alone (plus at most 0.15 of a role).
 - ``sink`` (n per role, plus n/2): a role beside a BOS sink of weight U(0.1, 0.95) (and at most
   0.15 of uniform mass in the rest): labelled with the role; plus sinks whose leftover attention
   meets syntax by chance: ``unexplained``.
-- ``pair`` (n/2 per role): two roles, the first with s ~ U(0.5, 0.85): labelled with the first.
+- ``pair`` (n/2 per role): two roles, the first with s ~ U(0.5, 0.85): labelled with the first,
+  except that current_token beside duplicate_token or induction is the copy role (a copy head
+  that also attends to the query itself, see :func:`_pair_labels`).
 - ``noisy`` (n/2 per role): a role (s ~ U(0.5, 1)) plus a null behaviour: labelled with the role.
 - ``null_head`` (7n): behaviours no archetype describes -- peaked Dirichlet attention, random
   logits as in randomly initialised heads with large weights, a fixed distance beyond the local
@@ -28,6 +30,9 @@ Templates (``n`` = ``per_role`` heads per role and mask; ``s`` = the role's mean
   plus a BOS sink, a weak role (<= 0.25 of the rest), uniform mass or chance-level syntax:
   labelled ``unexplained``.
 - ``several`` (2n): three or four roles with no dominant one (max weight <= 0.42): ``unexplained``.
+
+A synthetic duplicate-token head keeps, one time in three, 20-60% of its mass on the query itself
+where it has earlier copies (a token matches itself; the feature sets the query aside).
 
 A synthetic syntactic head links the queries of one or two relation slots (those with at least
 MIN_ARCS arcs and a fixed-rule baseline -- best word offset, position or form -- of at most 0.8) to
@@ -43,8 +48,11 @@ heads' syntactic scores sit near 0 as in real models, not at the floor.
 Each query scales the weights by its own log-normal factors (``wobble``) and renormalises, so
 mixtures vary across positions as real heads do; every entry then gets a little log-normal
 ``jitter`` (no real head is exactly uniform, and exact ties would decide argmax-based scores).
-The gaps between templates (weak role 0.15-0.3 over uniform, role 0.25-0.5 beside a null) are
-deliberately left empty: labels there would be coin flips.
+The gaps between templates (weak role 0.15-0.2 over uniform, role 0.25-0.5 beside a null) are
+deliberately left empty: labels there would be coin flips. (The first was 0.15-0.3 until trained
+duplicate-token heads, which the task needs and which put 25-30% of their attention on copies
+over a diffuse rest, turned out to live in it: benchmarks/trained_validation.py, development seeds.) Every non-syntactic head appears a
+second time as a run without syntax probes would score it (:func:`without_syntax`).
 """
 
 from __future__ import annotations
@@ -101,8 +109,8 @@ class _Sampler:
             return "offset", ({"previous_token": -1, "current_token": 0, "next_token": 1}[name], "self")
         if name == "delimiter":
             return "delimiter", (rng.choice(["all", "nearest"] + ([] if self.causal else ["sep", "sep"])), fb)
-        if name == "duplicate_token":
-            return "duplicate", (fb,)
+        if name == "duplicate_token":  # a third of them also keep mass on the query itself
+            return "duplicate", (fb, round(rng.uniform(0.2, 0.6), 2) if rng.random() < 1 / 3 else 0.0)
         if name == "induction":
             return "induction", (fb,)
         if name == "local":
@@ -154,6 +162,18 @@ class _Sampler:
         return None if self.rng.random() < 0.2 else round(self.rng.uniform(0.1, 0.8), 2)
 
 
+COPY_ROLES = ("duplicate_token", "induction")
+
+
+def _pair_labels(first: str, other: str) -> tuple[str, str]:
+    """(label, second role) of a head mixing two roles, the first weighing more: the first, except
+    that a copy head keeping mass on the query itself is the copy head (a token matches itself:
+    self-attention says nothing about copies, and duplicate_token / induction set it aside)."""
+    if first == "current_token" and other in COPY_ROLES:
+        return other, first
+    return first, other
+
+
 def _spec(s: _Sampler, comps: list, weights: list[float], label: str, second: str | None, template: str) -> HeadSpec:
     total = sum(weights)
     return HeadSpec(tuple(comps), tuple(round(w / total, 4) for w in weights), s.wobble(),
@@ -169,7 +189,7 @@ def sample_specs(rng: random.Random, causal: bool, slots: dict[int, float], per_
     minor = [r for r in roles if r != "syntactic"]
     for r in roles:
         for _ in range(per_role):
-            w = rng.uniform(0.3, 1.0)
+            w = rng.uniform(0.2, 1.0)
             specs.append(_spec(s, [s.role(r), s.diffuse()], [w, 1 - w], r, None, "diffuse"))
     for _ in range(per_role * 2):
         comps, weights = [s.diffuse()], [1.0]
@@ -190,7 +210,8 @@ def sample_specs(rng: random.Random, causal: bool, slots: dict[int, float], per_
         for _ in range(per_role // 2):
             r2 = rng.choice([x for x in roles if x != r])
             w = rng.uniform(0.5, 0.85)
-            specs.append(_spec(s, [s.role(r), s.role(r2)], [w, 1 - w], r, r2 if 1 - w >= 0.2 else None, "pair"))
+            label, second = _pair_labels(r, r2)
+            specs.append(_spec(s, [s.role(r), s.role(r2)], [w, 1 - w], label, second if 1 - w >= 0.2 else None, "pair"))
         for _ in range(per_role // 2):
             w = rng.uniform(0.5, 1.0)
             specs.append(_spec(s, [s.role(r), s.null()], [w, 1 - w], r, None, "noisy"))
@@ -267,7 +288,8 @@ def syntax_slots(causal: bool, seed: int = 0, max_baseline: float = 0.8, **corpu
 
 def build_bank(seed: int = 0, per_role: int = 40, masks: tuple[str, ...] = MASKS) -> pd.DataFrame:
     """The labelled reference bank: one row per synthetic head, columns COLUMNS + sink_mass + label,
-    second, template, mask, seed, spec. Deterministic in ``seed``; about a minute on two CPU cores."""
+    second, template, mask, seed, spec, followed by the same heads without syntax probes
+    (:func:`without_syntax`). Deterministic in ``seed``; about a minute on two CPU cores."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # many small tensor ops: one thread is several times faster on a busy CPU
     try:
@@ -275,8 +297,20 @@ def build_bank(seed: int = 0, per_role: int = 40, masks: tuple[str, ...] = MASKS
     finally:
         torch.set_num_threads(threads)
     bank = pd.concat(frames, ignore_index=True)
+    bank = pd.concat([bank, without_syntax(bank)], ignore_index=True)
     bank["second"] = bank["second"].astype(object).where(bank["second"].notna(), np.nan)
     return bank
+
+
+def without_syntax(bank: pd.DataFrame) -> pd.DataFrame:
+    """The bank's heads as a run without syntax probes sees them (a user corpus with no gold
+    arcs, a toy model's own vocabulary): the syntactic column imputed 0 (matrix.py), where heads
+    scored against the grammar mostly sit well below 0. Syntactic heads cannot show themselves
+    there and are left out; templates are marked ``<template>:no-syntax``."""
+    out = bank[bank["label"] != "syntactic"].copy()
+    out["syntactic"] = 0.0
+    out["template"] = out["template"] + ":no-syntax"
+    return out
 
 
 def _bank_mask(seed: int, per_role: int, m: int, mask: str) -> pd.DataFrame:

@@ -153,7 +153,8 @@ def head_frames(features: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         matrix, source = columns_from_arrays(arrays.values, arrays.names, arrays.baselines, arrays.counts)
-        head_sink = arrays.sinks[:, arrays.names.index(SINK_ROLE)] if SINK_ROLE in arrays.names else np.full(len(matrix), np.nan)
+        head_sink = (arrays.sinks[:, arrays.names.index(SINK_ROLE)] if SINK_ROLE in arrays.names
+                     else np.full(len(matrix), np.nan))
         sinks = sinks_from_arrays(arrays.sinks, source, head_sink)
     return (pd.DataFrame(matrix, index=arrays.index, columns=list(COLUMNS)),
             pd.DataFrame(sinks, index=arrays.index, columns=list(SINK_COLUMNS)))

@@ -95,11 +95,18 @@ def _earlier(ctx: FeatureContext) -> Tensor:
     return ctx.allowed & torch.ones_like(ctx.allowed[0]).tril(-1)
 
 
-def duplicate(ctx: FeatureContext, fallback: str = "bos") -> Tensor:
-    """Mass on earlier copies of the query's token."""
+def duplicate(ctx: FeatureContext, fallback: str = "bos", self_share: float = 0.0) -> Tensor:
+    """Mass on earlier copies of the query's token; with ``self_share``, that much of it on the
+    query itself too (a token matches itself: real duplicate-token heads often keep some there)."""
     tok = ctx.batch.tokens
     keys = _earlier(ctx) & (tok[:, :, None] == tok[:, None, :]) & ctx.content[:, None, :]
-    return _targets(ctx, keys, fallback)
+    out = _targets(ctx, keys, fallback)
+    if self_share > 0:
+        width = ctx.allowed.shape[-1]
+        has = keys.any(-1, keepdim=True)
+        itself = torch.eye(width).expand_as(out) * ctx.allowed
+        out = torch.where(has, (1 - self_share) * out + self_share * itself, out)
+    return out
 
 
 def induction(ctx: FeatureContext, fallback: str = "bos") -> Tensor:

@@ -232,32 +232,46 @@ def toy_cached(path: str | os.PathLike | None = None, steps: int = DEFAULT_STEPS
     A cache made with other ``steps`` or ``seed`` (or by another version of the recipe) is
     retrained and replaced. Weights are written as safetensors, atomically (temp dir + rename).
     """
+    target = Path(path).expanduser() if path is not None else default_cache_dir()
+    meta = read_meta(target, "toy.json")
+    if meta and (meta["version"], meta["steps"], meta["seed"]) == (TOY_VERSION, steps, seed):
+        losses = {k: meta[k] for k in ("first_half_loss", "repeated_half_loss", "train_seconds")}
+        return _result(boot(load_dir(target), build_tokenizer(VOCAB), NAME), meta["curve"], losses, steps, seed,
+                       cached=str(target))
+    hf, tok, curve, losses = _train(steps, seed, progress)
+    save_dir(hf, tok, {"version": TOY_VERSION, "steps": steps, "seed": seed, "curve": curve, **losses}, target, "toy.json")
+    return _result(boot(hf, tok, NAME), curve, losses, steps, seed, cached=str(target))
+
+
+def read_meta(target: Path, meta_name: str) -> dict | None:
+    """The training record a cached model directory holds (None: no cache there)."""
+    meta_file = target / meta_name
+    return json.loads(meta_file.read_text()) if meta_file.exists() else None
+
+
+def load_dir(target: Path) -> Any:
+    """An attention-only GPT-2 from a cached model directory (safetensors; no pickle)."""
     from transformers import GPT2LMHeadModel
 
-    target = Path(path).expanduser() if path is not None else default_cache_dir()
-    meta_file = target / "toy.json"
-    meta = json.loads(meta_file.read_text()) if meta_file.exists() else None
-    if meta and (meta["version"], meta["steps"], meta["seed"]) == (TOY_VERSION, steps, seed):
-        tok = build_tokenizer(VOCAB)
-        hf = GPT2LMHeadModel.from_pretrained(target, attn_implementation="eager", use_safetensors=True)
-        hf = _attention_only(hf).eval()
-        losses = {k: meta[k] for k in ("first_half_loss", "repeated_half_loss", "train_seconds")}
-        return _result(boot(hf, tok, NAME), meta["curve"], losses, steps, seed, cached=str(target))
-    hf, tok, curve, losses = _train(steps, seed, progress)
+    hf = GPT2LMHeadModel.from_pretrained(target, attn_implementation="eager", use_safetensors=True)
+    return _attention_only(hf).eval()
+
+
+def save_dir(hf: Any, tok: Any, meta: dict, target: Path, meta_name: str) -> None:
+    """Write a trained model as a Hugging Face directory (safetensors, tokenizer, ``meta_name``),
+    atomically: a temp dir renamed over ``target``."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".toy-", dir=target.parent))
     tmp.chmod(0o755)  # mkdtemp makes it private; the cache is an ordinary model directory
     try:
         hf.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
-        meta = {"version": TOY_VERSION, "steps": steps, "seed": seed, "curve": curve, **losses}
-        (tmp / "toy.json").write_text(json.dumps(meta, indent=1))
+        (tmp / meta_name).write_text(json.dumps(meta, indent=1))
         if target.exists():
             shutil.rmtree(target)
         os.replace(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return _result(boot(hf, tok, NAME), curve, losses, steps, seed, cached=str(target))
 
 
 def _result(model: LoadedModel, curve: list, losses: dict, steps: int, seed: int, **info: Any) -> ToyResult:

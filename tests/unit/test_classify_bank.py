@@ -71,7 +71,7 @@ def test_every_pattern_is_a_distribution_over_visible_keys(causal):
     seqs, relations = synthetic_sequences(causal, seed=0, n_repeated=4, n_syntax=10, n_prose=6)
     ctx = context(make_batch(seqs, list(range(len(seqs))), causal, PAD), relations)
     gen = torch.Generator().manual_seed(0)
-    pats = [P.offset(ctx, -1), P.first(ctx), P.delimiter(ctx, "nearest", "uniform"), P.duplicate(ctx, "self"),
+    pats = [P.offset(ctx, -1), P.first(ctx), P.delimiter(ctx, "nearest", "uniform"), P.duplicate(ctx, "self"), P.duplicate(ctx, "bos", 0.4),
             P.induction(ctx), P.local(ctx, 2, 0.5), P.broad(ctx, True), P.far_offset(ctx, 6),
             P.position(ctx, 3), P.position(ctx, None, 1), P.token_class(ctx, 5, 1), P.dirichlet(ctx, 0.1, gen),
             P.random_logits(ctx, 4.0, gen), P.shuffled(ctx, P.offset(ctx, -1), gen)]
@@ -149,3 +149,22 @@ def test_refitting_the_shipped_bank_reproduces_the_shipped_model():
     agree = (refit.predict(X) == default_classifier().predict(X)).mean()
     assert agree > 0.99
     np.testing.assert_allclose(refit.predict_proba(X), default_classifier().predict_proba(X), atol=0.02)
+
+
+def test_a_copy_head_that_also_attends_to_itself_is_labelled_by_the_copy():
+    from interp.classification.bank import _pair_labels
+
+    assert _pair_labels("current_token", "duplicate_token") == ("duplicate_token", "current_token")
+    assert _pair_labels("current_token", "induction") == ("induction", "current_token")
+    assert _pair_labels("current_token", "local") == ("current_token", "local")
+    assert _pair_labels("duplicate_token", "current_token") == ("duplicate_token", "current_token")
+
+
+def test_the_bank_also_holds_its_heads_as_a_run_without_syntax_probes():
+    bank = build_bank(seed=3, per_role=2)
+    plain = bank[~bank["template"].str.endswith(":no-syntax")]
+    bare = bank[bank["template"].str.endswith(":no-syntax")]
+    assert len(bare) == (plain["label"] != "syntactic").sum()
+    assert (bare["syntactic"] == 0.0).all() and "syntactic" not in set(bare["label"])
+    cols = [c for c in COLUMNS if c != "syntactic"]
+    np.testing.assert_array_equal(bare[cols].to_numpy(), plain[plain["label"] != "syntactic"][cols].to_numpy())
