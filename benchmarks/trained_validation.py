@@ -44,6 +44,9 @@ from interp.synthetic.tasks import LABELS, TASKS  # noqa: E402
 from interp.synthetic.toy import VOCAB  # noqa: E402
 from interp.synthetic.trained import trained  # noqa: E402
 
+# The roles the tasks force (interp.synthetic.tasks); other true roles (a head no hypothesis
+# restores: unexplained; an incidental local head) are reported but not targets.
+FORCED = ("previous_token", "induction", "duplicate_token", "positional", "broad")
 PROBES = CollectConfig(suites=("repeated",), n_repeated=48, repeated_lengths=(8, 12, 16), n_bootstrap=50)
 N_TEXT = 200
 
@@ -99,7 +102,7 @@ def report(heads: pd.DataFrame, models: pd.DataFrame, split: str) -> tuple[str, 
     confusion = pd.crosstab(known["truth"], known["role"]).reset_index().rename(columns={"truth": "true \\ labelled"})
     overall = {"heads": len(known), "accuracy": float(known["correct"].mean()),
                "ece": ece(known["confidence"].to_numpy(), known["correct"].to_numpy()),
-               "min_role_accuracy": float(per_role["accuracy"].min())}
+               "min_forced_accuracy": float(per_role[per_role["truth"].isin(FORCED)]["accuracy"].min())}
     unneeded = heads[heads["truth"].isna()]["role"].value_counts()
     misses = known[~known["correct"]]
     body = (
@@ -107,7 +110,8 @@ def report(heads: pd.DataFrame, models: pd.DataFrame, split: str) -> tuple[str, 
         f"split whose role was "
         f"found by intervention (the model needs the head: zeroing it costs >= {MIN_DAMAGE} nats of task loss; "
         f"and one hypothesis' ideal attention pattern restores >= {MIN_RESTORED:.0%} of that): accuracy "
-        f"**{overall['accuracy']:.1%}**, lowest per-role accuracy **{overall['min_role_accuracy']:.1%}** (target >= 90%), "
+        f"**{overall['accuracy']:.1%}**, lowest accuracy over the roles the tasks force ({', '.join(FORCED)}) "
+        f"**{overall['min_forced_accuracy']:.1%}** (target >= 90%), "
         f"expected calibration error **{overall['ece']:.3f}** (target <= 0.05).\n\n"
         f"Per true role (gap: |accuracy - mean confidence|):\n\n{table(per_role)}\n\n"
         f"Confusion (rows: role found by intervention; columns: the classifier's label):\n\n{table(confusion)}\n\n"
