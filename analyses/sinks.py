@@ -57,6 +57,7 @@ def key_classes(batch) -> torch.Tensor:
 def key_class_stats(model) -> pd.DataFrame:
     """Per (layer, head, class): mean attention mass over content queries, the class's uniform
     share, and the mean |v W_O| of its keys relative to other tokens."""
+    from interp import lens
     from interp.collect import build_suites, encode_all
     from interp.config import CollectConfig
     from interp.features import context
@@ -64,7 +65,7 @@ def key_class_stats(model) -> pd.DataFrame:
 
     config = CollectConfig()
     seqs, _ = encode_all(model, config, build_suites(config))
-    w_o = model.bridge.W_O.detach().float()  # [layer, head, d_head, d_model]
+    w_o = lens.output_weights(model.bridge)  # [layer, head, d_head, d_model]
     n_layers, n_heads, n_cls = model.n_layers, model.n_heads, len(KEY_CLASSES)
     mass, norms = np.zeros((n_layers, n_heads, n_cls)), np.zeros((n_layers, n_heads, n_cls))
     share, n_keys, n_queries = np.zeros(n_cls), np.zeros(n_cls), 0.0
@@ -80,11 +81,10 @@ def key_class_stats(model) -> pd.DataFrame:
         n_keys += cls.sum((0, 1)).numpy()
         values: dict[int, torch.Tensor] = {}
 
-        def keep_v(v: torch.Tensor, hook) -> None:
-            values[int(hook.name.split(".")[1])] = v.float()
+        def keep_v(v: torch.Tensor, layer: int) -> None:  # [batch, pos, kv_head, d_head]
+            values[layer] = v.float()
 
-        def on_pattern(p: torch.Tensor, hook) -> None:
-            layer = int(hook.name.split(".")[1])
+        def on_pattern(p: torch.Tensor, layer: int) -> None:  # [batch, head, q, k]
             mass[layer] += torch.einsum("bhqk,bkc,bq->hc", p.float(), cls, queries).numpy()
             v = values[layer]
             v = v.repeat_interleave(n_heads // v.shape[2], dim=2)  # grouped-query: one value per KV group
@@ -92,9 +92,8 @@ def key_class_stats(model) -> pd.DataFrame:
             norms[layer] += torch.einsum("bkh,bkc->hc", out, cls).numpy()
 
         with torch.inference_mode():
-            model.bridge.run_with_hooks(batch.tokens, attention_mask=batch.attention_mask, return_type=None,
-                                        fwd_hooks=[(lambda n: n.endswith("attn.hook_v"), keep_v),
-                                                   (lambda n: n.endswith("attn.hook_pattern"), on_pattern)])
+            lens.run(model, batch.tokens, batch.attention_mask, [lens.Tap("v", keep_v), lens.Tap("pattern", on_pattern)],
+                     lens.FinalHidden())
     with np.errstate(invalid="ignore", divide="ignore"):
         norms = norms / n_keys
         relative = norms / norms[..., -1:]

@@ -3,12 +3,12 @@
 For a model trained on a task (interp.synthetic.trained), every head is tested on fresh task
 batches with two interventions:
 
-1. **Necessity**: its output is zeroed (``hook_z``); the rise of the task loss, ``damage``, says
+1. **Necessity**: its output is zeroed (site ``z``); the rise of the task loss, ``damage``, says
    whether the model needs it. A task often grows several heads that do the same job, and then
    removing one costs nothing; such a head is tested *alone in its layer* instead (the other
    heads of its layer zeroed throughout, ``context`` "alone"), where the damage is that of
    zeroing the whole layer.
-2. **Sufficiency of a hypothesis**: its attention pattern is replaced (``hook_pattern``) by the
+2. **Sufficiency of a hypothesis**: its attention pattern is replaced (site ``pattern``) by the
    ideal pattern of one hypothesis about its job -- all on the first position, on q-1, on q, on
    the earlier copies of the current token, on the tokens that followed them, uniformly on the
    three words before q, on a fixed position k = 1..6, or uniformly on the text -- computed from
@@ -20,18 +20,21 @@ A head's true role is the hypothesis that restores the most loss, provided the h
 (``damage >= MIN_DAMAGE`` nats) and the hypothesis restores at least ``MIN_RESTORED`` of the
 damage; a needed head that no hypothesis restores is ``unexplained``; a head the model does
 not need has no known role (None) and is left out of any validation. Nothing here reads an
-attention-mass feature, the reference bank or the classifier.
+attention-mass feature, the reference bank or the classifier. The passes go through
+:mod:`interp.lens`, and only the logits the task loss reads are computed.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 import torch
+import torch.nn.functional as F
 
-from interp.synthetic.tasks import TASKS, Ids
-from interp.synthetic.trained import TrainedTask, task_loss
+from interp import lens
+from interp.synthetic.tasks import TASKS, Ids, TaskBatch
+from interp.synthetic.trained import TrainedTask
 
 POSITIONS = (1, 2, 3, 4, 5, 6)
 LOCAL_WINDOW = 3  # as the local feature's (CollectConfig.local_window)
@@ -79,36 +82,37 @@ def role_of(hypothesis: str) -> str:
     return "positional" if hypothesis.startswith("position:") else hypothesis
 
 
-def _loss(model: Any, batch, hooks: list[tuple[str, Callable]]) -> float:
+def _loss(model: Any, batch: TaskBatch, taps: list[lens.Tap]) -> float:
+    """The task's cross-entropy with ``taps`` applied (the logits of its masked positions only)."""
+    rows = batch.mask.nonzero()  # [row, 2]: (sequence, position), in the order batch.mask indexes
     with torch.inference_mode():
-        logits = model.bridge.run_with_hooks(batch.tokens, fwd_hooks=hooks, return_type="logits")
-    return task_loss(logits.float(), batch)[0].item()
+        logits = lens.run(model, batch.tokens, torch.ones_like(batch.tokens), taps, lens.Rows(rows[:, 0], rows[:, 1]))
+    return F.cross_entropy(logits.float(), batch.targets[batch.mask]).item()
 
 
-def _zero_heads(heads: list[int]) -> Callable:
-    def hook(z: torch.Tensor, hook: Any) -> torch.Tensor:
+def _zero_heads(layer: int, heads: list[int]) -> lens.Tap:
+    def zero(z: torch.Tensor, _layer: int) -> torch.Tensor:  # [batch, pos, head, d_head]
         z = z.clone()
         z[:, :, heads] = 0.0
         return z
-    return hook
+    return lens.Tap("z", zero, layer)
 
 
-def _set_pattern(head: int, pattern: torch.Tensor) -> Callable:
-    def hook(p: torch.Tensor, hook: Any) -> torch.Tensor:
+def _set_pattern(layer: int, head: int, pattern: torch.Tensor) -> lens.Tap:
+    def replace(p: torch.Tensor, _layer: int) -> torch.Tensor:  # [batch, head, q, k]
         p = p.clone()
         p[:, head] = pattern.to(p.dtype)
         return p
-    return hook
+    return lens.Tap("pattern", replace, layer)
 
 
-def _test(model: Any, batch, ideal: dict[str, torch.Tensor], layer: int, head: int, context: list,
-          zero_hooks: list | None = None) -> dict:
+def _test(model: Any, batch: TaskBatch, ideal: dict[str, torch.Tensor], layer: int, head: int,
+          context: list[lens.Tap], zero_taps: list[lens.Tap] | None = None) -> dict:
     """Damage, loss under each hypothesis, best hypothesis, restored share and true role of one
-    head, with ``context`` hooks (the other heads of its layer zeroed, or none) in place."""
+    head, with ``context`` taps (the other heads of its layer zeroed, or none) in place."""
     base = _loss(model, batch, context)
-    zero = _loss(model, batch, zero_hooks or [(f"blocks.{layer}.attn.hook_z", _zero_heads([head]))])
-    patched = {name: _loss(model, batch, context + [(f"blocks.{layer}.attn.hook_pattern", _set_pattern(head, p))])
-               for name, p in ideal.items()}
+    zero = _loss(model, batch, zero_taps or [_zero_heads(layer, [head])])
+    patched = {name: _loss(model, batch, context + [_set_pattern(layer, head, p)]) for name, p in ideal.items()}
     best = min(patched, key=patched.get)
     damage = zero - base
     restored = (zero - patched[best]) / damage if damage > 0 else float("nan")
@@ -129,12 +133,11 @@ def identify(run: TrainedTask, n: int = 128) -> pd.DataFrame:
     ideal = hypotheses(batch.tokens)
     rows = []
     for layer in range(model.n_layers):
-        everything = [(f"blocks.{layer}.attn.hook_z", _zero_heads(list(range(model.n_heads))))]
+        everything = [_zero_heads(layer, list(range(model.n_heads)))]
         for head in range(model.n_heads):
             row = _test(model, batch, ideal, layer, head, [])
             if row["damage"] < MIN_DAMAGE and model.n_heads > 1:  # others do the same job: test it alone
                 others = [h for h in range(model.n_heads) if h != head]
-                row = _test(model, batch, ideal, layer, head, [(f"blocks.{layer}.attn.hook_z", _zero_heads(others))],
-                            zero_hooks=everything)
+                row = _test(model, batch, ideal, layer, head, [_zero_heads(layer, others)], zero_taps=everything)
             rows.append({"model": model.name, "task": run.task, "seed": run.seed, "layer": layer, "head": head, **row})
     return pd.DataFrame(rows)
