@@ -46,13 +46,14 @@ from torch import Tensor
 
 from interp.probes.base import FAMILIES, NATURAL, REPEATED, SYNTAX
 from interp.probes.batch import ProbeBatch
+from interp.roles import FEATURE_FAMILY_PREFIX
 
 TEXT = (NATURAL, SYNTAX)
 # Positional features: a fixed absolute position k != 0, or (encoders, which see the whole
 # sequence) a fixed distance before the last token ([SEP]). See :func:`position`.
 POSITIONS: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
 FROM_END: tuple[int, ...] = (1, 2, 3)
-POSITION_PREFIX = "position:"
+POSITION_PREFIX = FEATURE_FAMILY_PREFIX["positional"]
 
 
 def position_name(k: int) -> str:
@@ -80,7 +81,7 @@ FEATURE_FAMILIES: dict[str, tuple[str, ...]] = {
 }
 STATIC_FEATURES: tuple[str, ...] = tuple(FEATURE_FAMILIES)
 DIRECTIONS = ("dep2head", "head2dep")
-SYNTACTIC_PREFIX = "syntactic:"
+SYNTACTIC_PREFIX = FEATURE_FAMILY_PREFIX["syntactic"]
 # The version of these definitions is interp.config.FEATURES_VERSION: bump it there when a
 # feature's definition changes here.
 

@@ -42,6 +42,10 @@ ROLES: dict[str, Role] = {
     ]
 }
 
+# Roles measured by a family of features, the best of which counts: role -> the prefix of the
+# features' names (interp.features names them; the report, which has no torch, reads this).
+FEATURE_FAMILY_PREFIX: dict[str, str] = {"syntactic": "syntactic:", "positional": "position:"}
+
 ROLE_NAMES: tuple[str, ...] = tuple(ROLES)
 NAMED_ROLES: tuple[str, ...] = tuple(name for name in ROLES if name != UNEXPLAINED)
 

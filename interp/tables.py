@@ -27,6 +27,9 @@ class Column:
     name: str
     dtype: str
     doc: str
+    # Since features version 3: a run written before has no such column, and is still read
+    # (the report draws what it can); when present it is cast like any other.
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -47,12 +50,13 @@ class Table:
         Raises ValueError naming the table and column when a declared column is missing, its
         values cannot take the declared type, or a float column holds an infinity.
         """
-        missing = [n for n in self.names if n not in frame.columns]
+        missing = [c.name for c in self.columns if c.name not in frame.columns and not c.optional]
         if missing:
             raise ValueError(f"table {self.name!r} lacks columns {missing}")
+        present = [c for c in self.columns if c.name in frame.columns]
         extra = [c for c in frame.columns if c not in self.names]
-        frame = frame[self.names + extra].copy()
-        for col in self.columns:
+        frame = frame[[c.name for c in present] + extra].copy()
+        for col in present:
             frame[col.name] = _cast(frame[col.name], col, self.name)
         return frame
 
@@ -99,7 +103,8 @@ FEATURES = Table(
                "spread uniformly over the keys it may see (for syntactic features: accuracy of the best fixed rule: a "
                "word offset, word position or word form)"),
         Column("sink_mass", "float", "mean attention on the first position (BOS / [CLS]) over the same positions; the raw "
-               "mass on the targets is value * (1 - sink_mass) (duplicate_token, induction: minus the mass on the query itself too)"),
+               "mass on the targets is value * (1 - sink_mass) (duplicate_token, induction: minus the mass on the query itself too)",
+               optional=True),
         Column("ci_low", "float", "2.5% bootstrap quantile of value, resampling probe sequences"),
         Column("ci_high", "float", "97.5% bootstrap quantile of value, resampling probe sequences"),
         Column("n", "int", "number of query positions (or arcs) the value rests on"),
@@ -116,7 +121,8 @@ ROLES_TABLE = Table(
         Column("confidence", "float", "calibrated probability of the primary role (1 for first_token, which the sink rule sets)"),
         Column("second_role", "str", "a second role that also holds, or NaN"),
         Column("sink_mass", "float", "mean attention on the first position (BOS / [CLS]) over every content query: the "
-               "head's attention sink; the role says what the head does with the rest (first_token: too little rest)"),
+               "head's attention sink; the role says what the head does with the rest (first_token: too little rest)",
+               optional=True),
         Column("stability", "float", "share of probe bootstrap resamples that give the same primary role"),
     ),
     (Column("score_<role>", "float", "probability that the primary role is <role>: the classifier's, on the head's "

@@ -45,13 +45,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from interp.features import POSITION_PREFIX, SYNTACTIC_PREFIX
-from interp.roles import NAMED_ROLES, ROLES
+from interp.roles import FEATURE_FAMILY_PREFIX, NAMED_ROLES, ROLES
 
 SINK_ROLE = "first_token"
 # one column per role that describes non-sink attention, in catalogue order
 COLUMNS: tuple[str, ...] = tuple(r for r in NAMED_ROLES if r != SINK_ROLE)
-FAMILY_COLUMNS = {"syntactic": SYNTACTIC_PREFIX, "positional": POSITION_PREFIX}
+FAMILY_COLUMNS = FEATURE_FAMILY_PREFIX
 LIFT_COLUMNS: tuple[str, ...] = tuple(c for c in COLUMNS if c not in FAMILY_COLUMNS and c != "broad")
 SINK_MASS = "sink_mass"
 SINK_COLUMNS: tuple[str, ...] = tuple(f"sink:{c}" for c in COLUMNS) + (SINK_MASS,)
