@@ -101,7 +101,7 @@ def effect_precision(run: RunTables) -> pd.DataFrame:
         width = part["ci_high"] - part["ci_low"]
         rows.append({"ablation": ablation, "metric": metric, "heads": len(part),
                      "CI excludes 0": int(((part["ci_low"] > 0) | (part["ci_high"] < 0)).sum()),
-                     "median |delta|": float(part["delta"].abs().median()), "median CI width": float(width.median())})
+                     "median abs delta": float(part["delta"].abs().median()), "median CI width": float(width.median())})
     return pd.DataFrame(rows)
 
 
@@ -147,18 +147,19 @@ def model_lines(name: str, run: RunTables) -> list[str]:
     sv = subject_verb(run)
     if not sv.empty:
         top = sv.iloc[0]
-        lines.append(f"- subject-verb (`{SUBJECT_VERB}`, {int(top['n'])} arcs): L{top['layer']}H{top['head']} picks the "
+        lines.append(f"- subject-verb (`{SUBJECT_VERB}`, {int(top['n'])} arcs): the best head, L{int(top['layer'])}H{int(top['head'])}, picks the "
                      f"subject {_pct(top['value'])} of the time (95% CI {_pct(top['ci_low'])}-{_pct(top['ci_high'])}) "
                      f"against {_pct(top['baseline'])} for the best fixed rule.")
     prec = effect_precision(run)
     for p in prec.to_dict("records"):
         lines.append(f"- `{p['ablation']}` ablation, `{p['metric']}`: {p['heads']} heads measured exactly, "
-                     f"{p['CI excludes 0']} with a 95% CI that excludes zero (median |effect| {p['median |delta|']:.3g}, "
+                     f"{p['CI excludes 0']} with a 95% CI that excludes zero (median |effect| {p['median abs delta']:.3g}, "
                      f"median CI width {p['median CI width']:.3g}).")
     rem = removable(run)
     for r in rem.to_dict("records"):
         lines.append(f"- pruning `{r['metric']}` (held-out sequences): {_pct(r['within 1%'])} of heads go before "
-                     f"it worsens 1%, {_pct(r['within 5%'])} before 5%.")
+                     f"it leaves a 1% tolerance, {_pct(r['within 5%'])} before 5% (a metric that is 0 intact: an "
+                     f"absolute change of 0.01 / 0.05).")
     return lines
 
 
