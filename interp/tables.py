@@ -1,4 +1,5 @@
-"""The schema of every table the toolkit writes, declared once.
+"""The schema of every table the toolkit writes, declared once: the columns (name, declared type,
+whether optional or a pattern, what they mean) are data in ``interp/tables.tsv``, one line each.
 
 Each table is tidy (one observation per row) and written as parquet and csv. `interp tables`
 prints this schema; the README's column reference is generated from the same text. Missing
@@ -12,7 +13,9 @@ always means what this file says.
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass
+from importlib.resources import files
 
 import numpy as np
 import pandas as pd
@@ -88,76 +91,39 @@ def _cast(values: pd.Series, col: Column, table: str) -> pd.Series:
         raise ValueError(f"table {table!r}: column {col.name!r} must be {col.dtype} ({exc})") from None
 
 
-FEATURES = Table(
-    "features",
-    "One row per (layer, head, feature): how much attention the head puts where the feature looks.",
-    (
-        Column("layer", "int", "layer index, 0-based"),
-        Column("head", "int", "query-head index within the layer, 0-based"),
-        Column("feature", "str", "feature name (see `interp roles`), e.g. previous_token, position:1, syntactic:nsubj:head2dep"),
-        Column("value", "float", "the head's score: share of its attention off the first position (the sink) that "
-               "lands on the feature's target keys, over eligible query positions (first_token: the mass on the first "
-               "position itself; broad: normalised entropy over the content keys; syntactic features: share of arcs "
-               "whose most-attended word is the gold partner)"),
-        Column("baseline", "float", "what a head with no preference scores on the same positions: its non-sink attention "
-               "spread uniformly over the keys it may see (for syntactic features: accuracy of the best fixed rule: a "
-               "word offset, word position or word form)"),
-        Column("sink_mass", "float", "mean attention on the first position (BOS / [CLS]) over the same positions; the raw "
-               "mass on the targets is value * (1 - sink_mass) (duplicate_token, induction: minus the mass on the query itself too)",
-               optional=True),
-        Column("ci_low", "float", "2.5% bootstrap quantile of value, resampling probe sequences"),
-        Column("ci_high", "float", "97.5% bootstrap quantile of value, resampling probe sequences"),
-        Column("n", "int", "number of query positions (or arcs) the value rests on"),
-    ),
-)
+def _read_columns() -> dict[str, list[tuple[str, Column]]]:
+    """table -> [(kind, Column)] from ``tables.tsv`` (kind: required, optional or pattern)."""
+    text = files("interp").joinpath("tables.tsv").read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    out: dict[str, list[tuple[str, Column]]] = {}
+    for r in csv.DictReader(lines, delimiter="\t", quoting=csv.QUOTE_NONE):
+        column = Column(r["column"], r["dtype"], r["doc"], optional=r["kind"] == "optional")
+        out.setdefault(r["table"], []).append((r["kind"], column))
+    return out
 
-ROLES_TABLE = Table(
-    "roles",
-    "One row per head: its primary role, how sure, a second role, its sink mass, and how stable under resampled probes.",
-    (
-        Column("layer", "int", "layer index, 0-based"),
-        Column("head", "int", "query-head index within the layer, 0-based"),
-        Column("role", "str", "primary role from the catalogue, or 'unexplained'"),
-        Column("confidence", "float", "calibrated probability of the primary role (1 for first_token, which the sink rule sets)"),
-        Column("second_role", "str", "a second role that also holds, or NaN"),
-        Column("sink_mass", "float", "mean attention on the first position (BOS / [CLS]) over every content query: the "
-               "head's attention sink; the role says what the head does with the rest (first_token: too little rest)",
-               optional=True),
-        Column("stability", "float", "share of probe bootstrap resamples that give the same primary role"),
-    ),
-    (Column("score_<role>", "float", "probability that the primary role is <role>: the classifier's, on the head's "
-            "non-sink attention (first_token: 1 where the sink rule applies, and then every other score 0)"),),
-)
 
-EFFECTS = Table(
-    "effects",
-    "One row per (layer, head, ablation, metric): what removing the head does to the metric.",
-    (
-        Column("layer", "int", "layer index, 0-based"),
-        Column("head", "int", "query-head index within the layer, 0-based"),
-        Column("ablation", "str", "zero | mean | resample"),
-        Column("metric", "str", "metric name: loss_prose, loss_repeated, sv_logit_diff (causal); embedding_cosine, retrieval_margin (encoders)"),
-        Column("baseline", "float", "metric of the intact model"),
-        Column("ablated", "float", "metric with the head ablated"),
-        Column("delta", "float", "change oriented so that positive means the model got worse (ablated - baseline for losses, baseline - ablated for sv_logit_diff and retrieval_margin)"),
-        Column("delta_rel", "float", "delta / |baseline|"),
-        Column("ci_low", "float", "2.5% bootstrap quantile of delta over evaluation sequences"),
-        Column("ci_high", "float", "97.5% bootstrap quantile of delta over evaluation sequences"),
-        Column("method", "str", "exact (the ablated model was run) | attribution (first-order estimate)"),
-    ),
-)
+def _table(name: str, doc: str) -> Table:
+    columns = _COLUMNS[name]
+    return Table(name, doc, tuple(c for kind, c in columns if kind != "pattern"),
+                 tuple(c for kind, c in columns if kind == "pattern"))
 
-PRUNING = Table(
-    "pruning",
-    "One row per step of cumulative head removal, least important heads first (ordered by the effects table, measured on a held-out evaluation corpus).",
-    (
-        Column("fraction_removed", "float", "share of all heads removed so far"),
-        Column("heads_removed", "int", "number of heads removed so far"),
-        Column("metric", "str", "metric measured after the step"),
-        Column("value", "float", "metric value with those heads ablated, on the held-out corpus (step 0: the intact model there)"),
-        Column("last_removed", "str", "the heads removed at this step, space-separated, as L{layer}H{head} (NaN at step 0)"),
-    ),
-)
+
+_COLUMNS = _read_columns()
+FEATURES = _table("features", (
+    "One row per (layer, head, feature): how much attention the head puts where the feature "
+    "looks."
+))
+ROLES_TABLE = _table("roles", (
+    "One row per head: its primary role, how sure, a second role, its sink mass, and how "
+    "stable under resampled probes."
+))
+EFFECTS = _table("effects", (
+    "One row per (layer, head, ablation, metric): what removing the head does to the metric."
+))
+PRUNING = _table("pruning", (
+    "One row per step of cumulative head removal, least important heads first (ordered by the "
+    "effects table, measured on a held-out evaluation corpus)."
+))
 
 TABLES: dict[str, Table] = {t.name: t for t in (FEATURES, ROLES_TABLE, EFFECTS, PRUNING)}
 
