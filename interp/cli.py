@@ -166,8 +166,10 @@ for _stage in STAGES:
 @main.command()
 @click.option("--prepare", is_flag=True,
               help="convert the packaged GGUF model now (about a minute, once) so that runs start in seconds")
+@click.option("--families", is_flag=True,
+              help="list the model families the installed TransformerLens wraps, and which load from GGUF files")
 @friendly
-def models(prepare):
+def models(prepare, families):
     """List the model sources and whether each is available here."""
     from interp.models import list_sources, prepare_packaged
 
@@ -175,8 +177,15 @@ def models(prepare):
         for name, state in prepare_packaged():
             click.echo(f"{name}: {state}")
         return
+    if families:
+        from interp.families import supported_families
 
-    rows = list_sources()
+        _table(supported_families())
+        return
+    _table(list_sources())
+
+
+def _table(rows: list[dict[str, str]]) -> None:
     widths = {k: max(len(k), *(len(r[k]) for r in rows)) for k in rows[0]}
     click.echo("  ".join(k.ljust(w) for k, w in widths.items()))
     for r in rows:

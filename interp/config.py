@@ -62,6 +62,7 @@ class ModelSpec:
     name: str = "smollm2-135m"
     device: str = "cpu"
     dtype: str = "float32"
+    causal: bool | None = None  # None: measured on the model (interp.models); True/False: --causal/--bidirectional
 
     def __post_init__(self) -> None:
         require(self, "name", bool(self.name), "a model name, path or Hub id")

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 
 from interp.ablation.catalogue import ENCODER, PROSE, REPEATED, SV
-from interp.probes.align import Aligner
+from interp.probes.align import Aligner, Unencodable
 from interp.probes.base import ProbeSequence, Sentence, Suite
 
 REPEAT_SEED_OFFSET = 7919  # new random sequences, not the ones the collect stage looked at
@@ -160,9 +160,12 @@ def _sv_items(aligner: Aligner, n: int, seed: int) -> list[EvalItem]:
     for sentence in suite.sentences:
         agree = sentence.agreement
         prefix = sentence.text[: sentence.words[agree.verb][0]].rstrip()
-        seq = _strip_trailing_special(aligner.encode(Sentence(prefix), suite))
-        correct = _next_token(aligner, seq, prefix, agree.correct, suite)
-        wrong = _next_token(aligner, seq, prefix, agree.wrong, suite)
+        try:
+            seq = _strip_trailing_special(aligner.encode(Sentence(prefix), suite))
+            correct = _next_token(aligner, seq, prefix, agree.correct, suite)
+            wrong = _next_token(aligner, seq, prefix, agree.wrong, suite)
+        except Unencodable:  # outside this model's vocabulary: the sentence is not used
+            continue
         if correct is None or wrong is None or correct == wrong:
             continue
         last = torch.tensor([len(seq) - 1])
