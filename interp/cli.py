@@ -66,7 +66,9 @@ def config_from(config_type: type, values: dict[str, Any], **fixed: Any) -> Any:
 
 
 def model_options(fn):
-    """--model, --device, --dtype: shared by every command that loads a model."""
+    """--model, --device, --dtype, --causal/--bidirectional: shared by every command that loads a model."""
+    fn = click.option("--causal/--bidirectional", "causal", default=None,
+                      help="whether attention is causal (default: measured on the model with one short forward)")(fn)
     fn = click.option("--dtype", type=click.Choice(DTYPES), default="float32", show_default=True,
                       help="bfloat16 / float16 halve memory and are fast on GPUs; on a CPU without native support they are "
                            "several times slower")(fn)
@@ -98,7 +100,7 @@ def main() -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--quiet", "-q", is_flag=True, help="no progress bars")
 @friendly
-def run_command(model, device, dtype, out_dir, run_name, no_builtin, quick, skip, resume, from_manifest, seed, quiet,
+def run_command(model, device, dtype, causal, out_dir, run_name, no_builtin, quick, skip, resume, from_manifest, seed, quiet,
                 **collect):
     """Collect features, classify heads, ablate them and write the report."""
     from interp.pipeline import options_from_manifest, run_pipeline
@@ -111,7 +113,7 @@ def run_command(model, device, dtype, out_dir, run_name, no_builtin, quick, skip
         collect_config = config_from(CollectConfig, collect, suites=suites, seed=seed)
         explicit = tuple(k for k in collect if _given(k))
         options = RunOptions(
-            model=ModelSpec(model, device, dtype), out_dir=out_dir, run_name=run_name, quick=quick, skip=tuple(skip),
+            model=ModelSpec(model, device, dtype, causal), out_dir=out_dir, run_name=run_name, quick=quick, skip=tuple(skip),
             resume=resume, collect=collect_config, explicit=explicit,
         )
         options = dataclasses.replace(options, ablate=dataclasses.replace(options.ablate, seed=seed))
