@@ -9,6 +9,9 @@ found mean nothing; the shapes, the tokenizer contract and the loading path are 
 The tokenizer is word-level over the words of the shipped probe corpora (about 2,000 words):
 a fast tokenizer (character offsets for the syntax features), with a BOS for causal models and
 ``[CLS] ... [SEP]`` for encoders, and ``[UNK]`` for any other word.
+
+:func:`write_tiny_gguf` writes the same kind of model as a GGUF file, in llama.cpp's tensor
+names, with a byte-level vocabulary (256 byte tokens, no merges): the GGUF source, end to end.
 """
 
 from __future__ import annotations
@@ -97,3 +100,69 @@ def build_tiny(family: str, path: str | Path, n_kv_heads: int | None = None, n_l
         saved.pop("architectures", None)
         (path / "config.json").write_text(json.dumps(saved, indent=2), encoding="utf-8")
     return path
+
+
+# llama.cpp's names of the per-block tensors, by family: (name, shape) with d = d_model, q = query
+# heads x d_head, kv = key-value heads x d_head, f = feed-forward width, h = d_head.
+_GGUF_BLOCK = {
+    "llama": ("attn_norm:d", "attn_q:q,d", "attn_k:kv,d", "attn_v:kv,d", "attn_output:d,q", "ffn_norm:d",
+              "ffn_gate:f,d", "ffn_up:f,d", "ffn_down:d,f"),
+    "gemma3": ("attn_norm:d", "attn_q:q,d", "attn_k:kv,d", "attn_v:kv,d", "attn_output:d,q", "attn_q_norm:h",
+               "attn_k_norm:h", "post_attention_norm:d", "ffn_norm:d", "ffn_gate:f,d", "ffn_up:f,d", "ffn_down:d,f",
+               "post_ffw_norm:d"),
+}
+
+
+def write_tiny_gguf(path: str | Path, family: str = "llama", n_kv_heads: int = 2, n_layers: int = N_LAYERS,
+                    seed: int = 0) -> Path:
+    """A random-init GGUF file of ``family`` (llama.cpp's name: ``llama`` or ``gemma3``), float32
+    tensors, a byte-level vocabulary with <pad> <bos> <eos>; ``family`` may be any other name
+    with no tensors at all, for a file transformers cannot read."""
+    import gguf
+    import numpy as np
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    rng = np.random.default_rng(seed)
+    tokens = ["<pad>", "<bos>", "<eos>"] + list(bytes_to_unicode().values())
+    d, h = D_MODEL, D_MODEL // N_HEADS
+    sizes = {"d": d, "q": N_HEADS * h, "kv": n_kv_heads * h, "f": 2 * d, "h": h}
+    writer = gguf.GGUFWriter(str(path), family)
+    writer.add_context_length(128)
+    writer.add_block_count(n_layers)
+    writer.add_embedding_length(d)
+    writer.add_feed_forward_length(2 * d)
+    writer.add_head_count(N_HEADS)
+    writer.add_head_count_kv(n_kv_heads)
+    writer.add_key_length(h)
+    writer.add_value_length(h)
+    writer.add_rope_dimension_count(h)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_vocab_size(len(tokens))
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_merges([])
+    writer.add_token_scores([0.0] * len(tokens))
+    writer.add_token_types([gguf.TokenType.CONTROL] * 3 + [gguf.TokenType.NORMAL] * (len(tokens) - 3))
+    writer.add_pad_token_id(0)
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.add_add_bos_token(True)
+
+    def tensor(name: str, shape: str) -> None:
+        dims = tuple(sizes[s] for s in shape.split(","))
+        values = np.ones(dims) if len(dims) == 1 else rng.standard_normal(dims) * 0.05  # norms 1, weights small
+        writer.add_tensor(name, values.astype(np.float32))
+
+    if family in _GGUF_BLOCK:
+        writer.add_tensor("token_embd.weight", (rng.standard_normal((len(tokens), d)) * 0.05).astype(np.float32))
+        tensor("output_norm.weight", "d")
+        for layer in range(n_layers):
+            for entry in _GGUF_BLOCK[family]:
+                name, shape = entry.split(":")
+                tensor(f"blk.{layer}.{name}.weight", shape)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return Path(path)
