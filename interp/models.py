@@ -341,8 +341,10 @@ def _causal(bridge: Any, tok: Any, shape: lens.Facts, given: bool | None, name: 
 
     The config's model type names the usual encoders only; one forward of a few tokens shows
     whether any head of block 0 attends to a later position, so a bidirectional model of any
-    family (or one built in Python) is treated as one. A ``--causal`` that the model
-    contradicts is refused: its features would read attention the model does not have.
+    family (or one built in Python) is treated as one. A ``--causal`` or ``--bidirectional``
+    that the model contradicts is refused: its features would read attention the model does
+    not have. The flag decides where the forward cannot tell (an unusual bridge, a vocabulary
+    of fewer than two ordinary tokens).
     """
     ahead = lens.attends_ahead(bridge, ordinary_ids(tok, shape.d_vocab)[:8])
     if given is None:
@@ -350,4 +352,7 @@ def _causal(bridge: Any, tok: Any, shape: lens.Facts, given: bool | None, name: 
     if given and ahead:
         raise ModelError(f"{name}: --causal was given, but the model attends to later positions (it is bidirectional); "
                          f"leave out --causal")
+    if not given and ahead is False:
+        raise ModelError(f"{name}: --bidirectional was given, but no head attends to a later position (the model is "
+                         f"causal); leave out --bidirectional")
     return given

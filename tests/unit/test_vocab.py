@@ -131,4 +131,5 @@ def test_causality_is_measured_unless_given(tmp_path):
         load_model(str(bert), causal=True)
     model, _ = model_with(word_tokenizer())
     assert model.causal is True
-    assert from_bridge(model.bridge, model.tokenizer, causal=False).causal is False  # as given: --bidirectional
+    with pytest.raises(ModelError, match="--bidirectional was given, but no head attends to a later position"):
+        from_bridge(model.bridge, model.tokenizer, causal=False)
