@@ -18,7 +18,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from interp.config import DTYPES, CollectConfig, ModelSpec, RunOptions
+from interp.config import DTYPES, AblateConfig, CollectConfig, ModelSpec, RunOptions
 from interp.console import friendly
 from interp.errors import ConfigError
 from interp.stages import STAGE_NAMES, STAGES, Stage
@@ -55,6 +55,10 @@ def config_options(config_type: type):
         return fn
 
     return decorate
+
+
+def _field_help(config_type: type, name: str) -> str:
+    return next(f.metadata["help"] for f in dataclasses.fields(config_type) if f.name == name)
 
 
 def config_from(config_type: type, values: dict[str, Any], **fixed: Any) -> Any:
@@ -97,11 +101,13 @@ def main() -> None:
 @click.option("--resume", is_flag=True, help="continue a run given by --name, skipping finished stages")
 @click.option("--from-manifest", "from_manifest", type=click.Path(), default=None,
               help="make the run of RUN_DIR again with its recorded options (only --out, --name, -q apply)")
+@click.option("--eval-corpus", "eval_corpus", type=click.Path(), default=None,
+              help=_field_help(AblateConfig, "eval_corpus"))
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--quiet", "-q", is_flag=True, help="no progress bars")
 @friendly
-def run_command(model, device, dtype, causal, out_dir, run_name, no_builtin, quick, skip, resume, from_manifest, seed, quiet,
-                **collect):
+def run_command(model, device, dtype, causal, out_dir, run_name, no_builtin, quick, skip, resume, from_manifest, eval_corpus,
+                seed, quiet, **collect):
     """Collect features, classify heads, ablate them and write the report."""
     from interp.pipeline import options_from_manifest, run_pipeline
 
@@ -116,7 +122,7 @@ def run_command(model, device, dtype, causal, out_dir, run_name, no_builtin, qui
             model=ModelSpec(model, device, dtype, causal), out_dir=out_dir, run_name=run_name, quick=quick, skip=tuple(skip),
             resume=resume, collect=collect_config, explicit=explicit,
         )
-        options = dataclasses.replace(options, ablate=dataclasses.replace(options.ablate, seed=seed))
+        options = dataclasses.replace(options, ablate=dataclasses.replace(options.ablate, seed=seed, eval_corpus=eval_corpus))
     run_dir = run_pipeline(options, progress=not quiet)
     report = run_dir / "report.html"
     click.echo(f"run: {run_dir}")

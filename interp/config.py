@@ -21,7 +21,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from interp.ablation.catalogue import KINDS, METRICS
+from interp.ablation.catalogue import CORPUS, KINDS, METRICS
 from interp.errors import ConfigError
 from interp.reference import REFERENCE_VERSION
 
@@ -173,6 +173,9 @@ class AblateConfig:
     n_repeated: int = 6  # repeated-random-token sequences (causal only)
     repeated_lengths: tuple[int, ...] = (10,)  # length of the random half
     n_syntax: int = 16  # syntax sentences for subject-verb agreement (causal only)
+    eval_corpus: str | None = field(default=None, metadata=cli(
+        "--eval-corpus", "your own evaluation sequences (.txt one a line, .jsonl / .csv a text field): a causal LM "
+        "adds the metric loss_corpus (first: it orders the pruning curve), an encoder reads them instead of the prose"))
     max_tokens_per_batch: int = field(default=2048, metadata=cli(
         "--max-tokens-per-batch", "padded tokens per forward pass (batch x stacked heads): lower it when memory is short"))
     dtype: str | None = field(default=None, metadata=cli(
@@ -194,6 +197,8 @@ class AblateConfig:
                 and len(set(self.ablations)) == len(self.ablations), f"distinct kinds among {', '.join(KINDS)}")
         require(self, "metrics", self.metrics is None or (bool(self.metrics) and all(m in METRICS for m in self.metrics)),
                 f"None or a non-empty subset of {', '.join(METRICS)}")
+        require(self, "metrics", CORPUS not in (self.metrics or ()) or bool(self.eval_corpus),
+                f"without {CORPUS} unless an eval_corpus is given (--eval-corpus FILE)")
         for name in ("n_prose", "n_repeated", "n_syntax"):
             require(self, name, getattr(self, name) >= 0, ">= 0")
         require(self, "repeated_lengths", bool(self.repeated_lengths) and min(self.repeated_lengths) >= 2, "lengths >= 2")

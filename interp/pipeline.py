@@ -75,8 +75,11 @@ def _target(out: Path, slug: str, options: RunOptions) -> Path:
 def check_corpora(options: RunOptions) -> None:
     """Read every user corpus now, so that a bad one fails before the model loads (the collect
     stage reads them again: they are streamed, and this costs far less than a model load)."""
+    from interp.ablation.corpus import read_eval_corpus
     from interp.probes.readers import read_corpus
 
+    if "ablate" not in options.skip and options.ablate.eval_corpus:
+        read_eval_corpus(options.ablate.eval_corpus)
     if "collect" in options.skip:
         return
     config = options.stage_config("collect")
@@ -86,7 +89,8 @@ def check_corpora(options: RunOptions) -> None:
 
 def _start(run_dir: Path, options: RunOptions, model: LoadedModel, model_hash: str | None) -> None:
     """Write the manifest of a new run, or bring a resumed run's options up to date."""
-    corpora = stage("collect").inputs(options.collect, None).get("files", {})
+    corpora = {name: digest for s in ("collect", "ablate")
+               for name, digest in stage(s).inputs(options.stage_config(s), None).get("files", {}).items()}
     if not (run_dir / rundir.MANIFEST).exists():
         rundir.write_manifest(run_dir, {
             "model": model.facts(), "provenance": provenance.provenance(options.collect.seed, model_hash, corpora),
@@ -140,8 +144,8 @@ def rerun_stage(run_dir: str | Path, name: str, config: Any = None, model: Loade
     rundir.read_manifest(run_dir)  # fail now, not after loading a model, if it is no run
     st = stage(name)
     config = st.config() if config is None else config
-    if name == "collect":
-        check_corpora(RunOptions(collect=config))
+    if name in ("collect", "ablate"):
+        check_corpora(RunOptions(**{name: config}, skip=tuple(s for s in ("collect", "ablate") if s != name)))
     model_hash = None
     if st.needs_model:
         if model is None:

@@ -116,6 +116,9 @@ CATALOGUE: tuple[Trouble, ...] = (
        "Pass tokenizer= to load_model."),
     # --- corpora -----------------------------------------------------------------------------
     _t(C, "{}: corpus file not found (no such file); check the path", "The --corpus path does not exist.", "Check the path."),
+    _t(C, "{}: the evaluation corpus holds 1 sequence; give at least 2 (half measure the effects, the other half the pruning curve)",
+       "--eval-corpus is split in two: even sequences measure each head's effect, odd ones the pruning curve.",
+       "Add sequences to the file (a few dozen give usable intervals)."),
     _t(C, "{}: cannot read the corpus file ({}); check the path and its permissions",
        "The operating system refused to open the file.", "Fix the permissions or the path."),
     _t(C, "{}: cannot read the corpus file (permission denied); check its permissions",
