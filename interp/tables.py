@@ -136,7 +136,7 @@ EFFECTS = Table(
         Column("layer", "int", "layer index, 0-based"),
         Column("head", "int", "query-head index within the layer, 0-based"),
         Column("ablation", "str", "zero | mean | resample"),
-        Column("metric", "str", "metric name: loss_prose, loss_repeated, sv_logit_diff (causal); embedding_cosine, retrieval_margin (encoders)"),
+        Column("metric", "str", "metric name: loss_prose, loss_repeated, sv_logit_diff, loss_corpus (causal); embedding_cosine, retrieval_margin (encoders)"),
         Column("baseline", "float", "metric of the intact model"),
         Column("ablated", "float", "metric with the head ablated"),
         Column("delta", "float", "change oriented so that positive means the model got worse (ablated - baseline for losses, baseline - ablated for sv_logit_diff and retrieval_margin)"),
