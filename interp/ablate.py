@@ -153,6 +153,10 @@ def _metrics(model: LoadedModel, cfg: AblateConfig) -> tuple[str, ...]:
     available = CAUSAL_METRICS if model.causal else ENCODER_METRICS
     if model.causal and cfg.eval_corpus:  # the user's task first: it orders the pruning curve
         available = (CORPUS, *available)
+    if cfg.tasks:
+        if not model.causal:
+            raise ConfigError("tasks read logits, which an encoder's metrics do not use: give tasks to a causal LM")
+        available = (*(t.name for t in cfg.tasks), *available)
     chosen = available if cfg.metrics is None else cfg.metrics
     wrong = [m for m in chosen if m not in available]
     if wrong:
@@ -168,7 +172,7 @@ def _corpus(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...], spl
         model, n_prose=cfg.n_prose if (not model.causal or "loss_prose" in wants) else 0,
         n_repeated=cfg.n_repeated if "loss_repeated" in wants else 0, repeated_lengths=cfg.repeated_lengths,
         n_syntax=cfg.n_syntax if SV in wants else 0, seed=cfg.seed, max_tokens=cfg.max_tokens_per_batch, split=split,
-        user=user,
+        user=user, tasks=tuple(t for t in cfg.tasks if t.name in wants),
     )
     if not corpus.batches:
         raise ConfigError("the evaluation corpus is empty: raise n_prose / n_repeated / n_syntax")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from interp.ablation.catalogue import CORPUS, KINDS, METRICS
+from interp.ablation.tasks import Task
 from interp.errors import ConfigError
 from interp.reference import REFERENCE_VERSION
 
@@ -176,6 +177,7 @@ class AblateConfig:
     eval_corpus: str | None = field(default=None, metadata=cli(
         "--eval-corpus", "your own evaluation sequences (.txt one a line, .jsonl / .csv a text field): a causal LM "
         "adds the metric loss_corpus (first: it orders the pruning curve), an encoder reads them instead of the prose"))
+    tasks: tuple[Task, ...] = ()  # your own metrics, in Python (interp.ablation.tasks); causal LMs only
     max_tokens_per_batch: int = field(default=2048, metadata=cli(
         "--max-tokens-per-batch", "padded tokens per forward pass (batch x stacked heads): lower it when memory is short"))
     dtype: str | None = field(default=None, metadata=cli(
@@ -195,8 +197,11 @@ class AblateConfig:
     def __post_init__(self) -> None:
         require(self, "ablations", bool(self.ablations) and all(k in KINDS for k in self.ablations)
                 and len(set(self.ablations)) == len(self.ablations), f"distinct kinds among {', '.join(KINDS)}")
-        require(self, "metrics", self.metrics is None or (bool(self.metrics) and all(m in METRICS for m in self.metrics)),
-                f"None or a non-empty subset of {', '.join(METRICS)}")
+        require(self, "tasks", all(isinstance(t, Task) for t in self.tasks),
+                "interp.ablation.tasks.Task objects made in Python (a run with tasks is rerun from Python)")
+        known = METRICS + tuple(t.name for t in self.tasks)
+        require(self, "metrics", self.metrics is None or (bool(self.metrics) and all(m in known for m in self.metrics)),
+                f"None or a non-empty subset of {', '.join(known)}")
         require(self, "metrics", CORPUS not in (self.metrics or ()) or bool(self.eval_corpus),
                 f"without {CORPUS} unless an eval_corpus is given (--eval-corpus FILE)")
         for name in ("n_prose", "n_repeated", "n_syntax"):

@@ -194,6 +194,10 @@ def options_from_manifest(run_dir: str | Path, out_dir: str | None = None, run_n
     run_dir = Path(run_dir)
     manifest = rundir.read_manifest(run_dir)
     where = run_dir / rundir.MANIFEST
+    tasks = [t.get("name") for t in manifest.get("options", {}).get("ablate", {}).get("tasks") or () if isinstance(t, dict)]
+    if tasks:
+        raise RunError(f"{where} was made with metrics defined in Python ({', '.join(map(str, tasks))}): make the run again "
+                       f"from Python, with the same interp.ablation.tasks.Task objects in AblateConfig(tasks=...)")
     try:
         options = RunOptions.from_dict(manifest["options"])
     except KeyError:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -57,6 +58,7 @@ class EvalItem:
     targets: torch.Tensor  # long [row]: the next token (loss) or the correct verb form (sv)
     wrong: torch.Tensor | None = None  # long [row]: the wrong verb form (sv only)
     is_view: bool = False  # encoder: the word-deleted copy of sentence ``index``
+    score: Any = None  # a user task's metric (interp.ablation.tasks); None: the family's own
 
 
 @dataclass
@@ -73,6 +75,7 @@ class EvalBatch:
     row_pos: torch.Tensor  # long [row]
     row_target: torch.Tensor  # long [row]
     row_wrong: torch.Tensor | None  # long [row] (sv only)
+    score: Any = None  # a user task's metric (interp.ablation.tasks); None: the family's own
 
     @property
     def valid(self) -> torch.Tensor:
@@ -123,9 +126,13 @@ def user_half(suite: Suite, split: int) -> Suite:
 
 def causal_items(model, n_prose: int, n_repeated: int, repeated_lengths: tuple[int, ...],
                  n_syntax: int, seed: int, max_len: int | None = None, split: int = 0,
-                 user: Suite | None = None) -> list[EvalItem]:
+                 user: Suite | None = None, tasks: tuple = ()) -> list[EvalItem]:
+    from interp.ablation.tasks import task_items
+
     aligner = Aligner(model, max_len)
     items: list[EvalItem] = []
+    for task in tasks:
+        items += task_items(aligner, task, split, model.d_vocab)
     if n_prose:
         for i, seq in enumerate(aligner.encode_suite(prose_subset(n_prose, split))):
             items.append(_loss_item(seq, PROSE, i, start=0))
@@ -156,7 +163,7 @@ def scorable(items: list[EvalItem], vocab_out: int) -> list[EvalItem]:
         if it.family == SV and not bool(keep.all()):
             continue  # its one row cannot be read: the sentence leaves the family
         out.append(EvalItem(it.tokens, it.family, it.index, it.rows[keep], it.targets[keep],
-                            None if it.wrong is None else it.wrong[keep], it.is_view))
+                            None if it.wrong is None else it.wrong[keep], it.is_view, it.score))
     if dropped:
         warnings.warn(f"{dropped} scored token(s) lie outside the model's {vocab_out} output logits "
                       "and are not scored", stacklevel=3)
@@ -314,7 +321,7 @@ def _pad(family: str, members: list[EvalItem], pad_id: int) -> EvalBatch:
         index=torch.tensor([it.index for it in members]), is_view=is_view, donor=derangement(is_view),
         row_batch=cat([torch.full((len(it.rows),), i) for i, it in rows]),
         row_pos=cat([it.rows for _, it in rows]), row_target=cat([it.targets for _, it in rows]),
-        row_wrong=cat([it.wrong for _, it in rows]) if family == SV else None,
+        row_wrong=cat([it.wrong for _, it in rows]) if family == SV else None, score=members[0].score,
     )
 
 
@@ -332,17 +339,19 @@ def derangement(group: torch.Tensor) -> torch.Tensor:
 
 
 def build_corpus(model, n_prose: int, n_repeated: int, repeated_lengths: tuple[int, ...], n_syntax: int,
-                 seed: int, max_tokens: int, split: int = 0, user: Suite | None = None) -> EvalCorpus:
+                 seed: int, max_tokens: int, split: int = 0, user: Suite | None = None, tasks: tuple = ()) -> EvalCorpus:
     """The whole evaluation corpus, encoded and batched for ``model``.
 
     ``split`` picks one of two disjoint halves of the same size and make-up: 0 measures the
     effects (and so orders the pruning curve), 1 is held out to measure the pruning curve.
-    ``user``: the user's sequences (:func:`read_eval_corpus`), the ``loss_corpus`` family.
+    ``user``: the user's sequences (:func:`read_eval_corpus`), the ``loss_corpus`` family;
+    ``tasks``: user metrics defined in Python (:mod:`interp.ablation.tasks`), causal LMs only.
     """
     if split not in (0, 1):
         raise ValueError(f"split must be 0 or 1, got {split!r}")
     if model.causal:
-        items = causal_items(model, n_prose, n_repeated, repeated_lengths, n_syntax, seed, split=split, user=user)
+        items = causal_items(model, n_prose, n_repeated, repeated_lengths, n_syntax, seed, split=split, user=user,
+                             tasks=tasks)
     else:
         items = encoder_items(model, n_prose, seed, split=split, user=user)
     pad = model.tokenizer.pad_token_id or 0
