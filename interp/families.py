@@ -11,7 +11,9 @@ the bridge has an adapter of that name. :func:`name_architecture` writes it into
 that the bridge and every cached copy of the config (see :mod:`interp.models`) carry it.
 
 A model of a family the bridge cannot wrap, or a GGUF file of a family transformers cannot
-read, is refused in one line that names the file, the family and what to do.
+read, is refused in one line that names the file, the family and what to do. This module reads
+TransformerLens' adapter table (which architectures it wraps, with which transformers class);
+how a bridge is run and hooked stays in :mod:`interp.lens`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,34 @@ from typing import Any
 
 from interp import lens
 from interp.errors import ModelError
+
+
+# --- TransformerLens' adapter table ---------------------------------------------------------------
+
+
+def architecture_of(config: Any) -> str | None:
+    """The architecture TransformerLens' own rules pick for a Hugging Face config (its
+    ``architectures``, then its table of model types); None where they find none."""
+    from transformer_lens.model_bridge.sources._hf_format import determine_architecture_from_hf_config
+
+    try:
+        return determine_architecture_from_hf_config(config)
+    except ValueError:  # its message lists all 162 architectures: the caller says it in one line
+        return None
+
+
+def supported_architectures() -> frozenset[str]:
+    """Every architecture name the installed bridge has an adapter for."""
+    from transformer_lens.factories.architecture_adapter_factory import SUPPORTED_ARCHITECTURES
+
+    return frozenset(SUPPORTED_ARCHITECTURES)
+
+
+def hf_model_class(architecture: str) -> Any:
+    """The transformers class the bridge loads an architecture with."""
+    from transformer_lens.model_bridge.sources.transformers.helpers import get_hf_model_class_for_architecture
+
+    return get_hf_model_class_for_architecture(architecture)
 
 
 def _automap(model_type: str) -> list[str]:
@@ -39,10 +69,10 @@ def _automap(model_type: str) -> list[str]:
 def architecture(config: Any) -> str | None:
     """The architecture the bridge wraps a model of this config with, or None where it has no
     adapter: the bridge's own choice, else derived from ``model_type`` (see the module doc)."""
-    found = lens.architecture_of(config)
+    found = architecture_of(config)
     if found is not None:
         return found
-    supported = lens.supported_architectures()
+    supported = supported_architectures()
     return next((name for name in _automap(getattr(config, "model_type", "") or "") if name in supported), None)
 
 
@@ -119,10 +149,10 @@ def supported_families() -> list[dict[str, str]]:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
     readable = {_squash(name) for name in gguf_readable()}
-    supported = lens.supported_architectures()
+    supported = supported_architectures()
     rows = []
     for model_type in sorted(CONFIG_MAPPING_NAMES):
-        found = lens.architecture_of(_TypeOnly(model_type)) or next(
+        found = architecture_of(_TypeOnly(model_type)) or next(
             (n for n in _automap(model_type) if n in supported), None)
         if found is None:
             continue

@@ -52,6 +52,7 @@ import math
 import warnings
 import weakref
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
@@ -142,31 +143,6 @@ def boot(name: str, device: str, dtype: torch.dtype, **kwargs: Any) -> Any:
     return bridge
 
 
-def architecture_of(config: Any) -> str | None:
-    """The architecture TransformerLens' own rules pick for a Hugging Face config (its
-    ``architectures``, then its table of model types); None where they find none."""
-    from transformer_lens.model_bridge.sources._hf_format import determine_architecture_from_hf_config
-
-    try:
-        return determine_architecture_from_hf_config(config)
-    except ValueError:  # its message lists all 162 architectures: the caller says it in one line
-        return None
-
-
-def supported_architectures() -> frozenset[str]:
-    """Every architecture name the installed bridge has an adapter for."""
-    from transformer_lens.factories.architecture_adapter_factory import SUPPORTED_ARCHITECTURES
-
-    return frozenset(SUPPORTED_ARCHITECTURES)
-
-
-def hf_model_class(architecture: str) -> Any:
-    """The transformers class the bridge loads an architecture with."""
-    from transformer_lens.model_bridge.sources.transformers.helpers import get_hf_model_class_for_architecture
-
-    return get_hf_model_class_for_architecture(architecture)
-
-
 def has_patterns(bridge: Any) -> bool:
     """Whether the bridge exposes an attention pattern in its first block (state-space models do not)."""
     return hook_name("pattern", 0) in bridge.hook_dict
@@ -178,16 +154,11 @@ def attends_ahead(bridge: Any, ids: Sequence[int]) -> bool | None:
     than two ids, or the pass fails)."""
     if len(ids) < 2:
         return None
-    seen: list[bool] = []
-
-    def look(pattern: torch.Tensor, hook: Any) -> None:
-        seen.append(bool(pattern.float().triu(1).sum() > 1e-6))  # [batch, head, q, k]: mass above the diagonal
-
-    tokens = torch.tensor([list(ids)], device=first_param(bridge).device)
+    seen: list[bool] = []  # per pattern [batch, head, q, k]: any mass above the diagonal
+    block_0 = SimpleNamespace(bridge=bridge, n_layers=1, device=first_param(bridge).device)
+    tokens = torch.tensor([list(ids)])
     try:
-        with torch.inference_mode():
-            bridge.run_with_hooks(tokens, fwd_hooks=[(hook_name("pattern", 0), look), ("unembed.hook_in", _no_logits)],
-                                  return_type=None)
+        run_patterns(block_0, tokens, torch.ones_like(tokens), lambda _, p: seen.append(bool(p.float().triu(1).sum() > 1e-6)))
     except Exception:  # noqa: BLE001  (an unusual bridge: fall back on what its config says)
         return None
     return seen[0] if len(seen) == 1 else None

@@ -34,12 +34,12 @@ def model_class(config: Any, causal: bool) -> Any:
     """The transformers class the TransformerLens bridge would load this config with."""
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
-    from interp import families, lens
+    from interp import families
 
     found = families.architecture(config)
     if found is None:  # no adapter: the plain auto classes (the bridge then says which family it lacks)
         return AutoModelForCausalLM if causal else AutoModelForMaskedLM
-    return lens.hf_model_class(found)
+    return families.hf_model_class(found)
 
 
 def load_checked(cls: Any, source: str | Path, where: str | Path, encoder: bool, **kwargs: Any) -> Any:
