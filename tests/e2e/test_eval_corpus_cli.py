@@ -9,6 +9,7 @@ import pandas as pd
 from click.testing import CliRunner
 
 from interp.cli import main
+from interp.provenance import file_hash
 from interp.tiny import build_tiny
 
 
@@ -37,8 +38,9 @@ def test_an_eval_corpus_is_measured_recorded_and_replayed(tmp_path):
     assert json.loads((run_dir / "manifest.json").read_text())["stages"]["ablate"]["finished"] == finished
     task.write_text(task.read_text() + json.dumps({"text": "She said nothing ."}) + "\n")
     assert "is missing or changed" in invoke("run", "--from-manifest", run_dir, "--out", runs, ok=False).output
-    invoke(*run, "--resume")  # the file changed: measured again
-    assert json.loads((run_dir / "manifest.json").read_text())["stages"]["ablate"]["finished"] > finished
+    invoke(*run, "--resume")  # the file changed: measured again, on the new content
+    again = json.loads((run_dir / "manifest.json").read_text())["stages"]["ablate"]
+    assert again["inputs"]["files"][str(task)] == file_hash(task) != manifest["stages"]["ablate"]["inputs"]["files"][str(task)]
 
     result = invoke("ablate", run_dir, "--eval-corpus", tmp_path / "nope.txt", "-q", ok=False)
     assert result.output.strip().splitlines() == [f"error: {tmp_path / 'nope.txt'}: corpus file not found (no such file); check the path"]
