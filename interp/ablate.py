@@ -38,8 +38,8 @@ import torch
 
 from interp import memory, rundir
 from interp.ablation.attribution import attribute
-from interp.ablation.catalogue import CAUSAL_METRICS, ENCODER_METRICS, REPEATED, SV
-from interp.ablation.corpus import EvalCorpus, build_corpus, make_batches
+from interp.ablation.catalogue import CAUSAL_METRICS, CORPUS, ENCODER_METRICS, REPEATED, SV
+from interp.ablation.corpus import EvalCorpus, build_corpus, make_batches, read_eval_corpus
 from interp.ablation.forward import Ablator
 from interp.ablation.metrics import metric_sizes
 from interp.ablation.pruning import pruning_curve, pruning_order, step_sizes
@@ -151,6 +151,12 @@ def head_means(ablator: Ablator, corpus: EvalCorpus) -> torch.Tensor:
 
 def _metrics(model: LoadedModel, cfg: AblateConfig) -> tuple[str, ...]:
     available = CAUSAL_METRICS if model.causal else ENCODER_METRICS
+    if model.causal and cfg.eval_corpus:  # the user's task first: it orders the pruning curve
+        available = (CORPUS, *available)
+    if cfg.tasks:
+        if not model.causal:
+            raise ConfigError("tasks read logits, which an encoder's metrics do not use: give tasks to a causal LM")
+        available = (*(t.name for t in cfg.tasks), *available)
     chosen = available if cfg.metrics is None else cfg.metrics
     wrong = [m for m in chosen if m not in available]
     if wrong:
@@ -161,10 +167,12 @@ def _metrics(model: LoadedModel, cfg: AblateConfig) -> tuple[str, ...]:
 
 def _corpus(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...], split: int = 0) -> EvalCorpus:
     wants = set(metrics)
+    user = read_eval_corpus(cfg.eval_corpus) if cfg.eval_corpus and (CORPUS in wants or not model.causal) else None
     corpus = build_corpus(
         model, n_prose=cfg.n_prose if (not model.causal or "loss_prose" in wants) else 0,
         n_repeated=cfg.n_repeated if "loss_repeated" in wants else 0, repeated_lengths=cfg.repeated_lengths,
         n_syntax=cfg.n_syntax if SV in wants else 0, seed=cfg.seed, max_tokens=cfg.max_tokens_per_batch, split=split,
+        user=user, tasks=tuple(t for t in cfg.tasks if t.name in wants),
     )
     if not corpus.batches:
         raise ConfigError("the evaluation corpus is empty: raise n_prose / n_repeated / n_syntax")

@@ -18,7 +18,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from interp.config import DTYPES, CollectConfig, ModelSpec, RunOptions
+from interp.config import DTYPES, AblateConfig, CollectConfig, ModelSpec, RunOptions
 from interp.console import friendly
 from interp.errors import ConfigError
 from interp.stages import STAGE_NAMES, STAGES, Stage
@@ -57,6 +57,10 @@ def config_options(config_type: type):
     return decorate
 
 
+def _field_help(config_type: type, name: str) -> str:
+    return next(f.metadata["help"] for f in dataclasses.fields(config_type) if f.name == name)
+
+
 def config_from(config_type: type, values: dict[str, Any], **fixed: Any) -> Any:
     """The config with the options a user actually gave (unset, empty or off ones keep the default)."""
     names = {f.name for f in dataclasses.fields(config_type)}
@@ -66,7 +70,9 @@ def config_from(config_type: type, values: dict[str, Any], **fixed: Any) -> Any:
 
 
 def model_options(fn):
-    """--model, --device, --dtype: shared by every command that loads a model."""
+    """--model, --device, --dtype, --causal/--bidirectional: shared by every command that loads a model."""
+    fn = click.option("--causal/--bidirectional", "causal", default=None,
+                      help="whether attention is causal (default: measured on the model with one short forward)")(fn)
     fn = click.option("--dtype", type=click.Choice(DTYPES), default="float32", show_default=True,
                       help="bfloat16 / float16 halve memory and are fast on GPUs; on a CPU without native support they are "
                            "several times slower")(fn)
@@ -95,11 +101,13 @@ def main() -> None:
 @click.option("--resume", is_flag=True, help="continue a run given by --name, skipping finished stages")
 @click.option("--from-manifest", "from_manifest", type=click.Path(), default=None,
               help="make the run of RUN_DIR again with its recorded options (only --out, --name, -q apply)")
+@click.option("--eval-corpus", "eval_corpus", type=click.Path(), default=None,
+              help=_field_help(AblateConfig, "eval_corpus"))
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--quiet", "-q", is_flag=True, help="no progress bars")
 @friendly
-def run_command(model, device, dtype, out_dir, run_name, no_builtin, quick, skip, resume, from_manifest, seed, quiet,
-                **collect):
+def run_command(model, device, dtype, causal, out_dir, run_name, no_builtin, quick, skip, resume, from_manifest, eval_corpus,
+                seed, quiet, **collect):
     """Collect features, classify heads, ablate them and write the report."""
     from interp.pipeline import options_from_manifest, run_pipeline
 
@@ -111,10 +119,10 @@ def run_command(model, device, dtype, out_dir, run_name, no_builtin, quick, skip
         collect_config = config_from(CollectConfig, collect, suites=suites, seed=seed)
         explicit = tuple(k for k in collect if _given(k))
         options = RunOptions(
-            model=ModelSpec(model, device, dtype), out_dir=out_dir, run_name=run_name, quick=quick, skip=tuple(skip),
+            model=ModelSpec(model, device, dtype, causal), out_dir=out_dir, run_name=run_name, quick=quick, skip=tuple(skip),
             resume=resume, collect=collect_config, explicit=explicit,
         )
-        options = dataclasses.replace(options, ablate=dataclasses.replace(options.ablate, seed=seed))
+        options = dataclasses.replace(options, ablate=dataclasses.replace(options.ablate, seed=seed, eval_corpus=eval_corpus))
     run_dir = run_pipeline(options, progress=not quiet)
     report = run_dir / "report.html"
     click.echo(f"run: {run_dir}")
@@ -166,8 +174,10 @@ for _stage in STAGES:
 @main.command()
 @click.option("--prepare", is_flag=True,
               help="convert the packaged GGUF model now (about a minute, once) so that runs start in seconds")
+@click.option("--families", is_flag=True,
+              help="list the model families the installed TransformerLens wraps, and which load from GGUF files")
 @friendly
-def models(prepare):
+def models(prepare, families):
     """List the model sources and whether each is available here."""
     from interp.models import list_sources, prepare_packaged
 
@@ -175,8 +185,15 @@ def models(prepare):
         for name, state in prepare_packaged():
             click.echo(f"{name}: {state}")
         return
+    if families:
+        from interp.families import supported_families
 
-    rows = list_sources()
+        _table(supported_families())
+        return
+    _table(list_sources())
+
+
+def _table(rows: list[dict[str, str]]) -> None:
     widths = {k: max(len(k), *(len(r[k]) for r in rows)) for k in rows[0]}
     click.echo("  ".join(k.ljust(w) for k, w in widths.items()))
     for r in rows:

@@ -21,7 +21,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from interp.ablation.catalogue import KINDS, METRICS
+from interp.ablation.catalogue import CORPUS, KINDS, METRICS
+from interp.ablation.tasks import Task
 from interp.errors import ConfigError
 from interp.reference import REFERENCE_VERSION
 
@@ -62,6 +63,7 @@ class ModelSpec:
     name: str = "smollm2-135m"
     device: str = "cpu"
     dtype: str = "float32"
+    causal: bool | None = None  # None: measured on the model (interp.models); True/False: --causal/--bidirectional
 
     def __post_init__(self) -> None:
         require(self, "name", bool(self.name), "a model name, path or Hub id")
@@ -172,6 +174,10 @@ class AblateConfig:
     n_repeated: int = 6  # repeated-random-token sequences (causal only)
     repeated_lengths: tuple[int, ...] = (10,)  # length of the random half
     n_syntax: int = 16  # syntax sentences for subject-verb agreement (causal only)
+    eval_corpus: str | None = field(default=None, metadata=cli(
+        "--eval-corpus", "your own evaluation sequences (.txt one a line, .jsonl / .csv a text field): a causal LM "
+        "adds the metric loss_corpus (first: it orders the pruning curve), an encoder reads them instead of the prose"))
+    tasks: tuple[Task, ...] = ()  # your own metrics, in Python (interp.ablation.tasks); causal LMs only
     max_tokens_per_batch: int = field(default=2048, metadata=cli(
         "--max-tokens-per-batch", "padded tokens per forward pass (batch x stacked heads): lower it when memory is short"))
     dtype: str | None = field(default=None, metadata=cli(
@@ -191,8 +197,13 @@ class AblateConfig:
     def __post_init__(self) -> None:
         require(self, "ablations", bool(self.ablations) and all(k in KINDS for k in self.ablations)
                 and len(set(self.ablations)) == len(self.ablations), f"distinct kinds among {', '.join(KINDS)}")
-        require(self, "metrics", self.metrics is None or (bool(self.metrics) and all(m in METRICS for m in self.metrics)),
-                f"None or a non-empty subset of {', '.join(METRICS)}")
+        require(self, "tasks", all(isinstance(t, Task) for t in self.tasks),
+                "interp.ablation.tasks.Task objects made in Python (a run with tasks is rerun from Python)")
+        known = METRICS + tuple(t.name for t in self.tasks)
+        require(self, "metrics", self.metrics is None or (bool(self.metrics) and all(m in known for m in self.metrics)),
+                f"None or a non-empty subset of {', '.join(known)}")
+        require(self, "metrics", CORPUS not in (self.metrics or ()) or bool(self.eval_corpus),
+                f"without {CORPUS} unless an eval_corpus is given (--eval-corpus FILE)")
         for name in ("n_prose", "n_repeated", "n_syntax"):
             require(self, name, getattr(self, name) >= 0, ">= 0")
         require(self, "repeated_lengths", bool(self.repeated_lengths) and min(self.repeated_lengths) >= 2, "lengths >= 2")

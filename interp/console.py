@@ -36,6 +36,7 @@ import click
 from interp.errors import InterpError, InterpWarning
 
 EXIT_USER, EXIT_BUG, EXIT_SIGINT, EXIT_SIGTERM = 1, 70, 130, 143
+EXIT_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
 EXIT_FOR_SIGNAL = {signal.SIGINT: EXIT_SIGINT, signal.SIGTERM: EXIT_SIGTERM}
 
 # (category, module regex) of third-party warnings that say nothing a user of the CLI can act on.
@@ -178,6 +179,9 @@ def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
             fail("interrupted: finished stages are kept; rerun with --resume to continue", EXIT_SIGINT)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
+        except BrokenPipeError:  # the reader went away (`interp models --families | head`): nothing to report
+            _silence_stdout()
+            sys.exit(EXIT_PIPE)
         except MemoryError:
             fail("error: out of memory: lower --max-tokens-per-batch (or --max-seq-len), or use --dtype bfloat16",
                  EXIT_USER)
@@ -191,6 +195,14 @@ def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
             _bug(exc)
 
     return wrapper
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit does not raise again."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (a test runner's buffer)
+        pass
 
 
 def _bug(exc: BaseException) -> None:

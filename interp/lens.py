@@ -52,6 +52,7 @@ import math
 import warnings
 import weakref
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
@@ -140,6 +141,27 @@ def boot(name: str, device: str, dtype: torch.dtype, **kwargs: Any) -> Any:
     bridge = TransformerBridge.boot_transformers(name, device=device, dtype=dtype, **kwargs)
     bridge.eval()
     return bridge
+
+
+def has_patterns(bridge: Any) -> bool:
+    """Whether the bridge exposes an attention pattern in its first block (state-space models do not)."""
+    return hook_name("pattern", 0) in bridge.hook_dict
+
+
+def attends_ahead(bridge: Any, ids: Sequence[int]) -> bool | None:
+    """Whether any head of block 0 puts attention on a later position of ``ids`` (one sequence):
+    True for a bidirectional model, False for a causal one, None when it cannot be told (fewer
+    than two ids, or the pass fails)."""
+    if len(ids) < 2:
+        return None
+    seen: list[bool] = []  # per pattern [batch, head, q, k]: any mass above the diagonal
+    block_0 = SimpleNamespace(bridge=bridge, n_layers=1, device=first_param(bridge).device)
+    tokens = torch.tensor([list(ids)])
+    try:
+        run_patterns(block_0, tokens, torch.ones_like(tokens), lambda _, p: seen.append(bool(p.float().triu(1).sum() > 1e-6)))
+    except Exception:  # noqa: BLE001  (an unusual bridge: fall back on what its config says)
+        return None
+    return seen[0] if len(seen) == 1 else None
 
 
 def is_bridge(obj: Any) -> bool:

@@ -14,14 +14,10 @@ An already-built ``TransformerBridge`` can be handed to :func:`load_model` direc
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import importlib.util
-import io
-import json
-import logging
 import os
 import socket
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,9 +25,15 @@ from urllib.parse import urlparse
 
 import torch
 
-from interp import lens
+from interp import families, lens
 from interp.config import DTYPES, ModelSpec
 from interp.errors import ModelError
+from interp.gguf_source import cache_dir as _gguf_cache_dir
+from interp.gguf_source import load_gguf as _load_gguf
+from interp.loading import boot as _boot
+from interp.loading import first_line as _first_line
+from interp.loading import quiet as _quiet
+from interp.vocab import check_tokenizer, ordinary_ids
 from interp.weights import load_checked, model_class
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ class LoadedModel:
     bos_token_id: int | None
     dtype: str
     device: str
+    spec: ModelSpec | None = None  # how to load it again (None: built in Python, see reload_hint)
 
     @property
     def slug(self) -> str:
@@ -83,8 +86,18 @@ class LoadedModel:
         return model_slug(self.name)
 
     def facts(self) -> dict[str, Any]:
-        """Everything but the objects, for the manifest."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("bridge", "tokenizer")}
+        """Everything but the objects, for the manifest: ``spec`` reloads the model (``interp
+        ablate RUN_DIR``), or is None and ``reload`` says how to rerun a stage from Python."""
+        facts = {k: v for k, v in self.__dict__.items() if k not in ("bridge", "tokenizer", "spec")}
+        facts["spec"] = dataclasses.asdict(self.spec) if self.spec else None
+        if self.spec is None:
+            facts["reload"] = RELOAD_HINT
+        return facts
+
+
+# What a stage command says for a run whose model was built in Python.
+RELOAD_HINT = ("interp.pipeline.rerun_stage(RUN_DIR, STAGE, "
+               "model=interp.models.load_model(bridge, tokenizer=tokenizer, name=NAME))")
 
 
 def packaged_path(model: PackagedModel) -> Path | None:
@@ -96,12 +109,20 @@ def packaged_path(model: PackagedModel) -> Path | None:
     return path if path.exists() else None
 
 
-def load_model(spec: ModelSpec | str | Any = DEFAULT_MODEL, tokenizer: Any = None) -> LoadedModel:
-    """Load a model from any source; raise ModelError with what to do when that fails."""
+def load_model(spec: ModelSpec | str | Any = DEFAULT_MODEL, tokenizer: Any = None, causal: bool | None = None,
+               name: str | None = None) -> LoadedModel:
+    """Load a model from any source; raise ModelError with what to do when that fails.
+
+    ``spec``: a ModelSpec, a name or path, or a TransformerBridge built in Python (then
+    ``tokenizer`` and ``name`` apply). ``causal`` overrides whether attention is causal (it is
+    otherwise measured on the model, see :func:`_causal`; a ModelSpec carries its own).
+    """
     if not isinstance(spec, (ModelSpec, str)):
-        return from_bridge(spec, tokenizer=tokenizer)
+        return from_bridge(spec, tokenizer=tokenizer, name=name, causal=causal)
     if isinstance(spec, str):
         spec = ModelSpec(name=spec)
+    if causal is not None:
+        spec = dataclasses.replace(spec, causal=causal)
     device = _check_device(spec.device)
     dtype = check_dtype(device, spec.dtype)
     name = spec.name
@@ -118,6 +139,7 @@ def load_model(spec: ModelSpec | str | Any = DEFAULT_MODEL, tokenizer: Any = Non
     if path.suffix == ".gguf" or path.exists() or name.startswith((".", "/", "~")):
         if not path.exists():
             raise ModelError(f"no such model file or directory: {name}")
+        spec = dataclasses.replace(spec, name=str(path.resolve()))  # reloads from any working directory
         if path.is_file():
             if path.suffix != ".gguf":
                 raise ModelError(f"{name} is a file but not a .gguf; give a .gguf file or a Hugging Face model directory")
@@ -147,8 +169,13 @@ def prepare_packaged() -> list[tuple[str, str]]:
     return done
 
 
-def from_bridge(bridge: Any, tokenizer: Any = None, name: str | None = None) -> LoadedModel:
-    """Wrap a TransformerBridge the caller already built (tests, notebooks, custom models)."""
+def from_bridge(bridge: Any, tokenizer: Any = None, name: str | None = None, causal: bool | None = None) -> LoadedModel:
+    """Wrap a TransformerBridge the caller already built (tests, notebooks, custom models).
+
+    Its runs record that it was built in Python: a stage that needs the model is rerun from
+    Python (:data:`RELOAD_HINT`). ``name`` names it in run folders and reports (default: the
+    name it was built from, or its family and shape when that is a temporary folder).
+    """
     if not lens.is_bridge(bridge):
         raise ModelError(f"expected a model name, a path or a TransformerBridge, got {type(bridge).__name__}")
     tok = tokenizer if tokenizer is not None else bridge.tokenizer
@@ -156,9 +183,20 @@ def from_bridge(bridge: Any, tokenizer: Any = None, name: str | None = None) -> 
         raise ModelError("the bridge has no tokenizer: pass tokenizer=...")
     param = lens.first_param(bridge)
     dtype = str(param.dtype).removeprefix("torch.")
-    spec = ModelSpec(name=name or lens.facts(bridge).name or "bridge", device=str(param.device),
-                     dtype=dtype if dtype in DTYPES else "float32")
-    return _wrap(bridge, tok, spec.name, "bridge", spec)
+    spec = ModelSpec(name=name or _bridge_name(bridge), device=str(param.device),
+                     dtype=dtype if dtype in DTYPES else "float32", causal=causal)
+    model = _wrap(bridge, tok, spec.name, "bridge", spec)
+    model.spec = None  # nothing on disk to load it from again
+    return model
+
+
+def _bridge_name(bridge: Any) -> str:
+    """The name a bridge was built from, unless that is a folder (a temporary one, often): then
+    its family and shape, e.g. ``llama-2x4``."""
+    shape = lens.facts(bridge)
+    if shape.name and os.sep not in shape.name and not Path(shape.name).exists():
+        return shape.name
+    return f"{shape.model_type or 'native'}-{shape.n_layers}x{shape.n_heads}"
 
 
 def list_sources() -> list[dict[str, str]]:
@@ -219,87 +257,6 @@ def check_dtype(device: str, name: str) -> torch.dtype:
     return dtype
 
 
-@contextlib.contextmanager
-def _quiet():
-    """transformers and TransformerLens print progress bars and advice we do not want in the CLI."""
-    level = logging.getLogger("transformers").level
-    logging.getLogger("transformers").setLevel(logging.ERROR)
-    # Set only while loading: a tqdm imported here would otherwise keep its bars off for good.
-    import tqdm.std  # noqa: F401  (reads TQDM_* once, at import: import it before setting one)
-
-    saved = os.environ.get("TQDM_DISABLE")
-    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
-        warnings.simplefilter("ignore")
-        os.environ["TQDM_DISABLE"] = "1"
-        try:
-            yield
-        finally:
-            logging.getLogger("transformers").setLevel(level)
-            if saved is None:
-                os.environ.pop("TQDM_DISABLE", None)
-            else:
-                os.environ["TQDM_DISABLE"] = saved
-
-
-def cache_root() -> Path:
-    """Where dequantized GGUF models are kept between runs (``$INTERP_CACHE`` or ~/.cache/interp)."""
-    return Path(os.environ.get("INTERP_CACHE", Path.home() / ".cache" / "interp"))
-
-
-def _gguf_cache_dir(path: Path) -> Path:
-    stat = path.stat()
-    return cache_root() / "gguf" / f"{path.stem}-{stat.st_size}-{int(stat.st_mtime)}"
-
-
-def _load_gguf(path: Path, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
-    """Dequantize a GGUF file with transformers, once: the result is cached as safetensors.
-
-    Reading and dequantizing the GGUF takes most of a minute on a small CPU; the cached copy
-    loads in seconds and holds exactly the same fp32 weights.
-    """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    cached = _gguf_cache_dir(path)
-    if (cached / "config.json").exists():
-        with _quiet():
-            tok = AutoTokenizer.from_pretrained(cached)
-            hf = load_checked(AutoModelForCausalLM, cached, path, False, dtype=dtype, attn_implementation="eager")
-            return lens.boot(str(cached), device, dtype, hf_model=hf.to(device), tokenizer=tok), tok
-    try:
-        with _quiet():
-            tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    except Exception as exc:  # transformers raises many types for a bad file
-        raise ModelError(f"cannot read GGUF file {path}: {_first_line(exc)} (is the file complete and a supported architecture?)") from None
-    with _quiet():
-        hf = load_checked(AutoModelForCausalLM, path.parent, path, False, gguf_file=path.name, dtype=torch.float32,
-                          attn_implementation="eager")
-    _save_cache(hf, tok, cached)
-    hf = hf.to(dtype)
-    with _quiet():
-        return lens.boot(str(path.parent), device, dtype, hf_model=hf.to(device), tokenizer=tok), tok
-
-
-def _save_cache(hf: Any, tok: Any, target: Path) -> None:
-    """Write the dequantized model beside the others, atomically; a failure only costs speed."""
-    import shutil
-    import tempfile
-
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=target.parent))
-        from safetensors.torch import save_model
-
-        config = hf.config.to_dict()
-        config.pop("quantization_config", None)  # the cached copy holds plain fp32 weights
-        (tmp / "config.json").write_text(json.dumps(config))
-        save_model(hf, str(tmp / "model.safetensors"))  # handles the tied embedding / unembedding
-        with _quiet():
-            tok.save_pretrained(tmp)
-        os.replace(tmp, target)
-    except (OSError, ValueError, RuntimeError):
-        shutil.rmtree(tmp, ignore_errors=True) if "tmp" in locals() else None
-
-
 def _load_hf_dir(path: Path, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
     if not (path / "config.json").exists():
         raise ModelError(f"{path} is not a Hugging Face model directory (no config.json)")
@@ -321,14 +278,12 @@ def _boot_checked(source: str, where: str | Path, device: str, dtype: torch.dtyp
     except Exception as exc:
         raise fail(_first_line(exc)) from None
     encoder = config.model_type in lens.ENCODER_MODEL_TYPES
+    families.name_architecture(config, where)
     # transformers reads safetensors directly and .bin only with torch.load(weights_only=True).
     with _quiet():
         hf = load_checked(model_class(config, not encoder), source, where, encoder, dtype=dtype, attn_implementation="eager")
-    try:
-        with _quiet():
-            return lens.boot(source, device, dtype, hf_model=hf.to(device), tokenizer=tok), tok
-    except Exception as exc:
-        raise fail(_first_line(exc)) from None
+    families.name_architecture(hf.config, where)
+    return _boot(source, device, dtype, hf, tok, fail), tok
 
 
 def _load_hub(name: str, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
@@ -360,31 +315,44 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
 # --- facts --------------------------------------------------------------------------------
 
 
 def _wrap(bridge: Any, tok: Any, name: str, source: str, spec: ModelSpec) -> LoadedModel:
+    """The LoadedModel of a bridge: its shape, whether it is causal, and its tokenizer checked
+    against its embedding (:mod:`interp.vocab`)."""
     shape = lens.facts(bridge)
-    if tok.pad_token_id is None:
-        tok.pad_token = tok.eos_token or tok.unk_token
+    if not lens.has_patterns(bridge):
+        raise ModelError(f"{name}: the model ({shape.model_type or 'native'}) exposes no attention pattern "
+                         f"({lens.hook_name('pattern', 0)}): interp studies attention heads; use an attention transformer")
+    causal = _causal(bridge, tok, shape, spec.causal, name)
+    checked = check_tokenizer(tok, shape.d_vocab, causal, name)
     return LoadedModel(
-        bridge=bridge, tokenizer=tok, name=name, source=source, causal=shape.causal,
+        bridge=bridge, tokenizer=tok, name=name, source=source, causal=causal,
         n_layers=shape.n_layers, n_heads=shape.n_heads, n_kv_heads=shape.n_kv_heads, d_head=shape.d_head,
         n_ctx=shape.n_ctx, d_vocab=shape.d_vocab, d_vocab_out=shape.d_vocab_out,
-        bos_policy=_bos_policy(tok, shape.causal), bos_token_id=tok.bos_token_id, dtype=spec.dtype, device=spec.device,
+        bos_policy=checked.bos_policy, bos_token_id=checked.bos_token_id, dtype=spec.dtype, device=spec.device,
+        spec=dataclasses.replace(spec, causal=causal) if spec.causal is not None else spec,
     )
 
 
-def _bos_policy(tok: Any, causal: bool) -> str:
-    """How position 0 is filled, so that first-token scores always mean the same token."""
-    if not causal:
-        return "cls"
-    ids = tok("a").input_ids
-    if tok.bos_token_id is not None and ids and ids[0] == tok.bos_token_id:
-        return "tokenizer"
-    return "prepend" if tok.bos_token_id is not None else "none"
+def _causal(bridge: Any, tok: Any, shape: lens.Facts, given: bool | None, name: str) -> bool:
+    """Whether attention is causal: as given (``--causal/--bidirectional``), else measured.
+
+    The config's model type names the usual encoders only; one forward of a few tokens shows
+    whether any head of block 0 attends to a later position, so a bidirectional model of any
+    family (or one built in Python) is treated as one. A ``--causal`` or ``--bidirectional``
+    that the model contradicts is refused: its features would read attention the model does
+    not have. The flag decides where the forward cannot tell (an unusual bridge, a vocabulary
+    of fewer than two ordinary tokens).
+    """
+    ahead = lens.attends_ahead(bridge, ordinary_ids(tok, shape.d_vocab)[:8])
+    if given is None:
+        return shape.causal if ahead is None else not ahead
+    if given and ahead:
+        raise ModelError(f"{name}: --causal was given, but the model attends to later positions (it is bidirectional); "
+                         f"leave out --causal")
+    if not given and ahead is False:
+        raise ModelError(f"{name}: --bidirectional was given, but no head attends to a later position (the model is "
+                         f"causal); leave out --bidirectional")
+    return given

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp import provenance, rundir
-from interp.config import ModelSpec, RunOptions
+from interp.config import ModelSpec, RunOptions, from_jsonable
 from interp.errors import ConfigError, InterpWarning, RunError
 from interp.stages import STAGES, stage
 
@@ -35,6 +35,7 @@ def run_pipeline(options: RunOptions = RunOptions(), model: LoadedModel | None =
     run_dir = _target(out, slug, options)
     check_corpora(options)
     model = model or load_model(options.model)
+    options = dataclasses.replace(options, model=recorded_spec(model))
     model_hash = provenance.model_hash(model.name, model.source)
     made = rundir.make_dirs(run_dir)
     try:
@@ -74,8 +75,11 @@ def _target(out: Path, slug: str, options: RunOptions) -> Path:
 def check_corpora(options: RunOptions) -> None:
     """Read every user corpus now, so that a bad one fails before the model loads (the collect
     stage reads them again: they are streamed, and this costs far less than a model load)."""
+    from interp.ablation.corpus import read_eval_corpus
     from interp.probes.readers import read_corpus
 
+    if "ablate" not in options.skip and options.ablate.eval_corpus:
+        read_eval_corpus(options.ablate.eval_corpus)
     if "collect" in options.skip:
         return
     config = options.stage_config("collect")
@@ -85,7 +89,8 @@ def check_corpora(options: RunOptions) -> None:
 
 def _start(run_dir: Path, options: RunOptions, model: LoadedModel, model_hash: str | None) -> None:
     """Write the manifest of a new run, or bring a resumed run's options up to date."""
-    corpora = stage("collect").inputs(options.collect, None).get("files", {})
+    corpora = {name: digest for s in ("collect", "ablate")
+               for name, digest in stage(s).inputs(options.stage_config(s), None).get("files", {}).items()}
     if not (run_dir / rundir.MANIFEST).exists():
         rundir.write_manifest(run_dir, {
             "model": model.facts(), "provenance": provenance.provenance(options.collect.seed, model_hash, corpora),
@@ -139,28 +144,46 @@ def rerun_stage(run_dir: str | Path, name: str, config: Any = None, model: Loade
     rundir.read_manifest(run_dir)  # fail now, not after loading a model, if it is no run
     st = stage(name)
     config = st.config() if config is None else config
-    if name == "collect":
-        check_corpora(RunOptions(collect=config))
+    if name in ("collect", "ablate"):
+        check_corpora(RunOptions(**{name: config}, skip=tuple(s for s in ("collect", "ablate") if s != name)))
     model_hash = None
     if st.needs_model:
         if model is None:
             from interp.models import load_model
 
-            spec = model_spec_of(run_dir)
+            spec = model_spec_of(run_dir, name)
             model = load_model(dataclasses.replace(spec, dtype=dtype) if dtype else spec)
         model_hash = provenance.model_hash(model.name, model.source)
     rundir.clear_temporaries(run_dir)
     st.run(run_dir, model, config, progress, st.inputs(config, model_hash))
 
 
-def model_spec_of(run_dir: Path) -> ModelSpec:
-    """The model a run was made with, to rerun one of its stages."""
+def recorded_spec(model: LoadedModel) -> ModelSpec:
+    """The model spec a run records in its options: the one that loads the model again (a path
+    made absolute), or, for a model built in Python, its name and settings (the manifest's
+    ``model.spec`` is then null, and stage commands say to rerun from Python)."""
+    return model.spec or ModelSpec(name=model.name, device=model.device, dtype=model.dtype, causal=model.causal)
+
+
+def model_spec_of(run_dir: Path, stage_name: str | None = None) -> ModelSpec:
+    """The model a run was made with, to rerun one of its stages (``stage_name``) or all of it."""
     facts: dict[str, Any] = rundir.read_manifest(run_dir).get("model", {})
     if "name" not in facts:
         raise RunError(f"{run_dir}/manifest.json names no model; rerun `interp run`")
     if facts.get("source") == "bridge":
-        raise RunError(f"{run_dir} was made with a model built in Python: rerun this stage from Python "
-                       f"(interp.pipeline.rerun_stage(run_dir, stage, model=load_model(bridge)))")
+        load = f"interp.models.load_model(bridge, tokenizer=tokenizer, name={facts['name']!r})"
+        again = (f"rerun the {stage_name} stage from Python: interp.pipeline.rerun_stage({str(run_dir)!r}, "
+                 f"{stage_name!r}, model={load})" if stage_name else
+                 f"make the run again from Python: interp.pipeline.run_pipeline(options, model={load})")
+        raise RunError(f"{run_dir} was made with a model built in Python ({facts['name']}), which the command line "
+                       f"cannot load: {again}")
+    spec = facts.get("spec")
+    if isinstance(spec, dict):
+        try:
+            return from_jsonable(ModelSpec, spec)
+        except (ConfigError, TypeError) as exc:
+            raise RunError(f"{run_dir}/manifest.json records a model this version cannot load ({exc}); rerun `interp run`") from None
+    # A manifest from before model specs were recorded: the name as it was given.
     return ModelSpec(name=facts["name"], device=facts.get("device", "cpu"), dtype=facts.get("dtype", "float32"))
 
 
@@ -171,6 +194,10 @@ def options_from_manifest(run_dir: str | Path, out_dir: str | None = None, run_n
     run_dir = Path(run_dir)
     manifest = rundir.read_manifest(run_dir)
     where = run_dir / rundir.MANIFEST
+    tasks = [t.get("name") for t in manifest.get("options", {}).get("ablate", {}).get("tasks") or () if isinstance(t, dict)]
+    if tasks:
+        raise RunError(f"{where} was made with metrics defined in Python ({', '.join(map(str, tasks))}): make the run again "
+                       f"from Python, with the same interp.ablation.tasks.Task objects in AblateConfig(tasks=...)")
     try:
         options = RunOptions.from_dict(manifest["options"])
     except KeyError:
@@ -189,7 +216,8 @@ def options_from_manifest(run_dir: str | Path, out_dir: str | None = None, run_n
 def _check_same_inputs(manifest: dict[str, Any], where: Path) -> None:
     recorded = manifest.get("provenance", {})
     facts = manifest.get("model", {})
-    now = provenance.model_hash(facts.get("name", ""), facts.get("source", ""))
+    where_now = (facts.get("spec") or {}).get("name") or facts.get("name", "")
+    now = provenance.model_hash(where_now, facts.get("source", ""))
     if recorded.get("model_hash") and now != recorded["model_hash"]:
         raise RunError(f"the model {facts.get('name')} is not the file the run in {where.parent} used "
                        f"(its content hash changed); restore that model to reproduce the run")

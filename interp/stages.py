@@ -87,7 +87,8 @@ class Stage:
         from interp.provenance import file_hash
 
         found: dict[str, Any] = {"model": model_hash} if self.needs_model else {}
-        paths = [*(getattr(config, "corpora", None) or ()), *([config.reference] if getattr(config, "reference", None) else [])]
+        paths = [*(getattr(config, "corpora", None) or ()),
+                 *(getattr(config, name) for name in ("reference", "eval_corpus") if getattr(config, name, None))]
         hashes = {}
         for path in paths:
             try:

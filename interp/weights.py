@@ -34,13 +34,12 @@ def model_class(config: Any, causal: bool) -> Any:
     """The transformers class the TransformerLens bridge would load this config with."""
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
-    try:
-        from transformer_lens.model_bridge.sources._hf_format import determine_architecture_from_hf_config
-        from transformer_lens.model_bridge.sources.transformers.helpers import get_hf_model_class_for_architecture
+    from interp import families
 
-        return get_hf_model_class_for_architecture(determine_architecture_from_hf_config(config))
-    except Exception:  # noqa: BLE001  (an unknown architecture: the plain auto classes)
+    found = families.architecture(config)
+    if found is None:  # no adapter: the plain auto classes (the bridge then says which family it lacks)
         return AutoModelForCausalLM if causal else AutoModelForMaskedLM
+    return families.hf_model_class(found)
 
 
 def load_checked(cls: Any, source: str | Path, where: str | Path, encoder: bool, **kwargs: Any) -> Any:

@@ -67,7 +67,7 @@ def attribute(ablator: Ablator, corpus: EvalCorpus, kinds: tuple[str, ...], prog
         terms.append(_batch_terms(ablator, batch, acc, sink="sink" in kinds))
     seconds = (time.perf_counter() - start) / max(len(corpus.batches), 1)
     means = acc.means()
-    store = SumStore({m: n for m, n in metric_sizes(corpus.sizes).items() if HAS_GRADIENT[m]})
+    store = SumStore({m: n for m, n in metric_sizes(corpus.sizes).items() if HAS_GRADIENT.get(m, True)})  # tasks: yes
     for t in terms:
         store.add_base({m: p for m, p in t.per.items() if m in store})
         estimates = _estimates(t, kinds, means)
@@ -80,7 +80,7 @@ def _batch_terms(ablator: Ablator, batch: EvalBatch, acc: MeanAccumulator, sink:
     sink_v = torch.stack(ablator.clean(batch, keep_sink=True).sink_v).float() if sink else None
     readout, zs = ablator.run_with_grad(batch)
     per = batch_metrics(readout, batch)
-    total = sum(p.num.sum() for m, p in per.items() if HAS_GRADIENT[m])
+    total = sum(p.num.sum() for m, p in per.items() if HAS_GRADIENT.get(m, True))
     grads = torch.autograd.grad(total, zs)
     with torch.no_grad():
         z = torch.stack([t.detach() for t in zs]).float()  # [layer, batch, pos, head, d_head]

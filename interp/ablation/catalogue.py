@@ -14,9 +14,12 @@ PROSE, REPEATED, SV = "loss_prose", "loss_repeated", "sv_logit_diff"
 ENCODER = "encoder"  # the family of encoder batches; its metrics are ENCODER_METRICS
 CAUSAL_METRICS = (PROSE, REPEATED, SV)
 ENCODER_METRICS = ("embedding_cosine", "retrieval_margin")
-METRICS = CAUSAL_METRICS + ENCODER_METRICS
+# Next-token loss on the user's own sequences (--eval-corpus; causal LMs only: an encoder reads
+# them as the sentences of its ENCODER_METRICS instead of the shipped prose).
+CORPUS = "loss_corpus"
+METRICS = CAUSAL_METRICS + (CORPUS,) + ENCODER_METRICS
 
 # +1: the metric grows when the model gets worse (a loss); -1: it shrinks (a margin).
-ORIENTATION = {PROSE: 1, REPEATED: 1, SV: -1, "embedding_cosine": 1, "retrieval_margin": -1}
+ORIENTATION = {PROSE: 1, REPEATED: 1, SV: -1, CORPUS: 1, "embedding_cosine": 1, "retrieval_margin": -1}
 # Which metrics have a useful gradient at the intact model (attribution can estimate them).
-HAS_GRADIENT = {PROSE: True, REPEATED: True, SV: True, "embedding_cosine": False, "retrieval_margin": True}
+HAS_GRADIENT = {PROSE: True, REPEATED: True, SV: True, CORPUS: True, "embedding_cosine": False, "retrieval_margin": True}

@@ -17,8 +17,13 @@ Encoders get one family: prose lines (the same subset) as sentence A, and for ea
 with about a fifth of its word tokens deleted (seeded), which ``retrieval_margin`` needs; both
 sit in the same batch.
 
+A user's own sequences (``--eval-corpus FILE``, :func:`read_eval_corpus`) add a fourth causal
+family, ``loss_corpus``: every next-token prediction inside a sequence is scored, as for prose;
+an encoder takes them instead of the prose lines.
+
 Split 1 is a second corpus of the same make-up with no sequence in common: the even prose
-lines, other random sequences, other syntax sentences. The pruning curve is measured on it,
+lines, other random sequences, other syntax sentences, the user corpus's other half (its
+sequences 1, 3, 5, ...; split 0 has 0, 2, 4, ...). The pruning curve is measured on it,
 because its order comes from effects measured on split 0: on the same sequences, heads whose
 removal happened to help those few sequences would make pruning look free.
 """
@@ -27,12 +32,14 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-from interp.ablation.catalogue import ENCODER, PROSE, REPEATED, SV
-from interp.probes.align import Aligner
-from interp.probes.base import ProbeSequence, Sentence, Suite
+from interp.ablation.catalogue import CORPUS, ENCODER, PROSE, REPEATED, SV
+from interp.errors import CorpusError
+from interp.probes.align import Aligner, Unencodable
+from interp.probes.base import NATURAL, ProbeSequence, Sentence, Suite
 
 REPEAT_SEED_OFFSET = 7919  # new random sequences, not the ones the collect stage looked at
 SPLIT_SEED_OFFSET = 104729  # split 1 (the pruning curve's held-out half) draws other sequences
@@ -51,6 +58,7 @@ class EvalItem:
     targets: torch.Tensor  # long [row]: the next token (loss) or the correct verb form (sv)
     wrong: torch.Tensor | None = None  # long [row]: the wrong verb form (sv only)
     is_view: bool = False  # encoder: the word-deleted copy of sentence ``index``
+    score: Any = None  # a user task's metric (interp.ablation.tasks); None: the family's own
 
 
 @dataclass
@@ -67,6 +75,7 @@ class EvalBatch:
     row_pos: torch.Tensor  # long [row]
     row_target: torch.Tensor  # long [row]
     row_wrong: torch.Tensor | None  # long [row] (sv only)
+    score: Any = None  # a user task's metric (interp.ablation.tasks); None: the family's own
 
     @property
     def valid(self) -> torch.Tensor:
@@ -98,13 +107,38 @@ def prose_subset(n: int, split: int = 0) -> Suite:
     return Suite(suite.name, suite.family, suite.sentences[1 - split::2][:n], suite.card)
 
 
+def read_eval_corpus(path: str, limit: int | None = None) -> Suite:
+    """The user's evaluation sequences (.txt: one a line; .jsonl / .csv: the ``text`` field),
+    CorpusError in one line when the file is missing, empty, malformed or holds one sequence."""
+    from interp.probes.readers import read_corpus
+
+    sentences = read_corpus(path, None, limit)
+    if len(sentences) < 2:
+        raise CorpusError(f"{path}: the evaluation corpus holds 1 sequence; give at least 2 (half measure the "
+                          f"effects, the other half the pruning curve)")
+    return Suite(f"eval:{path}", NATURAL, tuple(sentences))
+
+
+def user_half(suite: Suite, split: int) -> Suite:
+    """Sequences 0, 2, 4, ... (split 0) or 1, 3, 5, ... (split 1) of a user corpus."""
+    return Suite(suite.name, suite.family, suite.sentences[split::2], suite.card)
+
+
 def causal_items(model, n_prose: int, n_repeated: int, repeated_lengths: tuple[int, ...],
-                 n_syntax: int, seed: int, max_len: int | None = None, split: int = 0) -> list[EvalItem]:
+                 n_syntax: int, seed: int, max_len: int | None = None, split: int = 0,
+                 user: Suite | None = None, tasks: tuple = ()) -> list[EvalItem]:
+    from interp.ablation.tasks import task_items
+
     aligner = Aligner(model, max_len)
     items: list[EvalItem] = []
+    for task in tasks:
+        items += task_items(aligner, task, split, model.d_vocab)
     if n_prose:
         for i, seq in enumerate(aligner.encode_suite(prose_subset(n_prose, split))):
             items.append(_loss_item(seq, PROSE, i, start=0))
+    if user is not None:
+        for i, seq in enumerate(aligner.encode_suite(user_half(user, split))):
+            items.append(_loss_item(seq, CORPUS, i, start=0))
     if n_repeated:
         repeat_seed = seed + REPEAT_SEED_OFFSET + split * SPLIT_SEED_OFFSET
         for i, seq in enumerate(aligner.repeated(n_repeated, repeated_lengths, repeat_seed)):
@@ -129,7 +163,7 @@ def scorable(items: list[EvalItem], vocab_out: int) -> list[EvalItem]:
         if it.family == SV and not bool(keep.all()):
             continue  # its one row cannot be read: the sentence leaves the family
         out.append(EvalItem(it.tokens, it.family, it.index, it.rows[keep], it.targets[keep],
-                            None if it.wrong is None else it.wrong[keep], it.is_view))
+                            None if it.wrong is None else it.wrong[keep], it.is_view, it.score))
     if dropped:
         warnings.warn(f"{dropped} scored token(s) lie outside the model's {vocab_out} output logits "
                       "and are not scored", stacklevel=3)
@@ -160,9 +194,12 @@ def _sv_items(aligner: Aligner, n: int, seed: int) -> list[EvalItem]:
     for sentence in suite.sentences:
         agree = sentence.agreement
         prefix = sentence.text[: sentence.words[agree.verb][0]].rstrip()
-        seq = _strip_trailing_special(aligner.encode(Sentence(prefix), suite))
-        correct = _next_token(aligner, seq, prefix, agree.correct, suite)
-        wrong = _next_token(aligner, seq, prefix, agree.wrong, suite)
+        try:
+            seq = _strip_trailing_special(aligner.encode(Sentence(prefix), suite))
+            correct = _next_token(aligner, seq, prefix, agree.correct, suite)
+            wrong = _next_token(aligner, seq, prefix, agree.wrong, suite)
+        except Unencodable:  # outside this model's vocabulary: the sentence is not used
+            continue
         if correct is None or wrong is None or correct == wrong:
             continue
         last = torch.tensor([len(seq) - 1])
@@ -186,13 +223,16 @@ def _next_token(aligner: Aligner, prefix: ProbeSequence, text: str, word: str, s
     return int(full[n])
 
 
-def encoder_items(model, n_prose: int, seed: int, max_len: int | None = None, split: int = 0) -> list[EvalItem]:
-    """Prose lines and, for each, a view with ~20% of its word tokens deleted (at least one)."""
+def encoder_items(model, n_prose: int, seed: int, max_len: int | None = None, split: int = 0,
+                  user: Suite | None = None) -> list[EvalItem]:
+    """Prose lines (or the user's sequences) and, for each, a view with ~20% of its word tokens
+    deleted (at least one)."""
     aligner = Aligner(model, max_len)
     gen = torch.Generator().manual_seed(seed + split * SPLIT_SEED_OFFSET)
     items: list[EvalItem] = []
     empty = torch.zeros(0, dtype=torch.long)
-    for i, seq in enumerate(aligner.encode_suite(prose_subset(n_prose, split))):
+    sentences = user_half(user, split) if user is not None else prose_subset(n_prose, split)
+    for i, seq in enumerate(aligner.encode_suite(sentences)):
         items.append(EvalItem(seq.tokens, ENCODER, i, empty, empty))
         inner = torch.nonzero(~seq.is_special).flatten()
         n_drop = max(1, round(VIEW_DROP * len(inner))) if len(inner) > 1 else 0
@@ -281,7 +321,7 @@ def _pad(family: str, members: list[EvalItem], pad_id: int) -> EvalBatch:
         index=torch.tensor([it.index for it in members]), is_view=is_view, donor=derangement(is_view),
         row_batch=cat([torch.full((len(it.rows),), i) for i, it in rows]),
         row_pos=cat([it.rows for _, it in rows]), row_target=cat([it.targets for _, it in rows]),
-        row_wrong=cat([it.wrong for _, it in rows]) if family == SV else None,
+        row_wrong=cat([it.wrong for _, it in rows]) if family == SV else None, score=members[0].score,
     )
 
 
@@ -299,18 +339,21 @@ def derangement(group: torch.Tensor) -> torch.Tensor:
 
 
 def build_corpus(model, n_prose: int, n_repeated: int, repeated_lengths: tuple[int, ...], n_syntax: int,
-                 seed: int, max_tokens: int, split: int = 0) -> EvalCorpus:
+                 seed: int, max_tokens: int, split: int = 0, user: Suite | None = None, tasks: tuple = ()) -> EvalCorpus:
     """The whole evaluation corpus, encoded and batched for ``model``.
 
     ``split`` picks one of two disjoint halves of the same size and make-up: 0 measures the
     effects (and so orders the pruning curve), 1 is held out to measure the pruning curve.
+    ``user``: the user's sequences (:func:`read_eval_corpus`), the ``loss_corpus`` family;
+    ``tasks``: user metrics defined in Python (:mod:`interp.ablation.tasks`), causal LMs only.
     """
     if split not in (0, 1):
         raise ValueError(f"split must be 0 or 1, got {split!r}")
     if model.causal:
-        items = causal_items(model, n_prose, n_repeated, repeated_lengths, n_syntax, seed, split=split)
+        items = causal_items(model, n_prose, n_repeated, repeated_lengths, n_syntax, seed, split=split, user=user,
+                             tasks=tasks)
     else:
-        items = encoder_items(model, n_prose, seed, split=split)
+        items = encoder_items(model, n_prose, seed, split=split, user=user)
     pad = model.tokenizer.pad_token_id or 0
     sizes: dict[str, int] = {}
     for it in items:

@@ -9,6 +9,8 @@ Causal LMs (logits read at the scored rows only):
 
 - ``loss_prose`` / ``loss_repeated``: cross-entropy of the next token, in nats.
 - ``sv_logit_diff``: logit(correct verb form) - logit(wrong form) before the verb.
+- ``loss_corpus`` (``--eval-corpus``): the next-token loss of the user's own sequences.
+- a user task (:mod:`interp.ablation.tasks`): its own function of the logits at its positions.
 
 Encoders (the MLM head of a sentence-embedding model is untrained, so logits are never used;
 the sentence embedding is the mean of the final hidden states over valid tokens):
@@ -65,7 +67,9 @@ def causal_metric(logits: torch.Tensor, batch: EvalBatch) -> PerSeq:
     logits = _at_least_fp32(logits)
     rows = torch.arange(len(batch.row_target), device=logits.device)
     target = logits[rows, batch.row_target.to(logits.device)]
-    if batch.family == SV:
+    if batch.score is not None:  # a user task: higher = worse, one value per scored row
+        value = batch.score(logits, batch.row_target.to(logits.device)).to(logits.dtype)
+    elif batch.family == SV:
         value = target - logits[rows, batch.row_wrong.to(logits.device)]
     else:
         value = torch.logsumexp(logits, dim=-1) - target

@@ -81,7 +81,7 @@ def effects_from_sums(store: SumStore, method: str, n_boot: int, seed: int) -> p
         abl = torch.stack([sums.ablated[c] for c in conditions]).numpy()  # [condition, seq]
         keep = ~np.isnan(abl).any(0)  # sequences every condition saw (all, in a full run)
         base, den, abl = sums.base.numpy()[keep], sums.den.numpy()[keep], abl[:, keep]
-        sign = ORIENTATION[metric]
+        sign = ORIENTATION.get(metric, 1)  # a user task is oriented higher = worse
         baseline = base.sum() / den.sum()
         ablated = abl.sum(1) / den.sum()
         delta = sign * (ablated - baseline)

@@ -96,4 +96,5 @@ def test_the_truncation_warning_reaches_the_user_once(tmp_path):
     corpus.write_text(("word " * 700 + "\n") * 2)  # 700 words: past minilm's 512-token context
     result = CliRunner().invoke(main, ["run", *COLLECT_ONLY, "--corpus", str(corpus), "--out", str(tmp_path / "runs")])
     assert result.exit_code == 0, result.output
-    assert result.stderr.splitlines() == ["warning: 2 probe(s) longer than 512 tokens were truncated"]
+    assert result.stderr.splitlines() == ["warning: 2 of 2 probe(s) of suite 'user:long' are longer than 512 tokens "
+                                          "(the model's context, or --max-seq-len) and were truncated"]

@@ -13,7 +13,7 @@ from interp.probes.base import NATURAL, REPEATED, SYNTAX, Arc, Sentence, Suite
 
 def fake_model(tokenizer, causal, bos_policy, n_ctx=512):
     return SimpleNamespace(tokenizer=tokenizer, causal=causal, bos_policy=bos_policy, n_ctx=n_ctx,
-                           bos_token_id=tokenizer.cls_token_id)
+                           bos_token_id=tokenizer.cls_token_id, d_vocab=len(tokenizer))
 
 
 def sentence():

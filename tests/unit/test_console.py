@@ -52,6 +52,15 @@ def test_a_config_error_is_a_user_error_but_a_plain_value_error_is_a_bug():
     report.unlink()
 
 
+def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path, monkeypatch):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))  # where a crash report would go
+
+    def body():
+        raise BrokenPipeError(32, "Broken pipe")
+    result = run(body)
+    assert result.exit_code == 141 and result.stderr == "" and not list(tmp_path.iterdir())
+
+
 def test_the_toolkits_warnings_show_once_each_and_noisy_ones_do_not():
     def body():
         for _ in range(3):

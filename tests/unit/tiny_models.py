@@ -3,7 +3,6 @@ word-level tokenizer of the probe corpora: fast stand-ins for the ablation tests
 
 from __future__ import annotations
 
-import re
 import tempfile
 
 import torch
@@ -14,25 +13,9 @@ D_HEAD = D_MODEL // N_HEADS
 
 def _word_tokenizer(encoder: bool = False):
     """A word-level fast tokenizer over the probe corpora's words (offsets work, vocab ~2k)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
+    from interp.tiny import word_tokenizer
 
-    from interp.probes.grammar import syntax_suite
-    from interp.probes.prose import prose_suite
-
-    words: set[str] = set()
-    for s in list(prose_suite().sentences) + list(syntax_suite(300, 0).sentences):
-        words.update(re.findall(r"\w+|[^\w\s]", s.text))
-    specials = ["[UNK]", "[PAD]", "[CLS]", "[SEP]", "[MASK]"] if encoder else ["[UNK]", "[PAD]", "[BOS]"]
-    vocab = {w: i for i, w in enumerate(specials + sorted(words))}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    if encoder:
-        tok.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
-        return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
-                                       cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", bos_token="[BOS]")
+    return word_tokenizer(encoder)
 
 
 def _boot(hf, tok, name: str):
