@@ -30,23 +30,15 @@ from ``torch.Generator().manual_seed(seed)``; held-out evaluation uses its own g
 with linear warm-up and linear decay to a tenth, gradient clipping at 1. Checkpoints are kept at
 the chosen steps (0 is the initialisation) and evaluated on held-out batches.
 
-:func:`train_cached` keeps every checkpoint as an ordinary Hugging Face directory
-(``config.json``, ``model.safetensors``, tokenizer files) under
-``~/.cache/interp/trained/<task>-<hash of every setting>/step-<N>``, plus ``train.json`` with the
-curve and the evaluations; no pickle is written or read.
+:func:`interp.synthetic.cache.train_cached` keeps every checkpoint as a safetensors Hugging Face
+directory, and :func:`interp.synthetic.cache.train_many` trains several models in parallel.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
-import hashlib
-import json
 import math
-import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,7 +167,7 @@ class TrainResult:
     def checkpoint_dir(self, step: int | None = None) -> Path:
         """The Hugging Face directory of a cached checkpoint (``interp.models.load_model`` reads it)."""
         if self.path is None:
-            raise ValueError("this result was not cached: use train_cached")
+            raise ValueError("this result was not cached: use interp.synthetic.cache.train_cached")
         return self.path / f"step-{self.training.steps if step is None else step}"
 
 
@@ -331,75 +323,3 @@ def train(task: Task, arch: Architecture = Architecture(), training: Training = 
         hf.eval()
         keep(training.steps)
     return TrainResult(hf, tok, task, arch, training, curve, evals, states, seconds)
-
-
-# --- cache -----------------------------------------------------------------------------------
-
-
-def cache_key(task: Task, arch: Architecture, training: Training) -> str:
-    """A short hash of everything that determines the trained weights."""
-    blob = json.dumps({"version": TRAIN_VERSION, "task": task.name, "task_params": task.params(),
-                       "arch": dataclasses.asdict(arch), "training": _training_key(training)}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
-
-
-def _training_key(training: Training) -> dict[str, Any]:
-    # the thread count and the logging density do not change the weights
-    return {k: v for k, v in dataclasses.asdict(training).items() if k not in ("single_thread", "log_points")}
-
-
-def default_cache_root() -> Path:
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "interp" / "trained"
-
-
-def train_cached(task: Task, arch: Architecture = Architecture(), training: Training = Training(),
-                 cache_root: str | os.PathLike | None = None, progress: bool = True) -> TrainResult:
-    """:func:`train`, or its cached result: every checkpoint a safetensors Hugging Face directory.
-
-    The directory name holds a hash of the task, architecture and training settings, so a changed
-    setting trains anew. Writes are atomic (temp dir + rename).
-    """
-    from safetensors.torch import save_file
-
-    root = Path(cache_root).expanduser() if cache_root is not None else default_cache_root()
-    target = root / f"{task.name}-{cache_key(task, arch, training)}"
-    if (target / "train.json").exists():
-        return load_cached(target, task, arch, training)
-    result = train(task, arch, training, progress)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".train-", dir=root))
-    tmp.chmod(0o755)  # mkdtemp makes it private; the cache holds ordinary model directories
-    try:
-        for step, state in result.states.items():
-            folder = tmp / f"step-{step}"
-            folder.mkdir()
-            result.hf.config.save_pretrained(folder)
-            save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
-            result.tokenizer.save_pretrained(folder)
-        meta = {"version": TRAIN_VERSION, "task": task.name, "task_params": task.params(),
-                "arch": dataclasses.asdict(arch), "training": dataclasses.asdict(training),
-                "curve": result.curve, "evals": {str(k): v for k, v in result.evals.items()},
-                "train_seconds": result.train_seconds}
-        (tmp / "train.json").write_text(json.dumps(meta, indent=1))
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    result.path = target
-    return result
-
-
-def load_cached(target: Path, task: Task, arch: Architecture, training: Training) -> TrainResult:
-    """A :class:`TrainResult` read back from a cache directory written by :func:`train_cached`."""
-    from safetensors.torch import load_file
-
-    meta = json.loads((target / "train.json").read_text())
-    tok = build_tokenizer(task.words)
-    hf = build_model(arch, tok, training.seed)
-    states = {step: load_file(str(target / f"step-{step}" / "model.safetensors")) for step in training.kept}
-    hf.load_state_dict(states[training.steps])
-    hf.eval()
-    return TrainResult(hf, tok, task, arch, training, meta["curve"], {int(k): v for k, v in meta["evals"].items()},
-                       states, meta["train_seconds"], path=target)

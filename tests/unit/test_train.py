@@ -10,9 +10,9 @@ import torch
 from interp.models import load_model
 from interp.probes.grammar import COPULA, INTRANS, TRANS_ANIMATE, TRANS_THING
 from interp.synthetic.planted import build_tokenizer
-from interp.synthetic.tasks.grammar import GrammarTask
-from interp.synthetic.train import (Architecture, TaskBatch, Training, evaluate, token_losses, train,
-                                    train_cached)
+from interp.synthetic.tasks.grammar import SPAN, GrammarTask
+from interp.synthetic.cache import Job, train_cached, train_many
+from interp.synthetic.train import Architecture, TaskBatch, Training, evaluate, token_losses, train
 
 TINY = Architecture(n_layers=2, n_heads=2, d_model=16, n_ctx=72)
 
@@ -143,10 +143,26 @@ def test_grammar_task_batches():
         assert (words[row][col], tok.convert_ids_to_tokens(int(a.foil[row, col]))) in pairs
     assert torch.equal(a.foil_at, a.parts["agreement"])
     repeats = a.parts["repeat"].any(1).nonzero().flatten().tolist()
-    assert 2 <= len(repeats) <= 14  # p_repeat 0.5 of 16 sequences
+    assert 4 <= len(repeats) <= 16  # most sequences repeat something at p_repeat 0.4
     for row in repeats:
-        cols = a.parts["repeat"][row].nonzero().flatten()
-        span = a.tokens[row, cols[0] - 1: cols[-1] + 1]
-        assert any(torch.equal(span, a.tokens[row, s: s + len(span)]) for s in range(1, int(cols[0]) - len(span) + 1))
+        cols = a.parts["repeat"][row].nonzero().flatten().tolist()
+        runs = [[cols[0]]]
+        for col in cols[1:]:
+            runs[-1].append(col) if col == runs[-1][-1] + 1 else runs.append([col])
+        for run in runs:  # each run copies an earlier stretch, its first token included
+            span = a.tokens[row, run[0] - 1: run[-1] + 1]
+            assert len(span) <= SPAN[1]
+            assert any(torch.equal(span, a.tokens[row, s: s + len(span)]) for s in range(1, run[0] - len(span) + 1))
     punct = {tok.convert_tokens_to_ids(p) for p in (".", ",")}
     assert all(int(t) in punct for t in a.tokens[a.parts["punctuation"]])
+
+
+def test_train_many_in_two_processes_matches_one(tmp_path):
+    jobs = [Job(GrammarTask(), TINY, Training(steps=2, batch_size=2, seed=s, eval_sequences=2)) for s in (0, 1)]
+    parallel = train_many(jobs, tmp_path / "a", processes=2, progress=False)
+    serial = [train(job.task, job.arch, job.training, progress=False) for job in jobs]
+    for p, s in zip(parallel, serial):
+        assert p.path.parent == tmp_path / "a"
+        for name, value in s.states[2].items():
+            assert torch.equal(p.states[2][name], value), name
+    assert train_many(jobs[:1], tmp_path / "a", processes=2, progress=False)[0].curve == parallel[0].curve
