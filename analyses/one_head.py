@@ -123,7 +123,8 @@ def figures(exp, models: pd.DataFrame, per_head: pd.DataFrame) -> list[str]:
     sns.stripplot(acc, x="n_heads", y="accuracy", hue="attribute", dodge=True, alpha=0.4, legend=False, ax=axes[0])
     axes[0].axhline(0.5, ls=":", c="grey")
     axes[0].set(title="Held-out accuracy (mean, 95% CI over seeds)", ylim=(0, 1.05))
-    sns.scatterplot(per_head, x="mass_cue", y="mass_subject", hue="n_heads", palette="viridis", ax=axes[1], s=40)
+    sns.scatterplot(per_head.assign(n_heads=per_head["n_heads"].astype(str)), x="mass_cue", y="mass_subject",
+                    hue="n_heads", style="n_heads", palette="deep", ax=axes[1], s=60, alpha=0.8)
     axes[1].set(title="Each head: attention on cue (q-1) vs subject", xlim=(-0.02, 1.02), ylim=(-0.02, 1.02))
     shown = [exp.figure("accuracy_and_allocation", fig)]
     ax = sns.stripplot(per_head, x="n_heads", y="entropy_norm", hue="seed", dodge=False, palette="tab10")

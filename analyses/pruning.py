@@ -28,8 +28,8 @@ from analyses._recipes import grammar_job
 from analyses.specialisation import QUICK_SEEDS, SEEDS
 from interp.config import AblateConfig
 
-TRAINED = AblateConfig(metrics=("loss_repeated", "sv_logit_diff"), n_repeated=32, repeated_lengths=(16,), n_syntax=64,
-                       n_bootstrap=200, threads=1)
+TRAINED = AblateConfig(metrics=("loss_repeated", "sv_logit_diff"), n_repeated=64, repeated_lengths=(16,), n_syntax=128,
+                       n_bootstrap=1000, threads=1)
 QUICK_TRAINED = AblateConfig(metrics=("loss_repeated", "sv_logit_diff"), n_repeated=8, repeated_lengths=(12,),
                              n_syntax=16, n_bootstrap=50, threads=1)
 SMOLLM = AblateConfig(metrics=("loss_prose",), n_prose=8, prune_step=0.01, n_bootstrap=200)
@@ -98,8 +98,9 @@ def figures(exp, curves: pd.DataFrame) -> list[str]:
     for ax in grid.axes.flat:
         ax.axhline(1.01, ls=":", c="grey")
         ax.axhline(0.99, ls=":", c="grey")
-    grid.set_axis_labels("share of heads removed (least important first)", "metric / intact value")
-    grid.figure.suptitle("Pruning curves (zero ablation, held-out half of the evaluation corpus)", y=1.04)
+    grid.set_axis_labels("share of heads removed", "metric / intact value")
+    grid.figure.suptitle("Pruning curves: heads zero-ablated least important first (held-out half of the "
+                         "evaluation corpus)", y=1.04)
     return [exp.figure("pruning_curves", grid.figure)]
 
 

@@ -166,3 +166,23 @@ def test_train_many_in_two_processes_matches_one(tmp_path):
         for name, value in s.states[2].items():
             assert torch.equal(p.states[2][name], value), name
     assert train_many(jobs[:1], tmp_path / "a", processes=2, progress=False)[0].curve == parallel[0].curve
+
+
+def test_relations_task_verbs_take_the_cue_lemma_and_the_subject_number():
+    from interp.synthetic.tasks.relations import RelationsTask
+
+    task = RelationsTask()
+    tok = build_tokenizer(task.words)
+    b = task.batch(64, torch.Generator().manual_seed(0), tok)
+    words = [tok.convert_ids_to_tokens(row.tolist()) for row in b.tokens]
+    where = task.positions(b, tok)
+    assert (where["subject"] == 1).all() and torch.equal(where["cue"], where["query"] - 1)
+    assert torch.equal(b.scored, b.parts["verb"]) and torch.equal(b.scored, b.foil_at)
+    for i, (row, query) in enumerate(zip(where["row"].tolist(), where["query"].tolist())):
+        verb, cue, subject = words[row][query + 1], words[row][query - 1], words[row][1]
+        assert verb == f"v{cue[1:-1]}{subject[-1]}", (verb, cue, subject)
+        foil = tok.convert_ids_to_tokens(int(b.foil[row, query + 1]))
+        assert foil[:-1] == verb[:-1] and foil[-1] != verb[-1]
+        assert words[row][query].startswith("f")
+    content = [sum(w.startswith("n") for w in row) for row in words]
+    assert content == [1 + task.n_slots + task.n_distractors] * 64
