@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
-import platform
 import shlex
 import sys
 import time
@@ -24,6 +22,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from benchmarks._results import machine
 
 RESULTS = Path(__file__).with_name("results")
 
@@ -120,18 +120,6 @@ def start(name: str, doc: str, extra: list[tuple[tuple[str, ...], dict[str, Any]
     args.out.mkdir(parents=True, exist_ok=True)
     exp = Experiment(name, args.quick, args.out.resolve(), args.cache, args.processes, sys.argv[1:])
     return exp, args
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores"
 
 
 def md(frame: pd.DataFrame, digits: int = 3) -> str:

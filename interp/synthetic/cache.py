@@ -10,6 +10,7 @@ or read, and a changed setting (or ``TRAIN_VERSION``, or a task's ``params()``) 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -18,7 +19,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from tqdm.auto import tqdm
 
@@ -61,10 +62,7 @@ def train_cached(task: Task, arch: Architecture = Architecture(), training: Trai
     if (target / "train.json").exists():
         return load_cached(target, task, arch, training)
     result = train(task, arch, training, progress)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".train-", dir=root))
-    tmp.chmod(0o755)  # mkdtemp makes it private; the cache holds ordinary model directories
-    try:
+    with atomic_dir(target, ".train-") as tmp:
         for step, state in result.states.items():
             folder = tmp / f"step-{step}"
             folder.mkdir()
@@ -76,13 +74,24 @@ def train_cached(task: Task, arch: Architecture = Architecture(), training: Trai
                 "curve": result.curve, "evals": {str(k): v for k, v in result.evals.items()},
                 "train_seconds": result.train_seconds}
         (tmp / "train.json").write_text(json.dumps(meta, indent=1))
+    result.path = target
+    return result
+
+
+@contextlib.contextmanager
+def atomic_dir(target: Path, prefix: str) -> Iterator[Path]:
+    """A fresh folder next to ``target`` that replaces ``target`` when the block ends without error
+    (and is removed when it raises): readers never see a half-written cache entry."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
+    tmp.chmod(0o755)  # mkdtemp makes it private; the cache holds ordinary model directories
+    try:
+        yield tmp
         if target.exists():
             shutil.rmtree(target)
         os.replace(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    result.path = target
-    return result
 
 
 def load_cached(target: Path, task: Task, arch: Architecture, training: Training) -> TrainResult:

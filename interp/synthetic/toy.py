@@ -37,8 +37,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +45,7 @@ import torch
 import torch.nn.functional as F
 
 from interp.models import LoadedModel
+from interp.synthetic.cache import atomic_dir
 from interp.synthetic.planted import boot, build_tokenizer
 from interp.synthetic.train import Architecture, TaskBatch, Training, constrain, gpt2_config, single_thread, train
 from interp.synthetic.train import sinusoids  # noqa: F401  (part of this module's public names)
@@ -206,19 +205,11 @@ def toy_cached(path: str | os.PathLike | None = None, steps: int = DEFAULT_STEPS
         losses = {k: meta[k] for k in ("first_half_loss", "repeated_half_loss", "train_seconds")}
         return _result(boot(hf, tok, NAME), meta["curve"], losses, steps, seed, cached=str(target))
     hf, tok, curve, losses = _train(steps, seed, progress)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".toy-", dir=target.parent))
-    tmp.chmod(0o755)  # mkdtemp makes it private; the cache is an ordinary model directory
-    try:
+    with atomic_dir(target, ".toy-") as tmp:
         hf.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
         meta = {"version": TOY_VERSION, "steps": steps, "seed": seed, "curve": curve, **losses}
         (tmp / "toy.json").write_text(json.dumps(meta, indent=1))
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return _result(boot(hf, tok, NAME), curve, losses, steps, seed, cached=str(target))
 
 
