@@ -145,6 +145,15 @@ def write_up(exp, seeds, example, models, per_head, summary, shown) -> None:
                   f"{single['number_acc_mean']:.2f} (chance 0.17 / 0.50; {int(single['seeds_solved'])}/{int(single['seeds'])} "
                   f"seeds solve both); it puts {one['mass_cue'].mean():.2f} of its attention on the previous word and "
                   f"{one['mass_subject'].mean():.2f} on the subject, entropy {one['entropy_norm'].mean():.2f} of uniform.")
+        solo = models[models["n_heads"] == 1].merge(one, on="seed")
+        won, lost = solo[solo["solved"]], solo[~solo["solved"]]
+        if len(won):
+            answer += (f" Single-head models that solve both ({len(won)}) spread attention: {won['mass_cue'].mean():.2f} "
+                       f"on the previous word, {won['mass_subject'].mean():.2f} on the subject, entropy "
+                       f"{won['entropy_norm'].mean():.2f} of uniform.")
+        if len(lost):
+            answer += (f" Those that do not ({len(lost)}) put {lost['mass_cue'].mean():.2f} on the previous word, "
+                       f"number accuracy {lost['number_acc'].mean():.2f}.")
         if best is not None:
             answer += (f" With {best} heads at the same width: lemma {s.loc[best, 'lemma_acc_mean']:.2f}, number "
                        f"{s.loc[best, 'number_acc_mean']:.2f}, {int(s.loc[best, 'seeds_solved'])}/{int(s.loc[best, 'seeds'])} seeds solve both.")

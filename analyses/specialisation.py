@@ -22,6 +22,7 @@ each seed's role counts but shuffle which head carries which label (1000 permuta
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -84,7 +85,9 @@ def chance(a: pd.DataFrame, b: pd.DataFrame, n: int = 1000, seed: int = 0) -> tu
     for _ in range(n):
         shuffled["role"] = rng.permutation(b["role"].to_numpy())
         values.append((overlap(a, shuffled), named_overlap(a, shuffled)))
-    return tuple(np.nanmean(np.array(values, dtype=float), axis=0)) if values else (np.nan, np.nan)
+    with warnings.catch_warnings():  # named_overlap is NaN in every draw while no head has a named role
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return tuple(np.nanmean(np.array(values, dtype=float), axis=0))
 
 
 def agreement(roles: pd.DataFrame) -> pd.DataFrame:

@@ -8,7 +8,8 @@ weights, since cost does not depend on them) and measure on a batch of BATCH seq
 - FLOPs per token: counted by ``torch.utils.flop_counter.FlopCounterMode`` over one forward (it
   counts matrix products: the Q/K/V and output projections, QK^T, the weighted sum of values and
   the unembedding), next to the textbook count: ``2 * (4 d^2 + 2 T d)`` per layer and token with T
-  keys (eager attention computes the full T x T scores), plus ``2 d V`` for the unembedding;
+  keys (eager attention computes the full T x T scores), plus ``4 d n_inner`` per layer for the
+  zeroed MLP, which still runs, and ``2 d V`` for the unembedding;
 - the elementwise work the matrix count leaves out: attention-pattern entries per token
   (``n_layers * n_heads * T``: the scaling, masking and softmax run over every one of them);
 - wall time per forward: one thread, interleaved over settings (every repeat times every setting
@@ -62,7 +63,8 @@ def count(hf: torch.nn.Module, tokens: torch.Tensor) -> dict[str, float]:
     return {"params_attention": attention, "params_total": sum(p.numel() for p in hf.parameters()),
             "flops_per_token": counter.get_total_flops() / n_tokens,
             "flops_attention_formula": cfg.n_layer * 2 * (4 * d * d + 2 * t * d),
-            "flops_formula_total": cfg.n_layer * 2 * (4 * d * d + 2 * t * d) + 2 * d * cfg.vocab_size,
+            # + the zeroed MLP, which still runs (d -> n_inner -> d), + the unembedding
+            "flops_formula_total": cfg.n_layer * (2 * (4 * d * d + 2 * t * d) + 4 * d * cfg.n_inner) + 2 * d * cfg.vocab_size,
             "pattern_entries_per_token": cfg.n_layer * cfg.n_head * t}
 
 
@@ -131,8 +133,10 @@ def write_up(exp, counts, summary, shown, batch, repeats) -> None:
         t = summary[summary["d_model"] == d_model].set_index(["implementation", "n_heads"])["ms_median"]
         one, most = c["n_heads"].min(), c["n_heads"].max()
         exact = bool((c["flops_per_token"] == c["flops_formula_total"]).all())
-        lines.append(f"d_model {d_model}: counted FLOPs per token {c['flops_per_token'].min():,.0f}-"
-                     f"{c['flops_per_token'].max():,.0f} ({'equal to' if exact else 'unlike'} the formula), "
+        counted = (f"{c['flops_per_token'].iloc[0]:,.0f} for every head count" if c["flops_per_token"].nunique() == 1
+                   else f"{c['flops_per_token'].min():,.0f}-{c['flops_per_token'].max():,.0f}")
+        lines.append(f"d_model {d_model}: counted FLOPs per token {counted} ({'equal to' if exact else 'unlike'} "
+                     f"the textbook count), "
                      f"attention-pattern entries x{c['pattern_entries_per_token'].max() / c['pattern_entries_per_token'].min():.0f}; "
                      f"time per forward from "
                      f"{one} to {most} heads: eager {t['eager', one]:.1f} -> {t['eager', most]:.1f} ms "
@@ -150,7 +154,8 @@ def write_up(exp, counts, summary, shown, batch, repeats) -> None:
         ("Setup", f"{N_LAYERS}-layer attention-only GPT-2 over the grammar task's vocabulary, "
          f"batch {batch} x {CTX} tokens, one torch thread, {repeats} interleaved repeats after a warm-up. "
          "FLOPs counted by `torch.utils.flop_counter.FlopCounterMode`; `flops_formula_total` is the textbook count "
-         "(attention projections, the two T x d_head products per head, the unembedding), `flops_attention_formula` "
+         "(attention projections, the two T x d_head products per head, the zeroed MLP, the unembedding), "
+         "`flops_attention_formula` "
          "its attention part."),
         ("Counts", md(table, 0)),
         ("Time per forward (ms)", md(wide.reset_index(), 2)),
