@@ -1,19 +1,26 @@
 """Plumbing shared by the experiments: options, trainings through the cache, tables, figures, write-up.
 
 Every experiment is ``python -m analyses.NAME [--quick] [--out DIR] [--cache DIR] [--processes N]``
-and writes, under ``--out`` (default ``analyses/results``):
+and writes, under ``--out`` (default ``analyses/results``; ``reports/analyses-quick`` in quick
+mode, so that a smoke test never overwrites a full run's write-up):
 
 - ``NAME.md``: the write-up, generated from the numbers just measured; it opens with the claim,
   a one-line **Answer** (which ``analyses/readme.py`` copies into the README), the command, the
-  run time, the seeds and how many models were trained or loaded from the cache;
+  run time, the code it ran (git commit, features version), the seeds and how many models were
+  trained or loaded from the cache;
 - ``NAME/*.csv`` (the tables behind every number) and ``NAME/*.png`` (seaborn figures).
+
+A full run into the default folder also refreshes the README's "Experiments" section, so that
+redoing an experiment is one command. ``python -m analyses`` runs several (see ``__main__.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import re
 import shlex
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -25,7 +32,13 @@ import pandas as pd
 
 from benchmarks._results import machine
 
-RESULTS = Path(__file__).with_name("results")
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "analyses" / "results"
+QUICK_RESULTS = ROOT / "reports" / "analyses-quick"  # git-ignored
+# Every experiment, in the order in which they share trained models (later ones load what earlier
+# ones trained); those that label heads with the classifier must be rerun when its features change.
+EXPERIMENTS = ("specialisation", "one_head", "split_cost", "concat_mixing", "head_count", "pruning")
+USES_CLASSIFIER = ("specialisation", "concat_mixing")
 
 
 @dataclass
@@ -88,6 +101,7 @@ class Experiment:
             f"# {title}", "", f"**Claim.** {claim}", "", f"**Answer.** {answer}", "",
             f"- Command: `{self.command}`{' (quick mode: a smoke test, not a result)' if self.quick else ''}",
             f"- Run time: {seconds / 60:.1f} min ({seconds:.0f} s) on {machine()}, {dt.date.today().isoformat()}",
+            f"- Code: {code_version()}",
             f"- Seeds: {seeds}", f"- Models: {cache}",
             f"- Tables (csv) and figures (png): `{self.name}/`, next to this file",
             "",
@@ -96,14 +110,39 @@ class Experiment:
             lines += [f"## {heading}", "", body.strip(), ""]
         path = self.out / f"{self.name}.md"
         path.write_text("\n".join(lines))
+        if not self.quick and self.out == RESULTS.resolve():
+            from analyses.readme import update
+
+            update(ROOT / "README.md", RESULTS)
         return path
+
+
+def code_version() -> str:
+    """``interp <commit>[ + uncommitted changes], features version N``: what a write-up was made with."""
+    from interp.config import FEATURES_VERSION
+    from interp.provenance import git_hash
+
+    commit = git_hash()
+    if commit is None:
+        return f"interp (no git checkout), features version {FEATURES_VERSION}"
+    # the results folder itself is left out: rewriting it is what a run does
+    changed = ["git", "diff", "--quiet", "HEAD", "--", "interp", "analyses", ":(exclude)analyses/results"]
+    dirty = subprocess.run(changed, cwd=ROOT, capture_output=True).returncode != 0
+    return f"interp {commit[:12]}{' + uncommitted changes' if dirty else ''}, features version {FEATURES_VERSION}"
+
+
+def features_version(write_up: str) -> int | None:
+    """The features version a write-up records (None when it records none)."""
+    found = re.search(r"^- Code: .*features version (\d+)", write_up, re.M)
+    return int(found.group(1)) if found else None
 
 
 def start(name: str, doc: str, extra: list[tuple[tuple[str, ...], dict[str, Any]]] = ()) -> tuple[Experiment, argparse.Namespace]:
     """Parse the common options (plus ``extra`` ones) and set up the run."""
     parser = argparse.ArgumentParser(prog=f"python -m analyses.{name}", description=doc.strip().splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a small, fast version (what CI runs)")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="results folder (default: analyses/results)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="results folder (default: analyses/results; quick mode: reports/analyses-quick)")
     parser.add_argument("--cache", type=Path, default=None, help="trained-model cache (default: ~/.cache/interp/trained)")
     parser.add_argument("--processes", type=int, default=2, help="trainings run in parallel (default 2)")
     for flags, kwargs in extra:
@@ -111,6 +150,8 @@ def start(name: str, doc: str, extra: list[tuple[tuple[str, ...], dict[str, Any]
     args = parser.parse_args()
     if args.processes < 1:
         parser.error("--processes must be >= 1")
+    if args.out is None:
+        args.out = QUICK_RESULTS if args.quick else RESULTS
     import matplotlib
 
     matplotlib.use("Agg")

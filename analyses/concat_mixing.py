@@ -8,6 +8,9 @@ block of the residual stream, untouched. Held-out loss and task metrics at every
 paired comparison per seed at the end, and what the heads learned: the toolkit's roles
 (``interp.collect`` + ``interp.classify``) and each head's strongest feature lifts.
 
+Its role labels depend on the classifier, like the specialisation experiment's: rerun both when
+the features change (``python -m analyses --stale``).
+
     python -m analyses.concat_mixing [--quick]
 """
 

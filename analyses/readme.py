@@ -15,10 +15,8 @@ import os
 import re
 from pathlib import Path
 
-from analyses._common import RESULTS
+from analyses._common import EXPERIMENTS, RESULTS, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-EXPERIMENTS = ("specialisation", "one_head", "split_cost", "concat_mixing", "head_count", "pruning")
 BEGIN, END = "<!-- begin experiments -->", "<!-- end experiments -->"
 
 
@@ -37,9 +35,12 @@ def claim_line(path: Path, link: str) -> str:
 def section(results: Path, relative_to: Path) -> str:
     lines = [BEGIN, "## Experiments", "",
              "Six claims about multi-head attention, each measured by one command "
-             "(`python -m analyses.NAME`, `--quick` for a smoke test) that writes its tables, figures and "
-             "write-up into `analyses/results/`; the lines below are copied from those write-ups by "
-             "`python -m analyses.readme`.", ""]
+             "(`python -m analyses.NAME`; `--quick` for a smoke test) that writes its tables, seaborn figures "
+             "and write-up (with the exact command, run time, seeds and error bars) into `analyses/results/`. "
+             "The lines below are copied from those write-ups (`python -m analyses.readme`; every full run "
+             "refreshes them). `python -m analyses` runs all six in order (about an hour on 2 cores); "
+             "`python -m analyses --stale` reruns those whose head labels came from an older classifier "
+             "(features version).", ""]
     for name in EXPERIMENTS:
         path = results / f"{name}.md"
         if path.exists():

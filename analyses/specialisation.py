@@ -16,6 +16,10 @@ that find a partner with the same role (``overlap``), and the same over named ro
 (``named_overlap``, a Dice share: broad and unexplained heads agree trivially). Chance levels keep
 each seed's role counts but shuffle which head carries which label (1000 permutations).
 
+The labels depend on the classifier: when its features change (``interp.config.FEATURES_VERSION``,
+recorded in the write-up), rerun this experiment (``python -m analyses --stale`` finds it); the
+trained checkpoints come from the cache, so only the labelling reruns.
+
     python -m analyses.specialisation [--quick]
 """
 

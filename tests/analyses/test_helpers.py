@@ -7,7 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from analyses._common import md, mean_ci, pm
+from analyses.__main__ import main, stale
+from analyses._common import EXPERIMENTS, features_version, md, mean_ci, pm
 from analyses.specialisation import appearance, named_overlap, overlap
 
 
@@ -50,3 +51,32 @@ def test_appearance_first_and_settled_steps():
     assert out.loc["induction", "first_step"] == 100 and out.loc["induction", "settled_step"] == 300
     assert out.loc["local", "first_step"] == 300 and out.loc["local", "settled_step"] == 300
     assert out.loc["induction", "heads_at_end"] == 1
+
+
+def write_up(code_line: str) -> str:
+    return f"# Title\n\n**Answer.** yes\n\n- Command: `python -m analyses.x`\n{code_line}- Seeds: 0\n"
+
+
+def test_features_version_is_read_from_the_code_line():
+    assert features_version(write_up("- Code: interp 0123456789ab, features version 7\n")) == 7
+    assert features_version(write_up("- Code: interp 0123456789ab + uncommitted changes, features version 12\n")) == 12
+    assert features_version(write_up("")) is None
+
+
+def test_stale_lists_missing_write_ups_and_labels_from_another_classifier(tmp_path):
+    from interp.config import FEATURES_VERSION
+
+    current = write_up(f"- Code: interp 0123456789ab, features version {FEATURES_VERSION}\n")
+    older = write_up(f"- Code: interp 0123456789ab, features version {FEATURES_VERSION - 1}\n")
+    for name in EXPERIMENTS:
+        (tmp_path / f"{name}.md").write_text(older if name in ("specialisation", "split_cost") else current)
+    (tmp_path / "head_count.md").unlink()
+    # split_cost labels no heads, so its features version does not matter
+    assert stale(tmp_path) == ["specialisation", "head_count"]
+    assert stale(tmp_path / "nothing") == list(EXPERIMENTS)
+
+
+def test_the_runner_refuses_an_unknown_experiment(capsys):
+    with pytest.raises(SystemExit):
+        main(["specialisation", "nope"])
+    assert "unknown experiment(s) nope" in capsys.readouterr().err
