@@ -44,10 +44,12 @@ def probes(quick: bool) -> CollectConfig:
 
 
 def read_heads(model: object, quick: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The toolkit's collect and classify stages on one model: (roles table, per-head lifts)."""
-    from interp.classify import classify, head_matrix
+    """The toolkit's collect and classify stages on one model: (roles table, per-head lifts and ``sink_mass``)."""
+    from interp.classification.matrix import SINK_MASS, head_frames
+    from interp.classify import classify
     from interp.collect import collect
 
     result = collect(model, probes(quick), progress=False)
     roles = classify(result.features, result.replicates, result.names).roles
-    return roles, head_matrix(result.features).reset_index()
+    matrix, sinks = head_frames(result.features)
+    return roles, matrix.join(sinks[SINK_MASS]).reset_index()

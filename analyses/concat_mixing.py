@@ -24,7 +24,8 @@ from analyses._recipes import grammar_job, read_heads
 SEEDS, QUICK_SEEDS = (0, 1, 2), (0, 1)
 ARMS = {"learned W_O": {}, "fixed concat": {"fixed_concat": True}}
 METRICS = ("loss", "loss_repeat", "acc_repeat", "foil_acc", "loss_agreement")
-LIFTS = ("previous_token", "induction", "duplicate_token", "syntactic", "first_token", "local")
+# lifts of the non-sink attention (features version 3); the sink itself is the sink_mass column
+LIFTS = ("previous_token", "induction", "duplicate_token", "syntactic", "local", "positional")
 
 
 def main() -> None:
@@ -84,6 +85,11 @@ def figures(exp, evals: pd.DataFrame, lifts: pd.DataFrame) -> list[str]:
     return shown
 
 
+def sink_means(lifts: pd.DataFrame) -> str:
+    means = lifts.groupby("arm")["sink_mass"].mean()
+    return ", ".join(f"{arm} {value:.3f}" for arm, value in means.items()) + "."
+
+
 def write_up(exp, seeds, example, final, paired, roles, lifts, shown) -> None:
     p = paired.set_index("metric")
     loss = p.loc["loss"]
@@ -107,7 +113,8 @@ def write_up(exp, seeds, example, final, paired, roles, lifts, shown) -> None:
         ("Task metrics at the end", "Mean over seeds per arm, and the paired difference fixed - learned "
          "(mean [95% t-interval]):\n\n" + md(table[["metric", "learned", "fixed", "difference", "n_seeds"]])),
         ("What the heads learn", "Heads per role (mean per model):\n\n" + md(counts, 2) + "\n\nStrongest head's lift "
-         "on each role feature, mean over seeds (`lifts.csv` has every head):\n\n" + md(best)),
+         "on each role feature, mean over seeds (`lifts.csv` has every head):\n\n" + md(best) + "\n\nMean "
+         "attention on the first position (`sink_mass`) per arm: " + sink_means(lifts)),
         ("Figures", "\n\n".join(shown)),
         ("Reading", "Fixing the output projection removes one learned linear map per layer, not all mixing: the "
          "next layer's queries, keys and values and the unembedding still read every head's block of the residual "

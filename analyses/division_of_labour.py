@@ -12,7 +12,8 @@ The three claims the toolkit exists to measure, read off finished runs (one per 
 
     python analyses/division_of_labour.py reports/smollm2-135m/demo reports/minilm-l6/demo
 
-Writes ``analyses/RESULTS.md`` (one section per run) and prints it.
+Writes the "Division of labour among attention heads" section of ``analyses/RESULTS.md`` (one
+part per run) and prints it.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from interp import load_run
-from interp.report.summary import choose_effect, head_effects, prunable_table, role_counts
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _runs import write  # noqa: E402
 
-OUT = Path(__file__).with_name("RESULTS.md")
+from interp import load_run  # noqa: E402
+from interp.report.summary import choose_effect, head_effects, prunable_table, role_counts  # noqa: E402
+
 CAUSAL_ROLES = ("induction", "previous_token")
 
 
@@ -95,8 +98,8 @@ def causal_check(run_dir: str, roles: pd.DataFrame, n_draws: int = 10) -> list[s
 
 
 def main(run_dirs: list[str]) -> None:
-    text = "# Division of labour among attention heads\n\n" + "\n\n".join(section(d) for d in run_dirs)
-    OUT.write_text(text)
+    text = "\n\n".join(section(d).replace("\n## ", "\n### ").replace("## ", "### ", 1) for d in run_dirs)
+    write("Division of labour among attention heads", "analyses/division_of_labour.py", text)
     print(text)
 
 

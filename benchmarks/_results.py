@@ -1,4 +1,4 @@
-"""Shared helper: each benchmark owns one section of benchmarks/RESULTS.md and rewrites only it."""
+"""Shared helper: each benchmark (and analysis) owns one section of its RESULTS.md and rewrites only it."""
 
 from __future__ import annotations
 
@@ -25,11 +25,12 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, {platform.system()}"
 
 
-def write_section(name: str, script: str, body: str) -> None:
-    """Replace (or append) the section ``name`` of RESULTS.md with ``body``, stamped with date and machine."""
+def write_section(name: str, script: str, body: str, results: Path = RESULTS, header: str = HEADER) -> None:
+    """Replace (or append) the section ``name`` of ``results`` (benchmarks/RESULTS.md; the analyses
+    pass analyses/RESULTS.md) with ``body``, stamped with date and machine."""
     stamp = f"_{dt.date.today().isoformat()} on {machine()}; written by `{script}`._"
     section = f"<!-- begin {name} -->\n## {name}\n\n{stamp}\n\n{body.strip()}\n<!-- end {name} -->\n"
-    text = RESULTS.read_text() if RESULTS.exists() else HEADER
+    text = results.read_text() if results.exists() else header
     pattern = re.compile(rf"<!-- begin {re.escape(name)} -->.*?<!-- end {re.escape(name)} -->\n", re.S)
     text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
-    RESULTS.write_text(text)
+    results.write_text(text)

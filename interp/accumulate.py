@@ -3,7 +3,8 @@
 Memory is fixed by (layers x heads x features x replicates), never by the corpus: each batch's
 per-sequence sums are folded into running totals and dropped. Confidence intervals use the
 Poisson bootstrap (each sequence gets an independent Poisson(1) weight in each replicate),
-which resamples sequences without keeping them.
+which resamples sequences without keeping them. A score is a ratio of sums (mass on the targets
+over the head's non-sink mass, see interp.features), so each replicate keeps both sums per head.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from interp.features import DIRECTIONS, MASS_FEATURES, STATIC_FEATURES, FeatureContext, best_rule_share, fixed_rule_counts, syntactic, syntactic_name
+from interp.features import DIRECTIONS, MASS_FEATURES, STATIC_FEATURES, FeatureContext, syntactic_name
+from interp.syntax_features import arc_sink, best_rule_share, fixed_rule_counts, syntactic
 
 
 class FeatureAccumulator:
@@ -23,33 +25,27 @@ class FeatureAccumulator:
         self.names = list(STATIC_FEATURES) + [syntactic_name(r, d) for r in self.relations for d in DIRECTIONS]
         n_feat = len(self.names)
         self.n_layers, self.n_heads, self.n_static = n_layers, n_heads, len(STATIC_FEATURES)
-        self.value = torch.zeros(n_layers, n_feat, n_heads, dtype=torch.float64)
-        self.baseline = torch.zeros(n_feat, dtype=torch.float64)
+        shape = (n_layers, n_feat, n_heads)
+        # sums over eligible queries: mass on the targets, its uniform baseline, the counted
+        # (non-sink) mass they are divided by, and the mass on the first position
+        self.value, self.base, self.weight, self.sink = (torch.zeros(shape, dtype=torch.float64) for _ in range(4))
         self.count = torch.zeros(n_feat, dtype=torch.float64)
-        self.rep_value = torch.zeros(n_bootstrap, n_layers, n_feat, n_heads, dtype=torch.float64)
-        self.rep_count = torch.zeros(n_bootstrap, n_feat, dtype=torch.float64)
+        self.rep_value = torch.zeros((n_bootstrap,) + shape, dtype=torch.float64)
+        self.rep_weight = torch.zeros((n_bootstrap,) + shape, dtype=torch.float64)
         self.rule_hits: dict[tuple[int, tuple], int] = {}  # fixed-rule syntactic baseline
         self._gen = torch.Generator().manual_seed(seed)
         self._weights: torch.Tensor | None = None
         self._layers_seen: set[int] = set()
 
     def start_batch(self, ctx: FeatureContext) -> None:
-        """Draw this batch's bootstrap weights and add its (layer-independent) baselines and counts."""
+        """Draw this batch's bootstrap weights and add its (layer-independent) query and arc counts."""
         n = ctx.batch.tokens.shape[0]
-        self._weights = torch.poisson(torch.ones(self.rep_count.shape[0], n, dtype=torch.float64), generator=self._gen)
+        self._weights = torch.poisson(torch.ones(self.rep_value.shape[0], n, dtype=torch.float64), generator=self._gen)
         self._layers_seen = set()
-        base, count = [], []
         dummy = ctx.batch.valid.new_zeros((n, 1, 1, 1), dtype=torch.float32).expand(n, 1, *ctx.allowed.shape[1:])
-        for fn in MASS_FEATURES.values():
-            sums = fn(dummy, ctx)
-            base.append(sums.baseline)
-            count.append(sums.count)
+        count = [fn(dummy, ctx).count for fn in MASS_FEATURES.values()]
         _, arcs = syntactic(dummy, ctx)
-        count_b = torch.cat([torch.stack(count, 1), arcs], 1)  # [batch, feature]
-        base_b = torch.cat([torch.stack(base, 1), torch.zeros_like(arcs)], 1)
-        self.baseline += base_b.sum(0)
-        self.count += count_b.sum(0)
-        self.rep_count += self._weights @ count_b
+        self.count += torch.cat([torch.stack(count, 1), arcs], 1).sum(0)
         for key, c in fixed_rule_counts(ctx).items():
             self.rule_hits[key] = self.rule_hits.get(key, 0) + c
 
@@ -59,27 +55,36 @@ class FeatureAccumulator:
             raise RuntimeError("call start_batch once before each batch's layers")
         self._layers_seen.add(layer)
         pattern = pattern.float()
-        values = [fn(pattern, ctx).value for fn in MASS_FEATURES.values()]  # each [batch, head]
-        correct, _ = syntactic(pattern, ctx)  # [batch, slot, head]
-        per_seq = torch.cat([torch.stack(values, 1), correct], 1)  # [batch, feature, head]
-        self.value[layer] += per_seq.sum(0)
-        self.rep_value[:, layer] += torch.einsum("rb,bfh->rfh", self._weights, per_seq)
+        sums = [fn(pattern, ctx) for fn in MASS_FEATURES.values()]
+        correct, arcs = syntactic(pattern, ctx)  # [batch, slot, head], [batch, slot]
+        arcs = arcs[..., None].expand_as(correct)
+
+        def per_seq(field: str, syntax: torch.Tensor) -> torch.Tensor:  # [batch, feature, head]
+            return torch.cat([torch.stack([getattr(s, field) for s in sums], 1), syntax], 1)
+
+        value, weight = per_seq("value", correct), per_seq("weight", arcs)
+        self.value[layer] += value.sum(0)
+        self.weight[layer] += weight.sum(0)
+        self.base[layer] += per_seq("baseline", torch.zeros_like(correct)).sum(0)
+        self.sink[layer] += per_seq("sink", arc_sink(pattern, ctx)).sum(0)
+        self.rep_value[:, layer] += torch.einsum("rb,bfh->rfh", self._weights, value)
+        self.rep_weight[:, layer] += torch.einsum("rb,bfh->rfh", self._weights, weight)
 
     def table(self) -> pd.DataFrame:
         """The tidy features table (see interp.tables.FEATURES)."""
         with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices: features without positions
             count = self.count.numpy()
-            value = self.value.numpy() / count[None, :, None]
-            baseline = self.baseline.numpy() / count
-            baseline[self.n_static:] = best_rule_share(self.rule_hits, self.count.numpy()[self.n_static:])
-            reps = self.rep_value.numpy() / self.rep_count.numpy()[:, None, :, None]
-            reps[~np.isfinite(reps)] = np.nan
+            value = _ratio(self.value, self.weight)
+            baseline = _ratio(self.base, self.weight)
+            baseline[:, self.n_static:] = best_rule_share(self.rule_hits, count[self.n_static:])[None, :, None]
+            sink = self.sink.numpy() / count[None, :, None]
+            reps = self.replicates()
             lo, hi = np.nanquantile(reps, [0.025, 0.975], axis=0) if np.isfinite(reps).any() else (value * np.nan,) * 2
         layer, feat, head = np.meshgrid(np.arange(self.n_layers), np.arange(len(self.names)), np.arange(self.n_heads), indexing="ij")
         frame = pd.DataFrame({
             "layer": layer.ravel(), "head": head.ravel(), "feature": np.array(self.names)[feat.ravel()],
-            "value": value.ravel(), "baseline": np.broadcast_to(baseline[None, :, None], value.shape).ravel(),
+            "value": value.ravel(), "baseline": baseline.ravel(), "sink_mass": sink.ravel(),
             "ci_low": lo.ravel(), "ci_high": hi.ravel(), "n": np.broadcast_to(count[None, :, None], value.shape).ravel().astype(int),
         })
         return frame.sort_values(["layer", "head", "feature"], kind="stable").reset_index(drop=True)
@@ -89,7 +94,12 @@ class FeatureAccumulator:
 
         The classifier re-labels heads on each replicate to measure how stable a label is.
         """
-        with np.errstate(invalid="ignore", divide="ignore"):
-            reps = self.rep_value.numpy() / self.rep_count.numpy()[:, None, :, None]
-        reps[~np.isfinite(reps)] = np.nan
-        return reps
+        return _ratio(self.rep_value, self.rep_weight)
+
+
+def _ratio(num: torch.Tensor, den: torch.Tensor) -> np.ndarray:
+    """num / den, NaN where den is 0 (no eligible query, or no mass off the sink)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = num.numpy() / den.numpy()
+    out[~np.isfinite(out)] = np.nan
+    return out

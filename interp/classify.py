@@ -1,22 +1,25 @@
 """Classify stage: features table -> roles table (+ clusters of unexplained heads, a summary).
 
 Every head gets a primary role from the catalogue (interp.roles) or ``unexplained``, a
-calibrated confidence, a second role where one holds, per-role scores and, when bootstrap
-replicates of the features are available, a stability. The method:
+calibrated confidence, a second role where one holds, its sink mass, per-role scores and, when
+bootstrap replicates of the features are available, a stability. The method:
 
-1. :func:`~interp.classification.matrix.head_matrix` turns the features table into one row per
-   head: each role's feature as a lift over the no-preference baseline (syntax: the best lift
-   over the best fixed word offset, position or form), plus the normalised entropy; missing
-   features are imputed as "no preference".
+1. :func:`~interp.classification.matrix.head_frames` turns the features table into one row per
+   head: each role's feature, read on the head's attention off the sink (the first position),
+   as a lift over the no-preference baseline (syntax: the best lift over the best fixed word
+   offset, position or form; positional: the best fixed position), plus the normalised entropy
+   over the content keys; and beside it the head's sink mass on the queries behind each column.
 2. :class:`~interp.classification.estimator.HeadRoleClassifier` (a scikit-learn estimator: a
-   temperature-calibrated multinomial logistic model) labels each row. The shipped model is
-   fitted on the reference bank (interp.classification.bank): synthetic heads of every
-   archetype, their mixtures with BOS sinks, noise and each other, and null heads (random,
-   shuffled, off-catalogue behaviours) labelled ``unexplained`` -- all scored by the same
-   feature code as real heads.
-3. Stability: the share of bootstrap replicates (``feature_replicates.npz``) on which the head
+   temperature-calibrated multinomial logistic model) names what the head does with its non-sink
+   attention. The shipped model is fitted on the reference bank (interp.classification.bank):
+   synthetic heads of every archetype, their mixtures with BOS sinks, noise and each other, and
+   null heads (random, shuffled, off-catalogue behaviours) labelled ``unexplained`` -- all
+   scored by the same feature code as real heads.
+3. The sink rule (interp.classification.primary): that name is the primary role wherever the
+   head's attention off the sink is substantial; a head with too little is ``first_token``.
+4. Stability: the share of bootstrap replicates (``feature_replicates.npz``) on which the head
    keeps its primary role.
-4. Unexplained heads are clustered by attention profile; recurring groups are described.
+5. Unexplained heads are clustered by attention profile; recurring groups are described.
 
 ``interp classify RUN_DIR [--refit]`` calls :func:`run_stage`.
 """
@@ -33,9 +36,10 @@ import pandas as pd
 
 from interp.classification.clusters import cluster_unexplained
 from interp.classification.estimator import HeadRoleClassifier
-from interp.classification.matrix import COLUMNS, head_matrix, table_arrays
+from interp.classification.matrix import SINK_MASS, head_frames, head_matrix, table_arrays
+from interp.classification.primary import label_heads
 from interp.classification.reference import default_classifier, load_classifier, refit as refit_reference
-from interp.classification.stability import stability
+from interp.classification.stability import grid, stability
 from interp.config import FEATURES_VERSION, ClassifyConfig
 from interp.errors import RunError
 from interp.reference import REFERENCE_VERSION
@@ -97,20 +101,18 @@ def _classifier(config: ClassifyConfig) -> HeadRoleClassifier:
     return clf
 
 
-def roles_table(clf: HeadRoleClassifier, matrix: pd.DataFrame) -> pd.DataFrame:
-    """layer, head, role, confidence, second_role, score_<role> for every role (stability added later)."""
-    proba = clf.predict_proba(matrix[list(COLUMNS)])
-    primary = clf.classes_[proba.argmax(1)].astype(str)
+def roles_table(clf: HeadRoleClassifier, matrix: pd.DataFrame, sinks: pd.DataFrame) -> pd.DataFrame:
+    """layer, head, role, confidence, second_role, sink_mass, score_<role> for every role (stability added later)."""
+    labels = label_heads(clf, matrix, sinks)
     frame = pd.DataFrame({
         "layer": matrix.index.get_level_values("layer").astype(int),
         "head": matrix.index.get_level_values("head").astype(int),
-        "role": primary, "confidence": proba.max(1),
-        "second_role": pd.Series(clf.second_roles(matrix[list(COLUMNS)], primary), dtype=object).to_numpy(),
-        "stability": np.nan,
+        "role": labels.primary, "confidence": labels.confidence,
+        "second_role": pd.Series(labels.second, dtype=object).to_numpy(),
+        "sink_mass": sinks[SINK_MASS].to_numpy(), "stability": np.nan,
     })
-    col = {str(c): i for i, c in enumerate(clf.classes_)}
-    for role in ROLE_NAMES:
-        frame[f"score_{role}"] = proba[:, col[role]] if role in col else 0.0
+    for j, role in enumerate(ROLE_NAMES):
+        frame[f"score_{role}"] = labels.scores[:, j]
     return frame
 
 
@@ -151,23 +153,38 @@ def classify(features: pd.DataFrame, replicates: np.ndarray | None = None, names
     clf = classifier if classifier is not None else _classifier(config)
     if config.second_min_lift is not None:  # a copy: the shipped model is cached and shared
         clf = copy.deepcopy(clf).set_params(second_min_lift=config.second_min_lift)
-    matrix = head_matrix(features)
-    roles = roles_table(clf, matrix)
+    matrix, sinks = head_frames(features)
+    roles = roles_table(clf, matrix, sinks)
     if replicates is not None:
         if names is None:
             raise ValueError("replicates need their feature names: pass names=...")
         if config.max_replicates is not None:
             replicates = replicates[: config.max_replicates]
-        _, table_names, baselines, counts, _ = table_arrays(features)
-        base = pd.Series(baselines, index=table_names).reindex(list(names)).to_numpy()
-        n = pd.Series(counts, index=table_names).reindex(list(names)).to_numpy()
         primary = pd.Series(roles["role"].to_numpy(), index=matrix.index)
-        roles["stability"] = stability(clf, replicates, list(names), base, n, primary).to_numpy()
+        roles["stability"] = _stability(clf, features, replicates, list(names), sinks, primary)
     roles = ROLES_TABLE.validate(roles.sort_values(["layer", "head"]).reset_index(drop=True))
-    clusters = cluster_unexplained(matrix, pd.Series(roles["role"].to_numpy(), index=matrix.index),
+    clusters = cluster_unexplained(matrix.join(sinks[[SINK_MASS]]), pd.Series(roles["role"].to_numpy(), index=matrix.index),
                                    config.cluster_distance, config.min_cluster_size)
     summary, confusion = role_summary(roles, truth)
     return ClassifyResult(roles, clusters, summary, confusion)
+
+
+def _stability(clf: HeadRoleClassifier, features: pd.DataFrame, replicates: np.ndarray, names: list[str],
+               sinks: pd.DataFrame, primary: pd.Series) -> np.ndarray:
+    """Stability of every head's primary role on the replicates (features in ``names`` order)."""
+    if replicates.ndim != 4:
+        raise ValueError(f"replicates must be [replicate, layer, feature, head], got shape {replicates.shape}")
+    arrays = table_arrays(features)
+    where = {name: i for i, name in enumerate(arrays.names)}
+    take = np.array([where.get(n, -1) for n in names], dtype=int)
+
+    def reorder(a: np.ndarray) -> np.ndarray:  # [..., table feature] -> [..., names feature], NaN where absent
+        return np.where(take >= 0, a[..., np.maximum(take, 0)], np.nan)
+
+    n_layers, n_heads = replicates.shape[1], replicates.shape[3]
+    base = grid(reorder(arrays.baselines), arrays.index, n_layers, n_heads)
+    sink_grid = grid(sinks.to_numpy(dtype=float), sinks.index, n_layers, n_heads)
+    return stability(clf, replicates, names, base, reorder(arrays.counts), primary, sink_grid).to_numpy()
 
 
 def read_replicates(run_dir: Path) -> tuple[np.ndarray | None, list[str] | None]:

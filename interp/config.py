@@ -32,8 +32,11 @@ DTYPES = ("float32", "bfloat16", "float16")
 RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 # Bump when a feature's definition changes (interp/features.py), so that a run collected under
 # the old definitions is neither resumed nor classified as if it meant the new ones (2: the
-# syntactic baseline also takes word positions and word forms).
-FEATURES_VERSION = 2
+# syntactic baseline also takes word positions and word forms; 3: features read the attention
+# renormalised over the non-sink keys, broad over the content keys, duplicate_token and
+# induction set the query itself aside, local needs content beyond its window, positional
+# features, a sink_mass column).
+FEATURES_VERSION = 3
 
 
 def cli(flag: str, help: str, **click_kwargs: Any) -> dict[str, Any]:

@@ -1,16 +1,38 @@
 """Per-head attention features: pure functions of a pattern tensor and the batch's masks.
 
 Every feature scores a head by where its attention mass goes on a set of eligible query
-positions, next to a *baseline*: what a head with no preference (uniform attention over the
-keys it may see) would score on the very same positions, so that a score means the same on
-short and long sequences. A feature function returns *sums* over each sequence's eligible
-queries (value per head, baseline, count); the accumulator turns them into means and bootstrap
-intervals. Functions never run the model and never write into the pattern.
+positions, next to a *baseline*: what a head with no preference would score on the very same
+positions, so that a score means the same on short and long sequences. A feature function
+returns *sums* over each sequence's eligible queries; the accumulator turns them into means and
+bootstrap intervals. Functions never run the model and never write into the pattern.
 
-Which score should you read? ``value`` is the mean attention mass on the targets (a perfect
-previous-token head scores 1.0 on ``previous_token``); ``value - baseline`` is the preference
-over chance. Syntactic features follow Clark et al. (2019): the share of arcs whose most-attended
-word is the gold partner, next to the accuracy of the best fixed word offset for that relation.
+Sinks. Most heads of a trained model park much of their attention on the first position (BOS /
+[CLS]), which is largely a no-op: the value vector there is small and, in a causal model, the
+same for every input. So every feature except ``first_token`` reads the head's attention
+*renormalised over the non-sink keys*: the mass a query puts on the targets divided by the mass
+it puts anywhere but the first position. Summed over queries, ``value = sum(mass on targets) /
+sum(non-sink mass)`` (a ratio of sums, so that a query that sinks completely adds nothing rather
+than the noise of its crumbs), and ``baseline = sum(non-sink mass * targets / non-sink keys) /
+sum(non-sink mass)``: what the head would score if it spread its non-sink mass uniformly over
+the non-sink keys (any head that does so scores its baseline exactly, however much it sinks).
+``first_token`` is the sink itself: the mean mass on the first position. Each row also records
+``sink_mass``: the mean mass on the first position over that feature's eligible queries, so the raw
+mass on the targets is ``value * (1 - sink)`` (for duplicate_token and induction, which also set
+the query's own position aside, see there).
+
+Only the first position is a sink. Measured on SmolLM2-135M and MiniLM-L6 over the default
+probes (analyses/sinks.py, analyses/RESULTS.md "Attention sinks"): heads put less mass on
+punctuation and [SEP] than their share of the keys (SmolLM2 punctuation 0.026 against a share of
+0.029; MiniLM punctuation 0.044 / 0.075, [SEP] 0.029 / 0.052; no head has a lift above 0.3 on
+either), and what a head reads from them, its value through W_O, is 0.75-0.88 of an ordinary
+token's (median head), against 0.27 (SmolLM2) and 0.05 (MiniLM) at the first position, which
+draws 0.54 / 0.43 of all attention: delimiters are ordinary keys in both models.
+
+Which score should you read? ``value`` is the share of the head's non-sink attention on the
+targets (a perfect previous-token head scores 1.0 on ``previous_token``, however much it also
+sinks); ``value - baseline`` is the preference over chance. Syntactic features follow Clark et
+al. (2019): the share of arcs whose most-attended word is the gold partner (the sink is no
+word, so it needs no renormalising), next to the accuracy of the best fixed rule.
 """
 
 from __future__ import annotations
@@ -24,38 +46,67 @@ from torch import Tensor
 
 from interp.probes.base import FAMILIES, NATURAL, REPEATED, SYNTAX
 from interp.probes.batch import ProbeBatch
+from interp.roles import FEATURE_FAMILY_PREFIX
 
 TEXT = (NATURAL, SYNTAX)
+# Positional features: a fixed absolute position k != 0, or (encoders, which see the whole
+# sequence) a fixed distance before the last token ([SEP]). See :func:`position`.
+POSITIONS: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
+FROM_END: tuple[int, ...] = (1, 2, 3)
+POSITION_PREFIX = FEATURE_FAMILY_PREFIX["positional"]
+
+
+def position_name(k: int) -> str:
+    return f"{POSITION_PREFIX}{k}"
+
+
+def end_name(j: int) -> str:
+    return f"{POSITION_PREFIX}end-{j}"
+
+
+POSITION_FEATURES: tuple[str, ...] = tuple(position_name(k) for k in POSITIONS) + tuple(end_name(j) for j in FROM_END)
 # Which probe families each feature reads. Induction and duplicate-token heads are judged on
-# repeated random tokens, where a copy is never explained by grammar or topic.
+# repeated random tokens, where a copy is never explained by grammar or topic; the sink on all.
 FEATURE_FAMILIES: dict[str, tuple[str, ...]] = {
     "previous_token": TEXT + (REPEATED,),
     "current_token": TEXT,
     "next_token": TEXT,
-    "first_token": TEXT,
+    "first_token": TEXT + (REPEATED,),
     "delimiter": TEXT,
     "duplicate_token": (REPEATED,),
     "induction": (REPEATED,),
     "local": TEXT,
     "broad": TEXT,
+    **{name: TEXT for name in POSITION_FEATURES},
 }
 STATIC_FEATURES: tuple[str, ...] = tuple(FEATURE_FAMILIES)
 DIRECTIONS = ("dep2head", "head2dep")
+SYNTACTIC_PREFIX = FEATURE_FAMILY_PREFIX["syntactic"]
 # The version of these definitions is interp.config.FEATURES_VERSION: bump it there when a
 # feature's definition changes here.
 
 
 def syntactic_name(relation: str, direction: str) -> str:
-    return f"syntactic:{relation}:{direction}"
+    return f"{SYNTACTIC_PREFIX}{relation}:{direction}"
+
+
+def families_of(feature: str) -> tuple[str, ...]:
+    """The probe families a feature reads (syntactic features: the syntax probes)."""
+    if feature.startswith(SYNTACTIC_PREFIX):
+        return (SYNTAX,)
+    return FEATURE_FAMILIES.get(feature, ())
 
 
 @dataclass
 class FeatureSums:
-    """Per-sequence sums over eligible queries."""
+    """Per-sequence sums over a feature's eligible queries. ``value / weight`` is the score,
+    ``baseline / weight`` the no-preference score, ``sink / count`` the mass on the first position."""
 
-    value: Tensor  # float [batch, head]
-    baseline: Tensor  # float [batch]
-    count: Tensor  # float [batch]
+    value: Tensor  # float [batch, head]: mass on the targets
+    baseline: Tensor  # float [batch, head]: the same mass spread uniformly over the counted keys
+    weight: Tensor  # float [batch, head]: mass on the counted keys (non-sink)
+    sink: Tensor  # float [batch, head]: mass on the first position
+    count: Tensor  # float [batch]: eligible queries
 
 
 @dataclass
@@ -66,6 +117,8 @@ class FeatureContext:
     allowed: Tensor  # bool [batch, q, k]
     n_allowed: Tensor  # float [batch, q]
     content: Tensor  # bool [batch, pos]: valid and not special
+    sink: Tensor  # bool [batch, pos]: the first position
+    n_open: Tensor  # float [batch, q]: visible keys other than the sink
     local_window: int
     relations: tuple[str, ...]
     # syntactic arcs flattened over the batch: query token, gold word, query word, feature slot
@@ -76,8 +129,7 @@ class FeatureContext:
 
     def family_gate(self, feature: str) -> Tensor:
         """bool [batch]: which sequences this feature reads."""
-        families = FEATURE_FAMILIES[feature]
-        ids = torch.tensor([FAMILIES.index(f) for f in families])
+        ids = torch.tensor([FAMILIES.index(f) for f in families_of(feature)])
         return torch.isin(self.batch.family, ids)
 
     def syntactic_features(self) -> list[str]:
@@ -91,9 +143,12 @@ def context(batch: ProbeBatch, relations: tuple[str, ...] = (), local_window: in
     if batch.causal:
         allowed &= torch.ones(width, width, dtype=torch.bool).tril()
     content = valid & ~batch.is_special
+    sink = torch.zeros_like(valid)
+    sink[:, 0] = valid[:, 0]
+    n_open = (allowed & ~sink[:, None, :]).sum(-1).double()
     ab, aq, ag, aslot = _flatten_arcs(batch, len(relations))
-    return FeatureContext(batch, allowed, allowed.sum(-1).clamp(min=1).double(), content, local_window,
-                          tuple(relations), ab, aq, ag, aslot)
+    return FeatureContext(batch, allowed, allowed.sum(-1).clamp(min=1).double(), content, sink, n_open,
+                          local_window, tuple(relations), ab, aq, ag, aslot)
 
 
 def _flatten_arcs(batch: ProbeBatch, n_relations: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -110,15 +165,27 @@ def _flatten_arcs(batch: ProbeBatch, n_relations: int) -> tuple[Tensor, Tensor, 
     return t[:, 0], t[:, 1], t[:, 2], t[:, 3]
 
 
-# --- mask-based features ----------------------------------------------------------------
+# --- sums over eligible queries ---------------------------------------------------------
 
 
-def _sums(mass: Tensor, queries: Tensor, targets_per_query: Tensor, ctx: FeatureContext) -> FeatureSums:
-    """mass [batch, head, q] on the targets; queries bool [batch, q]; targets_per_query [batch, q]."""
-    q = queries.to(mass.dtype)
-    value = (mass * q[:, None, :]).sum(-1)
-    baseline = (targets_per_query.double() / ctx.n_allowed * queries).sum(-1)
-    return FeatureSums(value.double(), baseline, queries.sum(-1).double())
+def _sums(pattern: Tensor, ctx: FeatureContext, mass: Tensor, queries: Tensor, n_targets: Tensor,
+          skip_self: bool = False) -> FeatureSums:
+    """mass [batch, head, q] on the targets; queries bool [batch, q]; n_targets [batch, q].
+
+    The counted keys are the visible non-sink keys (and not the query itself with ``skip_self``);
+    a query needs at least one of them.
+    """
+    sink = pattern[..., 0].double()
+    counted = (1.0 - sink).clamp(min=0.0)
+    n_keys = ctx.n_open
+    if skip_self:
+        counted = (counted - pattern.diagonal(dim1=-2, dim2=-1).double()).clamp(min=0.0)
+        n_keys = n_keys - 1
+    queries = queries & (n_keys >= 1)
+    q = queries.double()[:, None, :]
+    share = (n_targets.double() / n_keys.clamp(min=1))[:, None, :]
+    return FeatureSums((mass.double() * q).sum(-1), (counted * share * q).sum(-1), (counted * q).sum(-1),
+                       (sink * q).sum(-1), queries.sum(-1).double())
 
 
 def _offset_mass(pattern: Tensor, offset: int) -> Tensor:
@@ -145,12 +212,20 @@ def _shifted(mask: Tensor, offset: int) -> Tensor:
     return out
 
 
+def _queries(ctx: FeatureContext, feature: str) -> Tensor:
+    """bool [batch, q]: content queries of the sequences the feature reads."""
+    return ctx.content & ctx.family_gate(feature)[:, None]
+
+
+# --- mask-based features ----------------------------------------------------------------
+
+
 def _offset_feature(pattern: Tensor, ctx: FeatureContext, offset: int, feature: str) -> FeatureSums:
-    target_ok = _shifted(ctx.content, offset)
+    target_ok = _shifted(ctx.content & ~ctx.sink, offset)
     if ctx.batch.causal and offset > 0:
         target_ok = torch.zeros_like(target_ok)
-    queries = ctx.content & target_ok & (ctx.n_allowed >= 2) & ctx.family_gate(feature)[:, None]
-    return _sums(_offset_mass(pattern, offset), queries, torch.ones_like(ctx.n_allowed), ctx)
+    queries = _queries(ctx, feature) & target_ok & (ctx.n_open >= 2)
+    return _sums(pattern, ctx, _offset_mass(pattern, offset), queries, torch.ones_like(ctx.n_open))
 
 
 def previous_token(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
@@ -159,7 +234,7 @@ def previous_token(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
 
 
 def current_token(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
-    """Mass on q itself, over content queries that can see at least one other key."""
+    """Mass on q itself, over content queries that can see another non-sink key."""
     return _offset_feature(pattern, ctx, 0, "current_token")
 
 
@@ -169,69 +244,136 @@ def next_token(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
 
 
 def first_token(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
-    """Mass on position 0 (BOS / [CLS]), over content queries that can see other keys: the sink."""
-    queries = ctx.content & (ctx.n_allowed >= 2) & ctx.family_gate("first_token")[:, None]
-    queries[:, 0] = False
-    return _sums(pattern[..., 0], queries, torch.ones_like(ctx.n_allowed), ctx)
+    """Raw mass on the first position (BOS / [CLS]), over content queries of every family: the sink."""
+    queries = _queries(ctx, "first_token") & (ctx.n_open >= 1) & ~ctx.sink
+    q = queries.double()[:, None, :]
+    sink = (pattern[..., 0].double() * q).sum(-1)
+    count = queries.sum(-1).double()
+    heads = torch.ones_like(sink)
+    return FeatureSums(sink, (q / ctx.n_allowed[:, None, :]).sum(-1) * heads, count[:, None] * heads, sink, count)
 
 
-def _mask_feature(pattern: Tensor, ctx: FeatureContext, targets: Tensor, feature: str) -> FeatureSums:
-    """targets bool [batch, q, k] (already within allowed keys)."""
+def _mask_feature(pattern: Tensor, ctx: FeatureContext, targets: Tensor, feature: str,
+                  skip_self: bool = False) -> FeatureSums:
+    """targets bool [batch, q, k] (visible non-sink keys)."""
     n_targets = targets.sum(-1)
-    queries = ctx.content & (n_targets > 0) & ctx.family_gate(feature)[:, None]
+    queries = _queries(ctx, feature) & (n_targets > 0)
     mass = torch.einsum("bhqk,bqk->bhq", pattern, targets.to(pattern.dtype))
-    return _sums(mass, queries, n_targets, ctx)
+    return _sums(pattern, ctx, mass, queries, n_targets, skip_self)
 
 
-def _not_self(ctx: FeatureContext) -> Tensor:
+def _open_keys(ctx: FeatureContext) -> Tensor:
+    """bool [batch, q, k]: visible keys other than the sink and the query itself."""
     width = ctx.allowed.shape[-1]
-    return ctx.allowed & ~torch.eye(width, dtype=torch.bool)
+    return ctx.allowed & ~ctx.sink[:, None, :] & ~torch.eye(width, dtype=torch.bool)
 
 
 def delimiter(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
     """Mass on punctuation (and [SEP]) keys other than q, over queries that can see one."""
-    targets = _not_self(ctx) & ctx.batch.is_delim[:, None, :]
+    targets = _open_keys(ctx) & ctx.batch.is_delim[:, None, :]
     return _mask_feature(pattern, ctx, targets, "delimiter")
 
 
 def duplicate_token(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
-    """Mass on earlier keys holding the same token as q, over queries that have such a copy."""
+    """Mass on earlier keys holding the same token as q, over queries that have such a copy.
+
+    Renormalised over the keys other than the sink *and q itself*: a token matches itself, so a
+    duplicate-token head often keeps some mass there, which says nothing about copies (and is
+    what ``current_token`` measures). Raw mass = value * (1 - sink - mass on q).
+    """
     tok = ctx.batch.tokens
-    earlier = ctx.allowed & torch.ones_like(ctx.allowed[0]).tril(-1)
-    targets = earlier & (tok[:, :, None] == tok[:, None, :]) & ctx.content[:, None, :] & ctx.content[:, :, None]
-    return _mask_feature(pattern, ctx, targets, "duplicate_token")
+    earlier = _open_keys(ctx) & torch.ones_like(ctx.allowed[0]).tril(-1)
+    targets = earlier & (tok[:, :, None] == tok[:, None, :]) & ctx.content[:, None, :]
+    return _mask_feature(pattern, ctx, targets, "duplicate_token", skip_self=True)
 
 
 def induction(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
-    """Mass on keys k < q whose predecessor holds q's token: the token that followed an earlier copy."""
+    """Mass on keys k < q whose predecessor holds q's token: the token that followed an earlier copy.
+
+    Renormalised over the keys other than the sink and q itself, like duplicate_token (for a
+    token right after its own copy the "token that followed" is q itself: not counted).
+    """
     tok = ctx.batch.tokens
     prev_tok = torch.roll(tok, 1, dims=1)
     prev_content = _shifted(ctx.content, -1)
-    earlier = ctx.allowed & torch.ones_like(ctx.allowed[0]).tril(-1)
-    targets = earlier & (tok[:, :, None] == prev_tok[:, None, :]) & prev_content[:, None, :] & ctx.content[:, :, None]
-    return _mask_feature(pattern, ctx, targets, "induction")
+    earlier = _open_keys(ctx) & torch.ones_like(ctx.allowed[0]).tril(-1)
+    targets = earlier & (tok[:, :, None] == prev_tok[:, None, :]) & prev_content[:, None, :]
+    return _mask_feature(pattern, ctx, targets, "induction", skip_self=True)
 
 
 def local(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
-    """Mass on content keys 1..w positions away (before q in a causal model, either side in an encoder)."""
+    """Mass on content keys 1..w positions away (before q in a causal model, either side in an encoder).
+
+    Only over queries that can also see a content key further away: where the window holds every
+    other content key, "local" cannot be told from "spread over the text" (a short probe).
+    """
     width = ctx.allowed.shape[-1]
     offsets = torch.arange(width)[:, None] - torch.arange(width)[None, :]  # q - k
     near = (offsets >= 1) & (offsets <= ctx.local_window)
     if not ctx.batch.causal:
         near |= (-offsets >= 1) & (-offsets <= ctx.local_window)
-    targets = ctx.allowed & near & ctx.content[:, None, :]
-    return _mask_feature(pattern, ctx, targets, "local")
+    content_keys = _open_keys(ctx) & ctx.content[:, None, :]
+    targets = content_keys & near
+    queries = _queries(ctx, "local") & (targets.sum(-1) > 0) & (content_keys & ~near).any(-1)
+    mass = torch.einsum("bhqk,bqk->bhq", pattern, targets.to(pattern.dtype))
+    return _sums(pattern, ctx, mass, queries, targets.sum(-1))
 
 
 def broad(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
-    """Entropy of the query's attention divided by log(#visible keys): 1.0 for uniform attention."""
-    queries = ctx.content & (ctx.n_allowed >= 2) & ctx.family_gate("broad")[:, None]
-    p = pattern.double()
-    entropy = -(p * torch.log(p.clamp(min=1e-30))).sum(-1)  # [batch, head, q]
-    log_n = torch.log(ctx.n_allowed).clamp(min=1e-12)[:, None, :]
-    value = torch.where(queries[:, None, :], entropy / log_n, 0.0).sum(-1)
-    count = queries.sum(-1).double()
-    return FeatureSums(value, count.clone(), count)
+    """Entropy of the attention renormalised over the content keys, divided by log(#content keys).
+
+    1.0 for a head uniform over the content keys at every length, however much it sinks (BOS,
+    [CLS] and [SEP] are set aside); 0 for one-hot attention. Averaged over queries with at least
+    two content keys, weighted by the mass each puts on content keys; the baseline is 1.
+    """
+    keys = (ctx.allowed & ctx.content[:, None, :] & ~ctx.sink[:, None, :]).to(pattern.dtype)  # [batch, q, k]
+    n_keys = keys.sum(-1).double()
+    queries = _queries(ctx, "broad") & (n_keys >= 2)
+    p = pattern * keys[:, None]
+    mass = p.sum(-1).double()  # [batch, head, q]
+    r = p.double() / mass.clamp(min=1e-30)[..., None]
+    entropy = -(r * torch.log(r.clamp(min=1e-30))).sum(-1)
+    q = queries.double()[:, None, :]
+    value = (mass * entropy / torch.log(n_keys.clamp(min=2))[:, None, :] * q).sum(-1)
+    weight = (mass * q).sum(-1)
+    return FeatureSums(value, weight.clone(), weight, (pattern[..., 0].double() * q).sum(-1), queries.sum(-1).double())
+
+
+def position(pattern: Tensor, ctx: FeatureContext, k: int | None = None, from_end: int | None = None) -> FeatureSums:
+    """Mass on one fixed position: absolute ``k`` (k >= 1), or ``from_end`` positions before the
+    last token ([SEP]; encoders only: a causal query does not see the end).
+
+    Over content queries whose target is a content, non-delimiter key further than the local
+    window from q, so that previous-token, local and delimiter heads do not score here; the
+    baseline is the uniform share of one key.
+    """
+    n, width = ctx.content.shape
+    if from_end is None:
+        target = torch.full((n,), int(k))
+        name = position_name(int(k))
+    else:
+        target = ctx.batch.lengths - 1 - from_end
+        name = end_name(from_end)
+    rows = torch.arange(n)
+    ok = (target >= 1) & (target < width)
+    safe = target.clamp(0, width - 1)
+    ok &= ctx.content[rows, safe] & ~ctx.batch.is_delim[rows, safe] & ~ctx.sink[rows, safe]
+    if ctx.batch.causal and from_end is not None:
+        ok = torch.zeros_like(ok)
+    far = (torch.arange(width)[None, :] - safe[:, None]).abs() > ctx.local_window  # [batch, q]
+    visible = ctx.allowed[rows, :, safe]  # [batch, q]
+    queries = _queries(ctx, name) & far & visible & ok[:, None]
+    mass = pattern[rows, :, :, safe]  # [batch, head, q]
+    return _sums(pattern, ctx, mass, queries, torch.ones_like(ctx.n_open))
+
+
+def _position_fn(k: int | None = None, from_end: int | None = None) -> Callable[[Tensor, FeatureContext], FeatureSums]:
+    def fn(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
+        return position(pattern, ctx, k, from_end)
+
+    where = f"absolute position {k}" if from_end is None else f"the position {from_end} before the last token"
+    fn.__doc__ = f"Mass on {where}, over queries it is far from (see position)."
+    return fn
 
 
 MASS_FEATURES: dict[str, Callable[[Tensor, FeatureContext], FeatureSums]] = {
@@ -244,86 +386,6 @@ MASS_FEATURES: dict[str, Callable[[Tensor, FeatureContext], FeatureSums]] = {
     "induction": induction,
     "local": local,
     "broad": broad,
+    **{position_name(k): _position_fn(k=k) for k in POSITIONS},
+    **{end_name(j): _position_fn(from_end=j) for j in FROM_END},
 }
-
-
-# --- syntactic features -----------------------------------------------------------------
-
-
-def syntactic(pattern: Tensor, ctx: FeatureContext) -> tuple[Tensor, Tensor]:
-    """Correct-arc counts per (sequence, feature slot, head) and arc counts per (sequence, slot).
-
-    For each arc's query token, attention is summed over each word's tokens; the prediction is
-    the most-attended word other than the query's own word; it is correct if it is the gold partner.
-    Returns (correct float [batch, slot, head], arcs float [batch, slot]).
-    """
-    n_slots = len(ctx.relations) * len(DIRECTIONS)
-    batch, heads = pattern.shape[0], pattern.shape[1]
-    correct = torch.zeros(batch, n_slots, heads, dtype=torch.float64)
-    arcs = torch.zeros(batch, n_slots, dtype=torch.float64)
-    if len(ctx.arc_batch) == 0:
-        return correct, arcs
-    rows = pattern[ctx.arc_batch, :, ctx.arc_query, :].float()  # [arc, head, k]
-    words = ctx.batch.word_of_token[ctx.arc_batch]  # [arc, k]
-    n_words = int(words.max()) + 2
-    index = (words + 1).clamp(min=0)[:, None, :].expand_as(rows)  # bucket 0 holds non-word keys
-    per_word = rows.new_zeros(rows.shape[0], heads, n_words).scatter_add_(2, index, rows)[..., 1:]
-    own = ctx.batch.word_of_token[ctx.arc_batch, ctx.arc_query]
-    per_word[torch.arange(len(own)), :, own] = -1.0  # never predict the query's own word
-    hit = (per_word.argmax(-1) == ctx.arc_gold[:, None]).double()  # [arc, head]
-    flat = ctx.arc_batch * n_slots + ctx.arc_slot
-    correct.view(-1, heads).index_add_(0, flat, hit)
-    arcs.view(-1).index_add_(0, flat, torch.ones(len(flat), dtype=torch.float64))
-    return correct, arcs
-
-
-def fixed_rule_counts(ctx: FeatureContext) -> dict[tuple[int, tuple], int]:
-    """(slot, rule) -> number of arcs the rule gets right, for the syntactic baseline.
-
-    A head only counts as syntactic where it beats every rule that needs no syntax:
-
-    - ``("offset", d)``: "attend to the word d away" (Clark et al. 2019);
-    - ``("word", w)``: "attend to word w of the sentence". In a causal model many arcs point at
-      the first word, where sink-like heads park their attention anyway;
-    - ``("nearest", form)``: "attend to the nearest word spelled ``form``" (as token ids; only
-      earlier words in a causal model). In a causal model the object of a verb is only visible
-      through a relative "that", so a head that looks for the last "that" would get every such
-      arc right without knowing what an object is.
-    """
-    counts: dict[tuple[int, tuple], int] = {}
-    forms: dict[int, list[tuple[int, ...]]] = {}
-    for b, q, gold, slot in zip(ctx.arc_batch.tolist(), ctx.arc_query.tolist(), ctx.arc_gold.tolist(), ctx.arc_slot.tolist()):
-        if b not in forms:
-            forms[b] = _word_forms(ctx.batch, b)
-        qword = int(ctx.batch.word_of_token[b, q])
-        rules = [("offset", gold - qword), ("word", gold)]
-        if _nearest_with_form(forms[b], qword, forms[b][gold], ctx.batch.causal) == gold:
-            rules.append(("nearest", forms[b][gold]))
-        for rule in rules:
-            counts[(slot, rule)] = counts.get((slot, rule), 0) + 1
-    return counts
-
-
-def _word_forms(batch: ProbeBatch, b: int) -> list[tuple[int, ...]]:
-    """Each word of sequence b as the tuple of its token ids."""
-    forms: list[list[int]] = [[] for _ in range(len(batch.word_pos[b]))]
-    for token, word in zip(batch.tokens[b].tolist(), batch.word_of_token[b].tolist()):
-        if word >= 0:
-            forms[word].append(token)
-    return [tuple(f) for f in forms]
-
-
-def _nearest_with_form(forms: list[tuple[int, ...]], qword: int, form: tuple[int, ...], causal: bool) -> int | None:
-    """The word spelled ``form`` closest to ``qword`` (not itself; the earlier one on a tie)."""
-    candidates = [w for w, f in enumerate(forms) if f == form and w != qword and (w < qword or not causal)]
-    return min(candidates, key=lambda w: (abs(w - qword), w), default=None)
-
-
-def best_rule_share(counts: dict[tuple[int, tuple], int], arcs: np.ndarray) -> np.ndarray:
-    """Share of arcs the best fixed rule gets right, per slot, from :func:`fixed_rule_counts`
-    (summed over batches) and the number of arcs per slot (NaN where a slot has none)."""
-    best = np.zeros(len(arcs))
-    for (slot, _), c in counts.items():
-        best[slot] = max(best[slot], c)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return best / np.asarray(arcs, dtype=float)

@@ -6,7 +6,8 @@ themselves. What the toolkit relies on, each pinned by a test in tests/unit/test
 
 - **Facts** (:func:`facts`): layers, heads, key-value heads, context and vocabulary sizes read
   from ``bridge.cfg``; whether attention is bidirectional from the wrapped Hugging Face config's
-  ``model_type`` or, for a bridge with none (``boot_native``), from ``cfg.attention_dir``.
+  ``model_type`` or, for a bridge with none (``boot_native``), from ``cfg.attention_dir``; each
+  query head's output projection (:func:`output_weights`, ``bridge.W_O``).
 - **Sites** (:class:`Tap`): ``blocks.{l}.attn.hook_pattern`` ``[batch, head, q, k]``,
   ``attn.hook_z`` ``[batch, pos, head, d_head]`` with one slice per *query* head (grouped-query
   models included), ``attn.hook_v`` ``[batch, pos, kv_head, d_head]``, ``hook_resid_pre`` and
@@ -150,6 +151,12 @@ def is_bridge(obj: Any) -> bool:
 def first_param(bridge: Any) -> torch.Tensor:
     """One parameter of the model: where it lives and in which dtype it computes."""
     return next(bridge.parameters())
+
+
+def output_weights(bridge: Any) -> torch.Tensor:
+    """float ``[layer, head, d_head, d_model]``: each query head's output projection ``W_O``
+    (what a head writes into the residual is its ``z`` slice times this), detached."""
+    return bridge.W_O.detach().float()
 
 
 # --- what a pass reads and changes --------------------------------------------------------------

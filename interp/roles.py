@@ -2,6 +2,9 @@
 
 Every consumer (the classifier's label set, the CLI's choices, the report's palette and legend)
 reads this one mapping, so adding a role is one entry here plus the feature that measures it.
+Every role but ``first_token`` describes what a head does with its *non-sink* attention (see
+interp.features); ``first_token`` is kept for heads whose attention off the first position is
+too little to do anything else (interp.classification.primary).
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Role:
     name: str
-    feature: str | None  # the features-table feature that measures it; None for unexplained
+    # the features-table feature that measures it (positional and syntactic: a family of
+    # features, the best one counts); None for unexplained
+    feature: str | None
     description: str
     colour: str
 
@@ -25,16 +30,21 @@ ROLES: dict[str, Role] = {
         Role("previous_token", "previous_token", "leans on the token right before", "#1f77b4"),
         Role("current_token", "current_token", "attends to itself", "#17becf"),
         Role("next_token", "next_token", "leans on the token right after (encoders)", "#9edae5"),
-        Role("first_token", "first_token", "piles weight on the first token (BOS / [CLS]): an attention sink", "#ff7f0e"),
+        Role("first_token", "first_token", "parks its attention on the first token (BOS / [CLS]) and does little else: an attention sink", "#ff7f0e"),
         Role("delimiter", "delimiter", "piles weight on punctuation and [SEP]", "#ffbb78"),
         Role("duplicate_token", "duplicate_token", "attends to earlier copies of the current token", "#2ca02c"),
         Role("induction", "induction", "attends to the token after an earlier copy of the current token", "#d62728"),
         Role("syntactic", "syntactic", "links a word to its syntactic partner (best relation)", "#9467bd"),
         Role("local", "local", "attends within a short window before the query, not just q-1", "#8c564b"),
+        Role("positional", "positional", "attends to a fixed position: absolute k != 0, or a fixed distance before the end", "#bcbd22"),
         Role("broad", "broad", "spreads attention evenly over the context; averages", "#e377c2"),
         Role(UNEXPLAINED, None, "no archetype holds with confidence", "#b0b0b0"),
     ]
 }
+
+# Roles measured by a family of features, the best of which counts: role -> the prefix of the
+# features' names (interp.features names them; the report, which has no torch, reads this).
+FEATURE_FAMILY_PREFIX: dict[str, str] = {"syntactic": "syntactic:", "positional": "position:"}
 
 ROLE_NAMES: tuple[str, ...] = tuple(ROLES)
 NAMED_ROLES: tuple[str, ...] = tuple(name for name in ROLES if name != UNEXPLAINED)

@@ -27,6 +27,9 @@ class Column:
     name: str
     dtype: str
     doc: str
+    # Since features version 3: a run written before has no such column, and is still read
+    # (the report draws what it can); when present it is cast like any other.
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -47,12 +50,13 @@ class Table:
         Raises ValueError naming the table and column when a declared column is missing, its
         values cannot take the declared type, or a float column holds an infinity.
         """
-        missing = [n for n in self.names if n not in frame.columns]
+        missing = [c.name for c in self.columns if c.name not in frame.columns and not c.optional]
         if missing:
             raise ValueError(f"table {self.name!r} lacks columns {missing}")
+        present = [c for c in self.columns if c.name in frame.columns]
         extra = [c for c in frame.columns if c not in self.names]
-        frame = frame[self.names + extra].copy()
-        for col in self.columns:
+        frame = frame[[c.name for c in present] + extra].copy()
+        for col in present:
             frame[col.name] = _cast(frame[col.name], col, self.name)
         return frame
 
@@ -90,11 +94,17 @@ FEATURES = Table(
     (
         Column("layer", "int", "layer index, 0-based"),
         Column("head", "int", "query-head index within the layer, 0-based"),
-        Column("feature", "str", "feature name (see `interp roles`), e.g. previous_token, syntactic:nsubj:head2dep"),
-        Column("value", "float", "the head's score: mean attention mass on the feature's target keys over eligible "
-               "query positions (for syntactic features: share of arcs whose most-attended word is the gold partner)"),
-        Column("baseline", "float", "what a head with no preference scores on the same positions: uniform attention "
-               "over the keys it may see (for syntactic features: accuracy of the best fixed rule: a word offset, word position or word form)"),
+        Column("feature", "str", "feature name (see `interp roles`), e.g. previous_token, position:1, syntactic:nsubj:head2dep"),
+        Column("value", "float", "the head's score: share of its attention off the first position (the sink) that "
+               "lands on the feature's target keys, over eligible query positions (first_token: the mass on the first "
+               "position itself; broad: normalised entropy over the content keys; syntactic features: share of arcs "
+               "whose most-attended word is the gold partner)"),
+        Column("baseline", "float", "what a head with no preference scores on the same positions: its non-sink attention "
+               "spread uniformly over the keys it may see (for syntactic features: accuracy of the best fixed rule: a "
+               "word offset, word position or word form)"),
+        Column("sink_mass", "float", "mean attention on the first position (BOS / [CLS]) over the same positions; the raw "
+               "mass on the targets is value * (1 - sink_mass) (duplicate_token, induction: minus the mass on the query itself too)",
+               optional=True),
         Column("ci_low", "float", "2.5% bootstrap quantile of value, resampling probe sequences"),
         Column("ci_high", "float", "97.5% bootstrap quantile of value, resampling probe sequences"),
         Column("n", "int", "number of query positions (or arcs) the value rests on"),
@@ -103,16 +113,20 @@ FEATURES = Table(
 
 ROLES_TABLE = Table(
     "roles",
-    "One row per head: its primary role, how sure, a second role, and how stable under resampled probes.",
+    "One row per head: its primary role, how sure, a second role, its sink mass, and how stable under resampled probes.",
     (
         Column("layer", "int", "layer index, 0-based"),
         Column("head", "int", "query-head index within the layer, 0-based"),
         Column("role", "str", "primary role from the catalogue, or 'unexplained'"),
-        Column("confidence", "float", "calibrated probability of the primary role"),
+        Column("confidence", "float", "calibrated probability of the primary role (1 for first_token, which the sink rule sets)"),
         Column("second_role", "str", "a second role that also holds, or NaN"),
+        Column("sink_mass", "float", "mean attention on the first position (BOS / [CLS]) over every content query: the "
+               "head's attention sink; the role says what the head does with the rest (first_token: too little rest)",
+               optional=True),
         Column("stability", "float", "share of probe bootstrap resamples that give the same primary role"),
     ),
-    (Column("score_<role>", "float", "the classifier's probability for each role of the catalogue"),),
+    (Column("score_<role>", "float", "probability that the primary role is <role>: the classifier's, on the head's "
+            "non-sink attention (first_token: 1 where the sink rule applies, and then every other score 0)"),),
 )
 
 EFFECTS = Table(

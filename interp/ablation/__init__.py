@@ -2,7 +2,7 @@
 
 - ``corpus``: the evaluation sequences and the positions each metric reads
 - ``forward``: the only code that runs the model (layer reuse, replicas, readout)
-- ``values``: what replaces a head's output (zero / mean / resample)
+- ``values``: what replaces a head's output (zero / mean / resample / sink)
 - ``metrics``: readout -> per-sequence sums (pure functions)
 - ``stats``: per-sequence sums -> effect rows with paired bootstrap intervals
 - ``attribution``: attribution patching, every head from one forward + backward per batch

@@ -13,6 +13,7 @@ after the whole corpus has been seen, costs nothing extra:
     zero:      -sum_p g.z
     mean:      mean . sum_p g  -  sum_p g.z
     resample:  sum_{p with donor} g.z_donor  +  mean . sum_{p without} g  -  sum_p g.z
+    sink:      v_0 . sum_p g  -  sum_p g.z       (v_0: the head's value vector at the first position)
 
 Since every sequence belongs to exactly one metric, one backward of the sum of all metrics
 gives each sequence's own gradient (batch elements do not interact; ``retrieval_margin``
@@ -47,6 +48,7 @@ class _BatchTerms:
     g: torch.Tensor  # [layer, batch, head, d_head]: sum_p g
     donor_zg: torch.Tensor  # [layer, batch, head]: sum over donor-covered p of g.z_donor
     g_nodonor: torch.Tensor  # [layer, batch, head, d_head]: sum over the other valid p of g
+    sink_v: torch.Tensor | None  # [layer, batch, head, d_head]: value at the first position (sink kind only)
 
 
 @dataclass
@@ -62,7 +64,7 @@ def attribute(ablator: Ablator, corpus: EvalCorpus, kinds: tuple[str, ...], prog
     terms: list[_BatchTerms] = []
     start = time.perf_counter()
     for batch in tqdm(corpus.batches, desc="ablate: attribution", unit="batch", disable=not progress):
-        terms.append(_batch_terms(ablator, batch, acc))
+        terms.append(_batch_terms(ablator, batch, acc, sink="sink" in kinds))
     seconds = (time.perf_counter() - start) / max(len(corpus.batches), 1)
     means = acc.means()
     store = SumStore({m: n for m, n in metric_sizes(corpus.sizes).items() if HAS_GRADIENT[m]})
@@ -74,7 +76,8 @@ def attribute(ablator: Ablator, corpus: EvalCorpus, kinds: tuple[str, ...], prog
     return AttributionResult(store, means, seconds)
 
 
-def _batch_terms(ablator: Ablator, batch: EvalBatch, acc: MeanAccumulator) -> _BatchTerms:
+def _batch_terms(ablator: Ablator, batch: EvalBatch, acc: MeanAccumulator, sink: bool = False) -> _BatchTerms:
+    sink_v = torch.stack(ablator.clean(batch, keep_sink=True).sink_v).float() if sink else None
     readout, zs = ablator.run_with_grad(batch)
     per = batch_metrics(readout, batch)
     total = sum(p.num.sum() for m, p in per.items() if HAS_GRADIENT[m])
@@ -95,6 +98,7 @@ def _batch_terms(ablator: Ablator, batch: EvalBatch, acc: MeanAccumulator) -> _B
             g=g.sum(2),
             donor_zg=(g * z[:, donor] * covered).sum((2, 4)),
             g_nodonor=(g * (valid.bool() & ~covered)).sum(2),
+            sink_v=sink_v,
         )
     return terms
 
@@ -108,6 +112,8 @@ def _estimates(t: _BatchTerms, kinds: tuple[str, ...], means: torch.Tensor) -> d
         "mean": (t.g * m).sum(-1) - t.zg,
         "resample": t.donor_zg + (t.g_nodonor * m).sum(-1) - t.zg,
     }
+    if t.sink_v is not None:
+        per_kind["sink"] = (t.g * t.sink_v.to(t.g.device)).sum(-1) - t.zg
     n_layers, _, n_heads = t.zg.shape
     for kind in kinds:
         change = per_kind[kind]  # [layer, batch, head]

@@ -53,6 +53,7 @@ class CleanPass:
     readout: torch.Tensor  # causal: logits [row, vocab]; encoder: final hidden [batch, pos, d_model]
     resid_pre: list[torch.Tensor] = field(default_factory=list)  # per layer [batch, pos, d_model]
     z: list[torch.Tensor] = field(default_factory=list)  # per layer [batch, pos, head, d_head]
+    sink_v: list[torch.Tensor] = field(default_factory=list)  # per layer [batch, head, d_head]: value at position 0
 
 
 class Ablator:
@@ -71,8 +72,9 @@ class Ablator:
 
     # --- public passes -------------------------------------------------------------------
 
-    def clean(self, batch: EvalBatch, keep_resid: bool = False, keep_z: bool = False) -> CleanPass:
-        """The intact model's readout, with each layer's resid_pre and/or z kept when asked."""
+    def clean(self, batch: EvalBatch, keep_resid: bool = False, keep_z: bool = False, keep_sink: bool = False) -> CleanPass:
+        """The intact model's readout, with each layer's resid_pre, z and/or the value vectors at
+        the first position (per query head) kept when asked."""
         out = CleanPass(readout=torch.empty(0))
         taps: list[lens.Tap] = []
         if keep_resid:
@@ -81,6 +83,9 @@ class Ablator:
         if keep_z:
             out.z = [None] * self.n_layers  # type: ignore[list-item]
             taps.append(lens.Tap("z", _keep(out.z)))
+        if keep_sink:
+            out.sink_v = [None] * self.n_layers  # type: ignore[list-item]
+            taps.append(lens.Tap("v", _keep_sink(out.sink_v, self.model.n_heads)))
         with torch.inference_mode():
             out.readout = self._forward(batch, taps, replicas=1)
         return out
@@ -187,6 +192,15 @@ class Ablator:
 def _keep(store: list) -> Callable:
     def keep(x: torch.Tensor, layer: int) -> None:
         store[layer] = x.detach()
+    return keep
+
+
+def _keep_sink(store: list, n_heads: int) -> Callable:
+    """Keep the value vectors (site ``v``) at position 0, [batch, pos, kv_head, d_head], as [batch, head, d_head]:
+    each query head reads its key-value group's value (grouped-query models share them)."""
+    def keep(v: torch.Tensor, layer: int) -> None:
+        first = v[:, 0].detach()
+        store[layer] = first.repeat_interleave(n_heads // first.shape[1], dim=1)
     return keep
 
 

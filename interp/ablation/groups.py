@@ -27,10 +27,12 @@ def group_value(ablator: Ablator, corpus: EvalCorpus, metric: str, heads: list[H
     """``metric`` over the corpus with every head of ``heads`` ablated together (none: intact)."""
     num = den = 0.0
     for batch in corpus.batches:
-        clean = ablator.clean(batch, keep_resid=bool(heads), keep_z=bool(heads) and kind == "resample")
+        clean = ablator.clean(batch, keep_resid=bool(heads), keep_z=bool(heads) and kind == "resample",
+                              keep_sink=bool(heads) and kind == "sink")
         if heads:
             start = min(layer for layer, _ in heads)
-            out = ablator.run(batch, edits_for(kind, heads, batch, clean.z or None, means), start_layer=start,
+            edits = edits_for(kind, heads, batch, clean.z or None, means, sink_v=clean.sink_v or None)
+            out = ablator.run(batch, edits, start_layer=start,
                              resid=clean.resid_pre[start] if start else None)
         else:
             out = clean.readout

@@ -63,7 +63,7 @@ def pruning_curve(ablator: Ablator, corpus: EvalCorpus, order: list[Head], kind:
     with tqdm(total=len(corpus.batches) * len(counts), desc="ablate: pruning", unit="step",
               disable=not progress) as bar:
         for batch in corpus.batches:
-            clean = ablator.clean(batch, keep_resid=True, keep_z=kind == "resample")
+            clean = ablator.clean(batch, keep_resid=True, keep_z=kind == "resample", keep_sink=kind == "sink")
             results = [(0, batch_metrics(clean.readout, batch))]
             bar.update(1)
             for chunk in chunks(list(enumerate(counts))[1:], pass_size(batch, None, max_tokens)):
@@ -90,7 +90,8 @@ def _removal_pass(ablator: Ablator, batch: EvalBatch, clean: CleanPass, steps: l
                   kind: str, means: torch.Tensor | None) -> list[tuple[int, dict]]:
     """(step, metrics) for each (step, heads removed) in ``steps``, from one stacked forward:
     copy ``i`` of the batch has the first ``steps[i][1]`` heads of ``order`` ablated."""
-    edits = [e for i, (_, k) in enumerate(steps) for e in edits_for(kind, order[:k], batch, clean.z or None, means, replica=i)]
+    edits = [e for i, (_, k) in enumerate(steps)
+             for e in edits_for(kind, order[:k], batch, clean.z or None, means, replica=i, sink_v=clean.sink_v or None)]
     start = min(e.layer for e in edits)
     out = ablator.run(batch, edits, replicas=len(steps), start_layer=start, resid=clean.resid_pre[start] if start else None)
     return [(s, batch_metrics(out[i] if len(steps) > 1 else out, batch, clean.readout)) for i, (s, _) in enumerate(steps)]

@@ -47,7 +47,7 @@ def exact_sweep(ablator: Ablator, corpus: EvalCorpus, store: SumStore, heads: li
     total = len(corpus.batches) * len(heads) * len(kinds)
     with tqdm(total=total, desc="ablate: exact", unit="head", disable=not progress) as bar:
         for i, batch in enumerate(corpus.batches):
-            clean = ablator.clean(batch, keep_resid=reuse, keep_z="resample" in kinds)
+            clean = ablator.clean(batch, keep_resid=reuse, keep_z="resample" in kinds, keep_sink="sink" in kinds)
             store.add_base(batch_metrics(clean.readout, batch))
             if i == 0 and reuse:
                 reuse = ablator.check_reuse(batch, clean)
@@ -84,7 +84,8 @@ def chunks(items: list, size: int) -> list[list]:
 def _run_chunk(ablator: Ablator, batch: EvalBatch, clean: CleanPass, store: SumStore, kind: str, layer: int,
                chunk: list[int], means: torch.Tensor | None, reuse: bool) -> None:
     edits = [e for i, head in enumerate(chunk)
-             for e in edits_for(kind, [(layer, head)], batch, clean.z or None, means, replica=i)]
+             for e in edits_for(kind, [(layer, head)], batch, clean.z or None, means, replica=i,
+                                sink_v=clean.sink_v or None)]
     start = layer if reuse else 0
     out = ablator.run(batch, edits, replicas=len(chunk), start_layer=start,
                      resid=clean.resid_pre[layer] if start else None)

@@ -12,6 +12,10 @@ position:
   the next sequence in the length-sorted batch, same family, see ``corpus.derangement``),
   taken from the intact model. Positions the donor does not have (it is shorter), and
   sequences without a donor, fall back to the mean.
+- ``sink``: what the head would output with all of its attention on the first position (BOS /
+  [CLS]): that position's value vector, at every position. Removes exactly what the head does
+  besides sinking, and keeps the sink's own contribution (in a causal model a constant: the
+  first position sees only itself), so it asks "does this head do anything but sink?".
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ from interp.ablation.catalogue import KINDS
 from interp.ablation.corpus import EvalBatch
 from interp.ablation.forward import Edit
 
+# Not one of the stage's KINDS (interp.ablation.catalogue): understood by replacement, edits_for,
+# attribution and the exact sweep, for analyses through the Python API (analyses/sinks.py).
+SINK = "sink"
 _ZERO = torch.zeros(())
 
 
@@ -45,17 +52,21 @@ class MeanAccumulator:
 
 
 def replacement(kind: str, layer: int, head: int, batch: EvalBatch, clean_z: list[torch.Tensor] | None,
-                means: torch.Tensor | None) -> torch.Tensor:
+                means: torch.Tensor | None, sink_v: list[torch.Tensor] | None = None) -> torch.Tensor:
     """The value that stands in for head ``(layer, head)``'s z on ``batch``."""
     if kind == "zero":
         return _ZERO
+    if kind == SINK:
+        if sink_v is None:
+            raise ValueError("sink ablation needs the intact pass's value vectors at the first position")
+        return sink_v[layer][:, head, None, :]  # [batch, 1, d_head]
     if means is None:
         raise ValueError(f"{kind} ablation needs the heads' mean outputs")
     mean = means[layer, head]
     if kind == "mean":
         return mean
     if kind != "resample":
-        raise ValueError(f"unknown ablation kind {kind!r}; choose from {KINDS}")
+        raise ValueError(f"unknown ablation kind {kind!r}; choose from {KINDS + (SINK,)}")
     if clean_z is None:
         raise ValueError("resample ablation needs the intact pass's z")
     z = clean_z[layer][:, :, head]  # [batch, pos, d_head]
@@ -66,7 +77,7 @@ def replacement(kind: str, layer: int, head: int, batch: EvalBatch, clean_z: lis
 
 
 def edits_for(kind: str, heads: list[tuple[int, int]], batch: EvalBatch, clean_z: list[torch.Tensor] | None,
-              means: torch.Tensor | None, replica: int = 0) -> list[Edit]:
+              means: torch.Tensor | None, replica: int = 0, sink_v: list[torch.Tensor] | None = None) -> list[Edit]:
     """Edits that ablate every head of ``heads`` together, in one replica."""
-    return [Edit(layer, head, replacement(kind, layer, head, batch, clean_z, means), replica)
+    return [Edit(layer, head, replacement(kind, layer, head, batch, clean_z, means, sink_v), replica)
             for layer, head in heads]

@@ -1,8 +1,8 @@
 """Heads nobody named: recurring groups among the ``unexplained`` heads.
 
 Each head's attention profile is its row of the feature matrix restricted to ``PROFILE``
-(lifts of first_token, delimiter, previous/current/next token, local, duplicate_token,
-induction, and the normalised entropy), standardised over *all* heads of the model, so a unit
+(its sink mass, the lifts of delimiter, previous/current/next token, local, positional,
+duplicate_token, induction, and the normalised entropy), standardised over *all* heads of the model, so a unit
 is "one standard deviation of this model's heads" (at least ``MIN_SCALE``, so that a feature on
 which all heads agree to within noise cannot dominate). The unexplained heads are grouped by
 agglomerative clustering (Ward linkage); the number of groups is the one with the best
@@ -12,7 +12,7 @@ heads are reported: a behaviour that recurs is worth a name, a singleton may be 
 
 Each group is described by the (at most three) profile features on which its members differ most
 from every other head of the model, by at least half a standard deviation, e.g. "more
-first_token (lift 0.71 vs 0.32), less broad (entropy 0.21 vs 0.64)".
+sink_mass (mass 0.71 vs 0.32), less broad (entropy 0.21 vs 0.64)".
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from sklearn.metrics import silhouette_score
 
 from interp.roles import UNEXPLAINED
 
-PROFILE = ("first_token", "delimiter", "previous_token", "current_token", "next_token", "local", "broad",
+PROFILE = ("sink_mass", "delimiter", "previous_token", "current_token", "next_token", "local", "positional", "broad",
            "duplicate_token", "induction")
 DEFAULT_DISTANCE = 2.0
 MIN_DIFFERENCE = 0.5  # standard deviations: smaller differences are not worth a word
@@ -55,7 +55,7 @@ def describe(members: np.ndarray, z: pd.DataFrame, raw: pd.DataFrame, top: int =
         return "no profile feature sets them apart from the other heads"
     parts = []
     for f in order:
-        what = "entropy" if f == "broad" else "lift"
+        what = {"broad": "entropy", "sink_mass": "mass"}.get(f, "lift")
         parts.append(f"{'more' if diff[f] > 0 else 'less'} {f} ({what} {raw.loc[members, f].mean():.2f} "
                      f"vs {raw.loc[~members, f].mean():.2f})")
     return ", ".join(parts)
@@ -65,7 +65,8 @@ def cluster_unexplained(matrix: pd.DataFrame, roles: pd.Series, distance: float 
                         min_size: int = 2) -> pd.DataFrame:
     """Recurring groups of unexplained heads: columns cluster, layer, head, description.
 
-    ``matrix`` is the head matrix (index (layer, head)); ``roles`` the primary role per head.
+    ``matrix`` is the head matrix joined with the sink mass (index (layer, head)); ``roles`` the
+    primary role per head.
     Clusters are numbered 0, 1, ... by decreasing size.
     """
     raw = matrix[list(PROFILE)]

@@ -95,11 +95,18 @@ def _earlier(ctx: FeatureContext) -> Tensor:
     return ctx.allowed & torch.ones_like(ctx.allowed[0]).tril(-1)
 
 
-def duplicate(ctx: FeatureContext, fallback: str = "bos") -> Tensor:
-    """Mass on earlier copies of the query's token."""
+def duplicate(ctx: FeatureContext, fallback: str = "bos", self_share: float = 0.0) -> Tensor:
+    """Mass on earlier copies of the query's token; with ``self_share``, that much of it on the
+    query itself too (a token matches itself: real duplicate-token heads often keep some there)."""
     tok = ctx.batch.tokens
     keys = _earlier(ctx) & (tok[:, :, None] == tok[:, None, :]) & ctx.content[:, None, :]
-    return _targets(ctx, keys, fallback)
+    out = _targets(ctx, keys, fallback)
+    if self_share > 0:
+        width = ctx.allowed.shape[-1]
+        has = keys.any(-1, keepdim=True)
+        itself = torch.eye(width).expand_as(out) * ctx.allowed
+        out = torch.where(has, (1 - self_share) * out + self_share * itself, out)
+    return out
 
 
 def induction(ctx: FeatureContext, fallback: str = "bos") -> Tensor:
@@ -162,21 +169,21 @@ def broad(ctx: FeatureContext, content_only: bool = False) -> Tensor:
     return _uniform(ctx)
 
 
+def position(ctx: FeatureContext, k: int | None = None, from_end: int | None = None, fallback: str = "bos") -> Tensor:
+    """All mass on one fixed position: absolute ``k``, or ``from_end`` before the last token;
+    queries that cannot see it use the fallback."""
+    n, width = ctx.allowed.shape[:2]
+    target = torch.full((n,), int(k)) if from_end is None else ctx.batch.lengths - 1 - from_end
+    keys = torch.arange(width)[None, None, :] == target[:, None, None]
+    return _targets(ctx, keys.expand_as(ctx.allowed), fallback)
+
+
 # --- nulls: behaviours no archetype describes ----------------------------------------------
 
 
 def far_offset(ctx: FeatureContext, delta: int, fallback: str = "bos") -> Tensor:
     """All mass on a fixed distance beyond the local window (q - delta; q + delta when delta < 0)."""
     return offset(ctx, -delta, fallback)
-
-
-def fixed_position(ctx: FeatureContext, position: int) -> Tensor:
-    """A sink on an absolute position other than 0 (the last visible key when the sequence is shorter)."""
-    width = ctx.allowed.shape[-1]
-    pos = torch.arange(width)
-    keys = ctx.allowed & (pos[None, None, :] <= position)
-    last = torch.where(keys, pos, -1).argmax(-1, keepdim=True)
-    return torch.zeros_like(ctx.allowed, dtype=torch.float).scatter_(-1, last, 1.0) * ctx.allowed
 
 
 def token_class(ctx: FeatureContext, modulus: int, residue: int, fallback: str = "bos") -> Tensor:
@@ -216,8 +223,8 @@ def shuffled(ctx: FeatureContext, pattern: Tensor, gen: torch.Generator) -> Tens
 Builder = Callable[..., Tensor]
 DETERMINISTIC: dict[str, Builder] = {
     "offset": offset, "first": first, "delimiter": delimiter, "duplicate": duplicate, "induction": induction,
-    "syntactic": syntactic, "local": local, "broad": broad, "far_offset": far_offset,
-    "fixed_position": fixed_position, "token_class": token_class,
+    "syntactic": syntactic, "local": local, "broad": broad, "position": position, "far_offset": far_offset,
+    "token_class": token_class,
 }
 RANDOM: dict[str, Builder] = {"dirichlet": dirichlet, "random_logits": random_logits}
 

@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 
 from interp.exemplars import Exemplars, Probe
 from interp.report.figures import SavedFigure, new_figure, save, styled
-from interp.roles import ROLES, UNEXPLAINED
+from interp.roles import FEATURE_FAMILY_PREFIX, ROLES, UNEXPLAINED
 
 TOKEN_WIDTH = 14
 VISIBLE = {"\n": "↵", "\r": "↵", "\t": "→"}
@@ -58,9 +58,10 @@ def token_label(token: object) -> str:
 
 
 def _lift(features: pd.DataFrame, role: str) -> pd.Series:
-    """Per (layer, head), the lift on the role's feature (max over relations for sub-features)."""
+    """Per (layer, head), the lift on the role's feature (a family's: its best, e.g. over relations)."""
     feature = ROLES[role].feature
-    mine = features[(features["feature"] == feature) | features["feature"].str.startswith(f"{feature}:")]
+    prefix = FEATURE_FAMILY_PREFIX.get(role, f"{feature}:")
+    mine = features[(features["feature"] == feature) | features["feature"].str.startswith(prefix)]
     return (mine["value"] - mine["baseline"]).groupby([mine["layer"], mine["head"]]).max().dropna()
 
 

@@ -6,6 +6,8 @@
 reads any of them), plus ``train.json`` with the curve and the evaluations; no pickle is written
 or read, and a changed setting (or ``TRAIN_VERSION``, or a task's ``params()``) trains anew.
 :func:`train_many` trains several models in parallel processes through that cache.
+:func:`read_meta`, :func:`load_dir` and :func:`save_dir` keep one final model per directory (the
+toy's cache and the forced-task models of :mod:`interp.synthetic.trained`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from typing import Any, Iterator
 from tqdm.auto import tqdm
 
 from interp.synthetic.planted import build_tokenizer
-from interp.synthetic.train import TRAIN_VERSION, Architecture, Task, Training, TrainResult, build_model, train
+from interp.synthetic.train import (
+    TRAIN_VERSION, Architecture, Task, Training, TrainResult, build_model, constrain, train,
+)
 
 
 def cache_key(task: Task, arch: Architecture, training: Training) -> str:
@@ -92,6 +96,28 @@ def atomic_dir(target: Path, prefix: str) -> Iterator[Path]:
         os.replace(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def read_meta(target: Path, meta_name: str) -> dict | None:
+    """The training record a single-model cache directory holds (None: no cache there)."""
+    meta_file = target / meta_name
+    return json.loads(meta_file.read_text()) if meta_file.exists() else None
+
+
+def load_dir(target: Path, arch: Architecture) -> Any:
+    """A GPT-2 from a single-model cache directory (safetensors; no pickle), ``arch``'s frozen parts applied."""
+    from transformers import GPT2LMHeadModel
+
+    hf = GPT2LMHeadModel.from_pretrained(target, attn_implementation="eager", use_safetensors=True)
+    return constrain(hf, arch).eval()
+
+
+def save_dir(hf: Any, tok: Any, meta: dict, target: Path, meta_name: str) -> None:
+    """Write one trained model as a Hugging Face directory (safetensors, tokenizer, ``meta_name``), atomically."""
+    with atomic_dir(target, f".{target.name}-") as tmp:
+        hf.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+        (tmp / meta_name).write_text(json.dumps(meta, indent=1))
 
 
 def load_cached(target: Path, task: Task, arch: Architecture, training: Training) -> TrainResult:

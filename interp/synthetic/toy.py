@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 
 from interp.models import LoadedModel
-from interp.synthetic.cache import atomic_dir
+from interp.synthetic.cache import load_dir, read_meta, save_dir
 from interp.synthetic.planted import boot, build_tokenizer
 from interp.synthetic.train import Architecture, TaskBatch, Training, constrain, gpt2_config, single_thread, train
 from interp.synthetic.train import sinusoids  # noqa: F401  (part of this module's public names)
@@ -193,23 +193,14 @@ def toy_cached(path: str | os.PathLike | None = None, steps: int = DEFAULT_STEPS
     A cache made with other ``steps`` or ``seed`` (or by another version of the recipe) is
     retrained and replaced. Weights are written as safetensors, atomically (temp dir + rename).
     """
-    from transformers import GPT2LMHeadModel
-
     target = Path(path).expanduser() if path is not None else default_cache_dir()
-    meta_file = target / "toy.json"
-    meta = json.loads(meta_file.read_text()) if meta_file.exists() else None
+    meta = read_meta(target, "toy.json")
     if meta and (meta["version"], meta["steps"], meta["seed"]) == (TOY_VERSION, steps, seed):
-        tok = build_tokenizer(VOCAB)
-        hf = GPT2LMHeadModel.from_pretrained(target, attn_implementation="eager", use_safetensors=True)
-        hf = constrain(hf, ARCH).eval()
         losses = {k: meta[k] for k in ("first_half_loss", "repeated_half_loss", "train_seconds")}
-        return _result(boot(hf, tok, NAME), meta["curve"], losses, steps, seed, cached=str(target))
+        return _result(boot(load_dir(target, ARCH), build_tokenizer(VOCAB), NAME), meta["curve"], losses, steps, seed,
+                       cached=str(target))
     hf, tok, curve, losses = _train(steps, seed, progress)
-    with atomic_dir(target, ".toy-") as tmp:
-        hf.save_pretrained(tmp, safe_serialization=True)
-        tok.save_pretrained(tmp)
-        meta = {"version": TOY_VERSION, "steps": steps, "seed": seed, "curve": curve, **losses}
-        (tmp / "toy.json").write_text(json.dumps(meta, indent=1))
+    save_dir(hf, tok, {"version": TOY_VERSION, "steps": steps, "seed": seed, "curve": curve, **losses}, target, "toy.json")
     return _result(boot(hf, tok, NAME), curve, losses, steps, seed, cached=str(target))
 
 

@@ -39,7 +39,7 @@ EXPECTED = {
                    ("cost_vs_heads",)),
     "concat_mixing": ({"evals": {"arm", "seed", "step", "loss", "acc_repeat", "foil_acc"},
                        "roles": {"arm", "seed", "layer", "head", "role"},
-                       "lifts": {"arm", "seed", "layer", "head", "induction", "previous_token"},
+                       "lifts": {"arm", "seed", "layer", "head", "induction", "previous_token", "sink_mass"},
                        "paired": {"metric", "learned", "fixed", "diff_mean", "diff_ci_low", "diff_ci_high"}},
                       ("training", "head_features")),
     "head_count": ({"models": {"n_heads", "d_head", "seed", "loss", "acc_repeat", "foil_acc", "ms_per_step"},

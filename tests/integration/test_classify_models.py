@@ -80,7 +80,9 @@ def test_minilm_roles(minilm):
     assert roles[(0, 2)] == "previous_token"
     assert roles[(1, 8)] == "next_token"
     assert (roles.loc[0] == "broad").sum() >= 4  # the first layer averages
-    assert (roles == "first_token").sum() >= 10  # [CLS] sinks through the middle layers
+    # [CLS] draws much of the middle layers' attention, but every head does something with the rest
+    assert (roles == "first_token").mean() < 0.25
+    assert res.roles["sink_mass"].max() > 0.5
     assert (roles == "syntactic").sum() >= 1
     assert res.share_unexplained < 0.6
     assert res.roles["stability"].notna().all()
@@ -89,9 +91,18 @@ def test_minilm_roles(minilm):
 @pytest.mark.slow
 def test_smollm2_textbook_heads(smollm2_roles):
     roles = smollm2_roles.set_index(["layer", "head"])
-    for head in ((18, 6), (17, 3)):
+    for head in ((18, 6), (17, 3), (17, 4), (17, 5)):
         assert roles.loc[head, "role"] == "induction", roles.loc[head]
     for head in ((16, 0), (11, 1)):
         assert roles.loc[head, "role"] == "previous_token", roles.loc[head]
     # the verb-to-subject head (README, measured facts): beats every fixed rule on nsubj arcs
     assert roles.loc[(13, 8), "role"] == "syntactic", roles.loc[(13, 8)]
+
+
+@pytest.mark.slow
+def test_smollm2_sinks_are_reported_beside_the_roles(smollm2_roles):
+    roles = smollm2_roles.set_index(["layer", "head"])
+    assert (roles["role"] == "first_token").mean() < 0.25  # was 60% before roles read non-sink attention
+    assert roles.loc[(18, 8), "role"] == "first_token"  # the textbook sink: nothing off the first token
+    assert roles.loc[(18, 8), "sink_mass"] > 0.99
+    assert roles.loc[(17, 3), "sink_mass"] > 0.5  # an induction head that mostly sinks on text

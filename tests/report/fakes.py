@@ -45,8 +45,11 @@ def fake_features(roles: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame
             base = float(rng.uniform(0.02, 0.2))
             own = head["role"] == name or (head["role"] == "syntactic" and name.startswith("syntactic:"))
             value = base + (0.6 if own else float(rng.normal(0, 0.05)))
-            rows.append({"layer": head["layer"], "head": head["head"], "feature": name, "value": value,
-                         "baseline": base, "ci_low": value - 0.05, "ci_high": value + 0.05, "n": 500})
+            row = {"layer": head["layer"], "head": head["head"], "feature": name, "value": value,
+                   "baseline": base, "ci_low": value - 0.05, "ci_high": value + 0.05, "n": 500}
+            if "sink_mass" in head:  # runs since features version 3
+                row["sink_mass"] = head["sink_mass"]
+            rows.append(row)
     return pd.DataFrame(rows)
 
 

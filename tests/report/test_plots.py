@@ -159,16 +159,26 @@ def test_strongest_head_per_role_by_lift_among_heads_of_that_role():
 
 
 def test_each_role_is_shown_on_the_family_its_feature_reads():
-    from interp.features import FEATURE_FAMILIES
+    from interp.features import FEATURE_FAMILIES, position_name
     from interp.probes.base import NATURAL, SYNTAX
     from interp.roles import NAMED_ROLES, ROLES
 
     for role in NAMED_ROLES:
         family = X.SHOWN_ON.get(role, X.DEFAULT_FAMILY)
-        reads = (SYNTAX,) if role == "syntactic" else FEATURE_FAMILIES[ROLES[role].feature]
+        feature = position_name(1) if role == "positional" else ROLES[role].feature
+        reads = (SYNTAX,) if role == "syntactic" else FEATURE_FAMILIES[feature]
         assert family in reads, role
     assert X.DEFAULT_FAMILY == NATURAL
     exemplars = fake_exemplars(2, 2)
     assert X.probe_for("induction", exemplars).tokens == REPEATED
     assert X.probe_for("syntactic", exemplars).suite == "syntax"
     assert X.probe_for("local", Exemplars(exemplars.probes[1:2])).suite == "repeated", "else the first probe"
+
+
+def test_a_positional_head_is_picked_by_its_best_position():
+    roles = pd.DataFrame({"layer": [0, 1], "head": 0, "confidence": 0.9, "role": "positional"})
+    features = pd.DataFrame({"layer": [0, 0, 1, 1], "head": 0, "baseline": 0.1, "value": [0.2, 0.5, 0.8, 0.3],
+                             "feature": ["position:1", "position:end-1", "position:2", "previous_token"]})
+    picks = X.strongest_heads(roles, features)
+    assert [(p.role, p.layer, p.strength, p.measure) for p in picks] == [
+        ("positional", 1, pytest.approx(0.7), "positional lift")]

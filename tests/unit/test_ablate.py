@@ -6,6 +6,7 @@ import pytest
 import torch
 from tiny_models import D_HEAD, D_MODEL, N_HEADS, N_LAYERS, tiny_llama
 
+from interp import lens
 from interp.ablation.attribution import attribute
 from interp.ablation.catalogue import REPEATED, SV
 from interp.ablation.corpus import build_corpus, bucket_tight, derangement
@@ -127,6 +128,44 @@ def test_replacement_shapes(llama):
         replacement("shuffle", 1, 2, batch, clean.z, means)
 
 
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_sink_ablation_equals_attention_moved_onto_the_first_position(name, llama, gpt2):
+    """The sink kind: the head's output as if all its attention sat on position 0 (GQA included)."""
+    model = {"llama": llama, "gpt2": gpt2}[name]
+    ablator = Ablator(model)
+    layer, head = 1, 2
+
+    def onto_first(pattern, _layer):
+        pattern = pattern.clone()
+        pattern[:, head] = 0.0
+        pattern[:, head, :, 0] = 1.0
+        return pattern
+
+    for batch in small_corpus(model).batches[:3]:
+        clean = ablator.clean(batch, keep_sink=True)
+        assert clean.sink_v[layer].shape == (batch.tokens.shape[0], N_HEADS, D_HEAD)
+        value = replacement("sink", layer, head, batch, None, None, clean.sink_v)
+        ablated = ablator.run(batch, [Edit(layer, head, value)])
+        forced = ablator._forward(batch, [lens.Tap("pattern", onto_first, layer)], replicas=1)
+        torch.testing.assert_close(ablated, forced, atol=1e-5, rtol=1e-5)
+        assert not torch.allclose(ablated, clean.readout, atol=1e-4)
+    with pytest.raises(ValueError, match="value vectors"):
+        replacement("sink", layer, head, batch, None, None)
+
+
+def test_sink_values_of_an_encoder_are_each_sequences_cls_value(bert):
+    """BERT's bridged attention ignores pattern edits, so check the value itself: [CLS]'s input
+    through W_V (every sequence has its own [CLS] value)."""
+    ablator = Ablator(bert)
+    layer, head = 1, 2
+    batch = small_corpus(bert).batches[0]
+    clean = ablator.clean(batch, keep_resid=True, keep_sink=True)
+    cls = clean.resid_pre[layer][:, 0]  # BERT's attention reads the residual before its LayerNorm
+    with torch.inference_mode():
+        expected = cls @ bert.bridge.W_V[layer, head] + bert.bridge.b_V[layer, head]
+    torch.testing.assert_close(clean.sink_v[layer][:, head], expected, atol=1e-5, rtol=1e-5)
+
+
 def test_derangement_stays_within_group_and_never_self():
     group = torch.tensor([False, False, False, True, True])
     donor = derangement(group)
@@ -219,15 +258,15 @@ def test_attribution_is_the_first_order_term_of_the_exact_effect():
     model.bridge.to(torch.float64)
     ablator = Ablator(model)
     corpus = small_corpus(model)
-    result = attribute(ablator, corpus, ("zero", "mean", "resample"), progress=False)
+    result = attribute(ablator, corpus, ("zero", "mean", "resample", "sink"), progress=False)
     eps = 1e-3
-    for kind in ("zero", "mean", "resample"):
+    for kind in ("zero", "mean", "resample", "sink"):
         for layer, head in ((0, 1), (2, 3)):
             estimate, exact = 0.0, 0.0
             for batch in corpus.batches:
-                clean = ablator.clean(batch, keep_z=True)
+                clean = ablator.clean(batch, keep_z=True, keep_sink=True)
                 z = clean.z[layer][:, :, head]
-                target = replacement(kind, layer, head, batch, clean.z, result.means)
+                target = replacement(kind, layer, head, batch, clean.z, result.means, clean.sink_v)
                 nudged = ablator.run(batch, [Edit(layer, head, z + eps * (target - z))])
                 before = batch_metrics(clean.readout, batch)
                 after = batch_metrics(nudged, batch, clean.readout)

@@ -11,7 +11,7 @@ import pytest
 
 from interp import rundir
 from interp.classification.clusters import cluster_unexplained
-from interp.classification.matrix import BROAD_MISSING, COLUMNS, head_matrix, matrix_from_arrays
+from interp.classification.matrix import BROAD_MISSING, COLUMNS, head_matrix, matrix_from_arrays, sink_shares
 from interp.classification.reference import default_classifier
 from interp.classification.stability import stability
 from interp.classify import ClassifyConfig, ClassifyResult, classify, run_stage
@@ -21,48 +21,54 @@ from interp.features import STATIC_FEATURES
 from interp.roles import ROLE_NAMES, UNEXPLAINED
 from interp.tables import ROLES_TABLE
 
-# What a head with no preference scores on each static feature (a causal model: next_token has
-# no eligible query, so its value and baseline are NaN).
+# What a head with no preference scores on each static feature (a causal model: next_token and
+# the positions from the end have no eligible query, so their value and baseline are NaN).
 BASELINES = {"previous_token": 0.1, "current_token": 0.1, "next_token": np.nan, "first_token": 0.1,
-             "delimiter": 0.15, "duplicate_token": 0.05, "induction": 0.05, "local": 0.3, "broad": 1.0}
+             "delimiter": 0.15, "duplicate_token": 0.05, "induction": 0.05, "local": 0.3, "broad": 1.0,
+             **{name: (np.nan if "end" in name else 0.06) for name in STATIC_FEATURES if name.startswith("position:")}}
 SYNTAX = {"syntactic:nsubj:head2dep": (0.25, 400), "syntactic:det:dep2head": (0.6, 400)}
 
 
 def features_table(heads: dict[tuple[int, int], dict[str, float]]) -> pd.DataFrame:
-    """A features table: every head scores its baseline (broad: 0.95) unless ``heads`` says otherwise."""
+    """A features table: every head scores its baseline (broad: 0.95) unless ``heads`` says
+    otherwise; a head's ``sink_mass`` (default 0.3) is its first_token value and every row's sink."""
     rows = []
     for (layer, head), values in heads.items():
+        sink = values.get("sink_mass", 0.3)
         for name in STATIC_FEATURES:
             base = BASELINES[name]
-            default = 0.95 if name == "broad" else base
+            default = {"broad": 0.95, "first_token": sink}.get(name, base)
             rows.append({"layer": layer, "head": head, "feature": name, "value": values.get(name, default),
-                         "baseline": base, "ci_low": np.nan, "ci_high": np.nan, "n": 0 if math.isnan(base) else 1000})
+                         "baseline": base, "sink_mass": sink, "ci_low": np.nan, "ci_high": np.nan,
+                         "n": 0 if math.isnan(base) else 1000})
         for name, (base, n) in SYNTAX.items():
             rows.append({"layer": layer, "head": head, "feature": name, "value": values.get(name, base),
-                         "baseline": base, "ci_low": np.nan, "ci_high": np.nan, "n": n})
+                         "baseline": base, "sink_mass": sink, "ci_low": np.nan, "ci_high": np.nan, "n": n})
     return pd.DataFrame(rows)
 
 
 def sharp(**values: float) -> dict[str, float]:
-    """A head whose mass is all where ``values`` say: every other mass feature scores 0, entropy 0
-    unless given (the syntactic scores stay at their fixed-rule baselines)."""
-    out = {name: 0.0 for name in STATIC_FEATURES if name != "next_token"}
+    """A head whose non-sink mass is all where ``values`` say: every other mass feature scores 0,
+    entropy 0 unless given (the syntactic scores stay at their fixed-rule baselines)."""
+    out = {name: 0.0 for name in STATIC_FEATURES if name != "first_token" and not math.isnan(BASELINES[name])}
     return {**out, **values}
 
 
-# Idealised heads of a 2-layer x 4-head causal model.
+# Idealised heads of a causal model.
 HEADS = {
     (0, 0): sharp(previous_token=1.0, local=1.0),
-    (0, 1): sharp(first_token=1.0),
+    (0, 1): sharp(broad=0.5, sink_mass=0.97),  # all but 3% on the sink
     (0, 2): {},  # uniform attention
     (0, 3): sharp(current_token=1.0),
+    (0, 4): sharp(**{"position:2": 1.0}),
     (1, 0): sharp(induction=0.9, broad=0.1),
     (1, 1): sharp(duplicate_token=0.9, broad=0.1),
-    (1, 2): sharp(previous_token=0.6, first_token=0.4, local=0.6, broad=0.3),
+    (1, 2): sharp(previous_token=1.0, local=1.0, sink_mass=0.6),  # 60% sink, 40% on q-1
     (1, 3): {"syntactic:nsubj:head2dep": 0.9, "broad": 0.6},
 }
 EXPECTED = {(0, 0): "previous_token", (0, 1): "first_token", (0, 2): "broad", (0, 3): "current_token",
-            (1, 0): "induction", (1, 1): "duplicate_token", (1, 2): "previous_token", (1, 3): "syntactic"}
+            (0, 4): "positional", (1, 0): "induction", (1, 1): "duplicate_token", (1, 2): "previous_token",
+            (1, 3): "syntactic"}
 
 
 # --- the feature matrix -------------------------------------------------------------------------
@@ -79,6 +85,17 @@ def test_head_matrix_lifts_exact():
     # best syntactic lift, shrunk by two binomial standard errors of the fixed-rule baseline:
     # nsubj (0.9 - 0.25 - 2 sqrt(0.25 * 0.75 / 400)) / 0.75; det sits at its baseline
     assert row["syntactic"] == pytest.approx((0.9 - 0.25 - 2 * math.sqrt(0.25 * 0.75 / 400)) / 0.75)
+    assert row["positional"] == pytest.approx(0.0)  # every position at its baseline
+    assert "first_token" not in m.columns  # the sink is not a column: the sink rule reads it
+
+
+def test_sink_shares_follow_each_columns_feature():
+    table = features_table({(0, 0): sharp(**{"position:3": 1.0}, sink_mass=0.5)})
+    table.loc[table["feature"] == "position:3", "sink_mass"] = 0.2
+    shares = sink_shares(table).loc[(0, 0)]
+    assert shares["sink:positional"] == pytest.approx(0.2)  # the best position's queries
+    assert shares["sink:previous_token"] == pytest.approx(0.5)
+    assert shares["sink_mass"] == pytest.approx(0.5)  # the first_token value
 
 
 def test_head_matrix_imputation_rules():
@@ -126,15 +143,17 @@ def test_roles_table_schema(result):
     assert list(zip(roles["layer"], roles["head"])) == sorted(HEADS)
 
 
-def test_second_role_bos_sink(result):
+def test_sink_mass_and_second_role(result):
     roles = result.roles.set_index(["layer", "head"])
-    assert roles.loc[(1, 2), "second_role"] == "first_token"  # a previous-token head that also sinks
+    assert roles.loc[(1, 2), "sink_mass"] == pytest.approx(0.6)
+    assert roles.loc[(1, 2), "second_role"] == "first_token"  # a previous-token head that mostly sinks
     assert pd.isna(roles.loc[(0, 0), "second_role"])  # local is implied by previous_token, not a second role
+    assert roles.loc[(0, 1), "confidence"] == 1.0  # the sink rule decides first_token
 
 
 def test_summary_counts_and_confusion(result):
     counts = result.counts
-    assert counts.sum() == 8 and counts["previous_token"] == 2 and counts[UNEXPLAINED] == 0
+    assert counts.sum() == len(HEADS) and counts["previous_token"] == 2 and counts[UNEXPLAINED] == 0
     assert result.share_unexplained == 0.0
     assert result.per_layer.loc[0, "broad"] == 1
     truth_rows = result.summary[result.summary["scope"] == "truth"]
@@ -144,7 +163,7 @@ def test_summary_counts_and_confusion(result):
 
 def test_off_catalogue_heads_are_unexplained():
     # sharp attention (entropy 0.2) that no feature explains: a fixed far offset, say
-    res = classify(features_table({(0, 0): sharp(broad=0.2), (0, 1): sharp(broad=0.3, first_token=0.2)}))
+    res = classify(features_table({(0, 0): sharp(broad=0.2), (0, 1): sharp(broad=0.3, sink_mass=0.5)}))
     assert set(res.roles["role"]) == {UNEXPLAINED}
 
 
@@ -164,8 +183,10 @@ def test_config_validation():
 
 
 def test_second_min_lift_override():
-    res = classify(features_table(HEADS), config=ClassifyConfig(second_min_lift=0.9))
-    assert pd.isna(res.roles.set_index(["layer", "head"]).loc[(1, 2), "second_role"])
+    two = {(0, 0): sharp(previous_token=0.6, current_token=0.4, local=0.6, broad=0.4)}
+    assert classify(features_table(two)).roles["second_role"].iloc[0] == "current_token"
+    res = classify(features_table(two), config=ClassifyConfig(second_min_lift=0.9))
+    assert pd.isna(res.roles["second_role"].iloc[0])
 
 
 # --- stability --------------------------------------------------------------------------------------
@@ -210,10 +231,11 @@ def test_stability_without_replicates_is_nan():
 def test_unexplained_heads_cluster_by_profile():
     rng = np.random.default_rng(0)
     index = pd.MultiIndex.from_tuples([(0, h) for h in range(10)], names=["layer", "head"])
-    matrix = pd.DataFrame(0.0, index=index, columns=list(COLUMNS))
+    matrix = pd.DataFrame(0.0, index=index, columns=list(COLUMNS) + ["sink_mass"])
     matrix["broad"] = 0.9
     # heads 0-2: a sharp group with some first-token mass; heads 3-5: a sharp group on delimiters-ish
-    matrix.loc[[(0, 0), (0, 1), (0, 2)], ["first_token", "broad"]] = [[0.4, 0.3]] * 3
+    matrix["sink_mass"] = 0.2
+    matrix.loc[[(0, 0), (0, 1), (0, 2)], ["sink_mass", "broad"]] = [[0.6, 0.3]] * 3
     matrix.loc[[(0, 3), (0, 4), (0, 5)], ["delimiter", "broad"]] = [[0.3, 0.2]] * 3
     matrix.loc[[(0, 6)], ["induction", "broad"]] = [[0.5, 0.1]]  # a singleton
     matrix += rng.normal(0, 0.01, matrix.shape)
@@ -223,7 +245,7 @@ def test_unexplained_heads_cluster_by_profile():
     groups = {frozenset(g["head"]) for _, g in clusters.groupby("cluster")}
     assert groups == {frozenset({0, 1, 2}), frozenset({3, 4, 5})}
     first = clusters[clusters["head"] == 0]["description"].iloc[0]
-    assert "more first_token" in first and "less broad" in first
+    assert "more sink_mass" in first and "less broad" in first
     # silhouette-chosen groups find the same two
     auto = cluster_unexplained(matrix, roles)
     assert {frozenset(g["head"]) for _, g in auto.groupby("cluster")} == groups
@@ -231,7 +253,7 @@ def test_unexplained_heads_cluster_by_profile():
 
 def test_too_few_unexplained_heads_give_no_clusters():
     index = pd.MultiIndex.from_tuples([(0, 0), (0, 1)], names=["layer", "head"])
-    matrix = pd.DataFrame(0.0, index=index, columns=list(COLUMNS))
+    matrix = pd.DataFrame(0.0, index=index, columns=list(COLUMNS) + ["sink_mass"])
     assert cluster_unexplained(matrix, pd.Series(["unexplained", "broad"], index=index)).empty
 
 
@@ -277,7 +299,7 @@ def test_classify_run_writes_tables_and_records_stage(tmp_path, with_replicates)
 def test_classify_run_refuses_features_of_another_version(tmp_path):
     run_dir = _run_dir(tmp_path, replicates=False)
     rundir.record_stage(run_dir, "collect", {}, 1.0)  # as runs before features versions recorded it
-    with pytest.raises(RunError, match="features version 1, this interp classifies version 2"):
+    with pytest.raises(RunError, match=f"features version 1, this interp classifies version {FEATURES_VERSION}"):
         run_stage(run_dir)
     assert not (run_dir / "roles.csv").exists()
     rundir.record_stage(run_dir, "collect", {"features_version": FEATURES_VERSION}, 1.0)

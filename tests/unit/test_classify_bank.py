@@ -41,20 +41,23 @@ def test_pure_archetype_patterns_score_exactly_one(causal):
         "previous_token": lambda c: P.offset(c, -1), "current_token": lambda c: P.offset(c, 0),
         "first_token": P.first, "delimiter": lambda c: P.delimiter(c, "all"),
         "duplicate_token": P.duplicate, "induction": P.induction, "local": lambda c: P.local(c, 3),
-        "broad": P.broad,
+        "broad": P.broad, "position:2": lambda c: P.position(c, 2),
     }
     if not causal:
         builders["next_token"] = lambda c: P.offset(c, 1)
+        builders["position:end-2"] = lambda c: P.position(c, None, 2)
     values = _score(causal, builders)
     for role in builders:
         assert values.loc[role, role] == pytest.approx(1.0, abs=1e-6), role
-    assert values.loc["previous_token", "first_token"] == pytest.approx(0.0)
+    # a pure sink has no attention off the first position: its other features say nothing
+    assert np.isnan(values.loc["previous_token", "first_token"])
+    assert values.loc["previous_token", "broad"] == pytest.approx(values.loc["previous_token", "broad"])
 
 
 def test_syntactic_pattern_hits_its_relation():
     seqs, relations = synthetic_sequences(False, seed=0, n_repeated=0, n_syntax=30, n_prose=0)
     ctx = context(make_batch(seqs, list(range(len(seqs))), False, PAD), relations)
-    from interp.features import syntactic
+    from interp.syntax_features import syntactic
 
     slot = 2  # relations[1], dep2head
     for hit, expected in ((1.0, 1.0), (0.5, 0.5)):
@@ -68,9 +71,9 @@ def test_every_pattern_is_a_distribution_over_visible_keys(causal):
     seqs, relations = synthetic_sequences(causal, seed=0, n_repeated=4, n_syntax=10, n_prose=6)
     ctx = context(make_batch(seqs, list(range(len(seqs))), causal, PAD), relations)
     gen = torch.Generator().manual_seed(0)
-    pats = [P.offset(ctx, -1), P.first(ctx), P.delimiter(ctx, "nearest", "uniform"), P.duplicate(ctx, "self"),
+    pats = [P.offset(ctx, -1), P.first(ctx), P.delimiter(ctx, "nearest", "uniform"), P.duplicate(ctx, "self"), P.duplicate(ctx, "bos", 0.4),
             P.induction(ctx), P.local(ctx, 2, 0.5), P.broad(ctx, True), P.far_offset(ctx, 6),
-            P.fixed_position(ctx, 3), P.token_class(ctx, 5, 1), P.dirichlet(ctx, 0.1, gen),
+            P.position(ctx, 3), P.position(ctx, None, 1), P.token_class(ctx, 5, 1), P.dirichlet(ctx, 0.1, gen),
             P.random_logits(ctx, 4.0, gen), P.shuffled(ctx, P.offset(ctx, -1), gen)]
     pats.append(P.mix(pats[:3], torch.tensor([0.5, 0.3, 0.2]), 0.5, ctx, gen, jitter=0.2))
     rows = ctx.batch.valid
@@ -93,21 +96,21 @@ def test_specs_cover_every_role_and_label_rules():
     slots = syntax_slots(True)
     specs = sample_specs(random.Random(0), True, slots, per_role=4)
     labels = {s.label for s in specs}
-    assert labels == set(NAMED_ROLES) - {"next_token"} | {UNEXPLAINED}
+    # the classifier names non-sink attention: first_token is the sink rule's
+    assert labels == set(NAMED_ROLES) - {"next_token", "first_token"} | {UNEXPLAINED}
     for s in specs:
         assert sum(s.weights) == pytest.approx(1.0, abs=1e-3)
         if s.template == "several":
             assert max(s.weights) <= 0.42 + 1e-3 and s.label == UNEXPLAINED
-        if s.template == "sink" and s.label == "first_token":  # the sink outweighs the role beside it
-            sink = [w for (kind, _), w in zip(s.components, s.weights) if kind == "first"][0]
-            assert all(sink >= w for (kind, _), w in zip(s.components, s.weights) if kind not in ("first", "broad"))
+        if s.template == "sink" and s.label != UNEXPLAINED:  # labelled with the role beside the sink
+            assert s.components[0][0] != "first" and s.components[1][0] == "first"
 
 
 def test_build_bank_is_deterministic_and_complete():
     a = build_bank(seed=3, per_role=2)
     b = build_bank(seed=3, per_role=2)
     pd.testing.assert_frame_equal(a, b)
-    assert list(a.columns) == list(COLUMNS) + ["label", "second", "template", "mask", "seed", "spec"]
+    assert list(a.columns) == list(COLUMNS) + ["sink_mass", "label", "second", "template", "mask", "seed", "spec"]
     assert set(a["mask"]) == {"causal", "encoder"}
     assert not a[list(COLUMNS)].isna().any().any()
     assert "next_token" not in set(a.loc[a["mask"] == "causal", "label"])
@@ -121,7 +124,7 @@ def test_shipped_model_is_json_and_versioned():
     assert data["version"] == REFERENCE_VERSION
     assert data["held_out"]["accuracy"] > 0.9 and data["held_out"]["ece"] < 0.05
     clf = default_classifier()
-    assert set(clf.classes_) == set(NAMED_ROLES) | {UNEXPLAINED}
+    assert set(clf.classes_) == set(NAMED_ROLES) - {"first_token"} | {UNEXPLAINED}
     assert list(clf.feature_names_in_) == list(COLUMNS)
 
 
@@ -146,3 +149,22 @@ def test_refitting_the_shipped_bank_reproduces_the_shipped_model():
     agree = (refit.predict(X) == default_classifier().predict(X)).mean()
     assert agree > 0.99
     np.testing.assert_allclose(refit.predict_proba(X), default_classifier().predict_proba(X), atol=0.02)
+
+
+def test_a_copy_head_that_also_attends_to_itself_is_labelled_by_the_copy():
+    from interp.classification.bank import _pair_labels
+
+    assert _pair_labels("current_token", "duplicate_token") == ("duplicate_token", "current_token")
+    assert _pair_labels("current_token", "induction") == ("induction", "current_token")
+    assert _pair_labels("current_token", "local") == ("current_token", "local")
+    assert _pair_labels("duplicate_token", "current_token") == ("duplicate_token", "current_token")
+
+
+def test_the_bank_also_holds_its_heads_as_a_run_without_syntax_probes():
+    bank = build_bank(seed=3, per_role=2)
+    plain = bank[~bank["template"].str.endswith(":no-syntax")]
+    bare = bank[bank["template"].str.endswith(":no-syntax")]
+    assert len(bare) == (plain["label"] != "syntactic").sum()
+    assert (bare["syntactic"] == 0.0).all() and "syntactic" not in set(bare["label"])
+    cols = [c for c in COLUMNS if c != "syntactic"]
+    np.testing.assert_array_equal(bare[cols].to_numpy(), plain[plain["label"] != "syntactic"][cols].to_numpy())

@@ -10,18 +10,21 @@ import torch
 from interp.accumulate import FeatureAccumulator
 from interp.features import (
     FEATURE_FAMILIES, MASS_FEATURES, broad, context, delimiter, duplicate_token, first_token, induction,
-    fixed_rule_counts, local, next_token, previous_token, syntactic,
+    local, next_token, position, previous_token,
 )
+from interp.syntax_features import fixed_rule_counts, syntactic
 from interp.probes.batch import make_batch
 
 from feature_inputs import NATURAL, REPEATED, SYNTAX, seq
 
 
-def uniform(batch, causal=True):
-    """The no-preference head: uniform attention over the keys each query may see."""
+def uniform(batch, sink: float = 0.0):
+    """The no-preference head: uniform attention over the non-sink keys each query may see, with
+    ``sink`` of every query's mass on the first position (all of it where nothing else is visible)."""
     ctx = context(batch)
-    p = ctx.allowed.float()
-    p = p / p.sum(-1, keepdim=True).clamp(min=1)
+    open_keys = (ctx.allowed & ~ctx.sink[:, None, :]).float()
+    p = open_keys / open_keys.sum(-1, keepdim=True).clamp(min=1) * (1 - sink)
+    p[..., 0] += torch.where(open_keys.sum(-1) > 0, sink, 1.0) * ctx.allowed[..., 0]
     return p[:, None], ctx  # one head
 
 
@@ -34,12 +37,24 @@ def onehot(batch, key_of_query):
     return p
 
 
+def sinking(batch, pattern, sink):
+    """``pattern`` with ``sink`` of every query's mass moved onto the first position."""
+    out = pattern * (1 - sink)
+    out[..., 0] += sink
+    return out * batch.valid[:, None, :, None]
+
+
 def mean(sums, head=0):
-    return float(sums.value[:, head].sum() / sums.count.sum())
+    """The score: mass on the targets over the non-sink mass."""
+    return float(sums.value[:, head].sum() / sums.weight[:, head].sum())
 
 
-def base(sums):
-    return float(sums.baseline.sum() / sums.count.sum())
+def base(sums, head=0):
+    return float(sums.baseline[:, head].sum() / sums.weight[:, head].sum())
+
+
+def sink_mass(sums, head=0):
+    return float(sums.sink[:, head].sum() / sums.count.sum())
 
 
 @pytest.fixture
@@ -56,21 +71,38 @@ def test_perfect_previous_token_head_scores_one(causal_batch):
     assert mean(sums) == pytest.approx(1.0)
     # eligible queries: content tokens whose predecessor is content (not BOS): 7 in a, 2 in b
     assert sums.count.tolist() == [7.0, 2.0]
-    # baseline: mean of 1/(q+1) over those queries
-    expected = sum(1 / (q + 1) for q in range(2, 9)) + sum(1 / (q + 1) for q in range(2, 4))
+    # baseline: one target among the q non-sink keys 1..q, averaged over those queries
+    expected = sum(1 / q for q in range(2, 9)) + sum(1 / q for q in range(2, 4))
     assert base(sums) == pytest.approx(expected / 9)
+    assert sink_mass(sums) == 0.0
+
+
+def test_sink_and_previous_token_split_sixty_forty(causal_batch):
+    """60% on the first position, 40% on q-1: previous_token 1.0 off the sink, sink mass 0.6."""
+    ctx = context(causal_batch)
+    pattern = sinking(causal_batch, onehot(causal_batch, lambda q: q - 1), 0.6)
+    prev = previous_token(pattern, ctx)
+    assert mean(prev) == pytest.approx(1.0)
+    assert sink_mass(prev) == pytest.approx(0.6)
+    # the head-level sink mass: 0.6, except at q=1 whose q-1 is the first position itself (2 such queries of 11)
+    assert mean(first_token(pattern, ctx)) == pytest.approx((9 * 0.6 + 2 * 1.0) / 11)
+    # the raw mass on q-1 is value * (1 - sink)
+    assert float(prev.value.sum() / prev.count.sum()) == pytest.approx(0.4)
 
 
 def test_perfect_first_token_head_scores_one(causal_batch):
     sums = first_token(onehot(causal_batch, lambda q: 0), context(causal_batch))
     assert mean(sums) == pytest.approx(1.0)
     assert sums.count.tolist() == [8.0, 3.0]
+    # its baseline: the uniform share of the first position, 1/(q+1)
+    assert base(sums) == pytest.approx((sum(1 / (q + 1) for q in range(1, 9)) + sum(1 / (q + 1) for q in range(1, 4))) / 11)
 
 
-def test_uniform_head_scores_its_baseline_on_every_mass_feature(causal_batch):
-    pattern, ctx = uniform(causal_batch)
+@pytest.mark.parametrize("sink", [0.0, 0.5, 0.9])
+def test_uniform_head_scores_its_baseline_on_every_mass_feature(causal_batch, sink):
+    pattern, ctx = uniform(causal_batch, sink)
     for name, fn in MASS_FEATURES.items():
-        if name == "broad":
+        if name in ("broad", "first_token"):
             continue
         sums = fn(pattern, ctx)
         if sums.count.sum() == 0:
@@ -81,7 +113,65 @@ def test_uniform_head_scores_its_baseline_on_every_mass_feature(causal_batch):
 def test_uniform_head_is_perfectly_broad(causal_batch):
     pattern, ctx = uniform(causal_batch)
     assert mean(broad(pattern, ctx)) == pytest.approx(1.0)
-    assert mean(broad(onehot(causal_batch, lambda q: 0), ctx)) == pytest.approx(0.0)
+    assert mean(broad(onehot(causal_batch, lambda q: q), ctx)) == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("sink", [0.0, 0.7])
+def test_uniform_over_content_keys_is_broad_at_every_length(causal, sink):
+    """Entropy over the content keys, normalised by their number: 1.0 from 4 to 256 keys,
+    whatever the head puts on BOS / [CLS] and [SEP]."""
+    for n_keys in (4, 5, 8, 16, 64, 256):
+        body = list(range(10, 10 + n_keys - (1 if causal else 2)))
+        s = seq([1, *body] + ([] if causal else [2]), special=(0,) if causal else (0, len(body) + 1))
+        batch = make_batch([s], [0], causal=causal, pad_id=0)
+        ctx = context(batch)
+        keys = (ctx.allowed & ctx.content[:, None, :]).float()
+        p = keys / keys.sum(-1, keepdim=True).clamp(min=1)
+        p = sinking(batch, p[:, None], sink)
+        sums = broad(p, ctx)
+        assert mean(sums) == pytest.approx(1.0, abs=1e-5), n_keys
+        assert base(sums) == 1.0
+
+
+def test_duplicate_head_that_also_attends_to_itself_and_the_sink():
+    # BOS a b a c a: the third a (q=5) has copies at 1 and 3; the second (q=3) at 1
+    s = seq([1, 10, 11, 10, 12, 10], family=REPEATED)
+    batch = make_batch([s], [0], causal=True, pad_id=0)
+    ctx = context(batch)
+    p = torch.zeros(1, 1, 6, 6)
+    for q in range(6):
+        p[0, 0, q, 0] = 0.5 if q else 1.0
+        p[0, 0, q, q] += 0.0 if q == 0 else 0.2
+    p[0, 0, 3, 1] = 0.3
+    p[0, 0, 5, 1] = p[0, 0, 5, 3] = 0.15
+    for q in (1, 2, 4):
+        p[0, 0, q, 0] += 0.3  # no copy: back to the sink
+    sums = duplicate_token(p, ctx)
+    assert sums.count.tolist() == [2.0]
+    assert mean(sums) == pytest.approx(1.0)  # all the mass off the sink and q itself is on copies
+    assert sink_mass(sums) == pytest.approx(0.5)
+    # baseline: 1 copy among the 2 keys other than BOS and q (q=3), 2 among 4 (q=5)
+    assert base(sums) == pytest.approx((1 / 2 + 2 / 4) / 2)
+
+
+def test_position_features_exact():
+    # BOS then 9 words: a head that always looks at position 2
+    s = seq(list(range(1, 11)))
+    batch = make_batch([s], [0], causal=True, pad_id=0)
+    ctx = context(batch, local_window=3)
+    sums = position(sinking(batch, onehot(batch, lambda q: 2 if q >= 2 else q), 0.5), ctx, k=2)
+    # queries further than 3 from position 2: q = 6..9
+    assert sums.count.tolist() == [4.0]
+    assert mean(sums) == pytest.approx(1.0)
+    assert base(sums) == pytest.approx(sum(1 / q for q in range(6, 10)) / 4)
+    assert position(onehot(batch, lambda q: 2), ctx, k=3).value.sum() == 0.0
+    # a causal query cannot see the end: no positions from the end
+    assert position(onehot(batch, lambda q: q), ctx, from_end=1).count.sum() == 0
+    enc = make_batch([seq([101, *range(10, 18), 102], special=(0, 9), delim=(9,))], [0], causal=False, pad_id=0)
+    last_word = 8  # one before [SEP]
+    sums = position(onehot(enc, lambda q: last_word), context(enc), from_end=1)
+    assert sums.count.tolist() == [4.0] and mean(sums) == pytest.approx(1.0)  # q = 1..4
 
 
 def test_features_never_write_into_the_pattern(causal_batch):
@@ -114,8 +204,8 @@ def test_duplicate_and_induction_on_a_repeated_sequence():
     ind = induction(onehot(batch, lambda q: q - 2), ctx)
     assert dup.count.tolist() == [3.0] and mean(dup) == pytest.approx(1.0)
     assert ind.count.tolist() == [3.0] and mean(ind) == pytest.approx(1.0)
-    # induction baseline: one target among q+1 visible keys
-    assert base(ind) == pytest.approx((1 / 5 + 1 / 6 + 1 / 7) / 3)
+    # induction baseline: one target among the q-1 keys other than BOS and q itself
+    assert base(ind) == pytest.approx((1 / 3 + 1 / 4 + 1 / 5) / 3)
 
 
 def test_no_repeats_no_positions_and_family_gating():
@@ -144,19 +234,23 @@ def test_encoder_next_token_and_causal_has_none():
     enc = make_batch([s], [0], causal=False, pad_id=0)
     sums = next_token(onehot(enc, lambda q: q + 1), context(enc))
     assert sums.count.tolist() == [2.0] and mean(sums) == pytest.approx(1.0)
-    assert base(sums) == pytest.approx(1 / 5)
+    assert base(sums) == pytest.approx(1 / 4)  # one of the 4 keys other than [CLS]
     causal = make_batch([s], [0], causal=True, pad_id=0)
     assert next_token(onehot(causal, lambda q: q), context(causal)).count.sum() == 0
 
 
 def test_local_window_counts_only_nearby_content_keys():
-    s = seq([1, 10, 11, 12, 13, 14])
+    s = seq([1, 10, 11, 12, 13, 14, 15])
     batch = make_batch([s], [0], causal=True, pad_id=0)
     ctx = context(batch, local_window=2)
     sums = local(onehot(batch, lambda q: q - 2), ctx)
-    # q=1 sees only BOS (not content): no target; q=2..5 have 1, 2, 2, 2 targets
-    assert sums.count.tolist() == [4.0]
-    assert mean(sums) == pytest.approx(3 / 4)  # q=2's q-2 is BOS, not local
+    # a query counts where it sees content beyond the window too: q=4..6 (q=1..3 see only their window)
+    assert sums.count.tolist() == [3.0]
+    assert mean(sums) == pytest.approx(1.0)
+    # baseline: 2 targets among the q non-sink keys
+    assert base(sums) == pytest.approx((2 / 4 + 2 / 5 + 2 / 6) / 3)
+    sums = local(onehot(batch, lambda q: q - 3), ctx)
+    assert mean(sums) == pytest.approx(0.0)
 
 
 def test_syntactic_accuracy_and_best_offset_baseline():
@@ -220,6 +314,8 @@ def test_accumulator_table_means_cis_and_counts(causal_batch):
     assert table.loc["previous_token", "value"] == pytest.approx(1.0)
     assert table.loc["previous_token", "n"] == 9
     assert table.loc["previous_token", "ci_low"] <= 1.0 <= table.loc["previous_token", "ci_high"] + 1e-12
+    assert table.loc["previous_token", "sink_mass"] == 0.0
+    assert table.loc["first_token", "value"] == pytest.approx(2 / 11)  # q=1 of each sequence looks at BOS
     assert math.isnan(table.loc["next_token", "value"])  # causal: no eligible query, NaN not -1
     assert set(table.index) >= set(FEATURE_FAMILIES)
     with pytest.raises(RuntimeError):

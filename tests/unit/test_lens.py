@@ -64,6 +64,18 @@ def test_facts_of_each_kind_of_bridge(llama, gpt2, bert):
     assert not lens.facts(tiny_native(n_layers=1, attention_dir="bidirectional").bridge).causal
 
 
+def test_output_weights_are_each_query_heads_slice_of_the_output_projection(llama, gpt2, bert):
+    hf = {"llama": lambda m, l: m.model.layers[l].self_attn.o_proj.weight.T,  # [head * d_head, d_model]
+          "gpt2": lambda m, l: m.transformer.h[l].attn.c_proj.weight,  # Conv1D: already [in, out]
+          "bert": lambda m, l: m.bert.encoder.layer[l].attention.output.dense.weight.T}
+    for name, model in (("llama", llama), ("gpt2", gpt2), ("bert", bert)):
+        w_o = lens.output_weights(model.bridge)
+        assert w_o.shape == (N_LAYERS, N_HEADS, D_HEAD, N_HEADS * D_HEAD) and not w_o.requires_grad
+        for layer in range(N_LAYERS):
+            expected = hf[name](model.bridge.original_model, layer).detach().unflatten(0, (N_HEADS, D_HEAD))
+            torch.testing.assert_close(w_o[layer], expected.float(), msg=f"{name} layer {layer}")
+
+
 def test_version_check():
     with warnings.catch_warnings():
         warnings.simplefilter("error")

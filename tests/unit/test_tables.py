@@ -8,7 +8,7 @@ import pytest
 
 from interp import rundir
 from interp.errors import RunError
-from interp.tables import PRUNING
+from interp.tables import PRUNING, ROLES_TABLE
 
 
 def _pruning(**changes) -> pd.DataFrame:
@@ -39,6 +39,18 @@ def test_validate_refuses_values_of_another_type(changes, message):
 def test_validate_refuses_a_missing_column():
     with pytest.raises(ValueError, match="lacks columns"):
         PRUNING.validate(_pruning().drop(columns="metric"))
+
+
+def test_sink_mass_may_be_absent_and_is_a_float_when_present():
+    """A run from before features version 3 has no sink_mass; it is still read, and cast when there."""
+    old = pd.DataFrame({"layer": [0], "head": [1], "role": ["first_token"], "confidence": [0.9],
+                        "second_role": [np.nan], "stability": [1.0]})
+    assert "sink_mass" not in ROLES_TABLE.validate(old).columns
+    new = ROLES_TABLE.validate(old.assign(sink_mass=["0.6"]))
+    assert new["sink_mass"].dtype == np.float64 and new["sink_mass"].tolist() == [0.6]
+    assert list(new.columns[:6]) == ["layer", "head", "role", "confidence", "second_role", "sink_mass"]
+    with pytest.raises(ValueError, match="'sink_mass' must be float"):
+        ROLES_TABLE.validate(old.assign(sink_mass=["much"]))
 
 
 def test_text_columns_hold_text_or_nan():

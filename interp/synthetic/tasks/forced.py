@@ -1,0 +1,143 @@
+"""Tasks that force attention heads to do one job: data generators for small trained transformers.
+
+A task makes batches of ``[BOS] x_1 .. x_T`` over the toy vocabulary (interp.synthetic.toy: the
+numbered words ``t0 .. t127`` behind a word-level tokenizer), with a target token and a loss
+mask per position. Nothing tells the model how to solve it; each task is only solvable by
+attending somewhere specific, which is what makes its trained heads a test of the head-role
+classifier that the toolkit did not build (interp.synthetic.identify finds out, by intervention,
+what each trained head really does):
+
+===============  =====================================================  ==========================
+task             target at position q                                   what a head must do
+===============  =====================================================  ==========================
+``copy``         x_{q-1}: copy with an offset of one                    attend to q-1
+``induction``    the next token of random text with a repeat (toy.py)   q-1, then after a copy
+``duplicates``   "t1" if x_q occurred before, else "t0"                 attend to earlier copies
+``position``     x_k for a fixed k (1, 2 or 3 by seed)                  attend to position k
+``majority``     "t0" if more of x_1..x_q are even-numbered, else "t1"  average over the text
+===============  =====================================================  ==========================
+
+A task is just its generator (:class:`Task.make`) and the size of model it needs, so it plugs
+into any trainer that maps (tokens, targets, mask) batches to a loss; interp.synthetic.trained
+is the small one used here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from interp.synthetic.toy import VOCAB, copy_batch
+
+SEQ_LEN = 48  # tokens after BOS: longer than every probe the validation collects on
+LABELS = ("t0", "t1")  # answer words of the yes/no tasks, never drawn as input
+
+
+@dataclass(frozen=True)
+class Ids:
+    """Token ids of a tokenizer over the toy vocabulary."""
+
+    bos: int
+    pool: torch.Tensor  # long [word]: input words (the answer words excluded)
+    no: int
+    yes: int
+
+    @classmethod
+    def of(cls, tokenizer) -> "Ids":
+        words = [w for w in VOCAB if w not in LABELS]
+        return cls(tokenizer.bos_token_id, torch.tensor(tokenizer.convert_tokens_to_ids(words)),
+                   *tokenizer.convert_tokens_to_ids(list(LABELS)))
+
+
+@dataclass(frozen=True)
+class TaskBatch:
+    tokens: torch.Tensor  # long [batch, pos]
+    targets: torch.Tensor  # long [batch, pos]: what the model must output at each position
+    mask: torch.Tensor  # bool [batch, pos]: positions the loss reads
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    make: Callable[[int, torch.Generator, Ids, int], TaskBatch]  # (batch size, generator, ids, seed)
+    n_layers: int
+    n_heads: int
+    steps: int
+
+
+def _random(n: int, gen: torch.Generator, ids: Ids, vocab: int | None = None) -> torch.Tensor:
+    """long [n, 1 + SEQ_LEN]: BOS then uniform words (from a random ``vocab``-word subset per row)."""
+    if vocab is None:
+        body = ids.pool[torch.randint(len(ids.pool), (n, SEQ_LEN), generator=gen)]
+    else:
+        subsets = torch.rand(n, len(ids.pool), generator=gen).argsort(-1)[:, :vocab]
+        body = ids.pool[subsets.gather(1, torch.randint(vocab, (n, SEQ_LEN), generator=gen))]
+    return torch.cat([torch.full((n, 1), ids.bos), body], 1)
+
+
+def copy(n: int, gen: torch.Generator, ids: Ids, seed: int) -> TaskBatch:
+    tokens = _random(n, gen, ids)
+    targets = torch.roll(tokens, 1, dims=1)
+    mask = torch.zeros_like(tokens, dtype=torch.bool)
+    mask[:, 2:] = True  # from the second word on: its predecessor is a word
+    return TaskBatch(tokens, targets, mask)
+
+
+def induction(n: int, gen: torch.Generator, ids: Ids, seed: int) -> TaskBatch:
+    tokens, _ = copy_batch(n, ids.pool, ids.bos, gen)  # SEQ_LEN of toy.py: the toy's own data
+    targets = torch.roll(tokens, -1, dims=1)
+    mask = torch.ones_like(tokens, dtype=torch.bool)
+    mask[:, -1] = False
+    return TaskBatch(tokens, targets, mask)
+
+
+def duplicates(n: int, gen: torch.Generator, ids: Ids, seed: int) -> TaskBatch:
+    tokens = _random(n, gen, ids, vocab=24)  # 48 draws from 24 words: about half have been seen
+    same = tokens[:, :, None] == tokens[:, None, :]
+    seen = (same & torch.ones_like(same[0]).tril(-1)).any(-1)
+    targets = torch.where(seen, ids.yes, ids.no)
+    mask = torch.ones_like(tokens, dtype=torch.bool)
+    mask[:, 0] = False
+    return TaskBatch(tokens, targets, mask)
+
+
+def position_of(seed: int) -> int:
+    """The position the ``position`` task asks for with this seed."""
+    return 1 + seed % 3
+
+
+def position(n: int, gen: torch.Generator, ids: Ids, seed: int) -> TaskBatch:
+    k = position_of(seed)
+    tokens = _random(n, gen, ids)
+    targets = tokens[:, k:k + 1].expand_as(tokens)
+    mask = torch.zeros_like(tokens, dtype=torch.bool)
+    mask[:, k + 1:] = True
+    return TaskBatch(tokens, targets.clone(), mask)
+
+
+def majority(n: int, gen: torch.Generator, ids: Ids, seed: int) -> TaskBatch:
+    tokens = _random(n, gen, ids)
+    even = ids.pool[::2]
+    p_even = torch.rand(n, 1, generator=gen) * 0.6 + 0.2  # each row leans its own way
+    use_even = torch.rand(n, SEQ_LEN, generator=gen) < p_even
+    pick = lambda words: words[torch.randint(len(words), (n, SEQ_LEN), generator=gen)]  # noqa: E731
+    tokens[:, 1:] = torch.where(use_even, pick(even), pick(ids.pool[1::2]))
+    is_even = torch.isin(tokens, even)
+    lead = (2 * is_even.long() - 1)
+    lead[:, 0] = 0
+    lead = lead.cumsum(1)  # (# even) - (# odd) among x_1 .. x_q
+    targets = torch.where(lead > 0, ids.no, ids.yes)
+    mask = lead != 0
+    mask[:, 0] = False
+    return TaskBatch(tokens, targets, mask)
+
+
+TASKS: dict[str, Task] = {t.name: t for t in (
+    Task("copy", copy, n_layers=1, n_heads=4, steps=600),
+    Task("induction", induction, n_layers=2, n_heads=4, steps=1500),
+    Task("duplicates", duplicates, n_layers=1, n_heads=4, steps=800),
+    Task("position", position, n_layers=1, n_heads=4, steps=600),
+    Task("majority", majority, n_layers=1, n_heads=4, steps=800),
+)}
