@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from interp.features import DIRECTIONS, MASS_FEATURES, STATIC_FEATURES, FeatureContext, syntactic_name
+from interp.features import DIRECTIONS, MASS_FEATURES, STATIC_FEATURES, FeatureContext, Pattern, syntactic_name
 from interp.syntax_features import arc_sink, best_rule_share, fixed_rule_counts, syntactic
 
 
@@ -49,7 +49,7 @@ class FeatureAccumulator:
         for key, c in fixed_rule_counts(ctx).items():
             self.rule_hits[key] = self.rule_hits.get(key, 0) + c
 
-    def add_layer(self, layer: int, pattern: torch.Tensor, ctx: FeatureContext) -> None:
+    def add_layer(self, layer: int, pattern: Pattern, ctx: FeatureContext) -> None:
         """Fold one layer's pattern [batch, head, q, k] into the totals."""
         if self._weights is None or layer in self._layers_seen:
             raise RuntimeError("call start_batch once before each batch's layers")

@@ -42,6 +42,7 @@ from typing import Callable
 
 import numpy as np
 import torch
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from interp.probes.base import FAMILIES, NATURAL, REPEATED, SYNTAX
@@ -54,6 +55,9 @@ TEXT = (NATURAL, SYNTAX)
 POSITIONS: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
 FROM_END: tuple[int, ...] = (1, 2, 3)
 POSITION_PREFIX = FEATURE_FAMILY_PREFIX["positional"]
+
+# One layer's attention: [batch, head, q, k], each query row summing to 1 over the keys it may see.
+Pattern = Float[Tensor, "batch head q k"]
 
 
 def position_name(k: int) -> str:
@@ -102,11 +106,11 @@ class FeatureSums:
     """Per-sequence sums over a feature's eligible queries. ``value / weight`` is the score,
     ``baseline / weight`` the no-preference score, ``sink / count`` the mass on the first position."""
 
-    value: Tensor  # float [batch, head]: mass on the targets
-    baseline: Tensor  # float [batch, head]: the same mass spread uniformly over the counted keys
-    weight: Tensor  # float [batch, head]: mass on the counted keys (non-sink)
-    sink: Tensor  # float [batch, head]: mass on the first position
-    count: Tensor  # float [batch]: eligible queries
+    value: Float[Tensor, "batch head"]  # mass on the targets
+    baseline: Float[Tensor, "batch head"]  # the same mass spread uniformly over the counted keys
+    weight: Float[Tensor, "batch head"]  # mass on the counted keys (non-sink)
+    sink: Float[Tensor, "batch head"]  # mass on the first position
+    count: Float[Tensor, "batch"]  # eligible queries
 
 
 @dataclass
@@ -114,21 +118,21 @@ class FeatureContext:
     """Masks shared by all layers of one batch (built once by :func:`context`)."""
 
     batch: ProbeBatch
-    allowed: Tensor  # bool [batch, q, k]
-    n_allowed: Tensor  # float [batch, q]
-    content: Tensor  # bool [batch, pos]: valid and not special
-    sink: Tensor  # bool [batch, pos]: the first position
-    n_open: Tensor  # float [batch, q]: visible keys other than the sink
+    allowed: Bool[Tensor, "batch q k"]
+    n_allowed: Float[Tensor, "batch q"]
+    content: Bool[Tensor, "batch pos"]  # valid and not special
+    sink: Bool[Tensor, "batch pos"]  # the first position
+    n_open: Float[Tensor, "batch q"]  # visible keys other than the sink
     local_window: int
     relations: tuple[str, ...]
     # syntactic arcs flattened over the batch: query token, gold word, query word, feature slot
-    arc_batch: Tensor  # long [arc]
-    arc_query: Tensor  # long [arc]
-    arc_gold: Tensor  # long [arc]
-    arc_slot: Tensor  # long [arc]: index into syntactic_features()
+    arc_batch: Int[Tensor, "arc"]
+    arc_query: Int[Tensor, "arc"]
+    arc_gold: Int[Tensor, "arc"]
+    arc_slot: Int[Tensor, "arc"]  # index into syntactic_features()
 
-    def family_gate(self, feature: str) -> Tensor:
-        """bool [batch]: which sequences this feature reads."""
+    def family_gate(self, feature: str) -> Bool[Tensor, "batch"]:
+        """Which sequences this feature reads."""
         ids = torch.tensor([FAMILIES.index(f) for f in families_of(feature)])
         return torch.isin(self.batch.family, ids)
 
@@ -168,9 +172,9 @@ def _flatten_arcs(batch: ProbeBatch, n_relations: int) -> tuple[Tensor, Tensor, 
 # --- sums over eligible queries ---------------------------------------------------------
 
 
-def _sums(pattern: Tensor, ctx: FeatureContext, mass: Tensor, queries: Tensor, n_targets: Tensor,
-          skip_self: bool = False) -> FeatureSums:
-    """mass [batch, head, q] on the targets; queries bool [batch, q]; n_targets [batch, q].
+def _sums(pattern: Pattern, ctx: FeatureContext, mass: Float[Tensor, "batch head q"], queries: Bool[Tensor, "batch q"],
+          n_targets: Float[Tensor, "batch q"] | Int[Tensor, "batch q"], skip_self: bool = False) -> FeatureSums:
+    """Sum over eligible ``queries`` of the ``mass`` each puts on its ``n_targets`` target keys.
 
     The counted keys are the visible non-sink keys (and not the query itself with ``skip_self``);
     a query needs at least one of them.
@@ -188,8 +192,8 @@ def _sums(pattern: Tensor, ctx: FeatureContext, mass: Tensor, queries: Tensor, n
                        (sink * q).sum(-1), queries.sum(-1).double())
 
 
-def _offset_mass(pattern: Tensor, offset: int) -> Tensor:
-    """mass [batch, head, q] on key q+offset (zero where that key does not exist)."""
+def _offset_mass(pattern: Pattern, offset: int) -> Float[Tensor, "batch head q"]:
+    """The mass on key q+offset (zero where that key does not exist)."""
     width = pattern.shape[-1]
     diag = pattern.diagonal(offset=offset, dim1=-2, dim2=-1)  # [batch, head, width-|offset|]
     out = pattern.new_zeros(pattern.shape[:-1])
@@ -200,8 +204,8 @@ def _offset_mass(pattern: Tensor, offset: int) -> Tensor:
     return out
 
 
-def _shifted(mask: Tensor, offset: int) -> Tensor:
-    """bool [batch, q]: mask at position q+offset (False outside)."""
+def _shifted(mask: Bool[Tensor, "batch q"], offset: int) -> Bool[Tensor, "batch q"]:
+    """The mask at position q+offset (False outside)."""
     out = torch.zeros_like(mask)
     if offset < 0:
         out[:, -offset:] = mask[:, :offset]
@@ -212,15 +216,15 @@ def _shifted(mask: Tensor, offset: int) -> Tensor:
     return out
 
 
-def _queries(ctx: FeatureContext, feature: str) -> Tensor:
-    """bool [batch, q]: content queries of the sequences the feature reads."""
+def _queries(ctx: FeatureContext, feature: str) -> Bool[Tensor, "batch q"]:
+    """The content queries of the sequences the feature reads."""
     return ctx.content & ctx.family_gate(feature)[:, None]
 
 
 # --- mask-based features ----------------------------------------------------------------
 
 
-def _offset_feature(pattern: Tensor, ctx: FeatureContext, offset: int, feature: str) -> FeatureSums:
+def _offset_feature(pattern: Pattern, ctx: FeatureContext, offset: int, feature: str) -> FeatureSums:
     target_ok = _shifted(ctx.content & ~ctx.sink, offset)
     if ctx.batch.causal and offset > 0:
         target_ok = torch.zeros_like(target_ok)
@@ -228,22 +232,22 @@ def _offset_feature(pattern: Tensor, ctx: FeatureContext, offset: int, feature: 
     return _sums(pattern, ctx, _offset_mass(pattern, offset), queries, torch.ones_like(ctx.n_open))
 
 
-def previous_token(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
+def previous_token(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
     """Mass on q-1, over content queries whose predecessor is a content token (not BOS)."""
     return _offset_feature(pattern, ctx, -1, "previous_token")
 
 
-def current_token(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
+def current_token(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
     """Mass on q itself, over content queries that can see another non-sink key."""
     return _offset_feature(pattern, ctx, 0, "current_token")
 
 
-def next_token(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
+def next_token(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
     """Mass on q+1 (encoders only; a causal model cannot see it, so it has no eligible queries)."""
     return _offset_feature(pattern, ctx, 1, "next_token")
 
 
-def first_token(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
+def first_token(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
     """Raw mass on the first position (BOS / [CLS]), over content queries of every family: the sink."""
     queries = _queries(ctx, "first_token") & (ctx.n_open >= 1) & ~ctx.sink
     q = queries.double()[:, None, :]
@@ -253,28 +257,28 @@ def first_token(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
     return FeatureSums(sink, (q / ctx.n_allowed[:, None, :]).sum(-1) * heads, count[:, None] * heads, sink, count)
 
 
-def _mask_feature(pattern: Tensor, ctx: FeatureContext, targets: Tensor, feature: str,
+def _mask_feature(pattern: Pattern, ctx: FeatureContext, targets: Bool[Tensor, "batch q k"], feature: str,
                   skip_self: bool = False) -> FeatureSums:
-    """targets bool [batch, q, k] (visible non-sink keys)."""
+    """The feature whose targets are a key mask per query (visible non-sink keys)."""
     n_targets = targets.sum(-1)
     queries = _queries(ctx, feature) & (n_targets > 0)
     mass = torch.einsum("bhqk,bqk->bhq", pattern, targets.to(pattern.dtype))
     return _sums(pattern, ctx, mass, queries, n_targets, skip_self)
 
 
-def _open_keys(ctx: FeatureContext) -> Tensor:
-    """bool [batch, q, k]: visible keys other than the sink and the query itself."""
+def _open_keys(ctx: FeatureContext) -> Bool[Tensor, "batch q k"]:
+    """The visible keys other than the sink and the query itself."""
     width = ctx.allowed.shape[-1]
     return ctx.allowed & ~ctx.sink[:, None, :] & ~torch.eye(width, dtype=torch.bool)
 
 
-def delimiter(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
+def delimiter(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
     """Mass on punctuation (and [SEP]) keys other than q, over queries that can see one."""
     targets = _open_keys(ctx) & ctx.batch.is_delim[:, None, :]
     return _mask_feature(pattern, ctx, targets, "delimiter")
 
 
-def duplicate_token(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
+def duplicate_token(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
     """Mass on earlier keys holding the same token as q, over queries that have such a copy.
 
     Renormalised over the keys other than the sink *and q itself*: a token matches itself, so a
@@ -287,7 +291,7 @@ def duplicate_token(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
     return _mask_feature(pattern, ctx, targets, "duplicate_token", skip_self=True)
 
 
-def induction(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
+def induction(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
     """Mass on keys k < q whose predecessor holds q's token: the token that followed an earlier copy.
 
     Renormalised over the keys other than the sink and q itself, like duplicate_token (for a
@@ -301,7 +305,7 @@ def induction(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
     return _mask_feature(pattern, ctx, targets, "induction", skip_self=True)
 
 
-def local(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
+def local(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
     """Mass on content keys 1..w positions away (before q in a causal model, either side in an encoder).
 
     Only over queries that can also see a content key further away: where the window holds every
@@ -319,7 +323,7 @@ def local(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
     return _sums(pattern, ctx, mass, queries, targets.sum(-1))
 
 
-def broad(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
+def broad(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
     """Entropy of the attention renormalised over the content keys, divided by log(#content keys).
 
     1.0 for a head uniform over the content keys at every length, however much it sinks (BOS,
@@ -339,7 +343,7 @@ def broad(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
     return FeatureSums(value, weight.clone(), weight, (pattern[..., 0].double() * q).sum(-1), queries.sum(-1).double())
 
 
-def position(pattern: Tensor, ctx: FeatureContext, k: int | None = None, from_end: int | None = None) -> FeatureSums:
+def position(pattern: Pattern, ctx: FeatureContext, k: int | None = None, from_end: int | None = None) -> FeatureSums:
     """Mass on one fixed position: absolute ``k`` (k >= 1), or ``from_end`` positions before the
     last token ([SEP]; encoders only: a causal query does not see the end).
 
@@ -367,8 +371,8 @@ def position(pattern: Tensor, ctx: FeatureContext, k: int | None = None, from_en
     return _sums(pattern, ctx, mass, queries, torch.ones_like(ctx.n_open))
 
 
-def _position_fn(k: int | None = None, from_end: int | None = None) -> Callable[[Tensor, FeatureContext], FeatureSums]:
-    def fn(pattern: Tensor, ctx: FeatureContext) -> FeatureSums:
+def _position_fn(k: int | None = None, from_end: int | None = None) -> Callable[[Pattern, FeatureContext], FeatureSums]:
+    def fn(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
         return position(pattern, ctx, k, from_end)
 
     where = f"absolute position {k}" if from_end is None else f"the position {from_end} before the last token"
@@ -376,7 +380,7 @@ def _position_fn(k: int | None = None, from_end: int | None = None) -> Callable[
     return fn
 
 
-MASS_FEATURES: dict[str, Callable[[Tensor, FeatureContext], FeatureSums]] = {
+MASS_FEATURES: dict[str, Callable[[Pattern, FeatureContext], FeatureSums]] = {
     "previous_token": previous_token,
     "current_token": current_token,
     "next_token": next_token,

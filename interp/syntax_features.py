@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from jaxtyping import Float
 from torch import Tensor
 
-from interp.features import DIRECTIONS, FeatureContext
+from interp.features import DIRECTIONS, FeatureContext, Pattern
 from interp.probes.batch import ProbeBatch
 
 
@@ -21,8 +22,8 @@ def n_slots(ctx: FeatureContext) -> int:
     return len(ctx.relations) * len(DIRECTIONS)
 
 
-def arc_sink(pattern: Tensor, ctx: FeatureContext) -> Tensor:
-    """Mass on the first position at each arc's query, summed per (sequence, slot, head): float [batch, slot, head]."""
+def arc_sink(pattern: Pattern, ctx: FeatureContext) -> Float[Tensor, "batch slot head"]:
+    """Mass on the first position at each arc's query, summed per (sequence, slot, head)."""
     batch, heads = pattern.shape[0], pattern.shape[1]
     out = torch.zeros(batch * n_slots(ctx), heads, dtype=torch.float64)
     if len(ctx.arc_batch):
@@ -31,12 +32,12 @@ def arc_sink(pattern: Tensor, ctx: FeatureContext) -> Tensor:
     return out.view(batch, n_slots(ctx), heads)
 
 
-def syntactic(pattern: Tensor, ctx: FeatureContext) -> tuple[Tensor, Tensor]:
+def syntactic(pattern: Pattern, ctx: FeatureContext) -> tuple[Float[Tensor, "batch slot head"], Float[Tensor, "batch slot"]]:
     """Correct-arc counts per (sequence, feature slot, head) and arc counts per (sequence, slot).
 
     For each arc's query token, attention is summed over each word's tokens; the prediction is
     the most-attended word other than the query's own word; it is correct if it is the gold partner.
-    Returns (correct float [batch, slot, head], arcs float [batch, slot]).
+    Returns (correct, arcs).
     """
     slots = n_slots(ctx)
     batch, heads = pattern.shape[0], pattern.shape[1]

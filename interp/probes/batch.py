@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from jaxtyping import Bool, Int
 
 from interp.probes.base import FAMILIES, ProbeSequence
 
@@ -18,15 +19,15 @@ from interp.probes.base import FAMILIES, ProbeSequence
 class ProbeBatch:
     """Padded tokens and annotations of a batch. Shapes use: batch, pos (q and k index pos)."""
 
-    tokens: torch.Tensor  # long [batch, pos]
-    valid: torch.Tensor  # bool [batch, pos]: not padding
-    is_delim: torch.Tensor  # bool [batch, pos]
-    is_special: torch.Tensor  # bool [batch, pos]
-    family: torch.Tensor  # long [batch]: index into FAMILIES
-    word_of_token: torch.Tensor  # long [batch, pos], -1 outside words and in padding
+    tokens: Int[torch.Tensor, "batch pos"]
+    valid: Bool[torch.Tensor, "batch pos"]  # not padding
+    is_delim: Bool[torch.Tensor, "batch pos"]
+    is_special: Bool[torch.Tensor, "batch pos"]
+    family: Int[torch.Tensor, "batch"]  # index into FAMILIES
+    word_of_token: Int[torch.Tensor, "batch pos"]  # -1 outside words and in padding
     word_pos: list[torch.Tensor]  # per sequence, long [word]
     arcs: list[torch.Tensor]  # per sequence, long [arc, 3]
-    index: torch.Tensor  # long [batch]: position of each sequence in the corpus list
+    index: Int[torch.Tensor, "batch"]  # position of each sequence in the corpus list
     causal: bool
 
     @property

@@ -1,0 +1,207 @@
+"""The packaged models' results as the README quotes them, measured by runs this script makes.
+
+For each packaged model it makes the default run (``interp run --model NAME``) and, for the
+causal one, a ``--quick`` run, under ``reports/analyses/packaged/`` (kept: a second call only
+re-reads them; ``--fresh`` makes them again), and writes from their tables alone:
+
+- the README's quick-start timing (``<!-- begin generated:quickstart -->``) from the runs'
+  manifests (each stage's recorded seconds);
+- the README's "Results on the packaged models" (``generated:results``): the textbook heads
+  with their feature scores and labels, the subject-verb heads, the role counts, the causal
+  effects' precision and the removable share of heads, the classifier's validation figures
+  (from the shipped reference model and benchmarks/RESULTS.md);
+- the "Packaged models" section of analyses/RESULTS.md with the full tables.
+
+    python analyses/packaged.py [--fresh] [NAME ...]
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _runs import CACHE, MODELS, ROOT, md, write  # noqa: E402
+
+from interp.ablation.removable import removable_summary  # noqa: E402
+from interp.report.summary import role_counts  # noqa: E402
+from interp.rundir import RunTables, load_run  # noqa: E402
+
+HERE = CACHE / "packaged"
+README = ROOT / "README.md"
+SCRIPT = "analyses/packaged.py"
+# Heads the literature and earlier studies of these models name: checked, never assumed.
+KNOWN = {"smollm2-135m": {"induction": [(17, 3), (17, 4), (17, 5), (18, 6)],
+                          "previous_token": [(16, 0), (11, 1)], "syntactic": [(13, 8)]}}
+SUBJECT_VERB = "syntactic:nsubj:head2dep"
+
+
+def make_run(name: str, quick: bool, fresh: bool) -> RunTables:
+    """The model's default (or --quick) run, made once and then re-read."""
+    from interp.config import ModelSpec, RunOptions
+    from interp.pipeline import run_pipeline
+
+    run_name = "quick" if quick else "default"
+    target = HERE / name / run_name
+    if fresh:
+        shutil.rmtree(target, ignore_errors=True)
+    if not (target / "report.html").exists():
+        shutil.rmtree(target, ignore_errors=True)
+        options = RunOptions(model=ModelSpec(name=name), out_dir=str(HERE), run_name=run_name, quick=quick)
+        made = run_pipeline(options)
+        if made != target:
+            made.rename(target)
+    return load_run(target)
+
+
+def stage_minutes(run: RunTables) -> dict[str, float]:
+    stages = run.manifest.get("stages", {})
+    return {name: stages[name]["seconds"] / 60 for name in stages}
+
+
+def known_heads(name: str, run: RunTables) -> pd.DataFrame:
+    """Each known head: its role's feature score against the baseline, and the label it gets."""
+    rows = []
+    feats = run.features.set_index(["layer", "head", "feature"])
+    roles = run.roles.set_index(["layer", "head"])
+    for role, heads in KNOWN.get(name, {}).items():
+        for layer, head in heads:
+            feature = _best_feature(run.features, layer, head, role)
+            f = feats.loc[(layer, head, feature)]
+            r = roles.loc[(layer, head)]
+            rows.append({"head": f"L{layer}H{head}", "known as": role, "feature": feature, "value": f["value"],
+                         "baseline": f["baseline"], "label": r["role"], "confidence": r["confidence"],
+                         "stability": r["stability"], "kept": r["role"] == role})
+    return pd.DataFrame(rows)
+
+
+def _best_feature(features: pd.DataFrame, layer: int, head: int, role: str) -> str:
+    if role != "syntactic":
+        return role
+    mine = features[(features["layer"] == layer) & (features["head"] == head) & features["feature"].str.startswith("syntactic:")]
+    return str(mine.loc[(mine["value"] - mine["baseline"]).idxmax(), "feature"])
+
+
+def subject_verb(run: RunTables, top: int = 2) -> pd.DataFrame:
+    rows = run.features[run.features["feature"] == SUBJECT_VERB].sort_values("value", ascending=False).head(top)
+    return rows[["layer", "head", "value", "ci_low", "ci_high", "baseline", "n"]]
+
+
+def effect_precision(run: RunTables) -> pd.DataFrame:
+    """Per (ablation, metric) of the exact effects: heads, how many CIs exclude zero, median CI width."""
+    exact = run.effects[run.effects["method"] == "exact"].dropna(subset=["delta"])
+    rows = []
+    for (ablation, metric), part in exact.groupby(["ablation", "metric"], sort=False):
+        width = part["ci_high"] - part["ci_low"]
+        rows.append({"ablation": ablation, "metric": metric, "heads": len(part),
+                     "CI excludes 0": int(((part["ci_low"] > 0) | (part["ci_high"] < 0)).sum()),
+                     "median |delta|": float(part["delta"].abs().median()), "median CI width": float(width.median())})
+    return pd.DataFrame(rows)
+
+
+def removable(run: RunTables) -> pd.DataFrame:
+    if run.pruning is None or run.pruning.empty:
+        return pd.DataFrame()
+    shares = removable_summary(run.pruning)
+    return pd.DataFrame([{"metric": m, **{f"within {t}": v for t, v in s.items()}} for m, s in shares.items()])
+
+
+def validation() -> dict[str, float]:
+    held = json.loads((ROOT / "interp" / "reference" / "model.json").read_text())["held_out"]
+    return {"bank_accuracy": held["accuracy"], "bank_ece": held["ece"], "bank_n": held["n"]}
+
+
+def _pct(v: float) -> str:
+    return f"{100 * v:.0f}%"
+
+
+def quickstart_block(default: RunTables, quick: RunTables) -> str:
+    d, q = stage_minutes(default), stage_minutes(quick)
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in d.items())
+    return (f"On this project's 2-core CPU the default SmolLM2 run took **{sum(d.values()):.1f} minutes** "
+            f"({parts}) and `--quick` **{sum(q.values()):.1f} minutes**, as the runs' manifests record "
+            f"(`{SCRIPT}`; `benchmarks/run_time.py` times the whole command, start-up included).")
+
+
+def model_lines(name: str, run: RunTables) -> list[str]:
+    roles = run.roles
+    n = len(roles)
+    counts = role_counts(roles)
+    lines = [f"**{name}** ({n} heads, default run): primary roles "
+             + ", ".join(f"{r.role} {r.heads}" for r in counts.itertuples())
+             + f"; `first_token` {_pct((roles['role'] == 'first_token').mean())}, "
+             f"`unexplained` {_pct((roles['role'] == 'unexplained').mean())}; median sink mass "
+             f"{roles['sink_mass'].median():.2f}."]
+    known = known_heads(name, run)
+    if not known.empty:
+        lines.append("- known heads: " + "; ".join(
+            f"{k['head']} {k['known as']} ({k['feature']} {k['value']:.3f} vs baseline {k['baseline']:.3f}) "
+            f"labelled `{k['label']}` at {k['confidence']:.2f}" for k in known.to_dict("records"))
+            + f": {int(known['kept'].sum())} of {len(known)} keep their label.")
+    sv = subject_verb(run)
+    if not sv.empty:
+        top = sv.iloc[0]
+        lines.append(f"- subject-verb (`{SUBJECT_VERB}`, {int(top['n'])} arcs): L{top['layer']}H{top['head']} picks the "
+                     f"subject {_pct(top['value'])} of the time (95% CI {_pct(top['ci_low'])}-{_pct(top['ci_high'])}) "
+                     f"against {_pct(top['baseline'])} for the best fixed rule.")
+    prec = effect_precision(run)
+    for p in prec.to_dict("records"):
+        lines.append(f"- `{p['ablation']}` ablation, `{p['metric']}`: {p['heads']} heads measured exactly, "
+                     f"{p['CI excludes 0']} with a 95% CI that excludes zero (median |effect| {p['median |delta|']:.3g}, "
+                     f"median CI width {p['median CI width']:.3g}).")
+    rem = removable(run)
+    for r in rem.to_dict("records"):
+        lines.append(f"- pruning `{r['metric']}` (held-out sequences): {_pct(r['within 1%'])} of heads go before "
+                     f"it worsens 1%, {_pct(r['within 5%'])} before 5%.")
+    return lines
+
+
+def results_block(runs: dict[str, RunTables]) -> str:
+    out = ["Measured on this project's 2-core CPU by runs that `analyses/packaged.py` makes; "
+           "`analyses/RESULTS.md` holds the full tables.", ""]
+    for name, run in runs.items():
+        out += model_lines(name, run) + [""]
+    v = validation()
+    out.append(f"**Classifier validation**: on a held-out reference bank (another seed; synthetic heads) accuracy "
+               f"{v['bank_accuracy']:.2f}, expected calibration error {v['bank_ece']:.3f} "
+               f"(`interp/reference/model.json`); on heads of trained models whose role was found by intervention, "
+               f"and on planted heads, see `benchmarks/RESULTS.md` (\"Head-role classifier on trained heads\").")
+    return "\n".join(out)
+
+
+def write_readme_block(name: str, body: str, readme: Path = README) -> None:
+    begin, end = f"<!-- begin generated:{name} -->", f"<!-- end generated:{name} -->"
+    text = readme.read_text(encoding="utf-8")
+    pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"README.md has no {begin} block")
+    readme.write_text(pattern.sub(lambda _: f"{begin}\n{body.strip()}\n{end}", text), encoding="utf-8")
+
+
+def main(argv: list[str]) -> None:
+    fresh = "--fresh" in argv
+    names = [a for a in argv if not a.startswith("--")] or list(MODELS)
+    runs = {name: make_run(name, quick=False, fresh=fresh) for name in names}
+    body = []
+    for name, run in runs.items():
+        body += [f"### {name}", "", "\n".join(model_lines(name, run)), "", md(role_counts(run.roles)), ""]
+        for title, frame in (("Known heads", known_heads(name, run)), ("Subject-verb heads", subject_verb(run, 5)),
+                             ("Exact effects", effect_precision(run)), ("Removable share", removable(run))):
+            if not frame.empty:
+                body += [f"#### {title}", "", md(frame), ""]
+    write("Packaged models", SCRIPT, "\n".join(body))
+    if set(names) == set(MODELS):
+        write_readme_block("results", results_block(runs))
+        quick = make_run("smollm2-135m", quick=True, fresh=fresh)
+        write_readme_block("quickstart", quickstart_block(runs["smollm2-135m"], quick))
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main(sys.argv[1:])
