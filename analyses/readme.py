@@ -38,9 +38,9 @@ def section(results: Path, relative_to: Path) -> str:
              "(`python -m analyses.NAME`; `--quick` for a smoke test) that writes its tables, seaborn figures "
              "and write-up (with the exact command, run time, seeds and error bars) into `analyses/results/`. "
              "The lines below are copied from those write-ups (`python -m analyses.readme`; every full run "
-             "refreshes them). `python -m analyses` runs all six in order (about an hour on 2 cores); "
+             f"refreshes them). `python -m analyses` runs all six in order{total_time(results)}; "
              "`python -m analyses --stale` reruns those whose head labels came from an older classifier "
-             "(features version).", ""]
+             f"(features version).{quick_time(relative_to)}", ""]
     for name in EXPERIMENTS:
         path = results / f"{name}.md"
         if path.exists():
@@ -48,6 +48,25 @@ def section(results: Path, relative_to: Path) -> str:
         else:
             lines.append(f"- `{name}`: not run yet (`python -m analyses.{name}`)")
     return "\n".join(lines + ["", END])
+
+
+def total_time(results: Path) -> str:
+    """`` (N min in their last full runs)``: the sum of the write-ups' run times ('' unless all six have one)."""
+    found = [re.search(r"^- Run time: [\d.]+ min \((\d+) s\)", p.read_text(), re.M) if p.exists() else None
+             for p in (results / f"{name}.md" for name in EXPERIMENTS)]
+    if not all(found):
+        return ""
+    return f" ({sum(int(m.group(1)) for m in found) / 60:.0f} min in their last full runs)"
+
+
+def quick_time(root: Path) -> str:
+    """The CI test's time for all six quick modes, as benchmarks/analyses_quick.py measured it ('' if never)."""
+    path = root / "benchmarks" / "RESULTS.md"
+    found = re.search(r"([\d.]+) min in all: (\w+) the CI budget of (\d+) min", path.read_text()) if path.exists() else None
+    if not found:
+        return ""
+    return (f" All six `--quick` modes together, as the CI test runs them: {found.group(1)} min "
+            f"(budget {found.group(3)} min; `benchmarks/analyses_quick.py`).")
 
 
 def update(readme: Path, results: Path) -> str:

@@ -2,7 +2,8 @@
 
 The six run once, through ``python -m analyses --quick`` (each as its own process, in order), into
 a temporary results folder and a temporary model cache (the later ones load models the earlier
-ones trained, as in the full runs); about 2.5 minutes on 2 cores.
+ones trained, as in the full runs); benchmarks/analyses_quick.py times the same run (the "analyses
+--quick" section of benchmarks/RESULTS.md: it must stay under 8 minutes on 2 cores).
 """
 
 from __future__ import annotations

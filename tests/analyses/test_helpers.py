@@ -80,3 +80,20 @@ def test_the_runner_refuses_an_unknown_experiment(capsys):
     with pytest.raises(SystemExit):
         main(["specialisation", "nope"])
     assert "unknown experiment(s) nope" in capsys.readouterr().err
+
+
+def test_readme_intro_sums_the_run_times_and_quotes_the_quick_suite(tmp_path):
+    from analyses.readme import quick_time, total_time
+
+    results = tmp_path / "results"
+    results.mkdir()
+    for i, name in enumerate(EXPERIMENTS):
+        (results / f"{name}.md").write_text(f"# T\n\n- Run time: 1.0 min ({60 * i + 30} s) on a machine\n")
+    assert total_time(results) == " (18 min in their last full runs)"  # 30 + 90 + ... + 330 = 1080 s
+    (results / "pruning.md").unlink()
+    assert total_time(results) == ""
+    assert quick_time(tmp_path) == ""
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "RESULTS.md").write_text("3.4 min in all: within the CI budget of 8 min.\n")
+    assert quick_time(tmp_path) == (" All six `--quick` modes together, as the CI test runs them: 3.4 min "
+                                    "(budget 8 min; `benchmarks/analyses_quick.py`).")
