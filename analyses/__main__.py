@@ -9,6 +9,10 @@ head labels came from another features version than the installed classifier's: 
 to the features (``interp.config.FEATURES_VERSION``), ``python -m analyses --stale`` redoes the
 experiments that read heads with the classifier and nothing else. Their trained models come
 from the cache, so only the labelling reruns.
+
+The analyses of the packaged models (``division_of_labour``, ``sinks``, ``relabelled``,
+``packaged``) are not experiments in this sense: each writes its section of analyses/RESULTS.md
+and runs on its own (``python analyses/NAME.py``).
 """
 
 from __future__ import annotations
