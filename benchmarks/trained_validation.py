@@ -4,7 +4,7 @@ by intervention.
     python benchmarks/trained_validation.py [--seeds N]
 
 Small attention-only transformers are trained on tasks that force specific heads
-(interp.synthetic.tasks: copying with an offset, induction, spotting duplicates, reading a fixed
+(interp.synthetic.tasks.forced: copying with an offset, induction, spotting duplicates, reading a fixed
 position, a majority vote over the text), ``--seeds`` models per task and split (weights cached,
 interp.synthetic.trained). Seeds 0 .. N-1 are the *development* split, which was looked at while
 the reference bank was last revised (it narrowed a gap the trained duplicate-token heads fell
@@ -40,11 +40,11 @@ from interp.config import CollectConfig  # noqa: E402
 from interp.probes.base import NATURAL, Sentence, Suite  # noqa: E402
 from interp.reference import REFERENCE_VERSION  # noqa: E402
 from interp.synthetic.identify import MIN_DAMAGE, MIN_RESTORED, identify  # noqa: E402
-from interp.synthetic.tasks import LABELS, TASKS  # noqa: E402
+from interp.synthetic.tasks.forced import LABELS, TASKS  # noqa: E402
 from interp.synthetic.toy import VOCAB  # noqa: E402
 from interp.synthetic.trained import trained  # noqa: E402
 
-# The roles the tasks force (interp.synthetic.tasks); other true roles (a head no hypothesis
+# The roles the tasks force (interp.synthetic.tasks.forced); other true roles (a head no hypothesis
 # restores: unexplained; an incidental local head) are reported but not targets.
 FORCED = ("previous_token", "induction", "duplicate_token", "positional", "broad")
 PROBES = CollectConfig(suites=("repeated",), n_repeated=48, repeated_lengths=(8, 12, 16), n_bootstrap=50)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from typing import Iterator
 
 from interp.probes.base import SYNTAX, Agreement, Arc, Sentence, Suite
 from interp.probes.prose import suite_card
@@ -232,13 +233,29 @@ def _layout(words: list[str]) -> tuple[str, tuple[tuple[int, int], ...]]:
     return text, tuple(spans)
 
 
+def vocabulary() -> tuple[str, ...]:
+    """Every word (lower-cased) and punctuation mark the generator can produce, in a fixed order:
+    a word-level tokenizer over these covers every generated sentence."""
+    pairs = ANIMATE + THINGS + PLACES + [p for comps in OF_COMPLEMENTS.values() for p in comps]
+    pairs += COPULA + TRANS_THING + TRANS_ANIMATE + INTRANS + [("has", "have"), ("stays", "stay"), ("belongs", "belong")]
+    words = [w for pair in pairs for w in pair]
+    words += ADJ_ANIMATE + ADJ_THING + DET[False] + DET[True] + ["an"] + LOC_PREPS + NEAR_PREPS + ADVERBS
+    words += [w for phrase in FRONTED for w in phrase if w] + ["of", "to", "that"] + sorted(PUNCT)
+    return tuple(dict.fromkeys(words))
+
+
 def generate_syntax(n: int, seed: int = 0) -> list[Sentence]:
     """``n`` grammar sentences from one ``random.Random(seed)``; the same seed gives the same list,
     and a shorter list is a prefix of a longer one with the same seed."""
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
-    rng = random.Random(seed)
-    return [_sentence(rng) for _ in range(n)]
+    return list(itertools.islice(stream_syntax(random.Random(seed)), n))
+
+
+def stream_syntax(rng: random.Random) -> Iterator[Sentence]:
+    """Grammar sentences drawn from ``rng``, one after another, without end."""
+    while True:
+        yield _sentence(rng)
 
 
 def syntax_suite(n: int, seed: int = 0) -> Suite:

@@ -3,5 +3,7 @@
 - :mod:`interp.synthetic.planted`: tiny GPT-2s with hand-set weights, each planted head doing one
   job exactly;
 - :mod:`interp.synthetic.toy`: a small attention-only model the toolkit trains itself, in which a
-  previous-token -> induction circuit emerges.
+  previous-token -> induction circuit emerges (a task on the general trainer);
+- :mod:`interp.synthetic.train`: the general trainer of small GPT-2s (optionally attention-only, or
+  with heads concatenated and never mixed) on a task of :mod:`interp.synthetic.tasks`.
 """

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from interp import lens
-from interp.synthetic.tasks import TASKS, Ids, TaskBatch
+from interp.synthetic.tasks.forced import TASKS, Ids, TaskBatch
 from interp.synthetic.trained import TrainedTask
 
 POSITIONS = (1, 2, 3, 4, 5, 6)

@@ -19,6 +19,9 @@ Recipe (each choice was needed for the circuit to form within ~3 minutes on 2 CP
   With the fixed probe layout ``[BOS] r r`` the model instead finds the source by position and
   layer 0 never grows a previous-token head.
 
+Training runs on :func:`interp.synthetic.train.train` with :class:`CopyTask` (the data above) and
+:data:`ARCH` (the model above); this module adds the probe-layout evaluation and its own cache.
+
 The vocabulary is 128 numbered words ``t0 .. t127`` behind the word-level tokenizer of
 :func:`interp.synthetic.planted.build_tokenizer` (which prepends ``<bos>``), so
 :meth:`interp.probes.align.Aligner.repeated` draws its probes from exactly the training pool.
@@ -32,23 +35,20 @@ No pickle is written or read.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import math
 import os
-import shutil
-import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
 from interp.models import LoadedModel
+from interp.synthetic.cache import load_dir, read_meta, save_dir
 from interp.synthetic.planted import boot, build_tokenizer
+from interp.synthetic.train import Architecture, TaskBatch, Training, constrain, gpt2_config, single_thread, train
+from interp.synthetic.train import sinusoids  # noqa: F401  (part of this module's public names)
 
 TOY_VERSION = 2  # bump when the recipe below changes, so that old caches are not reused
 VOCAB = tuple(f"t{i}" for i in range(128))
@@ -84,34 +84,33 @@ class ToyResult:
         return self.repeated_half_loss / self.first_half_loss
 
 
+ARCH = Architecture(n_layers=N_LAYERS, n_heads=N_HEADS, d_model=D_MODEL, n_ctx=N_CTX, attn_only=True,
+                    init_std=INIT_STD, positions="sinusoid", pos_init=POS_INIT)
+
+
 def toy_config(tokenizer: Any) -> Any:
-    from transformers import GPT2Config
-
-    return GPT2Config(
-        vocab_size=len(tokenizer), n_positions=N_CTX, n_embd=D_MODEL, n_layer=N_LAYERS, n_head=N_HEADS,
-        n_inner=4, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id, attn_implementation="eager", tie_word_embeddings=False,
-        initializer_range=INIT_STD,
-    )
+    """The toy's GPT2Config (attention-only: its MLPs are zeroed and frozen after construction)."""
+    return gpt2_config(ARCH, tokenizer)
 
 
-def _attention_only(hf: Any) -> Any:
-    """Zero and freeze every MLP: the model is then attention-only (GELU(0) = 0, no bias)."""
-    for block in hf.transformer.h:
-        for param in block.mlp.parameters():
-            param.data.zero_()
-            param.requires_grad_(False)
-    return hf
+class CopyTask:
+    """The toy's training task for :func:`interp.synthetic.train.train`: random tokens whose tail
+    repeats an earlier stretch (:func:`copy_batch`); every token is scored, and the curve logs the
+    ``random`` and ``repeated`` targets apart."""
 
+    name = "toy-copy"
+    words = VOCAB
+    seq_len = 1 + SEQ_LEN
 
-def sinusoids(n_ctx: int, d_model: int) -> torch.Tensor:
-    """float [n_ctx, d_model]: the sine / cosine position code of Vaswani et al. (2017)."""
-    pos = torch.arange(n_ctx, dtype=torch.float32)[:, None]
-    freq = torch.exp(-math.log(10000.0) * torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
-    out = torch.zeros(n_ctx, d_model)
-    out[:, 0::2], out[:, 1::2] = torch.sin(pos * freq), torch.cos(pos * freq)
-    return out
+    def params(self) -> dict[str, Any]:
+        return {"vocab": len(VOCAB), "seq_len": SEQ_LEN, "start": START, "min_distance": MIN_DISTANCE}
+
+    def batch(self, n: int, gen: torch.Generator, tok: Any) -> TaskBatch:
+        pool = torch.tensor(sorted(set(range(len(tok))) - set(tok.all_special_ids)))
+        tokens, copied = copy_batch(n, pool, tok.bos_token_id, gen)
+        scored = torch.ones_like(copied)
+        scored[:, 0] = False
+        return TaskBatch(tokens, scored, parts={"random": scored & ~copied, "repeated": copied})
 
 
 def repeated_batch(n: int, half: int, pool: torch.Tensor, bos: int, gen: torch.Generator) -> torch.Tensor:
@@ -153,54 +152,16 @@ def half_losses(logits: torch.Tensor, tokens: torch.Tensor, half: int) -> tuple[
     return loss[:, :half].mean(), loss[:, half + 1:].mean()
 
 
-@contextlib.contextmanager
-def _single_thread():
-    """Matrices this small gain nothing from intra-op threads; on a busy machine, spinning threads
-    made each step 10x slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def _train(steps: int, seed: int, progress: bool) -> tuple[Any, Any, list[dict[str, float]], dict[str, float]]:
-    from transformers import GPT2LMHeadModel
-
-    tok = build_tokenizer(VOCAB)
-    pool = torch.tensor(sorted(set(range(len(tok))) - set(tok.all_special_ids)))
-    with torch.random.fork_rng():  # seed the initialisation without touching the caller's RNG
-        torch.manual_seed(seed)
-        hf = _attention_only(GPT2LMHeadModel(toy_config(tok))).train()
-    with torch.no_grad():
-        hf.transformer.wpe.weight.copy_(sinusoids(N_CTX, D_MODEL) * POS_INIT)
-    params = [p for p in hf.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=LR, weight_decay=WEIGHT_DECAY, betas=(0.9, 0.98))
-    warmup = max(1, steps // 20)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup) * max(0.1, 1 - s / steps))
-    gen = torch.Generator().manual_seed(seed)
-    curve: list[dict[str, float]] = []
-    log_every = max(1, steps // 60)
-    start = time.perf_counter()
-    with _single_thread():
-        for step in tqdm(range(steps), desc="train toy", disable=not progress):
-            tokens, copied = copy_batch(BATCH, pool, tok.bos_token_id, gen)
-            per_token = F.cross_entropy(hf(tokens).logits[:, :-1].transpose(1, 2), tokens[:, 1:], reduction="none")
-            loss = per_token.mean()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            sched.step()
-            if step % log_every == 0 or step == steps - 1:
-                copied = copied[:, 1:]  # per_token[:, i] predicts token i + 1
-                curve.append({"step": step, "loss": loss.item(), "random": per_token[~copied].mean().item(),
-                              "repeated": per_token[copied].mean().item()})
-        seconds = time.perf_counter() - start
-        hf.eval()
-        first, rep = evaluate(hf, tok, seed=seed + 1)
-    return hf, tok, curve, {"first_half_loss": first, "repeated_half_loss": rep, "train_seconds": seconds}
+    training = Training(steps=steps, batch_size=BATCH, lr=LR, weight_decay=WEIGHT_DECAY, warmup=0.05, seed=seed,
+                        log_points=60, eval_sequences=0)
+    result = train(CopyTask(), ARCH, training, progress)
+    curve = [{"step": r["step"], "loss": r["loss"], "random": r["loss_random"], "repeated": r["loss_repeated"]}
+             for r in result.curve]
+    with single_thread():
+        first, rep = evaluate(result.hf, result.tokenizer, seed=seed + 1)
+    return result.hf, result.tokenizer, curve, {"first_half_loss": first, "repeated_half_loss": rep,
+                                                "train_seconds": result.train_seconds}
 
 
 @torch.inference_mode()
@@ -236,42 +197,11 @@ def toy_cached(path: str | os.PathLike | None = None, steps: int = DEFAULT_STEPS
     meta = read_meta(target, "toy.json")
     if meta and (meta["version"], meta["steps"], meta["seed"]) == (TOY_VERSION, steps, seed):
         losses = {k: meta[k] for k in ("first_half_loss", "repeated_half_loss", "train_seconds")}
-        return _result(boot(load_dir(target), build_tokenizer(VOCAB), NAME), meta["curve"], losses, steps, seed,
+        return _result(boot(load_dir(target, ARCH), build_tokenizer(VOCAB), NAME), meta["curve"], losses, steps, seed,
                        cached=str(target))
     hf, tok, curve, losses = _train(steps, seed, progress)
     save_dir(hf, tok, {"version": TOY_VERSION, "steps": steps, "seed": seed, "curve": curve, **losses}, target, "toy.json")
     return _result(boot(hf, tok, NAME), curve, losses, steps, seed, cached=str(target))
-
-
-def read_meta(target: Path, meta_name: str) -> dict | None:
-    """The training record a cached model directory holds (None: no cache there)."""
-    meta_file = target / meta_name
-    return json.loads(meta_file.read_text()) if meta_file.exists() else None
-
-
-def load_dir(target: Path) -> Any:
-    """An attention-only GPT-2 from a cached model directory (safetensors; no pickle)."""
-    from transformers import GPT2LMHeadModel
-
-    hf = GPT2LMHeadModel.from_pretrained(target, attn_implementation="eager", use_safetensors=True)
-    return _attention_only(hf).eval()
-
-
-def save_dir(hf: Any, tok: Any, meta: dict, target: Path, meta_name: str) -> None:
-    """Write a trained model as a Hugging Face directory (safetensors, tokenizer, ``meta_name``),
-    atomically: a temp dir renamed over ``target``."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".toy-", dir=target.parent))
-    tmp.chmod(0o755)  # mkdtemp makes it private; the cache is an ordinary model directory
-    try:
-        hf.save_pretrained(tmp, safe_serialization=True)
-        tok.save_pretrained(tmp)
-        (tmp / meta_name).write_text(json.dumps(meta, indent=1))
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _result(model: LoadedModel, curve: list, losses: dict, steps: int, seed: int, **info: Any) -> ToyResult:

@@ -1,4 +1,4 @@
-"""Small transformers trained on the tasks of interp.synthetic.tasks, cached like the toy model.
+"""Small transformers trained on the tasks of interp.synthetic.tasks.forced, cached like the toy model.
 
 The recipe is the toy's (interp.synthetic.toy): Hugging Face GPT-2, attention-only (MLPs zero
 and frozen), d_model 64, learned positions started from a small sinusoid, init std 0.06, AdamW
@@ -7,12 +7,15 @@ the loss is cross-entropy on the task's masked targets. Each trained model is ke
 Face directory (safetensors, tokenizer, ``task.json`` with the training record) under
 ``~/.cache/interp/tasks-<version>/<task>-seed<seed>``; no pickle is written or read.
 
-When the general trainer lands (interp.synthetic.train), a task's generator plugs into it as
-the data source and this module's loop goes.
+The model is built by the general trainer (:func:`interp.synthetic.train.build_model` with the
+toy's :data:`~interp.synthetic.toy.ARCH`), bitwise as before, so the cached models stay valid. The
+loop stays here: these tasks score a target at each position that need not be the next token,
+while :func:`interp.synthetic.train.train` scores next-token prediction.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -24,11 +27,10 @@ import torch.nn.functional as F
 
 from interp.models import LoadedModel
 from interp.synthetic.planted import boot, build_tokenizer
-from interp.synthetic.tasks import TASKS, Ids, Task, TaskBatch
-from interp.synthetic.toy import (
-    BATCH, D_MODEL, INIT_STD, LR, N_CTX, POS_INIT, VOCAB, WEIGHT_DECAY, _attention_only, _single_thread, load_dir,
-    read_meta, save_dir, sinusoids,
-)
+from interp.synthetic.cache import load_dir, read_meta, save_dir
+from interp.synthetic.tasks.forced import TASKS, Ids, Task, TaskBatch
+from interp.synthetic.toy import ARCH, BATCH, LR, VOCAB, WEIGHT_DECAY
+from interp.synthetic.train import Architecture, build_model, single_thread
 
 TASKS_VERSION = 1  # bump when a task or the recipe changes, so that old caches are not reused
 META = "task.json"
@@ -46,21 +48,15 @@ class TrainedTask:
     train_seconds: float
 
 
+def architecture(task: Task) -> Architecture:
+    """The toy's architecture at the task's depth and head count."""
+    return dataclasses.replace(ARCH, n_layers=task.n_layers, n_heads=task.n_heads)
+
+
 def build(task: Task, seed: int) -> tuple[Any, Any]:
     """An untrained attention-only GPT-2 of the task's size, and its tokenizer."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
     tok = build_tokenizer(VOCAB)
-    config = GPT2Config(vocab_size=len(tok), n_positions=N_CTX, n_embd=D_MODEL, n_layer=task.n_layers, n_head=task.n_heads,
-                        n_inner=4, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=tok.bos_token_id,
-                        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, attn_implementation="eager",
-                        tie_word_embeddings=False, initializer_range=INIT_STD)
-    with torch.random.fork_rng():  # seed the initialisation without touching the caller's RNG
-        torch.manual_seed(seed)
-        hf = _attention_only(GPT2LMHeadModel(config)).train()
-    with torch.no_grad():
-        hf.transformer.wpe.weight.copy_(sinusoids(N_CTX, D_MODEL) * POS_INIT)
-    return hf, tok
+    return build_model(architecture(task), tok, seed).train(), tok
 
 
 def task_loss(logits: torch.Tensor, batch: TaskBatch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -81,7 +77,7 @@ def train(task: Task, seed: int = 0, steps: int | None = None) -> tuple[Any, Any
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup) * max(0.1, 1 - s / steps))
     gen = torch.Generator().manual_seed(seed)
     start = time.perf_counter()
-    with _single_thread():
+    with single_thread():
         for _ in range(steps):
             batch = task.make(BATCH, gen, ids, seed)
             loss, _ = task_loss(hf(batch.tokens).logits, batch)
@@ -116,7 +112,7 @@ def trained(task: str, seed: int = 0, path: str | os.PathLike | None = None) -> 
     target = Path(path).expanduser() if path is not None else cache_dir(task, seed)
     meta = read_meta(target, META)
     if meta and (meta["version"], meta["task"], meta["seed"]) == (TASKS_VERSION, task, seed):
-        hf, tok = load_dir(target), build_tokenizer(VOCAB)
+        hf, tok = load_dir(target, architecture(TASKS[task])), build_tokenizer(VOCAB)
     else:
         hf, tok, record = train(TASKS[task], seed)
         meta = {"version": TASKS_VERSION, "task": task, "seed": seed, **record}

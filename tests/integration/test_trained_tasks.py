@@ -1,4 +1,4 @@
-"""Trained task models (interp.synthetic.tasks / trained / identify): the task is learned, the
+"""Trained task models (interp.synthetic.tasks.forced / trained / identify): the task is learned, the
 intervention finds the head the task forces, and the classifier agrees (slow: trains if uncached)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from interp.collect import collect
 from interp.config import CollectConfig
 from interp.probes.base import NATURAL, Sentence, Suite
 from interp.synthetic.identify import identify
-from interp.synthetic.tasks import position_of
+from interp.synthetic.tasks.forced import position_of
 from interp.synthetic.trained import trained
 
 PROBES = CollectConfig(suites=("repeated",), n_repeated=24, repeated_lengths=(8, 12, 16), n_bootstrap=20)

@@ -1,4 +1,4 @@
-"""Task generators (interp.synthetic.tasks) and the intervention hypotheses (interp.synthetic.identify):
+"""Task generators (interp.synthetic.tasks.forced) and the intervention hypotheses (interp.synthetic.identify):
 every target follows from the tokens by the task's rule; every ideal pattern is exact."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import torch
 
 from interp.synthetic.identify import hypotheses, role_of
 from interp.synthetic.planted import build_tokenizer
-from interp.synthetic.tasks import SEQ_LEN, TASKS, Ids, position_of
+from interp.synthetic.tasks.forced import SEQ_LEN, TASKS, Ids, position_of
 from interp.synthetic.toy import VOCAB
 
 

@@ -1,0 +1,198 @@
+"""Plumbing shared by the experiments: options, trainings through the cache, tables, figures, write-up.
+
+Every experiment is ``python -m analyses.NAME [--quick] [--out DIR] [--cache DIR] [--processes N]``
+and writes, under ``--out`` (default ``analyses/results``; ``reports/analyses-quick`` in quick
+mode, so that a smoke test never overwrites a full run's write-up):
+
+- ``NAME.md``: the write-up, generated from the numbers just measured; it opens with the claim,
+  a one-line **Answer** (which ``analyses/readme.py`` copies into the README), the command, the
+  run time, the code it ran (git commit, features version), the seeds and how many models were
+  trained or loaded from the cache;
+- ``NAME/*.csv`` (the tables behind every number) and ``NAME/*.png`` (seaborn figures).
+
+A full run into the default folder also refreshes the README's "Experiments" section, so that
+redoing an experiment is one command. ``python -m analyses`` runs several (see ``__main__.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import re
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from benchmarks._results import machine
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "analyses" / "results"
+QUICK_RESULTS = ROOT / "reports" / "analyses-quick"  # git-ignored
+# Every experiment, in the order in which they share trained models (later ones load what earlier
+# ones trained); those that label heads with the classifier must be rerun when its features change.
+EXPERIMENTS = ("specialisation", "one_head", "split_cost", "concat_mixing", "head_count", "pruning")
+USES_CLASSIFIER = ("specialisation", "concat_mixing")
+
+
+@dataclass
+class Experiment:
+    """One run of an experiment: where it writes and what it has written so far."""
+
+    name: str
+    quick: bool
+    out: Path
+    cache: Path | None
+    processes: int
+    argv: list[str]
+    started: float = field(default_factory=time.perf_counter)
+    trained: int = 0  # models trained by this run
+    loaded: int = 0  # models found in the cache
+    cached_train_seconds: float = 0.0  # what the loaded models once took to train
+
+    @property
+    def folder(self) -> Path:
+        return self.out / self.name
+
+    @property
+    def command(self) -> str:
+        return " ".join(["python -m", f"analyses.{self.name}", *map(shlex.quote, self.argv)])
+
+    def table(self, name: str, frame: pd.DataFrame) -> Path:
+        """Write ``NAME/name.csv``; returns its path."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"{name}.csv"
+        frame.to_csv(path, index=False, float_format="%.6g")
+        return path
+
+    def figure(self, name: str, fig: Any) -> str:
+        """Save a matplotlib figure as ``NAME/name.png``; returns the markdown that shows it."""
+        import matplotlib.pyplot as plt
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fig.savefig(self.folder / f"{name}.png", dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        return f"![{name}]({self.name}/{name}.png)"
+
+    def train(self, jobs: list[Any]) -> list[Any]:
+        """Train (or load) every job through the cache, ``processes`` at a time."""
+        from interp.synthetic.cache import is_cached, train_many
+
+        cached = [is_cached(job, self.cache) for job in jobs]
+        results = train_many(jobs, self.cache, processes=self.processes, progress=sys.stderr.isatty())
+        self.trained += cached.count(False)
+        self.loaded += cached.count(True)
+        self.cached_train_seconds += sum(r.train_seconds for r, c in zip(results, cached) if c)
+        return results
+
+    def write(self, title: str, claim: str, answer: str, seeds: str, sections: list[tuple[str, str]]) -> Path:
+        """Write ``NAME.md``: the claim, the answer, how it was run, then ``sections`` (heading, body)."""
+        seconds = time.perf_counter() - self.started
+        cache = f"{self.trained} model(s) trained in this run, {self.loaded} loaded from the cache"
+        if self.loaded:
+            cache += f" (they had taken {self.cached_train_seconds / 60:.1f} min of training)"
+        lines = [
+            f"# {title}", "", f"**Claim.** {claim}", "", f"**Answer.** {answer}", "",
+            f"- Command: `{self.command}`{' (quick mode: a smoke test, not a result)' if self.quick else ''}",
+            f"- Run time: {seconds / 60:.1f} min ({seconds:.0f} s) on {machine()}, {dt.date.today().isoformat()}",
+            f"- Code: {code_version()}",
+            f"- Seeds: {seeds}", f"- Models: {cache}",
+            f"- Tables (csv) and figures (png): `{self.name}/`, next to this file",
+            "",
+        ]
+        for heading, body in sections:
+            lines += [f"## {heading}", "", body.strip(), ""]
+        path = self.out / f"{self.name}.md"
+        path.write_text("\n".join(lines))
+        if not self.quick and self.out == RESULTS.resolve():
+            from analyses.readme import update
+
+            update(ROOT / "README.md", RESULTS)
+        return path
+
+
+def code_version() -> str:
+    """``interp <commit>[ + uncommitted changes], features version N``: what a write-up was made with."""
+    from interp.config import FEATURES_VERSION
+    from interp.provenance import git_hash
+
+    commit = git_hash()
+    if commit is None:
+        return f"interp (no git checkout), features version {FEATURES_VERSION}"
+    # the results folder itself is left out: rewriting it is what a run does
+    changed = ["git", "diff", "--quiet", "HEAD", "--", "interp", "analyses", ":(exclude)analyses/results"]
+    dirty = subprocess.run(changed, cwd=ROOT, capture_output=True).returncode != 0
+    return f"interp {commit[:12]}{' + uncommitted changes' if dirty else ''}, features version {FEATURES_VERSION}"
+
+
+def features_version(write_up: str) -> int | None:
+    """The features version a write-up records (None when it records none)."""
+    found = re.search(r"^- Code: .*features version (\d+)", write_up, re.M)
+    return int(found.group(1)) if found else None
+
+
+def start(name: str, doc: str, extra: list[tuple[tuple[str, ...], dict[str, Any]]] = ()) -> tuple[Experiment, argparse.Namespace]:
+    """Parse the common options (plus ``extra`` ones) and set up the run."""
+    parser = argparse.ArgumentParser(prog=f"python -m analyses.{name}", description=doc.strip().splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a small, fast version (what CI runs)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="results folder (default: analyses/results; quick mode: reports/analyses-quick)")
+    parser.add_argument("--cache", type=Path, default=None, help="trained-model cache (default: ~/.cache/interp/trained)")
+    parser.add_argument("--processes", type=int, default=2, help="trainings run in parallel (default 2)")
+    for flags, kwargs in extra:
+        parser.add_argument(*flags, **kwargs)
+    args = parser.parse_args()
+    if args.processes < 1:
+        parser.error("--processes must be >= 1")
+    if args.out is None:
+        args.out = QUICK_RESULTS if args.quick else RESULTS
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", context="notebook")
+    args.out.mkdir(parents=True, exist_ok=True)
+    exp = Experiment(name, args.quick, args.out.resolve(), args.cache, args.processes, sys.argv[1:])
+    return exp, args
+
+
+def md(frame: pd.DataFrame, digits: int = 3) -> str:
+    """A DataFrame as a markdown table (floats rounded to ``digits``)."""
+    def cell(v: Any) -> str:
+        if isinstance(v, (float, np.floating)):
+            return "" if np.isnan(v) else f"{v:.{digits}f}"
+        return str(v)
+
+    head = [str(c) for c in frame.columns]
+    rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *rows])
+
+
+def mean_ci(frame: pd.DataFrame, by: list[str], value: str, level: float = 0.95) -> pd.DataFrame:
+    """Mean, standard deviation, n and a t-interval of ``value`` per group of ``by`` (over seeds)."""
+    from scipy import stats
+
+    rows = []
+    for key, group in frame.groupby(by, sort=True):
+        x = group[value].dropna().to_numpy(dtype=float)
+        n = len(x)
+        mean = x.mean() if n else np.nan
+        sd = x.std(ddof=1) if n > 1 else np.nan
+        half = stats.t.ppf(0.5 + level / 2, n - 1) * sd / np.sqrt(n) if n > 1 else np.nan
+        key = key if isinstance(key, tuple) else (key,)
+        rows.append({**dict(zip(by, key)), "mean": mean, "sd": sd, "n": n, "ci_low": mean - half, "ci_high": mean + half})
+    return pd.DataFrame(rows)
+
+
+def pm(mean: float, low: float, high: float, digits: int = 3) -> str:
+    """``mean [low, high]`` for the write-up."""
+    if np.isnan(low):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
