@@ -9,10 +9,14 @@ retrieval for encoders. Every effect comes with a paired bootstrap interval over
 
 Steps, each with a progress bar:
 
-1. **attribution** (:mod:`interp.ablation.attribution`): one forward and one backward pass per
-   batch estimate every head's effect to first order; rows with ``method="attribution"``.
-2. **exact** (:mod:`interp.ablation.sweep`): every head (or, with ``top_k``, the heads
-   attribution ranks highest) ablated and the model rerun from that head's layer on.
+1. **estimate**: every head's effect estimated at once, by integrated gradients over the
+   clean -> ablated path (:mod:`interp.ablation.integrated`, ``ig_steps`` forward and backward
+   passes per batch; the default, as it misses no head whose effect runs through another head's
+   saturated attention) or by first-order attribution (:mod:`interp.ablation.attribution`, one
+   pass); rows with ``method`` the estimator's name.
+2. **exact** (:mod:`interp.ablation.sweep`): every head (or, with ``top_k``, the heads the
+   estimator ranks highest plus a random audit sample, :mod:`interp.ablation.selection`)
+   ablated and the model rerun from that head's layer on.
 3. **pruning** (:mod:`interp.ablation.pruning`): heads removed cumulatively, least important
    first (by the effects above), measured on a held-out corpus of the same make-up; the
    ``pruning`` table and the share of heads removable within 1% / 5%.
@@ -38,18 +42,20 @@ import torch
 
 from interp import memory, rundir
 from interp.ablation.attribution import attribute
+from interp.ablation.integrated import integrate
 from interp.ablation.catalogue import CAUSAL_METRICS, ENCODER_METRICS, REPEATED, SV
 from interp.ablation.corpus import EvalCorpus, build_corpus, make_batches
 from interp.ablation.forward import Ablator
 from interp.ablation.metrics import metric_sizes
 from interp.ablation.pruning import pruning_curve, pruning_order, step_sizes
 from interp.ablation.removable import removable_summary
+from interp.ablation.selection import annotate, audit_summary, choose
 from interp.ablation.stats import SumStore, effects_from_sums
 from interp.ablation.surprises import role_effects, surprises
 from interp.ablation.sweep import exact_sweep, pass_size, probe_pass
 from interp.ablation.threads import choose_threads, stage_threads
 from interp.ablation.values import MeanAccumulator
-from interp.config import AblateConfig
+from interp.config import AUDIT_SHARE, AblateConfig
 from interp.errors import ConfigError
 from interp.models import LoadedModel
 from interp.tables import EFFECTS, PRUNING
@@ -85,7 +91,8 @@ def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: 
     summary = {
         "corpus": {f: {"n_sequences": n} for f, n in corpus.sizes.items()}, "n_tokens": corpus.n_tokens,
         "metrics": list(metrics), "exact_heads": len(heads), "layer_reuse": reused,
-        "threads": threads or torch.get_num_threads(),
+        "threads": threads or torch.get_num_threads(), "estimator": cfg.estimator if cfg.attribution or cfg.top_k else None,
+        "audit": audit_summary(effects),
         "removable": removable_summary(pruning) if len(pruning) else {}, "resolved_config": dataclasses.asdict(cfg),
     }
     return AblateResult(effects, PRUNING.validate(PRUNING.finite(pruning)), timings, summary)
@@ -93,20 +100,23 @@ def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: 
 
 def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: tuple[str, ...],
              timings: dict[str, float], progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, list[tuple[int, int]], bool]:
-    """Attribution, the exact sweep and the pruning curve: (effects, pruning, exact heads, layer reuse)."""
-    attribution, means = None, None
+    """Estimates, the exact sweep and the pruning curve: (effects, pruning, exact heads, layer reuse)."""
+    estimates, means = None, None
     if cfg.attribution or cfg.top_k is not None:
-        with _timed(timings, "attribution"):
-            attr = attribute(ablator, corpus, cfg.ablations, progress)
-            attribution, means = effects_from_sums(attr.store, "attribution", cfg.n_bootstrap, cfg.seed), attr.means
+        with _timed(timings, cfg.estimator):
+            estimates, means = _estimate(ablator, corpus, cfg, progress)
     elif set(cfg.ablations) & {"mean", "resample"}:
         with _timed(timings, "means"):
             means = head_means(ablator, corpus)
-    heads = _exact_heads(ablator.model, attribution, cfg, metrics)
+    model = ablator.model
+    every = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
+    audit = cfg.audit if cfg.audit is not None else math.ceil(AUDIT_SHARE * (cfg.top_k or 0))
+    chosen = choose(every, estimates, cfg.top_k, audit, cfg.ablations[0], metrics, cfg.seed)
+    heads = sorted(chosen)
     with _timed(timings, "exact"):
         exact, reused = _exact(ablator, corpus, heads, cfg, means, progress)
     timings["exact_per_head"] = timings["exact"] / max(len(heads) * len(cfg.ablations), 1)
-    effects = _finish_effects([attribution, exact], metrics)
+    effects = _finish_effects([estimates, annotate(exact, estimates, chosen)], metrics)
     pruning = pd.DataFrame(columns=PRUNING.names)
     if cfg.prune:
         with _timed(timings, "pruning"):
@@ -203,24 +213,16 @@ def _fit_memory(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...],
     return cfg, _corpus(model, cfg, metrics)
 
 
-def _exact_heads(model: LoadedModel, attribution: pd.DataFrame | None, cfg: AblateConfig,
-                 metrics: tuple[str, ...]) -> list[tuple[int, int]]:
-    """All heads, or the ``top_k`` that attribution ranks highest on any metric.
-
-    A head's score is its best percentile of |estimated delta| among the metrics (primary
-    ablation kind): a head near the top for any one metric is chosen.
-    """
-    heads = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
-    if cfg.top_k is None or cfg.top_k >= len(heads):
-        return heads
-    rows = attribution[(attribution["ablation"] == cfg.ablations[0]) & attribution["metric"].isin(metrics)]
-    if rows.empty:  # e.g. an encoder asked for embedding_cosine only: nothing attribution can rank
-        warnings.warn("top_k needs a metric attribution can estimate; ablating every head exactly", stacklevel=3)
-        return heads
-    ranks = rows.assign(pct=rows.groupby("metric")["delta"].transform(lambda d: d.abs().rank(pct=True)))
-    score = ranks.groupby(["layer", "head"])["pct"].max()
-    top = score.sort_values(ascending=False, kind="stable").index[: cfg.top_k]
-    return sorted((int(layer), int(head)) for layer, head in top)
+def _estimate(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig,
+              progress: bool) -> tuple[pd.DataFrame, torch.Tensor | None]:
+    """Every head's estimated effect rows (``method`` the estimator's name) and the heads' means
+    (None where no kind needs them and the estimator did not compute them anyway)."""
+    if cfg.estimator == "attribution":
+        attr = attribute(ablator, corpus, cfg.ablations, progress)
+        return effects_from_sums(attr.store, "attribution", cfg.n_bootstrap, cfg.seed), attr.means
+    means = head_means(ablator, corpus) if set(cfg.ablations) & {"mean", "resample"} else None
+    store = integrate(ablator, corpus, cfg.ablations, means, cfg.ig_steps, progress)
+    return effects_from_sums(store, "integrated", cfg.n_bootstrap, cfg.seed), means
 
 
 def _exact(ablator: Ablator, corpus: EvalCorpus, heads: list[tuple[int, int]], cfg: AblateConfig,

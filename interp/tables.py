@@ -143,7 +143,13 @@ EFFECTS = Table(
         Column("delta_rel", "float", "delta / |baseline|"),
         Column("ci_low", "float", "2.5% bootstrap quantile of delta over evaluation sequences"),
         Column("ci_high", "float", "97.5% bootstrap quantile of delta over evaluation sequences"),
-        Column("method", "str", "exact (the ablated model was run) | attribution (first-order estimate)"),
+        Column("method", "str", "exact (the ablated model was run) | integrated (integrated-gradients estimate over the "
+               "clean -> ablated path) | attribution (first-order estimate)"),
+        Column("selected", "str", "exact rows: why the head was ablated exactly: all (every head was) | top_k (the estimator "
+               "ranked it among the top k) | audit (a random sample of the other heads, to check the estimator); NaN on "
+               "estimates", optional=True),
+        Column("estimate", "float", "exact rows: the estimator's delta for the same head, ablation and metric (NaN where "
+               "there is none); the audit's error is delta - estimate", optional=True),
     ),
 )
 

@@ -1,8 +1,8 @@
 """The pruning curve: remove heads cumulatively, least important first, and watch the metrics.
 
 Order: ascending effect on the primary metric (``delta``, oriented so positive = worse), from
-the exact sweep where a head has one and from attribution otherwise; heads with neither (an
-encoder's heads outside ``top_k`` have no attribution for ``embedding_cosine``) go first, as
+the exact sweep where a head has one and from the estimator otherwise; heads with neither (an
+encoder's heads outside ``top_k`` have no estimate for ``embedding_cosine``) go first, as
 the ones the top-k selection judged least important. Heads whose removal *helps* (negative
 delta) are therefore removed first.
 
@@ -34,9 +34,10 @@ FINE_GRID_MAX_HEADS = 64
 def pruning_order(effects: pd.DataFrame, heads: list[Head], metric: str, kind: str) -> list[Head]:
     """``heads`` sorted least important first (see module docstring)."""
     score: dict[Head, float] = {}
-    for method in ("attribution", "exact"):  # exact overwrites attribution
-        rows = effects[(effects["method"] == method) & (effects["metric"] == metric) & (effects["ablation"] == kind)]
-        score.update({(int(r.layer), int(r.head)): float(r.delta) for r in rows.itertuples()})
+    rows = effects[(effects["metric"] == metric) & (effects["ablation"] == kind)]
+    for exact in (False, True):  # exact overwrites the estimate
+        part = rows[(rows["method"] == "exact") == exact]
+        score.update({(int(r.layer), int(r.head)): float(r.delta) for r in part.itertuples()})
     known = sorted((h for h in heads if h in score), key=lambda h: (score[h], h))
     return [h for h in heads if h not in score] + known
 

@@ -4,8 +4,8 @@ Pure functions from a run's tables to small frames and a summary dict; plots, th
 the PDF all read these, so a figure and the sentence under it cannot disagree.
 
 Which effect is "the" effect of a head: the effects table can hold several ablations (zero, mean,
-resample), several metrics and two methods (exact ablation, first-order attribution). The report
-shows one of them, chosen by :func:`choose_effect`: exact rows if the run has any, then the first
+resample), several metrics and two methods (exact ablation; an estimate, by integrated gradients
+or first-order attribution). The report shows one of them, chosen by :func:`choose_effect`: exact rows if the run has any, then the first
 ablation and metric present in the preference orders below.
 """
 
@@ -19,7 +19,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from interp.ablation.catalogue import ORIENTATION
+from interp.ablation.catalogue import ESTIMATORS, ORIENTATION
 from interp.ablation.removable import removable_fraction
 from interp.roles import ROLES, UNEXPLAINED
 from interp.rundir import RunTables
@@ -53,7 +53,7 @@ def _first_present(preference: tuple[str, ...], present: pd.Series) -> str:
 
 
 def choose_effect(effects: pd.DataFrame | None, exact_only: bool = False) -> EffectChoice | None:
-    """Pick the effects slice to show: exact if present (else attribution), then ablation, then metric."""
+    """Pick the effects slice to show: exact if present (else the estimates), then ablation, then metric."""
     if effects is None or effects.empty:
         return None
     rows = effects.dropna(subset=["delta"])
@@ -63,13 +63,20 @@ def choose_effect(effects: pd.DataFrame | None, exact_only: bool = False) -> Eff
     elif exact_only:
         return None
     else:
-        rows = rows[rows["method"] == "attribution"]
-        method = "attribution"
+        method = estimator_of(rows)
+        rows = rows[rows["method"] == method]
     if rows.empty:
         return None
     ablation = _first_present(ABLATION_PREFERENCE, rows["ablation"])
     rows = rows[rows["ablation"] == ablation]
     return EffectChoice(ablation, _first_present(METRIC_PREFERENCE, rows["metric"]), method)
+
+
+def estimator_of(effects: pd.DataFrame) -> str:
+    """The estimator whose rows a table holds (the first of ``ESTIMATORS`` present; a table from
+    before integrated gradients has attribution rows)."""
+    estimated = effects.loc[effects["method"] != "exact", "method"]
+    return _first_present(ESTIMATORS, estimated) if len(estimated) else ESTIMATORS[0]
 
 
 def head_effects(effects: pd.DataFrame, choice: EffectChoice) -> pd.DataFrame:
@@ -90,7 +97,7 @@ def preferred_ablation(effects: pd.DataFrame | None) -> str | None:
 
 def best_effects(effects: pd.DataFrame | None) -> pd.DataFrame | None:
     """One row per (metric, layer, head) of the preferred ablation, exact where the head has an
-    exact row, else the attribution estimate: metric, layer, head, delta, ci_low, ci_high, method."""
+    exact row, else the estimate: metric, layer, head, delta, ci_low, ci_high, method."""
     ablation = preferred_ablation(effects)
     if ablation is None:
         return None
@@ -101,18 +108,25 @@ def best_effects(effects: pd.DataFrame | None) -> pd.DataFrame | None:
 
 
 def audit_pairs(effects: pd.DataFrame | None) -> pd.DataFrame | None:
-    """Heads with both an exact effect and an attribution estimate (preferred ablation):
-    metric, layer, head, estimate, exact. None when no head has both."""
+    """Heads with both an exact effect and an estimate (preferred ablation): metric, layer, head,
+    estimate, exact, and ``selected`` (top_k / audit / all) where the table has it. None when no
+    head has both."""
     ablation = preferred_ablation(effects)
     if ablation is None:
         return None
     rows = effects[effects["ablation"] == ablation].dropna(subset=["delta"])
     keys = ["metric", "layer", "head"]
     wide = rows.pivot_table(index=keys, columns="method", values="delta", aggfunc="mean")
-    if not {"exact", "attribution"} <= set(wide.columns):
+    estimator = estimator_of(rows) if len(rows) else ESTIMATORS[0]
+    if not {"exact", estimator} <= set(wide.columns):
         return None
-    pairs = wide.dropna(subset=["exact", "attribution"]).reset_index().rename(columns={"attribution": "estimate"})
-    return None if pairs.empty else pairs[[*keys, "estimate", "exact"]]
+    pairs = wide.dropna(subset=["exact", estimator]).reset_index().rename(columns={estimator: "estimate"})
+    if pairs.empty:
+        return None
+    if "selected" in rows.columns:
+        why = rows[rows["method"] == "exact"].drop_duplicates(keys).set_index(keys)["selected"]
+        return pairs[[*keys, "estimate", "exact"]].join(why, on=keys)
+    return pairs[[*keys, "estimate", "exact"]]
 
 
 def rank_agreement(pairs: pd.DataFrame) -> float:

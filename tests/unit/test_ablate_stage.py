@@ -38,9 +38,9 @@ def result(llama):
 def test_effects_schema_and_coverage(result):
     e = result.effects
     assert list(e.columns[: len(EFFECTS.names)]) == EFFECTS.names
-    assert set(e["method"]) == {"exact", "attribution"}
+    assert set(e["method"]) == {"exact", "integrated"}
     assert set(e["metric"]) == {"loss_prose", "loss_repeated", "sv_logit_diff"}
-    for method in ("exact", "attribution"):
+    for method in ("exact", "integrated"):
         assert len(e[e["method"] == method]) == N * 2 * 3
     assert not e[["baseline", "ablated", "delta", "ci_low", "ci_high"]].isna().any().any()
     assert (e["ci_low"] <= e["ci_high"]).all()
@@ -63,13 +63,32 @@ def test_heads_per_pass_changes_speed_not_results(llama, result):
     np.testing.assert_allclose(a["delta"], b["delta"], atol=1e-5)
 
 
-def test_top_k_runs_exact_ablation_on_the_top_heads_only(llama):
-    out = ablate(llama, dataclasses.replace(SMALL, ablations=("zero",), top_k=3, prune=False), progress=False)
+def test_exact_rows_carry_the_estimate(result):
+    e = result.effects
+    exact = e[e["method"] == "exact"]
+    assert (exact["selected"] == "all").all() and e.loc[e["method"] != "exact", "selected"].isna().all()
+    merged = exact.merge(e[e["method"] == "integrated"], on=["layer", "head", "ablation", "metric"])
+    np.testing.assert_array_equal(merged["estimate_x"], merged["delta_y"])
+    assert set(result.summary["audit"]) == {f"{k}/{m}" for k in ("zero", "mean")
+                                            for m in ("loss_prose", "loss_repeated", "sv_logit_diff")}
+
+
+@pytest.mark.parametrize("estimator", ["integrated", "attribution"])
+def test_top_k_runs_exact_ablation_on_the_top_heads_and_an_audit_sample(llama, estimator):
+    out = ablate(llama, dataclasses.replace(SMALL, ablations=("zero",), top_k=3, audit=2, prune=False,
+                                            estimator=estimator), progress=False)
     exact = out.effects[out.effects["method"] == "exact"]
-    attribution = out.effects[out.effects["method"] == "attribution"]
-    assert len(exact.groupby(["layer", "head"])) == 3
-    assert len(attribution.groupby(["layer", "head"])) == N
-    assert out.summary["exact_heads"] == 3
+    estimated = out.effects[out.effects["method"] == estimator]
+    chosen = exact.drop_duplicates(["layer", "head"])["selected"].value_counts().to_dict()
+    assert chosen == {"top_k": 3, "audit": 2}
+    assert len(estimated.groupby(["layer", "head"])) == N
+    assert out.summary["exact_heads"] == 5 and out.summary["estimator"] == estimator
+    audit = out.summary["audit"]["zero/loss_prose"]
+    assert audit["n_audit"] == 2 and audit["max_abs_error"] >= audit["mean_abs_error"] >= 0
+    # the top 3 are the estimator's best percentile over the metrics
+    pct = estimated.assign(p=estimated.groupby("metric")["delta"].transform(lambda d: d.abs().rank(pct=True)))
+    best = pct.groupby(["layer", "head"])["p"].max().sort_values(ascending=False, kind="stable").index[:3]
+    assert set(exact.loc[exact["selected"] == "top_k", ["layer", "head"]].itertuples(index=False, name=None)) == set(best)
 
 
 def test_metrics_can_be_restricted(llama):
@@ -85,8 +104,8 @@ def test_encoder_stage(bert):
     out = ablate(bert, dataclasses.replace(SMALL, ablations=("zero", "resample")), progress=False)
     e = out.effects
     assert set(e["metric"]) == {"embedding_cosine", "retrieval_margin"}
-    attribution = e[e["method"] == "attribution"]
-    assert set(attribution["metric"]) == {"retrieval_margin"}  # no gradient at the intact model
+    estimated = e[e["method"] == "integrated"]
+    assert set(estimated["metric"]) == {"retrieval_margin"}  # no gradient at the intact model
     cosine = e[e["metric"] == "embedding_cosine"]
     assert (cosine["baseline"] == 0).all() and cosine["delta_rel"].isna().all()
     assert (cosine["delta"] >= 0).all()
