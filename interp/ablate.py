@@ -47,8 +47,7 @@ from interp.ablation.catalogue import CAUSAL_METRICS, ENCODER_METRICS, REPEATED,
 from interp.ablation.corpus import EvalCorpus, build_corpus, make_batches
 from interp.ablation.forward import Ablator
 from interp.ablation.metrics import metric_sizes
-from interp.ablation.pruning import pruning_curve, pruning_order, step_sizes
-from interp.ablation.removable import removable_summary
+from interp.ablation.pruning import Removals, metric_curve, pruning_order, role_rows, step_sizes
 from interp.ablation.selection import annotate, audit_summary, choose
 from interp.ablation.stats import SumStore, effects_from_sums
 from interp.ablation.surprises import role_effects, surprises
@@ -72,8 +71,10 @@ class AblateResult:
     summary: dict[str, Any] = field(default_factory=dict)  # corpus sizes, removable fractions, settings used
 
 
-def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: bool = True) -> AblateResult:
-    """Measure every head's effect (exact and/or attribution) and the pruning curve."""
+def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: bool = True,
+           roles: pd.DataFrame | None = None) -> AblateResult:
+    """Measure every head's effect (exact and/or estimated) and the pruning curves; with a
+    ``roles`` table, also the curves that remove every head of one role."""
     cfg = config.resolved(model.n_layers * model.n_heads)
     metrics = _metrics(model, cfg)
     timings: dict[str, float] = {}
@@ -87,20 +88,22 @@ def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: 
             threads = choose_threads(cfg.threads or pinned_threads(),
                                      lambda: probe_pass(ablator, corpus, cfg.max_tokens_per_batch))
         with stage_threads(threads):
-            effects, pruning, heads, reused = _measure(ablator, corpus, cfg, metrics, timings, progress)
+            effects, pruning, found = _measure(ablator, corpus, cfg, metrics, roles, timings, progress)
     summary = {
         "corpus": {f: {"n_sequences": n} for f, n in corpus.sizes.items()}, "n_tokens": corpus.n_tokens,
-        "metrics": list(metrics), "exact_heads": len(heads), "layer_reuse": reused,
+        "metrics": list(metrics), **found,
         "threads": threads or torch.get_num_threads(), "estimator": cfg.estimator if cfg.attribution or cfg.top_k else None,
         "audit": audit_summary(effects),
-        "removable": removable_summary(pruning) if len(pruning) else {}, "resolved_config": dataclasses.asdict(cfg),
+        "resolved_config": dataclasses.asdict(cfg),
     }
     return AblateResult(effects, PRUNING.validate(PRUNING.finite(pruning)), timings, summary)
 
 
 def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: tuple[str, ...],
-             timings: dict[str, float], progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, list[tuple[int, int]], bool]:
-    """Estimates, the exact sweep and the pruning curve: (effects, pruning, exact heads, layer reuse)."""
+             roles: pd.DataFrame | None, timings: dict[str, float], progress: bool
+             ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """Estimates, the exact sweep and the pruning curves: (effects, pruning, summary facts:
+    exact heads, layer reuse, removable shares with their intervals)."""
     estimates, means = None, None
     if cfg.attribution or cfg.top_k is not None:
         with _timed(timings, cfg.estimator):
@@ -117,11 +120,11 @@ def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: t
         exact, reused = _exact(ablator, corpus, heads, cfg, means, progress)
     timings["exact_per_head"] = timings["exact"] / max(len(heads) * len(cfg.ablations), 1)
     effects = _finish_effects([estimates, annotate(exact, estimates, chosen)], metrics)
-    pruning = pd.DataFrame(columns=PRUNING.names)
+    pruning, shares = pd.DataFrame(columns=PRUNING.names), {}
     if cfg.prune:
         with _timed(timings, "pruning"):
-            pruning = _pruning(ablator, effects, cfg, metrics, means, progress)
-    return effects, pruning, heads, reused
+            pruning, shares = _pruning(ablator, effects, cfg, metrics, means, roles, progress)
+    return effects, pruning, {"exact_heads": len(heads), "layer_reuse": reused, "removable": shares}
 
 
 def write(run_dir: Path, result: AblateResult) -> None:
@@ -133,7 +136,7 @@ def write(run_dir: Path, result: AblateResult) -> None:
 def run_stage(run_dir: Path, model: LoadedModel, config: AblateConfig = AblateConfig(),
               progress: bool = True) -> dict[str, Any]:
     """The ablate stage of a run: measure, write, and hand the timings and corpus facts to the manifest."""
-    result = ablate(model, config, progress)
+    result = ablate(model, config, progress, roles=rundir.read_table(run_dir, "roles"))
     write(run_dir, result)
     return {"timings": {k: round(v, 3) for k, v in result.timings.items()}, **result.summary}
 
@@ -237,16 +240,31 @@ def _exact(ablator: Ablator, corpus: EvalCorpus, heads: list[tuple[int, int]], c
 
 
 def _pruning(ablator: Ablator, effects: pd.DataFrame, cfg: AblateConfig, metrics: tuple[str, ...],
-             means: torch.Tensor | None, progress: bool) -> pd.DataFrame:
-    """The pruning curve under the primary ablation, ordered by the primary metric's effects and
-    measured on the held-out half of the evaluation corpus (split 1, see corpus.py)."""
+             means: torch.Tensor | None, roles: pd.DataFrame | None, progress: bool) -> tuple[pd.DataFrame, dict]:
+    """Each metric's pruning curve in its own order (primary ablation kind), measured on the
+    held-out split (split 1, see corpus.py), then every role's heads removed at once: (the
+    ``pruning`` rows, metric -> tolerance -> removable share with its bootstrap interval)."""
     model = ablator.model
     held_out = _corpus(model, cfg, metrics, split=1)
     heads = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
-    order = pruning_order(effects, heads, metrics[0], cfg.ablations[0])
-    pruning = pruning_curve(ablator, held_out, order, cfg.ablations[0], means, cfg.prune_step,
-                            cfg.max_tokens_per_batch, progress)
-    return pruning[pruning["metric"].isin(metrics)].reset_index(drop=True)
+    by_role = _heads_by_role(roles)
+    frames, shares = [], {}
+    for metric in _measurable(metrics, held_out, cfg):
+        removals = Removals(ablator, held_out, metric, cfg.ablations[0], means, cfg.max_tokens_per_batch)
+        order = pruning_order(effects, heads, metric, cfg.ablations[0])
+        curve, shares[metric] = metric_curve(removals, order, cfg.prune_step, cfg.n_bootstrap, cfg.seed, progress)
+        frames += [curve, role_rows(removals, by_role, len(heads), cfg.n_bootstrap, cfg.seed)]
+    frames = [f for f in frames if len(f)]
+    pruning = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=PRUNING.names)
+    return pruning, shares
+
+
+def _heads_by_role(roles: pd.DataFrame | None) -> dict[str, list[tuple[int, int]]]:
+    """Primary role -> its heads, from a roles table (empty without one)."""
+    if roles is None or roles.empty:
+        return {}
+    return {str(role): sorted(zip(group["layer"].astype(int), group["head"].astype(int)))
+            for role, group in roles.groupby("role")}
 
 
 def _finish_effects(frames: list[pd.DataFrame | None], metrics: tuple[str, ...]) -> pd.DataFrame:

@@ -155,13 +155,19 @@ EFFECTS = Table(
 
 PRUNING = Table(
     "pruning",
-    "One row per step of cumulative head removal, least important heads first (ordered by the effects table, measured on a held-out evaluation corpus).",
+    "One row per step of cumulative head removal, each metric's least important heads first (ordered by that metric's effects, measured on a held-out evaluation corpus), and one per role whose heads are removed together.",
     (
         Column("fraction_removed", "float", "share of all heads removed so far"),
         Column("heads_removed", "int", "number of heads removed so far"),
         Column("metric", "str", "metric measured after the step"),
         Column("value", "float", "metric value with those heads ablated, on the held-out corpus (step 0: the intact model there)"),
-        Column("last_removed", "str", "the heads removed at this step, space-separated, as L{layer}H{head} (NaN at step 0)"),
+        Column("last_removed", "str", "the heads removed at this step, space-separated, as L{layer}H{head} (NaN at step 0; "
+               "role rows: all of the role's heads)"),
+        Column("ci_low", "float", "2.5% bootstrap quantile of value over held-out sequences", optional=True),
+        Column("ci_high", "float", "97.5% bootstrap quantile of value over held-out sequences", optional=True),
+        Column("removed_by", "str", "effect: the metric's own curve, heads in ascending order of their effect on that "
+               "metric (one head per step near the 1% and 5% tolerances); role:<name>: every head of that primary "
+               "role removed at once", optional=True),
     ),
 )
 

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from interp.ablation.catalogue import ESTIMATORS, ORIENTATION
-from interp.ablation.removable import removable_fraction
+from interp.ablation.removable import effect_curve, removable_fraction
 from interp.roles import ROLES, UNEXPLAINED
 from interp.rundir import RunTables
 
@@ -186,8 +186,7 @@ def worse_sign(metric: str, effects: pd.DataFrame | None) -> float:
 
 def degradation(pruning: pd.DataFrame, metric: str, effects: pd.DataFrame | None) -> pd.DataFrame:
     """The metric's pruning steps in order, with ``worse`` = relative change for the worse vs step 0."""
-    rows = pruning[pruning["metric"] == metric].sort_values(["fraction_removed", "heads_removed"])
-    rows = rows.dropna(subset=["value"])
+    rows = effect_curve(pruning, metric).dropna(subset=["value"])
     if rows.empty:
         return rows.assign(worse=pd.Series(dtype=float))
     start = float(rows["value"].iloc[0])

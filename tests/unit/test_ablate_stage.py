@@ -149,30 +149,51 @@ def test_stacked_pruning_steps_equal_one_step_per_pass(llama, kind):
     from interp.ablate import head_means
     from interp.ablation.corpus import build_corpus
     from interp.ablation.forward import Ablator
-    from interp.ablation.pruning import pruning_curve
+    from interp.ablation.pruning import Removals
 
     corpus = build_corpus(llama, n_prose=4, n_repeated=2, repeated_lengths=(6,), n_syntax=4, seed=0, max_tokens=512)
     ablator = Ablator(llama)
     order = [(2, 1), (0, 3), (1, 0), (2, 2), (0, 0), (1, 3)]
     means = head_means(ablator, corpus)
-    stacked = pruning_curve(ablator, corpus, order, kind, means, step=None, max_tokens=None, progress=False)
-    single = pruning_curve(ablator, corpus, order, kind, means, step=None, max_tokens=1, progress=False)
-    assert stacked["heads_removed"].tolist() == single["heads_removed"].tolist()
-    assert stacked["heads_removed"].max() == len(order)
-    np.testing.assert_allclose(stacked["value"], single["value"], rtol=1e-5)
-    assert stacked["value"].nunique() > 3  # the steps really differ
+    values = []
+    for max_tokens in (None, 1):
+        removals = Removals(ablator, corpus, "loss_prose", kind, means, max_tokens)
+        removals.measure({k: order[:k] for k in range(len(order) + 1)})
+        values.append(removals.values(removals.counts()))
+    np.testing.assert_allclose(values[0], values[1], rtol=1e-5)
+    assert len(np.unique(values[0])) > 3  # the steps really differ
 
 
-def test_pruning_removes_the_least_important_head_first(result, llama):
+@pytest.mark.parametrize("metric", ["loss_prose", "loss_repeated", "sv_logit_diff"])
+def test_each_metric_removes_its_own_least_important_head_first(result, llama, metric):
     e = result.effects
-    exact = e[(e["method"] == "exact") & (e["metric"] == "loss_prose") & (e["ablation"] == "zero")]
-    first = exact.sort_values("delta").iloc[0]
-    p = result.pruning
-    assert p[p["heads_removed"] == 1]["last_removed"].iloc[0] == f"L{first['layer']}H{first['head']}"
-    one = p[(p["heads_removed"] == 1) & (p["metric"] == "loss_prose")]["value"].iloc[0]
+    exact = e[(e["method"] == "exact") & (e["metric"] == metric) & (e["ablation"] == "zero")]
+    first = exact.sort_values(["delta", "layer", "head"]).iloc[0]
+    p = result.pruning[result.pruning["metric"] == metric]
+    step = p[p["heads_removed"] == 1]
+    assert step["last_removed"].item() == f"L{first['layer']}H{first['head']}"
     head = (int(first["layer"]), int(first["head"]))
-    assert one == pytest.approx(held_out_value(llama, "loss_prose", [head]), rel=1e-5)
-    assert one != pytest.approx(first["ablated"], rel=1e-3)  # not the corpus the order came from
+    assert step["value"].item() == pytest.approx(held_out_value(llama, metric, [head]), rel=1e-5)
+    assert step["value"].item() != pytest.approx(first["ablated"], rel=1e-3)  # not the corpus the order came from
+    assert (p["ci_low"] <= p["value"] + 1e-12).all() and (p["value"] <= p["ci_high"] + 1e-12).all()
+    shares = result.summary["removable"][metric]
+    for tol in ("1%", "5%"):
+        assert 0 <= shares[tol]["ci_low"] <= shares[tol]["ci_high"] <= 1
+        assert shares[tol]["share"] == removable_fraction(result.pruning, metric, float(tol[:-1]) / 100)
+
+
+def test_role_curves_remove_every_head_of_a_role(llama):
+    roles = pd.DataFrame({"layer": [l for l in range(N_LAYERS) for _ in range(N_HEADS)],
+                          "head": [h for _ in range(N_LAYERS) for h in range(N_HEADS)]})
+    roles["role"] = np.where(roles["head"] == 0, "first_token", "unexplained")
+    out = ablate(llama, dataclasses.replace(SMALL, ablations=("zero",), prune_step=0.5), progress=False, roles=roles)
+    rows = out.pruning[out.pruning["removed_by"] == "role:first_token"]
+    assert set(rows["metric"]) == {"loss_prose", "loss_repeated", "sv_logit_diff"}
+    assert (rows["heads_removed"] == N_LAYERS).all()
+    heads = [(layer, 0) for layer in range(N_LAYERS)]
+    prose = rows[rows["metric"] == "loss_prose"]
+    assert prose["value"].item() == pytest.approx(held_out_value(llama, "loss_prose", heads), rel=1e-5)
+    assert (out.pruning["removed_by"] == "role:unexplained").sum() == 3
 
 
 def held_out_value(model, metric, heads):
