@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _results import write_section  # noqa: E402
+from _results import markdown, write_section  # noqa: E402
 
 from interp.ablate import AblateConfig  # noqa: E402
 from interp.ablation.attribution import attribute  # noqa: E402
@@ -148,8 +148,8 @@ def main() -> None:
         "|estimates| (10 in 30; a quarter in a half of the heads for models under 60 heads). "
         "`integrated/k`: integrated gradients over the clean -> ablated path, k path points. "
         f"Metrics without a gradient at the intact model (embedding_cosine) have no estimate.\n\n"
-        + shown.to_markdown(index=False)
-        + "\n\nPer estimator, over every (model, metric) above:\n\n" + summary.round(3).to_markdown()
+        + markdown(shown)
+        + "\n\nPer estimator, over every (model, metric) above:\n\n" + markdown(summary.reset_index())
         + f"\n\nBest by this table (worst recall first, then mean Spearman): {summary.index[0]!r}. The stage's "
         f"default: `AblateConfig.estimator` = {cfg.estimator!r}, `ig_steps` = {cfg.ig_steps}."
     )
