@@ -49,7 +49,7 @@ from interp.ablation.forward import Ablator
 from interp.ablation.metrics import metric_sizes
 from interp.ablation.pruning import Removals, metric_curve, pruning_order, role_rows, step_sizes
 from interp.ablation.selection import annotate, audit_summary, choose
-from interp.ablation.stats import SumStore, effects_from_sums
+from interp.ablation.stats import SumStore, effects_from_sums, sequence_tokens
 from interp.ablation.surprises import role_effects, surprises
 from interp.ablation.sweep import exact_sweep, pass_size, probe_pass
 from interp.ablation.threads import choose_threads, stage_threads
@@ -222,10 +222,10 @@ def _estimate(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig,
     (None where no kind needs them and the estimator did not compute them anyway)."""
     if cfg.estimator == "attribution":
         attr = attribute(ablator, corpus, cfg.ablations, progress)
-        return effects_from_sums(attr.store, "attribution", cfg.n_bootstrap, cfg.seed), attr.means
+        return effects_from_sums(attr.store, "attribution", cfg.n_bootstrap, cfg.seed, sequence_tokens(corpus)), attr.means
     means = head_means(ablator, corpus) if set(cfg.ablations) & {"mean", "resample"} else None
     store = integrate(ablator, corpus, cfg.ablations, means, cfg.ig_steps, progress)
-    return effects_from_sums(store, "integrated", cfg.n_bootstrap, cfg.seed), means
+    return effects_from_sums(store, "integrated", cfg.n_bootstrap, cfg.seed, sequence_tokens(corpus)), means
 
 
 def _exact(ablator: Ablator, corpus: EvalCorpus, heads: list[tuple[int, int]], cfg: AblateConfig,
@@ -236,7 +236,7 @@ def _exact(ablator: Ablator, corpus: EvalCorpus, heads: list[tuple[int, int]], c
         return pd.DataFrame(columns=EFFECTS.names), False
     reused = exact_sweep(ablator, corpus, store, heads, cfg.ablations, means, cfg.heads_per_pass,
                          cfg.max_tokens_per_batch, progress=progress)
-    return effects_from_sums(store, "exact", cfg.n_bootstrap, cfg.seed), reused
+    return effects_from_sums(store, "exact", cfg.n_bootstrap, cfg.seed, sequence_tokens(corpus)), reused
 
 
 def _pruning(ablator: Ablator, effects: pd.DataFrame, cfg: AblateConfig, metrics: tuple[str, ...],

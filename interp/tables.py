@@ -150,6 +150,14 @@ EFFECTS = Table(
                "estimates", optional=True),
         Column("estimate", "float", "exact rows: the estimator's delta for the same head, ablation and metric (NaN where "
                "there is none); the audit's error is delta - estimate", optional=True),
+        Column("n_tokens", "int", "tokens of the evaluation sequences this effect was measured on", optional=True),
+        Column("tolerance", "float", "the effect below which a head counts as removable: 1% of |baseline| (absolute 0.01 "
+               "where the baseline is 0)", optional=True),
+        Column("vs_zero", "str", "above | below: the 95% interval excludes zero on that side; undecided: it contains zero",
+               optional=True),
+        Column("vs_tolerance", "str", "above: the interval lies beyond +tolerance (the head matters); within: inside "
+               "+-tolerance (removable); below: beyond -tolerance (removing it helps); undecided: it straddles a bound",
+               optional=True),
     ),
 )
 

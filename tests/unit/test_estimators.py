@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -100,3 +101,36 @@ def test_audit_summary_reports_error_and_misses():
     assert summary["n_audit"] == 2 and summary["missed"] == 1  # (1, 0): 0.7 beats the top's 0.5
     assert summary["mean_abs_error"] == pytest.approx(0.35) and summary["max_abs_error"] == pytest.approx(0.6)
     assert summary["spearman"] == pytest.approx(0.8)
+
+
+# --- effects with stated precision ---------------------------------------------------------------
+
+
+def test_effects_rest_on_each_conditions_own_sequences():
+    from interp.ablation.stats import SumStore, effects_from_sums
+
+    store = SumStore({"loss_prose": 3})
+    sums = store["loss_prose"]
+    sums.base[:] = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    sums.den[:] = 1.0
+    sums.ablated[("zero", 0, 0)] = torch.tensor([2.0, 3.0, 4.0], dtype=torch.float64)  # +1 on every sequence
+    sums.ablated[("zero", 0, 1)] = torch.tensor([1.5, 2.5, float("nan")], dtype=torch.float64)  # stopped after two
+    tokens = {"loss_prose": np.array([10, 20, 30])}
+    rows = effects_from_sums(store, "exact", 50, 0, tokens).set_index("head")
+    assert rows.loc[0, "delta"] == pytest.approx(1.0) and rows.loc[0, "n_tokens"] == 60
+    assert rows.loc[1, "delta"] == pytest.approx(0.5) and rows.loc[1, "n_tokens"] == 30
+    assert rows.loc[0, "ablated"] == pytest.approx(3.0) and (rows["baseline"] == 2.0).all()
+    assert rows.loc[0, "ci_low"] == pytest.approx(1.0) and rows.loc[0, "ci_high"] == pytest.approx(1.0)  # paired
+
+
+def test_decisions_against_zero_and_the_tolerance():
+    from interp.ablation.stats import decisions
+
+    frame = pd.DataFrame({"baseline": [2.0, 2.0, 2.0, 2.0, 0.0], "ci_low": [0.03, 0.005, -0.01, -0.5, 0.001],
+                          "ci_high": [0.05, 0.015, 0.01, -0.03, 0.005]})
+    out = decisions(frame)
+    assert out["tolerance"].tolist() == pytest.approx([0.02, 0.02, 0.02, 0.02, 0.01])
+    assert out["vs_zero"].tolist() == ["above", "above", "undecided", "below", "above"]
+    assert out["vs_tolerance"].tolist() == ["above", "within", "within", "below", "within"]
+    straddle = decisions(pd.DataFrame({"baseline": [2.0], "ci_low": [0.01], "ci_high": [0.03]}))
+    assert straddle["vs_tolerance"].item() == "undecided"
