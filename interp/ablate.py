@@ -49,6 +49,7 @@ from interp.ablation.forward import Ablator
 from interp.ablation.metrics import metric_sizes
 from interp.ablation.pruning import Removals, metric_curve, pruning_order, role_rows, step_sizes
 from interp.ablation.selection import annotate, audit_summary, choose
+from interp.ablation.sequential import rounds, sequential_sweep
 from interp.ablation.stats import SumStore, effects_from_sums, sequence_tokens
 from interp.ablation.surprises import role_effects, surprises
 from interp.ablation.sweep import exact_sweep, pass_size, probe_pass
@@ -117,14 +118,14 @@ def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: t
     chosen = choose(every, estimates, cfg.top_k, audit, cfg.ablations[0], metrics, cfg.seed)
     heads = sorted(chosen)
     with _timed(timings, "exact"):
-        exact, reused = _exact(ablator, corpus, heads, cfg, means, progress)
+        exact, reused, log = _exact(ablator, corpus, heads, cfg, means, progress)
     timings["exact_per_head"] = timings["exact"] / max(len(heads) * len(cfg.ablations), 1)
     effects = _finish_effects([estimates, annotate(exact, estimates, chosen)], metrics)
     pruning, shares = pd.DataFrame(columns=PRUNING.names), {}
     if cfg.prune:
         with _timed(timings, "pruning"):
             pruning, shares = _pruning(ablator, effects, cfg, metrics, means, roles, progress)
-    return effects, pruning, {"exact_heads": len(heads), "layer_reuse": reused, "removable": shares}
+    return effects, pruning, {"exact_heads": len(heads), "layer_reuse": reused, "rounds": log, "removable": shares}
 
 
 def write(run_dir: Path, result: AblateResult) -> None:
@@ -174,10 +175,12 @@ def _metrics(model: LoadedModel, cfg: AblateConfig) -> tuple[str, ...]:
 
 def _corpus(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...], split: int = 0) -> EvalCorpus:
     wants = set(metrics)
+    rounds_ = cfg.max_rounds if split == 0 else 1  # split 0 holds every round of the sequential sweep
     corpus = build_corpus(
-        model, n_prose=cfg.n_prose if (not model.causal or "loss_prose" in wants) else 0,
-        n_repeated=cfg.n_repeated if "loss_repeated" in wants else 0, repeated_lengths=cfg.repeated_lengths,
-        n_syntax=cfg.n_syntax if SV in wants else 0, seed=cfg.seed, max_tokens=cfg.max_tokens_per_batch, split=split,
+        model, n_prose=rounds_ * cfg.n_prose if (not model.causal or "loss_prose" in wants) else 0,
+        n_repeated=rounds_ * cfg.n_repeated if "loss_repeated" in wants else 0, repeated_lengths=cfg.repeated_lengths,
+        n_syntax=rounds_ * cfg.n_syntax if SV in wants else 0, seed=cfg.seed, max_tokens=cfg.max_tokens_per_batch,
+        split=split,
     )
     if not corpus.batches:
         raise ConfigError("the evaluation corpus is empty: raise n_prose / n_repeated / n_syntax")
@@ -229,14 +232,28 @@ def _estimate(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig,
 
 
 def _exact(ablator: Ablator, corpus: EvalCorpus, heads: list[tuple[int, int]], cfg: AblateConfig,
-           means: torch.Tensor | None, progress: bool) -> tuple[pd.DataFrame, bool]:
-    """Exact effect rows of ``heads`` and whether layer reuse held."""
+           means: torch.Tensor | None, progress: bool) -> tuple[pd.DataFrame, bool, list[dict[str, int]]]:
+    """Exact effect rows of ``heads``, whether layer reuse held, and the heads each round ran per
+    family (one round unless ``max_rounds > 1``: then :mod:`interp.ablation.sequential`)."""
     store = SumStore(metric_sizes(corpus.sizes))
     if not heads:
-        return pd.DataFrame(columns=EFFECTS.names), False
-    reused = exact_sweep(ablator, corpus, store, heads, cfg.ablations, means, cfg.heads_per_pass,
-                         cfg.max_tokens_per_batch, progress=progress)
-    return effects_from_sums(store, "exact", cfg.n_bootstrap, cfg.seed, sequence_tokens(corpus)), reused
+        return pd.DataFrame(columns=EFFECTS.names), False, []
+    tokens, reused = sequence_tokens(corpus), []
+
+    def sweep(part: EvalCorpus, chosen: list[tuple[int, int]]) -> None:
+        reused.append(exact_sweep(ablator, part, store, chosen, cfg.ablations, means, cfg.heads_per_pass,
+                                  cfg.max_tokens_per_batch, progress=progress))
+
+    def table() -> pd.DataFrame:
+        return effects_from_sums(store, "exact", cfg.n_bootstrap, cfg.seed, tokens)
+
+    parts = rounds(corpus, cfg.max_rounds, cfg.max_tokens_per_batch, ablator.model.tokenizer.pad_token_id or 0)
+    if len(parts) == 1:
+        sweep(corpus, heads)
+        log = [dict.fromkeys(corpus.sizes, len(heads))]
+    else:
+        log = sequential_sweep(parts, heads, sweep, table)
+    return table(), all(reused), log
 
 
 def _pruning(ablator: Ablator, effects: pd.DataFrame, cfg: AblateConfig, metrics: tuple[str, ...],

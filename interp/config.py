@@ -182,10 +182,13 @@ class AblateConfig:
         "--top-k", "exact ablation only for the k heads the estimator ranks highest (plus a random audit sample)"))
     attribution: bool = True  # estimate every head with the estimator (always on with top_k)
     estimator: str = field(default=ESTIMATORS[0], metadata=cli(
-        "--estimator", "how every head's effect is estimated, and top-k chosen  [default: integrated]",
+        "--estimator", "how every head's effect is estimated, and top-k chosen",
         choices=ESTIMATORS))
     ig_steps: int = 4  # integrated gradients: path points (one forward + backward each)
     audit: int | None = None  # with top_k: heads ablated exactly at random besides the top k; None: AUDIT_SHARE of k
+    max_rounds: int = field(default=1, metadata=cli(
+        "--max-rounds", "exact sweep in up to this many rounds of new evaluation sequences: after each, only heads "
+        "whose effect is not yet settled (interval vs the tolerance, precision) go on"))
     heads_per_pass: int | None = None  # heads of a layer per forward (stacked batch copies); None: all that fit
     prune: bool = True  # compute the pruning curve
     prune_step: float | None = None  # share of heads per step; None: 1 head (<= 64 heads) or 5%
@@ -209,6 +212,7 @@ class AblateConfig:
         require(self, "estimator", self.estimator in ESTIMATORS, f"one of {', '.join(ESTIMATORS)}")
         require(self, "ig_steps", self.ig_steps >= 1, ">= 1")
         require(self, "audit", self.audit is None or self.audit >= 0, ">= 0 or None")
+        require(self, "max_rounds", self.max_rounds >= 1, ">= 1")
         require(self, "heads_per_pass", self.heads_per_pass is None or self.heads_per_pass >= 1, ">= 1 or None")
         require(self, "prune_step", self.prune_step is None or 0 < self.prune_step <= 1, "in (0, 1] or None")
         require(self, "n_bootstrap", self.n_bootstrap >= 10, ">= 10")
