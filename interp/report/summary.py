@@ -214,6 +214,26 @@ def prunable_table(pruning: pd.DataFrame | None, effects: pd.DataFrame | None) -
     return pd.DataFrame(rows)
 
 
+def role_pruning_table(pruning: pd.DataFrame | None, effects: pd.DataFrame | None) -> pd.DataFrame | None:
+    """One row per (role, metric) whose heads the ablate stage removed all at once: role, heads,
+    metric, and ``worse`` (relative change for the worse against the intact model, with its
+    interval ``worse_low``..``worse_high``). None for a table without role rows."""
+    if pruning is None or pruning.empty or "removed_by" not in pruning.columns:
+        return None
+    by_role = pruning[pruning["removed_by"].fillna("").astype(str).str.startswith("role:")]
+    rows = []
+    for r in by_role.itertuples():
+        curve = degradation(pruning, r.metric, effects)
+        if curve.empty:
+            continue
+        start, sign = float(curve["value"].iloc[0]), worse_sign(r.metric, effects)
+        scale = abs(start) if abs(start) > 1e-12 else 1.0
+        bounds = sorted(sign * (v - start) / scale for v in (r.ci_low, r.ci_high))
+        rows.append({"role": r.removed_by.removeprefix("role:"), "heads": int(r.heads_removed), "metric": r.metric,
+                     "worse": sign * (r.value - start) / scale, "worse_low": bounds[0], "worse_high": bounds[1]})
+    return pd.DataFrame(rows) if rows else None
+
+
 def head_table(roles: pd.DataFrame | None, effects: pd.DataFrame | None) -> pd.DataFrame | None:
     """One row per head: its roles, joined with its main exact effect when the run has one."""
     base_cols = ["layer", "head", "role", "confidence", "second_role", "stability", "sink_mass"]
@@ -241,7 +261,7 @@ def report_summary(run: RunTables) -> dict[str, Any]:
                    for name in ("features", "roles", "effects", "pruning", "clusters")},
         "provenance": dict(manifest.get("provenance") or {}),
         "stages": dict(manifest.get("stages") or {}),
-        "role_counts": None, "share_unexplained": None, "prunable": None,
+        "role_counts": None, "share_unexplained": None, "prunable": None, "role_pruning": None,
         "effect": None, "exact_effect": None,
     }
     if run.roles is not None and not run.roles.empty:
@@ -251,6 +271,9 @@ def report_summary(run: RunTables) -> dict[str, Any]:
     prunable = prunable_table(run.pruning, run.effects)
     if prunable is not None:
         summary["prunable"] = prunable.to_dict("records")
+    by_role = role_pruning_table(run.pruning, run.effects)
+    if by_role is not None:
+        summary["role_pruning"] = by_role.to_dict("records")
     for key, exact in (("effect", False), ("exact_effect", True)):
         choice = choose_effect(run.effects, exact_only=exact)
         summary[key] = choice.label if choice else None
