@@ -9,12 +9,13 @@ retrieval for encoders. Every effect comes with a paired bootstrap interval over
 
 Steps, each with a progress bar:
 
-1. **estimate**: every head's effect estimated at once, by integrated gradients over the
-   clean -> ablated path (:mod:`interp.ablation.integrated`, ``ig_steps`` forward and backward
-   passes per batch; the default, as it misses no head whose effect runs through another head's
-   saturated attention) or by first-order attribution (:mod:`interp.ablation.attribution`, one
-   pass); rows with ``method`` the estimator's name.
-2. **exact** (:mod:`interp.ablation.sweep`): every head (or, with ``top_k``, the heads the
+1. **estimate**: every head's effect estimated at once, by first-order attribution
+   (:mod:`interp.ablation.attribution`, one forward and backward pass per batch; the default:
+   it agrees best with exact ablation on the packaged models, benchmarks/estimators.py) or by
+   integrated gradients over the clean -> ablated path (:mod:`interp.ablation.integrated`,
+   ``ig_steps`` passes; it sees through a saturated downstream softmax, which attribution
+   cannot); rows with ``method`` the estimator's name. With ``top_k`` both run.
+2. **exact** (:mod:`interp.ablation.sweep`): every head (or, with ``top_k``, the heads either
    estimator ranks highest plus a random audit sample, :mod:`interp.ablation.selection`)
    ablated and the model rerun from that head's layer on.
 3. **pruning** (:mod:`interp.ablation.pruning`): heads removed cumulatively, least important
@@ -43,7 +44,7 @@ import torch
 from interp import memory, rundir
 from interp.ablation.attribution import attribute
 from interp.ablation.integrated import integrate
-from interp.ablation.catalogue import CAUSAL_METRICS, ENCODER_METRICS, REPEATED, SV
+from interp.ablation.catalogue import CAUSAL_METRICS, ENCODER_METRICS, ESTIMATORS, REPEATED, SV
 from interp.ablation.corpus import EvalCorpus, build_corpus, make_batches
 from interp.ablation.forward import Ablator
 from interp.ablation.metrics import metric_sizes
@@ -107,8 +108,13 @@ def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: t
     exact heads, layer reuse, removable shares with their intervals)."""
     estimates, means = None, None
     if cfg.attribution or cfg.top_k is not None:
-        with _timed(timings, cfg.estimator):
-            estimates, means = _estimate(ablator, corpus, cfg, progress)
+        # top_k ranks heads by every estimator (attribution first: it also gives the means)
+        frames = []
+        for name in (ESTIMATORS if cfg.top_k is not None else (cfg.estimator,)):
+            with _timed(timings, name):
+                frame, means = _estimate(ablator, corpus, cfg, name, means, progress)
+            frames.append(frame)
+        estimates = pd.concat(frames, ignore_index=True)
     elif set(cfg.ablations) & {"mean", "resample"}:
         with _timed(timings, "means"):
             means = head_means(ablator, corpus)
@@ -120,7 +126,8 @@ def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: t
     with _timed(timings, "exact"):
         exact, reused, log = _exact(ablator, corpus, heads, cfg, means, progress)
     timings["exact_per_head"] = timings["exact"] / max(len(heads) * len(cfg.ablations), 1)
-    effects = _finish_effects([estimates, annotate(exact, estimates, chosen)], metrics)
+    primary = None if estimates is None else estimates[estimates["method"] == cfg.estimator]
+    effects = _finish_effects([estimates, annotate(exact, primary, chosen)], metrics)
     pruning, shares = pd.DataFrame(columns=PRUNING.names), {}
     if cfg.prune:
         with _timed(timings, "pruning"):
@@ -219,14 +226,15 @@ def _fit_memory(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...],
     return cfg, _corpus(model, cfg, metrics)
 
 
-def _estimate(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig,
+def _estimate(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, estimator: str, means: torch.Tensor | None,
               progress: bool) -> tuple[pd.DataFrame, torch.Tensor | None]:
     """Every head's estimated effect rows (``method`` the estimator's name) and the heads' means
-    (None where no kind needs them and the estimator did not compute them anyway)."""
-    if cfg.estimator == "attribution":
+    (None where no kind needs them and no estimator computed them anyway)."""
+    if estimator == "attribution":
         attr = attribute(ablator, corpus, cfg.ablations, progress)
         return effects_from_sums(attr.store, "attribution", cfg.n_bootstrap, cfg.seed, sequence_tokens(corpus)), attr.means
-    means = head_means(ablator, corpus) if set(cfg.ablations) & {"mean", "resample"} else None
+    if means is None and set(cfg.ablations) & {"mean", "resample"}:
+        means = head_means(ablator, corpus)
     store = integrate(ablator, corpus, cfg.ablations, means, cfg.ig_steps, progress)
     return effects_from_sums(store, "integrated", cfg.n_bootstrap, cfg.seed, sequence_tokens(corpus)), means
 

@@ -146,7 +146,7 @@ class ClassifyConfig:
 
 
 QUICK_ABLATE_SIZES = {"n_prose": 3, "n_repeated": 3, "n_syntax": 8}
-QUICK_TOP_SHARE = 0.05  # quick mode: exact ablation of the 5% of heads the estimator ranks highest,
+QUICK_TOP_SHARE = 0.05  # quick mode: exact ablation of the 5% of heads the estimators rank highest,
 QUICK_MIN_HEADS = 4  # but at least 4 (a tiny model's circuit has more than one head)
 AUDIT_SHARE = 0.25  # with top_k: a random sample of a quarter as many other heads, to audit the estimator
 QUICK_PRUNE_STEP = 0.1
@@ -179,10 +179,11 @@ class AblateConfig:
     dtype: str | None = field(default=None, metadata=cli(
         "--dtype", "run the ablations in this dtype instead of the model's", choices=DTYPES))
     top_k: int | None = field(default=None, metadata=cli(
-        "--top-k", "exact ablation only for the k heads the estimator ranks highest (plus a random audit sample)"))
+        "--top-k", "exact ablation only for the k heads that attribution or integrated gradients rank highest "
+        "(plus a random audit sample)"))
     attribution: bool = True  # estimate every head with the estimator (always on with top_k)
     estimator: str = field(default=ESTIMATORS[0], metadata=cli(
-        "--estimator", "how every head's effect is estimated, and top-k chosen",
+        "--estimator", "how every head's effect is estimated",
         choices=ESTIMATORS))
     ig_steps: int = 4  # integrated gradients: path points (one forward + backward each)
     audit: int | None = None  # with top_k: heads ablated exactly at random besides the top k; None: AUDIT_SHARE of k

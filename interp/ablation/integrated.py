@@ -21,8 +21,13 @@ The shares add up to the effect of ablating every head at once (completeness), a
 saturated softmax opens up somewhere along the way, so the gradient no longer vanishes. The
 price: a head shares the credit for an interaction with the heads it interacts with (the
 induction head is half gone by the time the previous-token head's loss opens its softmax),
-where an exact single-head ablation gives each the whole interaction. Which estimator ranks
-heads better is measured, not assumed (benchmarks/estimators.py).
+where an exact single-head ablation gives each the whole interaction, and far along the path
+every head is nearly gone, so the gradients there describe a broken model. Measured against
+exact ablation (benchmarks/estimators.py), that second price is high on real models: on
+SmolLM2 the estimates rank heads with Spearman 0.15-0.35 (first-order attribution: 0.84-0.91),
+on MiniLM 0.58 (0.96), while on the toy circuit they put the previous-token head first, where
+attribution puts it last. So attribution gives the stage's estimates, and ``--top-k`` asks both
+(:mod:`interp.ablation.selection`).
 """
 
 from __future__ import annotations

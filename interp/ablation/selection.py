@@ -1,8 +1,11 @@
 """Which heads get exact ablation when not all of them can, and how far the estimator was off.
 
-With ``top_k`` the stage ablates exactly the ``k`` heads the estimator ranks highest: a head's
-score is its best percentile of |estimated delta| among the metrics (primary ablation kind),
-so a head near the top for any one metric is chosen. An estimator is only trusted as far as it
+With ``top_k`` the stage ablates exactly the ``k`` heads the estimators rank highest: a head's
+score is its best percentile of |estimated delta| among the metrics and the estimators
+(primary ablation kind), so a head near the top for any one metric under either estimator is
+chosen. Both are needed: first-order attribution ranks the packaged models' heads best, but is
+blind to a head whose effect runs through another head's saturated softmax (the toy's
+previous-token head), which integrated gradients sees (benchmarks/estimators.py). An estimator is only trusted as far as it
 was checked, so a random *audit* sample of the other heads is ablated exactly too (seeded):
 their exact-vs-estimate error, and whether any of them would have belonged in the top ``k``,
 go into the effects table (``selected``, ``estimate``) and the manifest (:func:`audit_summary`).
@@ -29,7 +32,7 @@ def choose(heads: list[Head], estimates: pd.DataFrame | None, top_k: int | None,
     if rows is None or rows.empty:  # e.g. an encoder asked for embedding_cosine only: nothing to rank by
         warnings.warn("top_k needs a metric the estimator can estimate; ablating every head exactly", stacklevel=3)
         return {h: ALL for h in heads}
-    ranks = rows.assign(pct=rows.groupby("metric")["delta"].transform(lambda d: d.abs().rank(pct=True)))
+    ranks = rows.assign(pct=rows.groupby(["method", "metric"])["delta"].transform(lambda d: d.abs().rank(pct=True)))
     score = ranks.groupby(["layer", "head"])["pct"].max()
     top = {(int(layer), int(head)) for layer, head in score.sort_values(ascending=False, kind="stable").index[:top_k]}
     rest = [h for h in heads if h not in top]

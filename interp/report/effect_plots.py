@@ -172,8 +172,8 @@ def plot_estimator_audit(effects: pd.DataFrame | None, roles: pd.DataFrame | Non
         pairs = pairs.merge(roles[["layer", "head", "role"]], on=["layer", "head"], how="left")
         pairs["role"] = pairs["role"].fillna("unexplained").astype(str)
     return save(_audit_figure(pairs, S.preferred_ablation(effects)), fig_dir, "estimator_audit", "Estimator audit",
-                "Each point is a head whose effect was both estimated (integrated gradients, or first-order "
-                "attribution in older runs; x) and measured (exact ablation, y); on the dashed line the estimate is "
+                "Each point is a head whose effect was both estimated (first-order attribution, or integrated "
+                "gradients when the run chose them; x) and measured (exact ablation, y); on the dashed line the estimate is "
                 "right. Points far above it are heads the estimate misses; ρ is the rank agreement that decides which "
                 "heads get exact ablation. With --top-k, the random audit heads show how far off the estimate is on "
                 "heads it did not choose.")

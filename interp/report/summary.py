@@ -4,8 +4,8 @@ Pure functions from a run's tables to small frames and a summary dict; plots, th
 the PDF all read these, so a figure and the sentence under it cannot disagree.
 
 Which effect is "the" effect of a head: the effects table can hold several ablations (zero, mean,
-resample), several metrics and two methods (exact ablation; an estimate, by integrated gradients
-or first-order attribution). The report shows one of them, chosen by :func:`choose_effect`: exact rows if the run has any, then the first
+resample), several metrics and two methods (exact ablation; an estimate, by first-order attribution
+or integrated gradients). The report shows one of them, chosen by :func:`choose_effect`: exact rows if the run has any, then the first
 ablation and metric present in the preference orders below.
 """
 
@@ -73,8 +73,8 @@ def choose_effect(effects: pd.DataFrame | None, exact_only: bool = False) -> Eff
 
 
 def estimator_of(effects: pd.DataFrame) -> str:
-    """The estimator whose rows a table holds (the first of ``ESTIMATORS`` present; a table from
-    before integrated gradients has attribution rows)."""
+    """The estimator whose rows the report shows: the first of ``ESTIMATORS`` (the default first)
+    that the table holds (a ``--top-k`` run holds both)."""
     estimated = effects.loc[effects["method"] != "exact", "method"]
     return _first_present(ESTIMATORS, estimated) if len(estimated) else ESTIMATORS[0]
 

@@ -2,8 +2,9 @@
 (interp.synthetic.toy; slow: trains if uncached).
 
 The previous-token head matters only through the induction head's saturated softmax, so its
-first-order attribution is near zero; ``--quick`` chooses its exact heads with integrated
-gradients over the clean -> ablated path, which must put both heads of the circuit among them.
+first-order attribution is near zero (attribution alone ranks it last); ``--quick`` chooses its
+exact heads by attribution or integrated gradients over the clean -> ablated path, whichever
+ranks a head higher, and must put both heads of the circuit among them.
 """
 
 from __future__ import annotations

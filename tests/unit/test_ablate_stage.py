@@ -38,9 +38,9 @@ def result(llama):
 def test_effects_schema_and_coverage(result):
     e = result.effects
     assert list(e.columns[: len(EFFECTS.names)]) == EFFECTS.names
-    assert set(e["method"]) == {"exact", "integrated"}
+    assert set(e["method"]) == {"exact", "attribution"}
     assert set(e["metric"]) == {"loss_prose", "loss_repeated", "sv_logit_diff"}
-    for method in ("exact", "integrated"):
+    for method in ("exact", "attribution"):
         assert len(e[e["method"] == method]) == N * 2 * 3
     assert not e[["baseline", "ablated", "delta", "ci_low", "ci_high"]].isna().any().any()
     assert (e["ci_low"] <= e["ci_high"]).all()
@@ -67,7 +67,7 @@ def test_exact_rows_carry_the_estimate(result):
     e = result.effects
     exact = e[e["method"] == "exact"]
     assert (exact["selected"] == "all").all() and e.loc[e["method"] != "exact", "selected"].isna().all()
-    merged = exact.merge(e[e["method"] == "integrated"], on=["layer", "head", "ablation", "metric"])
+    merged = exact.merge(e[e["method"] == "attribution"], on=["layer", "head", "ablation", "metric"])
     np.testing.assert_array_equal(merged["estimate_x"], merged["delta_y"])
     assert set(result.summary["audit"]) == {f"{k}/{m}" for k in ("zero", "mean")
                                             for m in ("loss_prose", "loss_repeated", "sv_logit_diff")}
@@ -78,15 +78,19 @@ def test_top_k_runs_exact_ablation_on_the_top_heads_and_an_audit_sample(llama, e
     out = ablate(llama, dataclasses.replace(SMALL, ablations=("zero",), top_k=3, audit=2, prune=False,
                                             estimator=estimator), progress=False)
     exact = out.effects[out.effects["method"] == "exact"]
-    estimated = out.effects[out.effects["method"] == estimator]
+    estimated = out.effects[out.effects["method"] != "exact"]
+    assert set(estimated["method"]) == {"attribution", "integrated"}  # top_k ranks by both
     chosen = exact.drop_duplicates(["layer", "head"])["selected"].value_counts().to_dict()
     assert chosen == {"top_k": 3, "audit": 2}
     assert len(estimated.groupby(["layer", "head"])) == N
     assert out.summary["exact_heads"] == 5 and out.summary["estimator"] == estimator
     audit = out.summary["audit"]["zero/loss_prose"]
     assert audit["n_audit"] == 2 and audit["max_abs_error"] >= audit["mean_abs_error"] >= 0
-    # the top 3 are the estimator's best percentile over the metrics
-    pct = estimated.assign(p=estimated.groupby("metric")["delta"].transform(lambda d: d.abs().rank(pct=True)))
+    own = estimated[estimated["method"] == estimator]
+    merged = exact.merge(own, on=["layer", "head", "ablation", "metric"])
+    np.testing.assert_array_equal(merged["estimate_x"], merged["delta_y"])  # the estimate column is the chosen one's
+    # the top 3 are the best percentile over the metrics and both estimators
+    pct = estimated.assign(p=estimated.groupby(["method", "metric"])["delta"].transform(lambda d: d.abs().rank(pct=True)))
     best = pct.groupby(["layer", "head"])["p"].max().sort_values(ascending=False, kind="stable").index[:3]
     assert set(exact.loc[exact["selected"] == "top_k", ["layer", "head"]].itertuples(index=False, name=None)) == set(best)
 
@@ -104,7 +108,7 @@ def test_encoder_stage(bert):
     out = ablate(bert, dataclasses.replace(SMALL, ablations=("zero", "resample")), progress=False)
     e = out.effects
     assert set(e["metric"]) == {"embedding_cosine", "retrieval_margin"}
-    estimated = e[e["method"] == "integrated"]
+    estimated = e[e["method"] == "attribution"]
     assert set(estimated["metric"]) == {"retrieval_margin"}  # no gradient at the intact model
     cosine = e[e["metric"] == "embedding_cosine"]
     assert (cosine["baseline"] == 0).all() and cosine["delta_rel"].isna().all()

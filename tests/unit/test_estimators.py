@@ -73,9 +73,9 @@ def test_estimates_add_up_to_ablating_every_head():
 # --- selection ---------------------------------------------------------------------------------
 
 
-def estimates_frame(deltas: dict[str, list[float]]) -> pd.DataFrame:
+def estimates_frame(deltas: dict[str, list[float]], method: str = "attribution") -> pd.DataFrame:
     heads = [(0, 0), (0, 1), (1, 0), (1, 1)]
-    return pd.DataFrame([{"layer": l, "head": h, "ablation": "zero", "metric": m, "delta": d}
+    return pd.DataFrame([{"layer": l, "head": h, "ablation": "zero", "metric": m, "delta": d, "method": method}
                          for m, ds in deltas.items() for (l, h), d in zip(heads, ds)])
 
 
@@ -89,6 +89,10 @@ def test_choose_takes_each_heads_best_metric_and_an_audit_sample():
     assert choose(heads, est, top_k=2, audit=1, kind="zero", metrics=("a", "b"), seed=0) == chosen  # seeded
     assert set(choose(heads, est, None, 1, "zero", ("a",), 0).values()) == {"all"}
     assert choose(heads, est, top_k=1, audit=0, kind="zero", metrics=("a",), seed=0) == {(0, 1): "top_k"}
+    # a second estimator that ranks (1, 0) first on "a" gets it chosen too
+    both = pd.concat([est, estimates_frame({"a": [0.1, 0.2, 3.0, 0.0]}, "integrated")])
+    assert choose(heads, both, top_k=2, audit=0, kind="zero", metrics=("a",), seed=0) == {(0, 1): "top_k",
+                                                                                          (1, 0): "top_k"}
 
 
 def test_audit_summary_reports_error_and_misses():
