@@ -164,8 +164,12 @@ class AblateConfig:
     sequences per metric (see interp/ablation/corpus.py for what each family measures).
     """
 
-    ablations: tuple[str, ...] = field(default=("zero",), metadata=cli(
-        "--ablation", "ablation kind (repeatable; the first orders the pruning curve)  [default: zero]",
+    # mean by default: it removes what a head says about *this* input and keeps its constant part,
+    # which zero ablation also removes (doubling the median effect on SmolLM2, and changing which
+    # heads rank top); resample does the same as mean but is noisier on a small corpus
+    # (benchmarks/ablation_kinds.py; README, "Effects: how they are measured").
+    ablations: tuple[str, ...] = field(default=("mean",), metadata=cli(
+        "--ablation", "ablation kind (repeatable; the first orders the pruning curve)  [default: mean]",
         choices=KINDS))
     metrics: tuple[str, ...] | None = field(default=None, metadata=cli(
         "--metric", "metric to measure (repeatable; the first orders the pruning curve)  "
