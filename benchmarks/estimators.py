@@ -1,7 +1,7 @@
 """Benchmark: which estimator of head effects agrees with exact ablation (the one ``--top-k`` trusts).
 
-For each model, on the ablate stage's default evaluation corpus (``AblateConfig()``), zero
-ablation: every head ablated exactly (the sweep), every head estimated by first-order
+For each model, on the ablate stage's default evaluation corpus (``AblateConfig()``) and its
+default ablation kind (``--kind`` for another): every head ablated exactly (the sweep), every head estimated by first-order
 attribution and by integrated gradients over the clean -> ablated path with 1, 2, 4 and 8
 steps. Per metric with estimates:
 
@@ -68,24 +68,24 @@ def deltas(store: SumStore, method: str) -> pd.DataFrame:
     return frame.set_index(["metric", "layer", "head"])["delta"].rename(method).to_frame()
 
 
-def measure(name: str, model, cfg: AblateConfig) -> list[dict]:
+def measure(name: str, model, cfg: AblateConfig, kind: str) -> list[dict]:
     corpus = build_corpus(model, cfg.n_prose, cfg.n_repeated, cfg.repeated_lengths, cfg.n_syntax, cfg.seed,
                           cfg.max_tokens_per_batch)
     ablator = Ablator(model)
     heads = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
     seconds, frames = {}, []
     start = time.perf_counter()
-    attr = attribute(ablator, corpus, ("zero",), progress=False)
+    attr = attribute(ablator, corpus, (kind,), progress=False)
     seconds["attribution"] = time.perf_counter() - start
     frames.append(deltas(attr.store, "attribution"))
     for steps in STEPS:
         start = time.perf_counter()
-        store = integrate(ablator, corpus, ("zero",), None, steps, progress=False)
+        store = integrate(ablator, corpus, (kind,), attr.means, steps, progress=False)
         seconds[f"integrated/{steps}"] = time.perf_counter() - start
         frames.append(deltas(store, f"integrated/{steps}"))
     start = time.perf_counter()
     exact = SumStore(metric_sizes(corpus.sizes))
-    exact_sweep(ablator, corpus, exact, heads, ("zero",), None, None, cfg.max_tokens_per_batch, progress=False)
+    exact_sweep(ablator, corpus, exact, heads, (kind,), attr.means, None, cfg.max_tokens_per_batch, progress=False)
     seconds["exact"] = time.perf_counter() - start
     table = deltas(exact, "exact").join(pd.concat(frames, axis=1), how="inner")
     top, window = sizes(len(heads))
@@ -134,13 +134,14 @@ def summarise(results: pd.DataFrame) -> pd.DataFrame:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="planted,toy,trained,minilm,smollm2")
+    parser.add_argument("--kind", default=AblateConfig().ablations[0], help="ablation kind  [default: the stage's]")
     parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md alone")
     args = parser.parse_args()
     cfg = AblateConfig()
     rows = []
     with stage_threads(torch.get_num_threads()):
         for name, model in models(args.models.split(",")):
-            measured = measure(name, model, cfg)
+            measured = measure(name, model, cfg, args.kind)
             rows += measured
             print(pd.DataFrame(measured).round(3).to_string(index=False), flush=True)
             del model
@@ -152,7 +153,8 @@ def main() -> None:
     shown = results.assign(recall=results["recall"].round(2), spearman=results["spearman"].round(3),
                            seconds=results["seconds"].round(1), exact_seconds=results["exact_seconds"].round(1))
     body = (
-        "Zero ablation on the ablate stage's default evaluation corpus; exact = every head ablated alone. "
+        f"{args.kind.capitalize()} ablation on the ablate stage's default evaluation corpus; exact = every head "
+        "ablated alone. "
         "recall: share of the `top` heads with the largest exact |delta| among the estimator's `window` largest "
         "|estimates| (10 in 30; a quarter in a half of the heads for models under 60 heads). "
         "`integrated/k`: integrated gradients over the clean -> ablated path, k path points. "
