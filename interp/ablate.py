@@ -1,7 +1,7 @@
 """Ablate stage: how much does the model need each attention head?
 
-Each query head's output (``hook_z``) is replaced, alone, by zero, its corpus mean or its
-output on another sequence (:mod:`interp.ablation.values`), and the model is rerun on a small
+Each query head's output (``hook_z``) is replaced, alone, by its corpus mean (the default), zero
+or its output on another sequence (:mod:`interp.ablation.values`), and the model is rerun on a small
 evaluation corpus (:mod:`interp.ablation.corpus`) to read metrics that do not depend on
 attention patterns (:mod:`interp.ablation.metrics`): next-token loss on prose and on repeated
 random tokens and subject-verb agreement for causal LMs; sentence-embedding drift and
@@ -17,10 +17,12 @@ Steps, each with a progress bar:
    cannot); rows with ``method`` the estimator's name. With ``top_k`` both run.
 2. **exact** (:mod:`interp.ablation.sweep`): every head (or, with ``top_k``, the heads either
    estimator ranks highest plus a random audit sample, :mod:`interp.ablation.selection`)
-   ablated and the model rerun from that head's layer on.
-3. **pruning** (:mod:`interp.ablation.pruning`): heads removed cumulatively, least important
-   first (by the effects above), measured on a held-out corpus of the same make-up; the
-   ``pruning`` table and the share of heads removable within 1% / 5%.
+   ablated and the model rerun from that head's layer on; with ``max_rounds > 1`` in rounds,
+   only heads whose effect is not yet settled going on (:mod:`interp.ablation.sequential`).
+3. **pruning** (:mod:`interp.ablation.pruning`): per metric, heads removed cumulatively in
+   that metric's order, least important first (by the effects above), measured on a held-out
+   corpus of the same make-up, to one head near the 1% / 5% crossings; the share of heads
+   removable within each, with intervals; and every head of one role removed at once.
 
 :func:`role_effects` and :func:`surprises` relate the effects to the classifier's roles.
 """
