@@ -46,9 +46,9 @@ def prune(model, config: AblateConfig, label: dict) -> tuple[pd.DataFrame, pd.Da
     result = ablate(model, config, progress=False)
     n_heads = model.n_layers * model.n_heads
     curve = result.pruning.assign(**label, n_heads_total=n_heads)
-    rows = [{**label, "n_heads_total": n_heads, "metric": metric, "tolerance": tol, "share": share,
-             "heads": round(share * n_heads)} for metric, shares in result.summary["removable"].items()
-            for tol, share in shares.items()]
+    rows = [{**label, "n_heads_total": n_heads, "metric": metric, "tolerance": tol, "share": s["share"],
+             "ci_low": s["ci_low"], "ci_high": s["ci_high"], "heads": round(s["share"] * n_heads)}
+            for metric, shares in result.summary["removable"].items() for tol, s in shares.items()]
     return curve, pd.DataFrame(rows), {**label, "seconds": result.timings.get("total", float("nan"))}
 
 

@@ -25,6 +25,14 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, {platform.system()}"
 
 
+def markdown(frame) -> str:
+    """A pipe table of a DataFrame (pandas' to_markdown needs tabulate, which the project does not
+    depend on); floats with three decimals."""
+    cells = [[f"{v:.3f}" if isinstance(v, float) else str(v) for v in row] for row in frame.itertuples(index=False)]
+    lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + " --- |" * len(frame.columns)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in cells])
+
+
 def write_section(name: str, script: str, body: str, results: Path = RESULTS, header: str = HEADER) -> None:
     """Replace (or append) the section ``name`` of ``results`` (benchmarks/RESULTS.md; the analyses
     pass analyses/RESULTS.md) with ``body``, stamped with date and machine."""

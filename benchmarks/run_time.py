@@ -46,7 +46,7 @@ def stage_lines(run_dir: Path) -> tuple[str, str]:
     split = ", ".join(f"{name} {info['seconds']:.0f} s" for name, info in stages.items())
     ablate = stages.get("ablate", {})
     parts = ablate.get("timings", {})
-    inner = ", ".join(f"{k} {parts[k]:.0f} s" for k in ("threads", "attribution", "exact", "pruning") if k in parts)
+    inner = ", ".join(f"{k} {parts[k]:.0f} s" for k in ("threads", "integrated", "attribution", "exact", "pruning") if k in parts)
     return split, f"{inner}; {ablate.get('exact_heads')} heads exact, {ablate.get('threads')} thread(s)"
 
 

@@ -1,7 +1,7 @@
 """Ablate stage: how much does the model need each attention head?
 
-Each query head's output (``hook_z``) is replaced, alone, by zero, its corpus mean or its
-output on another sequence (:mod:`interp.ablation.values`), and the model is rerun on a small
+Each query head's output (``hook_z``) is replaced, alone, by its corpus mean (the default), zero
+or its output on another sequence (:mod:`interp.ablation.values`), and the model is rerun on a small
 evaluation corpus (:mod:`interp.ablation.corpus`) to read metrics that do not depend on
 attention patterns (:mod:`interp.ablation.metrics`): next-token loss on prose and on repeated
 random tokens and subject-verb agreement for causal LMs; sentence-embedding drift and
@@ -9,13 +9,20 @@ retrieval for encoders. Every effect comes with a paired bootstrap interval over
 
 Steps, each with a progress bar:
 
-1. **attribution** (:mod:`interp.ablation.attribution`): one forward and one backward pass per
-   batch estimate every head's effect to first order; rows with ``method="attribution"``.
-2. **exact** (:mod:`interp.ablation.sweep`): every head (or, with ``top_k``, the heads
-   attribution ranks highest) ablated and the model rerun from that head's layer on.
-3. **pruning** (:mod:`interp.ablation.pruning`): heads removed cumulatively, least important
-   first (by the effects above), measured on a held-out corpus of the same make-up; the
-   ``pruning`` table and the share of heads removable within 1% / 5%.
+1. **estimate**: every head's effect estimated at once, by first-order attribution
+   (:mod:`interp.ablation.attribution`, one forward and backward pass per batch; the default:
+   it agrees best with exact ablation on the packaged models, benchmarks/estimators.py) or by
+   integrated gradients over the clean -> ablated path (:mod:`interp.ablation.integrated`,
+   ``ig_steps`` passes; it sees through a saturated downstream softmax, which attribution
+   cannot); rows with ``method`` the estimator's name. With ``top_k`` both run.
+2. **exact** (:mod:`interp.ablation.sweep`): every head (or, with ``top_k``, the heads either
+   estimator ranks highest plus a random audit sample, :mod:`interp.ablation.selection`)
+   ablated and the model rerun from that head's layer on; with ``max_rounds > 1`` in rounds,
+   only heads whose effect is not yet settled going on (:mod:`interp.ablation.sequential`).
+3. **pruning** (:mod:`interp.ablation.pruning`): per metric, heads removed cumulatively in
+   that metric's order, least important first (by the effects above), measured on a held-out
+   corpus of the same make-up, to one head near the 1% / 5% crossings; the share of heads
+   removable within each, with intervals; and every head of one role removed at once.
 
 :func:`role_effects` and :func:`surprises` relate the effects to the classifier's roles.
 """
@@ -38,18 +45,20 @@ import torch
 
 from interp import memory, rundir
 from interp.ablation.attribution import attribute
-from interp.ablation.catalogue import CAUSAL_METRICS, CORPUS, ENCODER_METRICS, REPEATED, SV
+from interp.ablation.catalogue import CAUSAL_METRICS, CORPUS, ENCODER_METRICS, ESTIMATORS, REPEATED, SV
 from interp.ablation.corpus import EvalCorpus, build_corpus, make_batches, read_eval_corpus
+from interp.ablation.integrated import integrate
 from interp.ablation.forward import Ablator
 from interp.ablation.metrics import metric_sizes
-from interp.ablation.pruning import pruning_curve, pruning_order, step_sizes
-from interp.ablation.removable import removable_summary
-from interp.ablation.stats import SumStore, effects_from_sums
+from interp.ablation.pruning import Removals, metric_curve, pruning_order, role_rows, step_sizes
+from interp.ablation.selection import annotate, audit_summary, choose
+from interp.ablation.sequential import rounds, sequential_sweep
+from interp.ablation.stats import SumStore, effects_from_sums, sequence_tokens
 from interp.ablation.surprises import role_effects, surprises
 from interp.ablation.sweep import exact_sweep, pass_size, probe_pass
 from interp.ablation.threads import choose_threads, stage_threads
 from interp.ablation.values import MeanAccumulator
-from interp.config import AblateConfig
+from interp.config import AUDIT_SHARE, AblateConfig
 from interp.errors import ConfigError
 from interp.models import LoadedModel
 from interp.tables import EFFECTS, PRUNING
@@ -66,8 +75,10 @@ class AblateResult:
     summary: dict[str, Any] = field(default_factory=dict)  # corpus sizes, removable fractions, settings used
 
 
-def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: bool = True) -> AblateResult:
-    """Measure every head's effect (exact and/or attribution) and the pruning curve."""
+def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: bool = True,
+           roles: pd.DataFrame | None = None) -> AblateResult:
+    """Measure every head's effect (exact and/or estimated) and the pruning curves; with a
+    ``roles`` table, also the curves that remove every head of one role."""
     cfg = config.resolved(model.n_layers * model.n_heads)
     metrics = _metrics(model, cfg)
     timings: dict[str, float] = {}
@@ -81,37 +92,49 @@ def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: 
             threads = choose_threads(cfg.threads or pinned_threads(),
                                      lambda: probe_pass(ablator, corpus, cfg.max_tokens_per_batch))
         with stage_threads(threads):
-            effects, pruning, heads, reused = _measure(ablator, corpus, cfg, metrics, timings, progress)
+            effects, pruning, found = _measure(ablator, corpus, cfg, metrics, roles, timings, progress)
     summary = {
         "corpus": {f: {"n_sequences": n} for f, n in corpus.sizes.items()}, "n_tokens": corpus.n_tokens,
-        "metrics": list(metrics), "exact_heads": len(heads), "layer_reuse": reused,
-        "threads": threads or torch.get_num_threads(),
-        "removable": removable_summary(pruning) if len(pruning) else {}, "resolved_config": dataclasses.asdict(cfg),
+        "metrics": list(metrics), **found,
+        "threads": threads or torch.get_num_threads(), "estimator": cfg.estimator if cfg.attribution or cfg.top_k else None,
+        "audit": audit_summary(effects),
+        "resolved_config": dataclasses.asdict(cfg),
     }
     return AblateResult(effects, PRUNING.validate(PRUNING.finite(pruning)), timings, summary)
 
 
 def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: tuple[str, ...],
-             timings: dict[str, float], progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, list[tuple[int, int]], bool]:
-    """Attribution, the exact sweep and the pruning curve: (effects, pruning, exact heads, layer reuse)."""
-    attribution, means = None, None
+             roles: pd.DataFrame | None, timings: dict[str, float], progress: bool
+             ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """Estimates, the exact sweep and the pruning curves: (effects, pruning, summary facts:
+    exact heads, layer reuse, removable shares with their intervals)."""
+    estimates, means = None, None
     if cfg.attribution or cfg.top_k is not None:
-        with _timed(timings, "attribution"):
-            attr = attribute(ablator, corpus, cfg.ablations, progress)
-            attribution, means = effects_from_sums(attr.store, "attribution", cfg.n_bootstrap, cfg.seed), attr.means
+        # top_k ranks heads by every estimator (attribution first: it also gives the means)
+        frames = []
+        for name in (ESTIMATORS if cfg.top_k is not None else (cfg.estimator,)):
+            with _timed(timings, name):
+                frame, means = _estimate(ablator, corpus, cfg, name, means, progress)
+            frames.append(frame)
+        estimates = pd.concat(frames, ignore_index=True)
     elif set(cfg.ablations) & {"mean", "resample"}:
         with _timed(timings, "means"):
             means = head_means(ablator, corpus)
-    heads = _exact_heads(ablator.model, attribution, cfg, metrics)
+    model = ablator.model
+    every = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
+    audit = cfg.audit if cfg.audit is not None else math.ceil(AUDIT_SHARE * (cfg.top_k or 0))
+    chosen = choose(every, estimates, cfg.top_k, audit, cfg.ablations[0], metrics, cfg.seed)
+    heads = sorted(chosen)
     with _timed(timings, "exact"):
-        exact, reused = _exact(ablator, corpus, heads, cfg, means, progress)
+        exact, reused, log = _exact(ablator, corpus, heads, cfg, means, progress)
     timings["exact_per_head"] = timings["exact"] / max(len(heads) * len(cfg.ablations), 1)
-    effects = _finish_effects([attribution, exact], metrics)
-    pruning = pd.DataFrame(columns=PRUNING.names)
+    primary = None if estimates is None else estimates[estimates["method"] == cfg.estimator]
+    effects = _finish_effects([estimates, annotate(exact, primary, chosen)], metrics)
+    pruning, shares = pd.DataFrame(columns=PRUNING.names), {}
     if cfg.prune:
         with _timed(timings, "pruning"):
-            pruning = _pruning(ablator, effects, cfg, metrics, means, progress)
-    return effects, pruning, heads, reused
+            pruning, shares = _pruning(ablator, effects, cfg, metrics, means, roles, progress)
+    return effects, pruning, {"exact_heads": len(heads), "layer_reuse": reused, "rounds": log, "removable": shares}
 
 
 def write(run_dir: Path, result: AblateResult) -> None:
@@ -123,7 +146,7 @@ def write(run_dir: Path, result: AblateResult) -> None:
 def run_stage(run_dir: Path, model: LoadedModel, config: AblateConfig = AblateConfig(),
               progress: bool = True) -> dict[str, Any]:
     """The ablate stage of a run: measure, write, and hand the timings and corpus facts to the manifest."""
-    result = ablate(model, config, progress)
+    result = ablate(model, config, progress, roles=rundir.read_table(run_dir, "roles"))
     write(run_dir, result)
     return {"timings": {k: round(v, 3) for k, v in result.timings.items()}, **result.summary}
 
@@ -168,11 +191,12 @@ def _metrics(model: LoadedModel, cfg: AblateConfig) -> tuple[str, ...]:
 def _corpus(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...], split: int = 0) -> EvalCorpus:
     wants = set(metrics)
     user = read_eval_corpus(cfg.eval_corpus) if cfg.eval_corpus and (CORPUS in wants or not model.causal) else None
+    rounds_ = cfg.max_rounds if split == 0 else 1  # split 0 holds every round of the sequential sweep
     corpus = build_corpus(
-        model, n_prose=cfg.n_prose if (not model.causal or "loss_prose" in wants) else 0,
-        n_repeated=cfg.n_repeated if "loss_repeated" in wants else 0, repeated_lengths=cfg.repeated_lengths,
-        n_syntax=cfg.n_syntax if SV in wants else 0, seed=cfg.seed, max_tokens=cfg.max_tokens_per_batch, split=split,
-        user=user, tasks=tuple(t for t in cfg.tasks if t.name in wants),
+        model, n_prose=rounds_ * cfg.n_prose if (not model.causal or "loss_prose" in wants) else 0,
+        n_repeated=rounds_ * cfg.n_repeated if "loss_repeated" in wants else 0, repeated_lengths=cfg.repeated_lengths,
+        n_syntax=rounds_ * cfg.n_syntax if SV in wants else 0, seed=cfg.seed, max_tokens=cfg.max_tokens_per_batch,
+        split=split, user=user, tasks=tuple(t for t in cfg.tasks if t.name in wants),
     )
     if not corpus.batches:
         raise ConfigError("the evaluation corpus is empty: raise n_prose / n_repeated / n_syntax")
@@ -211,48 +235,70 @@ def _fit_memory(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...],
     return cfg, _corpus(model, cfg, metrics)
 
 
-def _exact_heads(model: LoadedModel, attribution: pd.DataFrame | None, cfg: AblateConfig,
-                 metrics: tuple[str, ...]) -> list[tuple[int, int]]:
-    """All heads, or the ``top_k`` that attribution ranks highest on any metric.
-
-    A head's score is its best percentile of |estimated delta| among the metrics (primary
-    ablation kind): a head near the top for any one metric is chosen.
-    """
-    heads = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
-    if cfg.top_k is None or cfg.top_k >= len(heads):
-        return heads
-    rows = attribution[(attribution["ablation"] == cfg.ablations[0]) & attribution["metric"].isin(metrics)]
-    if rows.empty:  # e.g. an encoder asked for embedding_cosine only: nothing attribution can rank
-        warnings.warn("top_k needs a metric attribution can estimate; ablating every head exactly", stacklevel=3)
-        return heads
-    ranks = rows.assign(pct=rows.groupby("metric")["delta"].transform(lambda d: d.abs().rank(pct=True)))
-    score = ranks.groupby(["layer", "head"])["pct"].max()
-    top = score.sort_values(ascending=False, kind="stable").index[: cfg.top_k]
-    return sorted((int(layer), int(head)) for layer, head in top)
+def _estimate(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, estimator: str, means: torch.Tensor | None,
+              progress: bool) -> tuple[pd.DataFrame, torch.Tensor | None]:
+    """Every head's estimated effect rows (``method`` the estimator's name) and the heads' means
+    (None where no kind needs them and no estimator computed them anyway)."""
+    if estimator == "attribution":
+        attr = attribute(ablator, corpus, cfg.ablations, progress)
+        return effects_from_sums(attr.store, "attribution", cfg.n_bootstrap, cfg.seed, sequence_tokens(corpus)), attr.means
+    if means is None and set(cfg.ablations) & {"mean", "resample"}:
+        means = head_means(ablator, corpus)
+    store = integrate(ablator, corpus, cfg.ablations, means, cfg.ig_steps, progress)
+    return effects_from_sums(store, "integrated", cfg.n_bootstrap, cfg.seed, sequence_tokens(corpus)), means
 
 
 def _exact(ablator: Ablator, corpus: EvalCorpus, heads: list[tuple[int, int]], cfg: AblateConfig,
-           means: torch.Tensor | None, progress: bool) -> tuple[pd.DataFrame, bool]:
-    """Exact effect rows of ``heads`` and whether layer reuse held."""
+           means: torch.Tensor | None, progress: bool) -> tuple[pd.DataFrame, bool, list[dict[str, int]]]:
+    """Exact effect rows of ``heads``, whether layer reuse held, and the heads each round ran per
+    family (one round unless ``max_rounds > 1``: then :mod:`interp.ablation.sequential`)."""
     store = SumStore(metric_sizes(corpus.sizes))
     if not heads:
-        return pd.DataFrame(columns=EFFECTS.names), False
-    reused = exact_sweep(ablator, corpus, store, heads, cfg.ablations, means, cfg.heads_per_pass,
-                         cfg.max_tokens_per_batch, progress=progress)
-    return effects_from_sums(store, "exact", cfg.n_bootstrap, cfg.seed), reused
+        return pd.DataFrame(columns=EFFECTS.names), False, []
+    tokens, reused = sequence_tokens(corpus), []
+
+    def sweep(part: EvalCorpus, chosen: list[tuple[int, int]]) -> None:
+        reused.append(exact_sweep(ablator, part, store, chosen, cfg.ablations, means, cfg.heads_per_pass,
+                                  cfg.max_tokens_per_batch, progress=progress))
+
+    def table() -> pd.DataFrame:
+        return effects_from_sums(store, "exact", cfg.n_bootstrap, cfg.seed, tokens)
+
+    parts = rounds(corpus, cfg.max_rounds, cfg.max_tokens_per_batch, ablator.model.tokenizer.pad_token_id or 0)
+    if len(parts) == 1:
+        sweep(corpus, heads)
+        log = [dict.fromkeys(corpus.sizes, len(heads))]
+    else:
+        log = sequential_sweep(parts, heads, sweep, table)
+    return table(), all(reused), log
 
 
 def _pruning(ablator: Ablator, effects: pd.DataFrame, cfg: AblateConfig, metrics: tuple[str, ...],
-             means: torch.Tensor | None, progress: bool) -> pd.DataFrame:
-    """The pruning curve under the primary ablation, ordered by the primary metric's effects and
-    measured on the held-out half of the evaluation corpus (split 1, see corpus.py)."""
+             means: torch.Tensor | None, roles: pd.DataFrame | None, progress: bool) -> tuple[pd.DataFrame, dict]:
+    """Each metric's pruning curve in its own order (primary ablation kind), measured on the
+    held-out split (split 1, see corpus.py), then every role's heads removed at once: (the
+    ``pruning`` rows, metric -> tolerance -> removable share with its bootstrap interval)."""
     model = ablator.model
     held_out = _corpus(model, cfg, metrics, split=1)
     heads = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
-    order = pruning_order(effects, heads, metrics[0], cfg.ablations[0])
-    pruning = pruning_curve(ablator, held_out, order, cfg.ablations[0], means, cfg.prune_step,
-                            cfg.max_tokens_per_batch, progress)
-    return pruning[pruning["metric"].isin(metrics)].reset_index(drop=True)
+    by_role = _heads_by_role(roles)
+    frames, shares = [], {}
+    for metric in _measurable(metrics, held_out, cfg):
+        removals = Removals(ablator, held_out, metric, cfg.ablations[0], means, cfg.max_tokens_per_batch)
+        order = pruning_order(effects, heads, metric, cfg.ablations[0])
+        curve, shares[metric] = metric_curve(removals, order, cfg.prune_step, cfg.n_bootstrap, cfg.seed, progress)
+        frames += [curve, role_rows(removals, by_role, len(heads), cfg.n_bootstrap, cfg.seed)]
+    frames = [f for f in frames if len(f)]
+    pruning = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=PRUNING.names)
+    return pruning, shares
+
+
+def _heads_by_role(roles: pd.DataFrame | None) -> dict[str, list[tuple[int, int]]]:
+    """Primary role -> its heads, from a roles table (empty without one)."""
+    if roles is None or roles.empty:
+        return {}
+    return {str(role): sorted(zip(group["layer"].astype(int), group["head"].astype(int)))
+            for role, group in roles.groupby("role")}
 
 
 def _finish_effects(frames: list[pd.DataFrame | None], metrics: tuple[str, ...]) -> pd.DataFrame:

@@ -21,7 +21,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from interp.ablation.catalogue import CORPUS, KINDS, METRICS
+from interp.ablation.catalogue import CORPUS, ESTIMATORS, KINDS, METRICS
 from interp.ablation.tasks import Task
 from interp.errors import ConfigError
 from interp.reference import REFERENCE_VERSION
@@ -148,7 +148,9 @@ class ClassifyConfig:
 
 
 QUICK_ABLATE_SIZES = {"n_prose": 3, "n_repeated": 3, "n_syntax": 8}
-QUICK_TOP_SHARE = 0.05  # quick mode: exact ablation of the 5% of heads attribution ranks highest
+QUICK_TOP_SHARE = 0.05  # quick mode: exact ablation of the 5% of heads the estimators rank highest,
+QUICK_MIN_HEADS = 4  # but at least 4 (a tiny model's circuit has more than one head)
+AUDIT_SHARE = 0.25  # with top_k: a random sample of a quarter as many other heads, to audit the estimator
 QUICK_PRUNE_STEP = 0.1
 
 
@@ -164,8 +166,12 @@ class AblateConfig:
     sequences per metric (see interp/ablation/corpus.py for what each family measures).
     """
 
-    ablations: tuple[str, ...] = field(default=("zero",), metadata=cli(
-        "--ablation", "ablation kind (repeatable; the first orders the pruning curve)  [default: zero]",
+    # mean by default: it removes what a head says about *this* input and keeps its constant part,
+    # which zero ablation also removes (doubling the median effect on SmolLM2, and changing which
+    # heads rank top); resample does the same as mean but is noisier on a small corpus
+    # (benchmarks/ablation_kinds.py; README, "Effects: how they are measured").
+    ablations: tuple[str, ...] = field(default=("mean",), metadata=cli(
+        "--ablation", "ablation kind (repeatable; the first orders the pruning curve)  [default: mean]",
         choices=KINDS))
     metrics: tuple[str, ...] | None = field(default=None, metadata=cli(
         "--metric", "metric to measure (repeatable; the first orders the pruning curve)  "
@@ -183,8 +189,17 @@ class AblateConfig:
     dtype: str | None = field(default=None, metadata=cli(
         "--dtype", "run the ablations in this dtype instead of the model's", choices=DTYPES))
     top_k: int | None = field(default=None, metadata=cli(
-        "--top-k", "exact ablation only for the k heads attribution ranks highest"))
-    attribution: bool = True  # estimate every head by attribution patching (always on with top_k)
+        "--top-k", "exact ablation only for the k heads that attribution or integrated gradients rank highest "
+        "(plus a random audit sample)"))
+    attribution: bool = True  # estimate every head with the estimator (always on with top_k)
+    estimator: str = field(default=ESTIMATORS[0], metadata=cli(
+        "--estimator", "how every head's effect is estimated",
+        choices=ESTIMATORS))
+    ig_steps: int = 4  # integrated gradients: path points (one forward + backward each)
+    audit: int | None = None  # with top_k: heads ablated exactly at random besides the top k; None: AUDIT_SHARE of k
+    max_rounds: int = field(default=1, metadata=cli(
+        "--max-rounds", "exact sweep in up to this many rounds of new evaluation sequences: after each, only heads "
+        "whose effect is not yet settled (interval vs the tolerance, precision) go on"))
     heads_per_pass: int | None = None  # heads of a layer per forward (stacked batch copies); None: all that fit
     prune: bool = True  # compute the pruning curve
     prune_step: float | None = None  # share of heads per step; None: 1 head (<= 64 heads) or 5%
@@ -210,6 +225,10 @@ class AblateConfig:
         require(self, "max_tokens_per_batch", self.max_tokens_per_batch >= 1, ">= 1")
         require(self, "dtype", self.dtype in (None, *DTYPES), f"None or one of {', '.join(DTYPES)}")
         require(self, "top_k", self.top_k is None or self.top_k >= 1, ">= 1 or None")
+        require(self, "estimator", self.estimator in ESTIMATORS, f"one of {', '.join(ESTIMATORS)}")
+        require(self, "ig_steps", self.ig_steps >= 1, ">= 1")
+        require(self, "audit", self.audit is None or self.audit >= 0, ">= 0 or None")
+        require(self, "max_rounds", self.max_rounds >= 1, ">= 1")
         require(self, "heads_per_pass", self.heads_per_pass is None or self.heads_per_pass >= 1, ">= 1 or None")
         require(self, "prune_step", self.prune_step is None or 0 < self.prune_step <= 1, "in (0, 1] or None")
         require(self, "n_bootstrap", self.n_bootstrap >= 10, ">= 10")
@@ -221,7 +240,7 @@ class AblateConfig:
             return self
         sizes = {k: min(getattr(self, k), v) for k, v in QUICK_ABLATE_SIZES.items()}
         return dataclasses.replace(
-            self, **sizes, top_k=self.top_k or max(1, math.ceil(QUICK_TOP_SHARE * n_heads)),
+            self, **sizes, top_k=self.top_k or max(QUICK_MIN_HEADS, math.ceil(QUICK_TOP_SHARE * n_heads)),
             prune_step=self.prune_step or QUICK_PRUNE_STEP, n_bootstrap=min(self.n_bootstrap, 200),
         )
 

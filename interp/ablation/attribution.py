@@ -72,7 +72,7 @@ def attribute(ablator: Ablator, corpus: EvalCorpus, kinds: tuple[str, ...], prog
         store.add_base({m: p for m, p in t.per.items() if m in store})
         estimates = _estimates(t, kinds, means)
         for (kind, layer, head), change in estimates.items():
-            store.add((kind, layer, head), _shifted(t, store, change))
+            store.add((kind, layer, head), shifted(t.batch, {m: p for m, p in t.per.items() if m in store}, change))
     return AttributionResult(store, means, seconds)
 
 
@@ -123,13 +123,12 @@ def _estimates(t: _BatchTerms, kinds: tuple[str, ...], means: torch.Tensor) -> d
     return out
 
 
-def _shifted(t: _BatchTerms, store: SumStore, change: torch.Tensor) -> dict[str, PerSeq]:
-    """Intact per-sequence num plus the estimated change, summed onto each metric's sequences."""
+def shifted(batch: EvalBatch, intact: dict[str, PerSeq], change: torch.Tensor) -> dict[str, PerSeq]:
+    """Intact per-sequence num plus the estimated change (``[batch]``, per batch element),
+    summed onto each metric's sequences."""
     out = {}
-    for metric, per in t.per.items():
-        if metric not in store:
-            continue
+    for metric, per in intact.items():
         # A sentence and its view share an index: both elements' changes belong to the sentence.
-        delta = torch.zeros(int(t.batch.index.max()) + 1, dtype=change.dtype).index_add(0, t.batch.index, change.cpu())
+        delta = torch.zeros(int(batch.index.max()) + 1, dtype=change.dtype).index_add(0, batch.index, change.cpu())
         out[metric] = PerSeq(per.index, per.num.cpu() + delta[per.index], per.den)
     return out

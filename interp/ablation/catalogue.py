@@ -9,6 +9,12 @@ from __future__ import annotations
 
 KINDS = ("zero", "mean", "resample")
 
+# Estimators of every head's effect (the ``method`` of their effects rows), the default first:
+# the one that agreed best with exact ablation on the packaged models (benchmarks/estimators.py).
+# attribution: first-order attribution patching (interp.ablation.attribution);
+# integrated: integrated gradients over the clean -> ablated path (interp.ablation.integrated).
+ESTIMATORS = ("attribution", "integrated")
+
 # Causal-LM metric families: each names its evaluation sequences and the one metric read on them.
 PROSE, REPEATED, SV = "loss_prose", "loss_repeated", "sv_logit_diff"
 ENCODER = "encoder"  # the family of encoder batches; its metrics are ENCODER_METRICS

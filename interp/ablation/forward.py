@@ -124,12 +124,15 @@ class Ablator:
             self._settle(self.restart_check(batch, clean))
         return bool(self.reuse)
 
-    def run_with_grad(self, batch: EvalBatch) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def run_with_grad(self, batch: EvalBatch, mix: Callable[[torch.Tensor, int], torch.Tensor] | None = None
+                      ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Intact readout with autograd on, and every layer's hook_z as graph tensors.
 
         The residual entering block 0 is made a leaf that requires grad, so the graph exists
         even when the caller froze the parameters; nothing is detached, so the gradient with
-        respect to a layer's z includes every path through later layers.
+        respect to a layer's z includes every path through later layers. ``mix(z, layer)``, when
+        given, replaces each layer's z (``[batch, pos, head, d_head]``) on its way on, and the
+        tensors returned are the mixed ones (what integrated gradients differentiates against).
         """
         zs: list[torch.Tensor] = [None] * self.n_layers  # type: ignore[list-item]
 
@@ -139,7 +142,7 @@ class Ablator:
         def keep_z(z: torch.Tensor, layer: int) -> torch.Tensor:
             # The hook sees a reshaped view; only a tensor it *returns* flows on into the output
             # projection, so return (and keep) a copy that the graph really uses.
-            z = z.clone()
+            z = z.clone() if mix is None else mix(z, layer)
             zs[layer] = z
             return z
 

@@ -27,7 +27,12 @@ from interp.errors import CorpusError, InterpWarning
 from interp.probes.base import REPEATED, ProbeSequence, Sentence, Suite
 from interp.vocab import ordinary_ids
 
-SKIP_SHARE = 0.5  # more of a suite than this unknown or left out: it cannot be expressed, skip it
+# A suite is skipped as inexpressible when almost all of its text is unknown tokens (positions,
+# delimiters and neighbours still carry structure when only part of it is: planted models with a
+# few dozen words score their heads right at two thirds unknown), or when most probes cannot be
+# encoded at all (what is left is too little to measure).
+SKIP_UNKNOWN = 0.9
+SKIP_LOST = 0.5
 WARN_UNKNOWN = 0.1  # more unknown tokens than this: warn that the suite is partly unknown
 
 
@@ -148,14 +153,15 @@ class Aligner:
         return seqs
 
     def _expressible(self, suite: Suite, seqs: list[ProbeSequence], failed: list[str]) -> bool:
-        """False (with a warning) when more than half of the suite is unknown tokens or probes
-        that cannot be encoded; a smaller share of either warns and the rest is kept."""
+        """False (with a warning) when more than ``SKIP_UNKNOWN`` of the suite's tokens are unknown
+        or more than ``SKIP_LOST`` of its probes cannot be encoded; a smaller share warns and the
+        rest is kept."""
         unk = self.tok.unk_token_id
         text = torch.cat([s.tokens[~s.is_special] for s in seqs]) if seqs else torch.zeros(0, dtype=torch.long)
         unknown = float((text == unk).float().mean()) if unk is not None and len(text) else 0.0
         lost = len(failed) / (len(failed) + len(seqs))
-        if unknown > SKIP_SHARE or lost > SKIP_SHARE:
-            why = (f"{unknown:.0%} of its tokens are unknown ({self.tok.unk_token})" if unknown > SKIP_SHARE
+        if unknown > SKIP_UNKNOWN or lost > SKIP_LOST:
+            why = (f"{unknown:.0%} of its tokens are unknown ({self.tok.unk_token})" if unknown > SKIP_UNKNOWN
                    else f"{len(failed)} of {len(failed) + len(seqs)} probes cannot be encoded: {failed[0]}")
             warnings.warn(f"probe suite {suite.name!r} skipped: it cannot be expressed in this model's vocabulary ({why}); "
                           f"give probes written in the model's vocabulary (--corpus)", InterpWarning, stacklevel=2)

@@ -51,6 +51,7 @@ def _notes(summary: dict[str, Any], exemplar_note: str | None) -> list[C.Text]:
 def _summary_section(summary: dict[str, Any], exemplar_note: str | None) -> C.Section | None:
     counts = pd.DataFrame(summary["role_counts"]) if summary["role_counts"] else None
     prunable = pd.DataFrame(summary["prunable"]) if summary["prunable"] else None
+    by_role = pd.DataFrame(summary["role_pruning"]) if summary.get("role_pruning") else None
     corpora = [{"suite": suite, "sequences": (info or {}).get("n_sequences"), "tokens": (info or {}).get("n_tokens"),
                 "hash": (info or {}).get("hash")} for suite, info in summary["corpora"].items()]
     model = summary["model"]
@@ -63,6 +64,12 @@ def _summary_section(summary: dict[str, Any], exemplar_note: str | None) -> C.Se
                         "heads.") if prunable is not None else None,
                  C.table(prunable, "prunable", percent_columns=("within_1%", "within_5%"))
                  if prunable is not None else None),
+        C.titled("Removing one role's heads",
+                 C.Text("Every head of one primary role ablated at once, on the held-out sequences: how much worse "
+                        "each metric gets (relative to the intact model, with its 95% interval).")
+                 if by_role is not None else None,
+                 C.table(by_role, "role-pruning", percent_columns=("worse", "worse_low", "worse_high"))
+                 if by_role is not None else None),
         C.titled("Model", C.key_values([(k, model[k]) for k in MODEL_FACTS if k in model]) if model else None),
         C.titled("Probe corpora", C.table(pd.DataFrame(corpora), "corpora") if corpora else None),
     )

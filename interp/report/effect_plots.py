@@ -1,10 +1,10 @@
 """The report's figures of causal effects: per-metric effect maps, effect by role with confidence
-intervals, the attribution estimator's audit, role score vs effect, and the pruning curves.
+intervals, the estimator's audit, role score vs effect, and the pruning curves.
 
 Every metric of the effects table gets its own facet, on its own scale (a loss in nats and a
 cosine similarity do not share one). The figures show the preferred ablation
 (:func:`interp.report.summary.preferred_ablation`), and for each head its exact effect where the
-run measured one, else its attribution estimate (:func:`~interp.report.summary.best_effects`).
+run measured one, else its estimate (:func:`~interp.report.summary.best_effects`).
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ def _grid(data: pd.DataFrame, col: str, n_facets: int, height: float, aspect: fl
 
 
 def _method_note(rows: pd.DataFrame, n_heads: int) -> str:
-    """How a facet's cells were measured: 'exact', 'attribution estimates', or both, and how many heads."""
+    """How a facet's cells were measured: 'exact', 'estimates', or both, and how many heads."""
     n_exact = int((rows["method"] == "exact").sum())
     if n_exact == len(rows):
         note = "exact"
     else:
-        note = "attribution estimates" if n_exact == 0 else f"exact for {n_exact} heads (outlined), else estimated"
+        note = "estimates" if n_exact == 0 else f"exact for {n_exact} heads (outlined), else estimated"
     return note if len(rows) == n_heads else f"{note}; {len(rows)} of {n_heads} heads measured"
 
 
@@ -78,7 +78,7 @@ def plot_effect_maps(effects: pd.DataFrame | None, fig_dir: Path, shape: tuple[i
     return save(fig, fig_dir, "effect_maps", "Ablation effect per metric",
                 f"How much worse each metric gets when a head is removed ({ablation} ablation): red = the model needs "
                 "the head, blue = it does better without it. Each panel has its own scale; outlined cells are exact "
-                "ablations where the rest of the panel is the attribution estimate.")
+                "ablations where the rest of the panel is the estimate.")
 
 
 # --- effect vs role ----------------------------------------------------------------------------
@@ -134,7 +134,7 @@ def plot_effect_vs_role(effects: pd.DataFrame | None, roles: pd.DataFrame | None
     ablation = S.preferred_ablation(effects)
     return save(_effect_vs_role_figure(data, ablation), fig_dir, "effect_vs_role", "Effect by role",
                 "One point per head, grouped by primary role and sorted by effect, with its 95% bootstrap interval; "
-                "filled = exact ablation, hollow = attribution estimate. A bar that crosses zero is an effect the "
+                "filled = exact ablation, hollow = estimate. A bar that crosses zero is an effect the "
                 "evaluation corpus cannot tell from none.")
 
 
@@ -156,15 +156,15 @@ def _audit_figure(pairs: pd.DataFrame, ablation: str) -> Figure:
         ax.plot([low - pad, high + pad], [low - pad, high + pad], color="#888888", linestyle="--", linewidth=0.8)
         rho = S.rank_agreement(rows)
         ax.set_title(f"{metric}: {len(rows)} heads" + ("" if np.isnan(rho) else f", Spearman ρ = {rho:.2f}"))
-        ax.set_xlabel("attribution estimate")
+        ax.set_xlabel("estimate")
         ax.set_ylabel("exact effect")
     if hue:
         grid.add_legend(title="role", label_order=order)
-    return finish_facets(grid, f"Attribution estimate vs exact ablation ({ablation} ablation)")
+    return finish_facets(grid, f"Estimate vs exact ablation ({ablation} ablation)")
 
 
 def plot_estimator_audit(effects: pd.DataFrame | None, roles: pd.DataFrame | None, fig_dir: Path) -> SavedFigure | None:
-    """Per metric, for every head measured both ways: the attribution estimate (x) vs the exact effect (y)."""
+    """Per metric, for every head measured both ways: the estimate (x) vs the exact effect (y)."""
     pairs = S.audit_pairs(effects)
     if pairs is None:
         return None
@@ -172,9 +172,11 @@ def plot_estimator_audit(effects: pd.DataFrame | None, roles: pd.DataFrame | Non
         pairs = pairs.merge(roles[["layer", "head", "role"]], on=["layer", "head"], how="left")
         pairs["role"] = pairs["role"].fillna("unexplained").astype(str)
     return save(_audit_figure(pairs, S.preferred_ablation(effects)), fig_dir, "estimator_audit", "Estimator audit",
-                "Each point is a head whose effect was both estimated (first-order attribution, x) and measured "
-                "(exact ablation, y); on the dashed line the estimate is right. Points far above it are heads the "
-                "estimate misses; ρ is the rank agreement that decides which heads get exact ablation.")
+                "Each point is a head whose effect was both estimated (first-order attribution, or integrated "
+                "gradients when the run chose them; x) and measured (exact ablation, y); on the dashed line the estimate is "
+                "right. Points far above it are heads the estimate misses; ρ is the rank agreement that decides which "
+                "heads get exact ablation. With --top-k, the random audit heads show how far off the estimate is on "
+                "heads it did not choose.")
 
 
 # --- role score vs effect ----------------------------------------------------------------------

@@ -4,8 +4,8 @@ Pure functions from a run's tables to small frames and a summary dict; plots, th
 the PDF all read these, so a figure and the sentence under it cannot disagree.
 
 Which effect is "the" effect of a head: the effects table can hold several ablations (zero, mean,
-resample), several metrics and two methods (exact ablation, first-order attribution). The report
-shows one of them, chosen by :func:`choose_effect`: exact rows if the run has any, then the first
+resample), several metrics and two methods (exact ablation; an estimate, by first-order attribution
+or integrated gradients). The report shows one of them, chosen by :func:`choose_effect`: exact rows if the run has any, then the first
 ablation and metric present in the preference orders below.
 """
 
@@ -19,15 +19,15 @@ import math
 import numpy as np
 import pandas as pd
 
-from interp.ablation.catalogue import ORIENTATION
-from interp.ablation.removable import removable_fraction
+from interp.ablation.catalogue import ESTIMATORS, ORIENTATION
+from interp.ablation.removable import effect_curve, removable_fraction
 from interp.roles import ROLES, UNEXPLAINED
 from interp.rundir import RunTables
 
 # Mean ablation keeps the head's average output, so it measures what the head adds on top of
 # its typical contribution; zero ablation also removes that constant and overstates effects.
 ABLATION_PREFERENCE = ("mean", "resample", "zero")
-METRIC_PREFERENCE = ("loss_prose", "embedding_cosine", "loss_repeated", "sv_logit_diff", "retrieval_margin")
+METRIC_PREFERENCE = ("loss_corpus", "loss_prose", "embedding_cosine", "loss_repeated", "sv_logit_diff", "retrieval_margin")
 TOLERANCES = (0.01, 0.05)
 
 
@@ -53,7 +53,7 @@ def _first_present(preference: tuple[str, ...], present: pd.Series) -> str:
 
 
 def choose_effect(effects: pd.DataFrame | None, exact_only: bool = False) -> EffectChoice | None:
-    """Pick the effects slice to show: exact if present (else attribution), then ablation, then metric."""
+    """Pick the effects slice to show: exact if present (else the estimates), then ablation, then metric."""
     if effects is None or effects.empty:
         return None
     rows = effects.dropna(subset=["delta"])
@@ -63,13 +63,20 @@ def choose_effect(effects: pd.DataFrame | None, exact_only: bool = False) -> Eff
     elif exact_only:
         return None
     else:
-        rows = rows[rows["method"] == "attribution"]
-        method = "attribution"
+        method = estimator_of(rows)
+        rows = rows[rows["method"] == method]
     if rows.empty:
         return None
     ablation = _first_present(ABLATION_PREFERENCE, rows["ablation"])
     rows = rows[rows["ablation"] == ablation]
     return EffectChoice(ablation, _first_present(METRIC_PREFERENCE, rows["metric"]), method)
+
+
+def estimator_of(effects: pd.DataFrame) -> str:
+    """The estimator whose rows the report shows: the first of ``ESTIMATORS`` (the default first)
+    that the table holds (a ``--top-k`` run holds both)."""
+    estimated = effects.loc[effects["method"] != "exact", "method"]
+    return _first_present(ESTIMATORS, estimated) if len(estimated) else ESTIMATORS[0]
 
 
 def head_effects(effects: pd.DataFrame, choice: EffectChoice) -> pd.DataFrame:
@@ -90,7 +97,7 @@ def preferred_ablation(effects: pd.DataFrame | None) -> str | None:
 
 def best_effects(effects: pd.DataFrame | None) -> pd.DataFrame | None:
     """One row per (metric, layer, head) of the preferred ablation, exact where the head has an
-    exact row, else the attribution estimate: metric, layer, head, delta, ci_low, ci_high, method."""
+    exact row, else the estimate: metric, layer, head, delta, ci_low, ci_high, method."""
     ablation = preferred_ablation(effects)
     if ablation is None:
         return None
@@ -101,18 +108,25 @@ def best_effects(effects: pd.DataFrame | None) -> pd.DataFrame | None:
 
 
 def audit_pairs(effects: pd.DataFrame | None) -> pd.DataFrame | None:
-    """Heads with both an exact effect and an attribution estimate (preferred ablation):
-    metric, layer, head, estimate, exact. None when no head has both."""
+    """Heads with both an exact effect and an estimate (preferred ablation): metric, layer, head,
+    estimate, exact, and ``selected`` (top_k / audit / all) where the table has it. None when no
+    head has both."""
     ablation = preferred_ablation(effects)
     if ablation is None:
         return None
     rows = effects[effects["ablation"] == ablation].dropna(subset=["delta"])
     keys = ["metric", "layer", "head"]
     wide = rows.pivot_table(index=keys, columns="method", values="delta", aggfunc="mean")
-    if not {"exact", "attribution"} <= set(wide.columns):
+    estimator = estimator_of(rows) if len(rows) else ESTIMATORS[0]
+    if not {"exact", estimator} <= set(wide.columns):
         return None
-    pairs = wide.dropna(subset=["exact", "attribution"]).reset_index().rename(columns={"attribution": "estimate"})
-    return None if pairs.empty else pairs[[*keys, "estimate", "exact"]]
+    pairs = wide.dropna(subset=["exact", estimator]).reset_index().rename(columns={estimator: "estimate"})
+    if pairs.empty:
+        return None
+    if "selected" in rows.columns:
+        why = rows[rows["method"] == "exact"].drop_duplicates(keys).set_index(keys)["selected"]
+        return pairs[[*keys, "estimate", "exact"]].join(why, on=keys)
+    return pairs[[*keys, "estimate", "exact"]]
 
 
 def rank_agreement(pairs: pd.DataFrame) -> float:
@@ -172,8 +186,7 @@ def worse_sign(metric: str, effects: pd.DataFrame | None) -> float:
 
 def degradation(pruning: pd.DataFrame, metric: str, effects: pd.DataFrame | None) -> pd.DataFrame:
     """The metric's pruning steps in order, with ``worse`` = relative change for the worse vs step 0."""
-    rows = pruning[pruning["metric"] == metric].sort_values(["fraction_removed", "heads_removed"])
-    rows = rows.dropna(subset=["value"])
+    rows = effect_curve(pruning, metric).dropna(subset=["value"])
     if rows.empty:
         return rows.assign(worse=pd.Series(dtype=float))
     start = float(rows["value"].iloc[0])
@@ -199,6 +212,26 @@ def prunable_table(pruning: pd.DataFrame | None, effects: pd.DataFrame | None) -
             row[f"within_{tol:.0%}"] = prunable_share(pruning, metric, tol, effects)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def role_pruning_table(pruning: pd.DataFrame | None, effects: pd.DataFrame | None) -> pd.DataFrame | None:
+    """One row per (role, metric) whose heads the ablate stage removed all at once: role, heads,
+    metric, and ``worse`` (relative change for the worse against the intact model, with its
+    interval ``worse_low``..``worse_high``). None for a table without role rows."""
+    if pruning is None or pruning.empty or "removed_by" not in pruning.columns:
+        return None
+    by_role = pruning[pruning["removed_by"].fillna("").astype(str).str.startswith("role:")]
+    rows = []
+    for r in by_role.itertuples():
+        curve = degradation(pruning, r.metric, effects)
+        if curve.empty:
+            continue
+        start, sign = float(curve["value"].iloc[0]), worse_sign(r.metric, effects)
+        scale = abs(start) if abs(start) > 1e-12 else 1.0
+        bounds = sorted(sign * (v - start) / scale for v in (r.ci_low, r.ci_high))
+        rows.append({"role": r.removed_by.removeprefix("role:"), "heads": int(r.heads_removed), "metric": r.metric,
+                     "worse": sign * (r.value - start) / scale, "worse_low": bounds[0], "worse_high": bounds[1]})
+    return pd.DataFrame(rows) if rows else None
 
 
 def head_table(roles: pd.DataFrame | None, effects: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -228,7 +261,7 @@ def report_summary(run: RunTables) -> dict[str, Any]:
                    for name in ("features", "roles", "effects", "pruning", "clusters")},
         "provenance": dict(manifest.get("provenance") or {}),
         "stages": dict(manifest.get("stages") or {}),
-        "role_counts": None, "share_unexplained": None, "prunable": None,
+        "role_counts": None, "share_unexplained": None, "prunable": None, "role_pruning": None,
         "effect": None, "exact_effect": None,
     }
     if run.roles is not None and not run.roles.empty:
@@ -238,6 +271,9 @@ def report_summary(run: RunTables) -> dict[str, Any]:
     prunable = prunable_table(run.pruning, run.effects)
     if prunable is not None:
         summary["prunable"] = prunable.to_dict("records")
+    by_role = role_pruning_table(run.pruning, run.effects)
+    if by_role is not None:
+        summary["role_pruning"] = by_role.to_dict("records")
     for key, exact in (("effect", False), ("exact_effect", True)):
         choice = choose_effect(run.effects, exact_only=exact)
         summary[key] = choice.label if choice else None

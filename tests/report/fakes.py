@@ -74,9 +74,15 @@ def fake_pruning(n_total: int) -> pd.DataFrame:
     for metric, start, sign in (("loss_prose", 2.7, 1), ("sv_logit_diff", 0.9, -1)):
         for k in range(n_total + 1):
             frac = k / n_total
-            rows.append({"fraction_removed": frac, "heads_removed": k, "metric": metric,
-                         "value": start * (1 + sign * 0.2 * frac ** 3),
-                         "last_removed": f"L{k % 4}H{k % 3}" if k else np.nan})
+            value = start * (1 + sign * 0.2 * frac ** 3)
+            rows.append({"fraction_removed": frac, "heads_removed": k, "metric": metric, "value": value,
+                         "last_removed": f"L{k % 4}H{k % 3}" if k else np.nan, "ci_low": value - 0.05,
+                         "ci_high": value + 0.05, "removed_by": "effect"})
+        # every head of one role removed at once (the ablate stage's role rows)
+        value = start * (1 + sign * 0.1)
+        rows.append({"fraction_removed": 3 / n_total, "heads_removed": 3, "metric": metric, "value": value,
+                     "last_removed": "L0H0 L1H0 L2H0", "ci_low": value - 0.05, "ci_high": value + 0.05,
+                     "removed_by": "role:first_token"})
     return pd.DataFrame(rows)
 
 

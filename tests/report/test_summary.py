@@ -134,3 +134,16 @@ def test_audit_pairs_and_rank_agreement():
 def test_model_name_comes_from_the_manifest():
     assert S.model_name({"model": {"name": "smollm2-135m"}}) == "smollm2-135m"
     assert S.model_name({}) == "an unnamed model"
+
+
+def test_role_pruning_table_reads_the_role_rows():
+    pruning = pd.DataFrame({
+        "fraction_removed": [0.0, 0.25, 0.5, 0.0], "heads_removed": [0, 1, 2, 0],
+        "metric": ["loss_prose", "loss_prose", "loss_prose", "sv_logit_diff"],
+        "value": [2.0, 2.1, 2.5, 1.0], "last_removed": [np.nan, "L0H0", "L0H0 L1H1", np.nan],
+        "ci_low": [1.9, 2.0, 2.3, 0.9], "ci_high": [2.1, 2.2, 2.7, 1.1],
+        "removed_by": ["effect", "effect", "role:first_token", "effect"]})
+    table = S.role_pruning_table(pruning, None)
+    assert table[["role", "heads", "metric"]].values.tolist() == [["first_token", 2, "loss_prose"]]
+    assert table[["worse", "worse_low", "worse_high"]].values.tolist()[0] == pytest.approx([0.25, 0.15, 0.35])
+    assert S.role_pruning_table(pruning.drop(columns="removed_by"), None) is None

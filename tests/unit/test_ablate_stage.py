@@ -63,13 +63,36 @@ def test_heads_per_pass_changes_speed_not_results(llama, result):
     np.testing.assert_allclose(a["delta"], b["delta"], atol=1e-5)
 
 
-def test_top_k_runs_exact_ablation_on_the_top_heads_only(llama):
-    out = ablate(llama, dataclasses.replace(SMALL, ablations=("zero",), top_k=3, prune=False), progress=False)
+def test_exact_rows_carry_the_estimate(result):
+    e = result.effects
+    exact = e[e["method"] == "exact"]
+    assert (exact["selected"] == "all").all() and e.loc[e["method"] != "exact", "selected"].isna().all()
+    merged = exact.merge(e[e["method"] == "attribution"], on=["layer", "head", "ablation", "metric"])
+    np.testing.assert_array_equal(merged["estimate_x"], merged["delta_y"])
+    assert set(result.summary["audit"]) == {f"{k}/{m}" for k in ("zero", "mean")
+                                            for m in ("loss_prose", "loss_repeated", "sv_logit_diff")}
+
+
+@pytest.mark.parametrize("estimator", ["integrated", "attribution"])
+def test_top_k_runs_exact_ablation_on_the_top_heads_and_an_audit_sample(llama, estimator):
+    out = ablate(llama, dataclasses.replace(SMALL, ablations=("zero",), top_k=3, audit=2, prune=False,
+                                            estimator=estimator), progress=False)
     exact = out.effects[out.effects["method"] == "exact"]
-    attribution = out.effects[out.effects["method"] == "attribution"]
-    assert len(exact.groupby(["layer", "head"])) == 3
-    assert len(attribution.groupby(["layer", "head"])) == N
-    assert out.summary["exact_heads"] == 3
+    estimated = out.effects[out.effects["method"] != "exact"]
+    assert set(estimated["method"]) == {"attribution", "integrated"}  # top_k ranks by both
+    chosen = exact.drop_duplicates(["layer", "head"])["selected"].value_counts().to_dict()
+    assert chosen == {"top_k": 3, "audit": 2}
+    assert len(estimated.groupby(["layer", "head"])) == N
+    assert out.summary["exact_heads"] == 5 and out.summary["estimator"] == estimator
+    audit = out.summary["audit"]["zero/loss_prose"]
+    assert audit["n_audit"] == 2 and audit["max_abs_error"] >= audit["mean_abs_error"] >= 0
+    own = estimated[estimated["method"] == estimator]
+    merged = exact.merge(own, on=["layer", "head", "ablation", "metric"])
+    np.testing.assert_array_equal(merged["estimate_x"], merged["delta_y"])  # the estimate column is the chosen one's
+    # the top 3 are the best percentile over the metrics and both estimators
+    pct = estimated.assign(p=estimated.groupby(["method", "metric"])["delta"].transform(lambda d: d.abs().rank(pct=True)))
+    best = pct.groupby(["layer", "head"])["p"].max().sort_values(ascending=False, kind="stable").index[:3]
+    assert set(exact.loc[exact["selected"] == "top_k", ["layer", "head"]].itertuples(index=False, name=None)) == set(best)
 
 
 def test_metrics_can_be_restricted(llama):
@@ -85,8 +108,8 @@ def test_encoder_stage(bert):
     out = ablate(bert, dataclasses.replace(SMALL, ablations=("zero", "resample")), progress=False)
     e = out.effects
     assert set(e["metric"]) == {"embedding_cosine", "retrieval_margin"}
-    attribution = e[e["method"] == "attribution"]
-    assert set(attribution["metric"]) == {"retrieval_margin"}  # no gradient at the intact model
+    estimated = e[e["method"] == "attribution"]
+    assert set(estimated["metric"]) == {"retrieval_margin"}  # no gradient at the intact model
     cosine = e[e["metric"] == "embedding_cosine"]
     assert (cosine["baseline"] == 0).all() and cosine["delta_rel"].isna().all()
     assert (cosine["delta"] >= 0).all()
@@ -130,30 +153,51 @@ def test_stacked_pruning_steps_equal_one_step_per_pass(llama, kind):
     from interp.ablate import head_means
     from interp.ablation.corpus import build_corpus
     from interp.ablation.forward import Ablator
-    from interp.ablation.pruning import pruning_curve
+    from interp.ablation.pruning import Removals
 
     corpus = build_corpus(llama, n_prose=4, n_repeated=2, repeated_lengths=(6,), n_syntax=4, seed=0, max_tokens=512)
     ablator = Ablator(llama)
     order = [(2, 1), (0, 3), (1, 0), (2, 2), (0, 0), (1, 3)]
     means = head_means(ablator, corpus)
-    stacked = pruning_curve(ablator, corpus, order, kind, means, step=None, max_tokens=None, progress=False)
-    single = pruning_curve(ablator, corpus, order, kind, means, step=None, max_tokens=1, progress=False)
-    assert stacked["heads_removed"].tolist() == single["heads_removed"].tolist()
-    assert stacked["heads_removed"].max() == len(order)
-    np.testing.assert_allclose(stacked["value"], single["value"], rtol=1e-5)
-    assert stacked["value"].nunique() > 3  # the steps really differ
+    values = []
+    for max_tokens in (None, 1):
+        removals = Removals(ablator, corpus, "loss_prose", kind, means, max_tokens)
+        removals.measure({k: order[:k] for k in range(len(order) + 1)})
+        values.append(removals.values(removals.counts()))
+    np.testing.assert_allclose(values[0], values[1], rtol=1e-5)
+    assert len(np.unique(values[0])) > 3  # the steps really differ
 
 
-def test_pruning_removes_the_least_important_head_first(result, llama):
+@pytest.mark.parametrize("metric", ["loss_prose", "loss_repeated", "sv_logit_diff"])
+def test_each_metric_removes_its_own_least_important_head_first(result, llama, metric):
     e = result.effects
-    exact = e[(e["method"] == "exact") & (e["metric"] == "loss_prose") & (e["ablation"] == "zero")]
-    first = exact.sort_values("delta").iloc[0]
-    p = result.pruning
-    assert p[p["heads_removed"] == 1]["last_removed"].iloc[0] == f"L{first['layer']}H{first['head']}"
-    one = p[(p["heads_removed"] == 1) & (p["metric"] == "loss_prose")]["value"].iloc[0]
+    exact = e[(e["method"] == "exact") & (e["metric"] == metric) & (e["ablation"] == "zero")]
+    first = exact.sort_values(["delta", "layer", "head"]).iloc[0]
+    p = result.pruning[result.pruning["metric"] == metric]
+    step = p[p["heads_removed"] == 1]
+    assert step["last_removed"].item() == f"L{first['layer']}H{first['head']}"
     head = (int(first["layer"]), int(first["head"]))
-    assert one == pytest.approx(held_out_value(llama, "loss_prose", [head]), rel=1e-5)
-    assert one != pytest.approx(first["ablated"], rel=1e-3)  # not the corpus the order came from
+    assert step["value"].item() == pytest.approx(held_out_value(llama, metric, [head]), rel=1e-5)
+    assert step["value"].item() != pytest.approx(first["ablated"], rel=1e-3)  # not the corpus the order came from
+    assert (p["ci_low"] <= p["value"] + 1e-12).all() and (p["value"] <= p["ci_high"] + 1e-12).all()
+    shares = result.summary["removable"][metric]
+    for tol in ("1%", "5%"):
+        assert 0 <= shares[tol]["ci_low"] <= shares[tol]["ci_high"] <= 1
+        assert shares[tol]["share"] == removable_fraction(result.pruning, metric, float(tol[:-1]) / 100)
+
+
+def test_role_curves_remove_every_head_of_a_role(llama):
+    roles = pd.DataFrame({"layer": [l for l in range(N_LAYERS) for _ in range(N_HEADS)],
+                          "head": [h for _ in range(N_LAYERS) for h in range(N_HEADS)]})
+    roles["role"] = np.where(roles["head"] == 0, "first_token", "unexplained")
+    out = ablate(llama, dataclasses.replace(SMALL, ablations=("zero",), prune_step=0.5), progress=False, roles=roles)
+    rows = out.pruning[out.pruning["removed_by"] == "role:first_token"]
+    assert set(rows["metric"]) == {"loss_prose", "loss_repeated", "sv_logit_diff"}
+    assert (rows["heads_removed"] == N_LAYERS).all()
+    heads = [(layer, 0) for layer in range(N_LAYERS)]
+    prose = rows[rows["metric"] == "loss_prose"]
+    assert prose["value"].item() == pytest.approx(held_out_value(llama, "loss_prose", heads), rel=1e-5)
+    assert (out.pruning["removed_by"] == "role:unexplained").sum() == 3
 
 
 def held_out_value(model, metric, heads):

@@ -119,8 +119,8 @@ def test_a_tasks_effect_is_the_metric_with_the_head_zeroed(llama):
     """Token-id sequences, the default metric (next-token loss) at every position; head (1, 2)
     zeroed equals the model with that head's slice of o_proj zeroed."""
     ids = [[5, 9, 14, 9, 5, 30], [7, 7, 8], [40, 41, 42, 43], [3, 4, 5]]
-    config = AblateConfig(tasks=(Task("ids", ids),), metrics=("ids",), attribution=False, prune=False, n_bootstrap=10,
-                          threads=1)
+    config = AblateConfig(tasks=(Task("ids", ids),), metrics=("ids",), ablations=("zero",), attribution=False,
+                          prune=False, n_bootstrap=10, threads=1)
     result = ablate(llama, config, progress=False)
     weight = llama.bridge.original_model.model.layers[1].self_attn.o_proj.weight
     cols = slice(2 * D_HEAD, 3 * D_HEAD)  # head 2's inputs to the output projection

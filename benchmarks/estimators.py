@@ -1,0 +1,172 @@
+"""Benchmark: which estimator of head effects agrees with exact ablation (the one ``--top-k`` trusts).
+
+For each model, on the ablate stage's default evaluation corpus (``AblateConfig()``) and its
+default ablation kind (``--kind`` for another): every head ablated exactly (the sweep), every head estimated by first-order
+attribution and by integrated gradients over the clean -> ablated path with 1, 2, 4 and 8
+steps. Per metric with estimates:
+
+- **recall**: of the ``top`` heads with the largest exact |delta|, the share among the
+  estimator's ``window`` largest |estimates|; ``top``/``window`` = 10/30, or a quarter/half of
+  the heads for a model with fewer than 60 (on 8 heads, 10-in-30 would be trivially met);
+- **spearman**: rank correlation of estimate and exact delta over all heads;
+- **seconds**: the estimator's wall time on the corpus (the exact sweep's alongside).
+
+The top-k selection's rule is measured too: a head's score is its best percentile of
+|estimate| under either attribution or integrated gradients (4 steps), so a head that either
+estimator ranks high is chosen (no Spearman: it ranks, it does not estimate).
+
+Models: planted (hand-set weights: a previous-token head feeding two induction heads), the
+toy trained on text with repeats (interp.synthetic.toy: a layer-0 previous-token head feeding
+layer-1 induction heads), three models trained on the induction task (interp.synthetic.trained,
+seeds 0-2), MiniLM-L6 (encoder: only retrieval_margin has a gradient) and SmolLM2-135M.
+
+Usage: ``python benchmarks/estimators.py [--models toy,trained,planted,minilm,smollm2] [--no-write]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import markdown, write_section  # noqa: E402
+
+from interp.ablate import AblateConfig  # noqa: E402
+from interp.ablation.attribution import attribute  # noqa: E402
+from interp.ablation.corpus import build_corpus  # noqa: E402
+from interp.ablation.forward import Ablator  # noqa: E402
+from interp.ablation.integrated import integrate  # noqa: E402
+from interp.ablation.metrics import metric_sizes  # noqa: E402
+from interp.ablation.stats import SumStore, effects_from_sums  # noqa: E402
+from interp.ablation.sweep import exact_sweep  # noqa: E402
+from interp.ablation.threads import stage_threads  # noqa: E402
+
+SCRIPT = "benchmarks/estimators.py"
+STEPS = (1, 2, 4, 8)
+SELECTORS = ("attribution", "integrated/4")  # what --top-k ranks heads by (interp.ablation.selection)
+COMBINED = "top-k rule: attribution or integrated/4"
+
+
+def recall(exact: pd.Series, estimate: pd.Series, top: int, window: int) -> float:
+    """Share of the ``top`` largest |exact| among the ``window`` largest |estimate| (same index)."""
+    best = set(exact.abs().sort_values(ascending=False, kind="stable").index[:top])
+    seen = set(estimate.abs().sort_values(ascending=False, kind="stable").index[:window])
+    return len(best & seen) / len(best)
+
+
+def sizes(n_heads: int) -> tuple[int, int]:
+    return (10, 30) if n_heads >= 60 else (max(1, n_heads // 4), max(2, n_heads // 2))
+
+
+def deltas(store: SumStore, method: str) -> pd.DataFrame:
+    frame = effects_from_sums(store, method, 10, 0)
+    return frame.set_index(["metric", "layer", "head"])["delta"].rename(method).to_frame()
+
+
+def measure(name: str, model, cfg: AblateConfig, kind: str) -> list[dict]:
+    corpus = build_corpus(model, cfg.n_prose, cfg.n_repeated, cfg.repeated_lengths, cfg.n_syntax, cfg.seed,
+                          cfg.max_tokens_per_batch)
+    ablator = Ablator(model)
+    heads = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
+    seconds, frames = {}, []
+    start = time.perf_counter()
+    attr = attribute(ablator, corpus, (kind,), progress=False)
+    seconds["attribution"] = time.perf_counter() - start
+    frames.append(deltas(attr.store, "attribution"))
+    for steps in STEPS:
+        start = time.perf_counter()
+        store = integrate(ablator, corpus, (kind,), attr.means, steps, progress=False)
+        seconds[f"integrated/{steps}"] = time.perf_counter() - start
+        frames.append(deltas(store, f"integrated/{steps}"))
+    start = time.perf_counter()
+    exact = SumStore(metric_sizes(corpus.sizes))
+    exact_sweep(ablator, corpus, exact, heads, (kind,), attr.means, None, cfg.max_tokens_per_batch, progress=False)
+    seconds["exact"] = time.perf_counter() - start
+    table = deltas(exact, "exact").join(pd.concat(frames, axis=1), how="inner")
+    top, window = sizes(len(heads))
+    rows = []
+    for metric, part in table.groupby(level="metric"):
+        # The top-k selection's rule: a head's best percentile of |estimate| over both estimators.
+        part = part.assign(**{COMBINED: pd.concat([part[m].abs().rank(pct=True) for m in SELECTORS], axis=1).max(1)})
+        seconds[COMBINED] = sum(seconds[m] for m in SELECTORS)
+        for method in [c for c in part.columns if c != "exact"]:
+            rows.append({
+                "model": name, "metric": metric, "heads": len(heads), "tokens": corpus.n_tokens,
+                "estimator": method, "top_in_window": f"{top} in {window}",
+                "recall": recall(part["exact"], part[method], top, window),
+                "spearman": part["exact"].rank().corr(part[method].rank()) if method != COMBINED else float("nan"),
+                "seconds": seconds[method], "exact_seconds": seconds["exact"],
+            })
+    return rows
+
+
+def models(names: list[str]):
+    """(name, LoadedModel) in the order asked, each built or loaded when its turn comes."""
+    for name in names:
+        if name == "planted":
+            from interp.synthetic.planted import planted_model
+            yield "planted", planted_model({(1, 0): "induction", (1, 1): "induction", (0, 1): "previous_token"})
+        elif name == "toy":
+            from interp.synthetic.toy import toy_cached
+            yield "toy (prev -> induction)", toy_cached(progress=False).model
+        elif name == "trained":
+            from interp.synthetic.trained import trained
+            for seed in (0, 1, 2):
+                yield f"induction task, seed {seed}", trained("induction", seed).model
+        else:
+            from interp.models import load_model
+            yield {"minilm": "minilm-l6", "smollm2": "smollm2-135m"}[name], load_model(
+                {"minilm": "minilm-l6", "smollm2": "smollm2-135m"}[name])
+
+
+def summarise(results: pd.DataFrame) -> pd.DataFrame:
+    """Per estimator: the worst recall over (model, metric), the mean, the lowest Spearman."""
+    return results.groupby("estimator").agg(
+        worst_recall=("recall", "min"), mean_recall=("recall", "mean"), worst_spearman=("spearman", "min"),
+        mean_spearman=("spearman", "mean")).sort_values(["worst_recall", "mean_recall"], ascending=False)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", default="planted,toy,trained,minilm,smollm2")
+    parser.add_argument("--kind", default=AblateConfig().ablations[0], help="ablation kind  [default: the stage's]")
+    parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md alone")
+    args = parser.parse_args()
+    cfg = AblateConfig()
+    rows = []
+    with stage_threads(torch.get_num_threads()):
+        for name, model in models(args.models.split(",")):
+            measured = measure(name, model, cfg, args.kind)
+            rows += measured
+            print(pd.DataFrame(measured).round(3).to_string(index=False), flush=True)
+            del model
+    results = pd.DataFrame(rows)
+    summary = summarise(results)
+    print(summary.round(3).to_string())
+    if args.no_write:
+        return
+    shown = results.assign(recall=results["recall"].round(2), spearman=results["spearman"].round(3),
+                           seconds=results["seconds"].round(1), exact_seconds=results["exact_seconds"].round(1))
+    body = (
+        f"{args.kind.capitalize()} ablation on the ablate stage's default evaluation corpus; exact = every head "
+        "ablated alone. "
+        "recall: share of the `top` heads with the largest exact |delta| among the estimator's `window` largest "
+        "|estimates| (10 in 30; a quarter in a half of the heads for models under 60 heads). "
+        "`integrated/k`: integrated gradients over the clean -> ablated path, k path points. "
+        f"Metrics without a gradient at the intact model (embedding_cosine) have no estimate.\n\n"
+        + markdown(shown)
+        + "\n\nPer estimator, over every (model, metric) above:\n\n" + markdown(summary.reset_index())
+        + f"\n\nBest recall (worst first, then mean): {summary.index[0]!r}. The stage's estimator (the estimates "
+        f"in its table): `AblateConfig.estimator` = {cfg.estimator!r}; `--top-k` ranks heads by attribution or "
+        f"integrated gradients ({cfg.ig_steps} steps), whichever ranks a head higher."
+    )
+    write_section("estimators", SCRIPT, body)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""--quick on the toy model whose layer-0 previous-token head feeds a layer-1 induction head
+(interp.synthetic.toy; slow: trains if uncached).
+
+The previous-token head matters only through the induction head's saturated softmax, so its
+first-order attribution is near zero (attribution alone ranks it last); ``--quick`` chooses its
+exact heads by attribution or integrated gradients over the clean -> ablated path, whichever
+ranks a head higher, and must put both heads of the circuit among them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from interp.ablate import AblateConfig, ablate
+from interp.collect import collect
+from interp.config import CollectConfig
+
+
+@pytest.fixture(scope="module")
+def toy():
+    from interp.synthetic.toy import toy_cached
+
+    return toy_cached(progress=False).model
+
+
+def best_head(features, feature: str, layer: int) -> tuple[int, int]:
+    rows = features[(features["feature"] == feature) & (features["layer"] == layer)]
+    return layer, int(rows.loc[rows["value"].idxmax(), "head"])
+
+
+@pytest.mark.slow
+def test_quick_finds_the_previous_token_and_the_induction_head(toy):
+    probes = CollectConfig(suites=("repeated",), n_repeated=48, n_bootstrap=10)
+    features = collect(toy, probes, suites=[], progress=False).features
+    previous, induction = best_head(features, "previous_token", 0), best_head(features, "induction", 1)
+    out = ablate(toy, AblateConfig(quick=True, threads=1), progress=False)
+    exact = out.effects[out.effects["method"] == "exact"]
+    chosen = set(exact.loc[exact["selected"] == "top_k", ["layer", "head"]].itertuples(index=False, name=None))
+    assert len(chosen) < toy.n_layers * toy.n_heads  # a selection, not every head
+    assert {previous, induction} <= chosen, (previous, induction, chosen)
+    # the circuit's previous-token head really is needed by the repeated-token loss
+    repeated = exact[(exact["metric"] == "loss_repeated") & (exact["layer"] == previous[0])
+                     & (exact["head"] == previous[1])]
+    assert repeated["ci_low"].item() > 0

@@ -1,0 +1,140 @@
+"""Integrated gradients over the clean -> ablated path, and the top-k selection with its audit sample."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from tiny_models import N_HEADS, N_LAYERS, tiny_llama
+
+from interp.ablation.attribution import attribute
+from interp.ablation.corpus import build_corpus
+from interp.ablation.forward import Ablator, Edit
+from interp.ablation.integrated import integrate, midpoints, path_terms
+from interp.ablation.metrics import batch_metrics
+from interp.ablation.selection import annotate, audit_summary, choose
+from interp.ablation.values import replacement
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+HEADS = [(layer, head) for layer in range(N_LAYERS) for head in range(N_HEADS)]
+
+
+def corpus_of(model):
+    return build_corpus(model, n_prose=3, n_repeated=2, repeated_lengths=(6,), n_syntax=4, seed=0, max_tokens=512)
+
+
+def test_midpoints():
+    assert midpoints(1) == [0.5]
+    assert midpoints(4) == [0.125, 0.375, 0.625, 0.875]
+    with pytest.raises(ValueError):
+        midpoints(0)
+
+
+@pytest.mark.parametrize("kind", ["zero", "mean", "resample"])
+def test_the_path_start_is_first_order_attribution(llama, kind):
+    """At a = 0 the path's derivative is the intact gradient times (z' - z): attribution's estimate."""
+    ablator = Ablator(llama)
+    corpus = corpus_of(llama)
+    attr = attribute(ablator, corpus, (kind,), progress=False)
+    for batch in corpus.batches[:2]:
+        clean = ablator.clean(batch, keep_z=True)
+        terms = path_terms(ablator, batch, kind, 0.0, clean.z, attr.means)  # [layer, batch, head]
+        per = batch_metrics(clean.readout, batch)
+        for layer, head in ((0, 1), (2, 3)):
+            for metric, p in per.items():
+                ours = float(terms[layer, :, head].sum())
+                sums = attr.store[metric]
+                theirs = float((sums.ablated[(kind, layer, head)][p.index] - sums.base[p.index]).sum())
+                assert ours == pytest.approx(theirs, rel=1e-3, abs=1e-5)  # float32: attribution sums its terms apart
+
+
+def test_estimates_add_up_to_ablating_every_head():
+    """Completeness: the heads' shares of the path sum to the effect of ablating all of them (float64,
+    many steps, so that the midpoint rule's error is small)."""
+    model = tiny_llama(seed=1)
+    model.bridge.to(torch.float64)
+    ablator = Ablator(model)
+    corpus = corpus_of(model)
+    means = attribute(ablator, corpus, ("mean",), progress=False).means.double()
+    for kind in ("zero", "mean"):
+        store = integrate(ablator, corpus, (kind,), means, steps=48, progress=False)
+        estimate = sum(float((s.ablated[(kind, *h)] - s.base).sum()) for s in store.values() for h in HEADS)
+        exact = 0.0
+        for batch in corpus.batches:
+            clean = ablator.clean(batch)
+            edits = [Edit(layer, head, replacement(kind, layer, head, batch, None, means)) for layer, head in HEADS]
+            after = batch_metrics(ablator.run(batch, edits), batch, clean.readout)
+            before = batch_metrics(clean.readout, batch)
+            exact += sum(float(after[m].num.sum() - before[m].num.sum()) for m in after)
+        assert estimate == pytest.approx(exact, rel=2e-3)
+
+
+# --- selection ---------------------------------------------------------------------------------
+
+
+def estimates_frame(deltas: dict[str, list[float]], method: str = "attribution") -> pd.DataFrame:
+    heads = [(0, 0), (0, 1), (1, 0), (1, 1)]
+    return pd.DataFrame([{"layer": l, "head": h, "ablation": "zero", "metric": m, "delta": d, "method": method}
+                         for m, ds in deltas.items() for (l, h), d in zip(heads, ds)])
+
+
+def test_choose_takes_each_heads_best_metric_and_an_audit_sample():
+    heads = [(0, 0), (0, 1), (1, 0), (1, 1)]
+    est = estimates_frame({"a": [0.1, -0.9, 0.2, 0.3], "b": [5.0, 0.0, 0.1, 0.2]})
+    # percentile of |delta|: a -> (.25, 1, .5, .75), b -> (1, .25, .5, .75): best (1, 1, .5, .75)
+    chosen = choose(heads, est, top_k=2, audit=1, kind="zero", metrics=("a", "b"), seed=0)
+    assert {h for h, why in chosen.items() if why == "top_k"} == {(0, 0), (0, 1)}
+    assert [why for why in chosen.values()].count("audit") == 1
+    assert choose(heads, est, top_k=2, audit=1, kind="zero", metrics=("a", "b"), seed=0) == chosen  # seeded
+    assert set(choose(heads, est, None, 1, "zero", ("a",), 0).values()) == {"all"}
+    assert choose(heads, est, top_k=1, audit=0, kind="zero", metrics=("a",), seed=0) == {(0, 1): "top_k"}
+    # a second estimator that ranks (1, 0) first on "a" gets it chosen too
+    both = pd.concat([est, estimates_frame({"a": [0.1, 0.2, 3.0, 0.0]}, "integrated")])
+    assert choose(heads, both, top_k=2, audit=0, kind="zero", metrics=("a",), seed=0) == {(0, 1): "top_k",
+                                                                                          (1, 0): "top_k"}
+
+
+def test_audit_summary_reports_error_and_misses():
+    est = estimates_frame({"a": [1.0, 0.8, 0.1, 0.0]})
+    exact = est.assign(delta=[0.9, 0.5, 0.7, 0.1], method="exact")
+    chosen = {(0, 0): "top_k", (0, 1): "top_k", (1, 0): "audit", (1, 1): "audit"}
+    rows = annotate(exact, est, chosen)
+    assert rows["estimate"].tolist() == [1.0, 0.8, 0.1, 0.0]
+    summary = audit_summary(rows)["zero/a"]
+    assert summary["n_audit"] == 2 and summary["missed"] == 1  # (1, 0): 0.7 beats the top's 0.5
+    assert summary["mean_abs_error"] == pytest.approx(0.35) and summary["max_abs_error"] == pytest.approx(0.6)
+    assert summary["spearman"] == pytest.approx(0.8)
+
+
+# --- effects with stated precision ---------------------------------------------------------------
+
+
+def test_effects_rest_on_each_conditions_own_sequences():
+    from interp.ablation.stats import SumStore, effects_from_sums
+
+    store = SumStore({"loss_prose": 3})
+    sums = store["loss_prose"]
+    sums.base[:] = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    sums.den[:] = 1.0
+    sums.ablated[("zero", 0, 0)] = torch.tensor([2.0, 3.0, 4.0], dtype=torch.float64)  # +1 on every sequence
+    sums.ablated[("zero", 0, 1)] = torch.tensor([1.5, 2.5, float("nan")], dtype=torch.float64)  # stopped after two
+    tokens = {"loss_prose": np.array([10, 20, 30])}
+    rows = effects_from_sums(store, "exact", 50, 0, tokens).set_index("head")
+    assert rows.loc[0, "delta"] == pytest.approx(1.0) and rows.loc[0, "n_tokens"] == 60
+    assert rows.loc[1, "delta"] == pytest.approx(0.5) and rows.loc[1, "n_tokens"] == 30
+    assert rows.loc[0, "ablated"] == pytest.approx(3.0) and (rows["baseline"] == 2.0).all()
+    assert rows.loc[0, "ci_low"] == pytest.approx(1.0) and rows.loc[0, "ci_high"] == pytest.approx(1.0)  # paired
+
+
+def test_decisions_against_zero_and_the_tolerance():
+    from interp.ablation.stats import decisions
+
+    frame = pd.DataFrame({"baseline": [2.0, 2.0, 2.0, 2.0, 0.0], "ci_low": [0.03, 0.005, -0.01, -0.5, 0.001],
+                          "ci_high": [0.05, 0.015, 0.01, -0.03, 0.005]})
+    out = decisions(frame)
+    assert out["tolerance"].tolist() == pytest.approx([0.02, 0.02, 0.02, 0.02, 0.01])
+    assert out["vs_zero"].tolist() == ["above", "above", "undecided", "below", "above"]
+    assert out["vs_tolerance"].tolist() == ["above", "within", "within", "below", "within"]
+    straddle = decisions(pd.DataFrame({"baseline": [2.0], "ci_low": [0.01], "ci_high": [0.03]}))
+    assert straddle["vs_tolerance"].item() == "undecided"

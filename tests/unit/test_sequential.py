@@ -1,0 +1,58 @@
+"""The sequential exact sweep: rounds of the same make-up, the stopping rule, and effects on the tokens each head used."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from interp.ablate import AblateConfig, ablate
+from interp.ablation.corpus import build_corpus
+from interp.ablation.sequential import open_heads, rounds, settled
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+BASE = AblateConfig(ablations=("zero",), n_prose=3, n_repeated=3, repeated_lengths=(6,), n_syntax=4, n_bootstrap=100,
+                    threads=1, attribution=False, prune=False)
+
+
+def test_rounds_slice_every_family_evenly(llama):
+    corpus = build_corpus(llama, 6, 6, (6,), 8, 0, 512)
+    parts = rounds(corpus, 2, 512, 0)
+    assert len(parts) == 2 and rounds(corpus, 1, 512, 0) == [corpus]
+    seen = set()
+    for r, part in enumerate(parts):
+        assert set(part.sizes) == set(corpus.sizes)
+        for item in part.items:
+            assert item.index // -(-corpus.sizes[item.family] // 2) == r
+            seen.add((item.family, item.index))
+        assert {b.family for b in part.batches} == set(corpus.sizes)
+    assert seen == {(it.family, it.index) for it in corpus.items}
+
+
+def test_settled_needs_a_decision_and_precision_where_the_head_matters():
+    rows = pd.DataFrame({"delta": [1.0, 1.0, 0.001, 0.02, 0.3],
+                         "ci_low": [0.95, 0.5, -0.002, 0.005, -0.1],
+                         "ci_high": [1.05, 1.5, 0.004, 0.03, 0.7],
+                         "vs_tolerance": ["above", "above", "within", "undecided", "undecided"],
+                         "metric": "loss_prose", "layer": 0, "head": [0, 1, 2, 3, 4]})
+    assert settled(rows).tolist() == [True, False, True, False, False]
+    assert open_heads(rows, "loss_prose") == {(0, 1), (0, 3), (0, 4)}
+    assert open_heads(rows, "sv_logit_diff") == set()
+
+
+def test_sequential_sweep_spends_tokens_on_open_heads_only(llama):
+    seq = ablate(llama, dataclasses.replace(BASE, max_rounds=3), progress=False)
+    flat = ablate(llama, dataclasses.replace(BASE, n_prose=9, n_repeated=9, n_syntax=12), progress=False)
+    a = seq.effects.set_index(["layer", "head", "metric"]).sort_index()
+    b = flat.effects.set_index(["layer", "head", "metric"]).sort_index()
+    assert (a["n_tokens"] <= b["n_tokens"]).all()
+    full = a["n_tokens"] == b["n_tokens"]
+    assert full.any() and not full.all()  # some heads went every round, some stopped early
+    # a head that saw every round has the effect of one sweep over the whole pool
+    np.testing.assert_allclose(a.loc[full, "delta"], b.loc[full, "delta"], rtol=1e-4, atol=1e-7)
+    stopped = a[~full]
+    assert settled(stopped.reset_index()).all()  # a head stops only once its effects are settled
+    log = seq.summary["rounds"]
+    assert log[0] == {f: len(a.reset_index()[["layer", "head"]].drop_duplicates()) for f in log[0]}
