@@ -43,7 +43,9 @@ sat in a thin part of the bank (8-11 bank heads within one standard deviation, 1
 where the linear model's ``unexplained`` won (0.64-0.73). The duplicate_token
 feature sets q aside, so all three read as copies; they differ in current_token. For the same
 reason a ``several`` head never mixes current_token with a copy role: by the pair rule those two
-are one copy head, and labelling such a mixture ``unexplained`` contradicted it.
+are one copy head, and labelling such a mixture ``unexplained`` contradicted it. Measured on the
+development split (duplicate-token heads right of 12; expected calibration error over all heads):
+before 10, 0.058; the ``several`` rule alone 12, 0.041; the matcher alone 11, 0.025; both 12, 0.035.
 
 A synthetic syntactic head links the queries of one or two relation slots (those with at least
 MIN_ARCS arcs and a fixed-rule baseline -- best word offset, position or form -- of at most 0.8) to
