@@ -7,9 +7,12 @@ Small attention-only transformers are trained on tasks that force specific heads
 (interp.synthetic.tasks.forced: copying with an offset, induction, spotting duplicates, reading a fixed
 position, a majority vote over the text), ``--seeds`` models per task and split (weights cached,
 interp.synthetic.trained). Seeds 0 .. N-1 are the *development* split, which was looked at while
-the reference bank was last revised (it narrowed a gap the trained duplicate-token heads fell
-into, interp.classification.bank); seeds N .. 2N-1 are *held out*, and the headline numbers are
-theirs. Each head's true role is found by intervention on its task
+the reference bank was revised (reference 2.0.0: it narrowed a gap the trained duplicate-token
+heads fell into; 2.1.0: their same-token-matcher shape became a duplicate archetype, and the
+temperature fit keeps a bank head and its no-syntax twin in one fold; interp.classification.bank
+and .estimator); seeds N .. 2N-1 are *held out*, measured once per revision, and the headline
+numbers are theirs. Nothing is fitted on trained heads: the classifier and its temperature are
+fitted on the bank alone. Each head's true role is found by intervention on its task
 (interp.synthetic.identify: the model must need the head, and replacing its attention by one
 hypothesis' ideal pattern must restore the task); heads the model does not need are left out.
 Then the toolkit runs as on any model: collect on probes drawn from the model's own vocabulary

@@ -12,7 +12,10 @@ Calibration. Logistic regression fitted with a penalty is usually over- or under
 data like the bank's, whose classes overlap by design (mixtures near 50/50). ``fit`` therefore
 fits one temperature T on out-of-fold logits (stratified ``cv``-fold, minimising log loss) and
 divides all logits by T: the ranking and the labels are unchanged, the probabilities match
-observed frequencies (temperature scaling, Guo et al. 2017).
+observed frequencies (temperature scaling, Guo et al. 2017). Samples that are versions of one
+another (the bank holds every head twice, scored with and without syntax probes) must fall in
+the same fold, or the held-out logits are those of heads the fold has already seen and T comes
+out too small (over-confident): pass them as ``groups`` to ``fit``.
 
 Second role. A head can do two things, e.g. a previous-token head that also sinks into BOS.
 For the predicted class c, each other role r's own feature is compared with what heads of class
@@ -35,7 +38,7 @@ from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import StratifiedKFold
+from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -75,8 +78,12 @@ class HeadRoleClassifier(ClassifierMixin, BaseEstimator):
 
     # --- fitting -------------------------------------------------------------------------
 
-    def fit(self, X: Any, y: Any) -> "HeadRoleClassifier":
+    def fit(self, X: Any, y: Any, groups: Any = None) -> "HeadRoleClassifier":
+        """Fit on features X [sample, feature] and labels y; ``groups`` [sample] (optional): samples
+        sharing a group are kept in one fold of the temperature fit (see the module docstring)."""
         X, y = validate_data(self, X, y, dtype=np.float64)
+        if groups is not None and len(groups) != len(y):
+            raise ValueError(f"groups has {len(groups)} entries for {len(y)} samples")
         check_classification_targets(y)
         self.classes_, codes = np.unique(y, return_inverse=True)
         if len(self.classes_) < 2:
@@ -85,7 +92,7 @@ class HeadRoleClassifier(ClassifierMixin, BaseEstimator):
         scale = X.std(axis=0)
         self.scale_ = np.where(scale > 1e-12, scale, 1.0)
         Z = _expand((X - self.mean_) / self.scale_, self.interactions)
-        self.temperature_ = self._fit_temperature(Z, codes) if self.calibrate else 1.0
+        self.temperature_ = self._fit_temperature(Z, codes, groups) if self.calibrate else 1.0
         self.weights_, self.bias_ = self._fit_linear(Z, codes)
         self._fit_implied(X, codes)
         return self
@@ -119,14 +126,17 @@ class HeadRoleClassifier(ClassifierMixin, BaseEstimator):
         full_w[present], full_b[present] = weights, bias
         return full_w, full_b
 
-    def _fit_temperature(self, Z: np.ndarray, codes: np.ndarray) -> float:
+    def _fit_temperature(self, Z: np.ndarray, codes: np.ndarray, groups: Any = None) -> float:
         smallest = np.bincount(codes).min()
         folds = min(self.cv, smallest)
         if folds < 2:
             return 1.0
         logits = np.zeros((len(codes), int(codes.max()) + 1))
-        split = StratifiedKFold(folds, shuffle=True, random_state=self.random_state)
-        for train, test in split.split(Z, codes):
+        if groups is None:
+            split = StratifiedKFold(folds, shuffle=True, random_state=self.random_state).split(Z, codes)
+        else:
+            split = StratifiedGroupKFold(folds, shuffle=True, random_state=self.random_state).split(Z, codes, groups)
+        for train, test in split:
             w, b = self._fit_linear(Z[train], codes[train])
             logits[test] = Z[test] @ w.T + b
 

@@ -109,6 +109,18 @@ def duplicate(ctx: FeatureContext, fallback: str = "bos", self_share: float = 0.
     return out
 
 
+def same_token(ctx: FeatureContext) -> Tensor:
+    """Uniform over the query itself and its earlier copies: a head whose query-key circuit
+    matches equal tokens, which a token's own position matches as well as any copy does (the
+    duplicate-token heads of models trained to spot repeats look like this). Its share on the
+    query falls as copies accumulate (1 / (copies + 1)), and a token seen for the first time
+    attends to itself."""
+    tok = ctx.batch.tokens
+    width = ctx.allowed.shape[-1]
+    copies = _earlier(ctx) & (tok[:, :, None] == tok[:, None, :]) & ctx.content[:, None, :]
+    return _targets(ctx, copies | torch.eye(width, dtype=torch.bool), "self")
+
+
 def induction(ctx: FeatureContext, fallback: str = "bos") -> Tensor:
     """Mass on the token after an earlier copy of the query's token."""
     tok = ctx.batch.tokens
@@ -222,7 +234,8 @@ def shuffled(ctx: FeatureContext, pattern: Tensor, gen: torch.Generator) -> Tens
 
 Builder = Callable[..., Tensor]
 DETERMINISTIC: dict[str, Builder] = {
-    "offset": offset, "first": first, "delimiter": delimiter, "duplicate": duplicate, "induction": induction,
+    "offset": offset, "first": first, "delimiter": delimiter, "duplicate": duplicate, "same_token": same_token,
+    "induction": induction,
     "syntactic": syntactic, "local": local, "broad": broad, "position": position, "far_offset": far_offset,
     "token_class": token_class,
 }

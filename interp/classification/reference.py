@@ -33,8 +33,10 @@ def reference_dir() -> Path:
 
 
 def fit_bank(bank: pd.DataFrame, **params) -> HeadRoleClassifier:
-    """A HeadRoleClassifier fitted on a bank's feature columns and labels."""
-    return HeadRoleClassifier(**params).fit(bank[list(COLUMNS)], bank["label"].astype(str))
+    """A HeadRoleClassifier fitted on a bank's feature columns and labels; a head and its
+    no-syntax twin (``head_id``) stay in one fold of the temperature fit."""
+    groups = bank["head_id"].to_numpy() if "head_id" in bank.columns else None
+    return HeadRoleClassifier(**params).fit(bank[list(COLUMNS)], bank["label"].astype(str), groups=groups)
 
 
 def read_bank(path: str | Path) -> pd.DataFrame:

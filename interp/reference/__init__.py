@@ -9,6 +9,6 @@ whenever the bank's generators, the feature matrix or the estimator change: a ru
 version it was classified with, and a model file of another version is refused.
 """
 
-REFERENCE_VERSION = "2.0.0"
+REFERENCE_VERSION = "2.1.0"
 MODEL_FILE = "model.json"
 BANK_FILE = "bank.csv"

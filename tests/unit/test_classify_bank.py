@@ -46,9 +46,12 @@ def test_pure_archetype_patterns_score_exactly_one(causal):
     if not causal:
         builders["next_token"] = lambda c: P.offset(c, 1)
         builders["position:end-2"] = lambda c: P.position(c, None, 2)
+    builders["same_token"] = P.same_token
     values = _score(causal, builders)
-    for role in builders:
+    for role in set(builders) - {"same_token"}:
         assert values.loc[role, role] == pytest.approx(1.0, abs=1e-6), role
+    # the query itself is set aside: a head on q and its copies alike is all duplicate_token
+    assert values.loc["duplicate_token", "same_token"] == pytest.approx(1.0, abs=1e-6)
     # a pure sink has no attention off the first position: its other features say nothing
     assert np.isnan(values.loc["previous_token", "first_token"])
     assert values.loc["previous_token", "broad"] == pytest.approx(values.loc["previous_token", "broad"])
@@ -72,6 +75,7 @@ def test_every_pattern_is_a_distribution_over_visible_keys(causal):
     ctx = context(make_batch(seqs, list(range(len(seqs))), causal, PAD), relations)
     gen = torch.Generator().manual_seed(0)
     pats = [P.offset(ctx, -1), P.first(ctx), P.delimiter(ctx, "nearest", "uniform"), P.duplicate(ctx, "self"), P.duplicate(ctx, "bos", 0.4),
+            P.same_token(ctx),
             P.induction(ctx), P.local(ctx, 2, 0.5), P.broad(ctx, True), P.far_offset(ctx, 6),
             P.position(ctx, 3), P.position(ctx, None, 1), P.token_class(ctx, 5, 1), P.dirichlet(ctx, 0.1, gen),
             P.random_logits(ctx, 4.0, gen), P.shuffled(ctx, P.offset(ctx, -1), gen)]
@@ -80,6 +84,23 @@ def test_every_pattern_is_a_distribution_over_visible_keys(causal):
     for pattern in pats:
         assert (pattern[~ctx.allowed] == 0).all()
         np.testing.assert_allclose(pattern.sum(-1)[rows].numpy(), 1.0, atol=1e-5)
+
+
+def test_same_token_spreads_over_the_query_and_its_earlier_copies():
+    from interp.probes.base import REPEATED, ProbeSequence
+
+    tokens = torch.tensor([0, 7, 8, 7, 7])  # BOS a b a a
+    n = len(tokens)
+    seq = ProbeSequence(tokens=tokens, suite="t", family=REPEATED, is_delim=torch.zeros(n, dtype=torch.bool),
+                        is_special=torch.arange(n) == 0, word_of_token=torch.full((n,), -1),
+                        word_pos=torch.zeros(0, dtype=torch.long), arcs=torch.zeros(0, 3, dtype=torch.long), source="t")
+    ctx = context(make_batch([seq], [0], True, PAD), ())
+    p = P.same_token(ctx)[0]
+    expected = torch.zeros(n, n)
+    expected[0, 0] = expected[1, 1] = expected[2, 2] = 1.0  # first sightings attend to themselves
+    expected[3, [1, 3]] = 0.5
+    expected[4, [1, 3, 4]] = 1 / 3
+    torch.testing.assert_close(p, expected)
 
 
 def test_shuffled_keeps_each_rows_masses():
@@ -102,6 +123,8 @@ def test_specs_cover_every_role_and_label_rules():
         assert sum(s.weights) == pytest.approx(1.0, abs=1e-3)
         if s.template == "several":
             assert max(s.weights) <= 0.42 + 1e-3 and s.label == UNEXPLAINED
+            kinds = {k for k, _ in s.components}  # current_token beside a copy role is one copy head
+            assert not ({"duplicate", "same_token", "induction"} & kinds and ("offset", (0, "self")) in s.components)
         if s.template == "sink" and s.label != UNEXPLAINED:  # labelled with the role beside the sink
             assert s.components[0][0] != "first" and s.components[1][0] == "first"
 
@@ -110,7 +133,7 @@ def test_build_bank_is_deterministic_and_complete():
     a = build_bank(seed=3, per_role=2)
     b = build_bank(seed=3, per_role=2)
     pd.testing.assert_frame_equal(a, b)
-    assert list(a.columns) == list(COLUMNS) + ["sink_mass", "label", "second", "template", "mask", "seed", "spec"]
+    assert list(a.columns) == list(COLUMNS) + ["sink_mass", "label", "second", "template", "mask", "seed", "spec", "head_id"]
     assert set(a["mask"]) == {"causal", "encoder"}
     assert not a[list(COLUMNS)].isna().any().any()
     assert "next_token" not in set(a.loc[a["mask"] == "causal", "label"])
