@@ -135,7 +135,7 @@ def model_lines(name: str, run: RunTables) -> list[str]:
     counts = role_counts(roles)
     lines = [f"**{name}** ({n} heads, default run): primary roles "
              + ", ".join(f"{r.role} {r.heads}" for r in counts.itertuples())
-             + f"; `first_token` {_pct((roles['role'] == 'first_token').mean())}, "
+             + f"; `first_token` {100 * (roles['role'] == 'first_token').mean():.1f}%, "
              f"`unexplained` {_pct((roles['role'] == 'unexplained').mean())}; median sink mass "
              f"{roles['sink_mass'].median():.2f}."]
     known = known_heads(name, run)
@@ -156,10 +156,11 @@ def model_lines(name: str, run: RunTables) -> list[str]:
                      f"{p['CI excludes 0']} with a 95% CI that excludes zero (median |effect| {p['median abs delta']:.3g}, "
                      f"median CI width {p['median CI width']:.3g}).")
     rem = removable(run)
+    zero_intact = set(run.effects.loc[run.effects["baseline"].abs() < 1e-12, "metric"])
     for r in rem.to_dict("records"):
-        lines.append(f"- pruning `{r['metric']}` (held-out sequences): {_pct(r['within 1%'])} of heads go before "
-                     f"it leaves a 1% tolerance, {_pct(r['within 5%'])} before 5% (a metric that is 0 intact: an "
-                     f"absolute change of 0.01 / 0.05).")
+        what = "an absolute change of 0.01 / 0.05" if r["metric"] in zero_intact else "a 1% / 5% change"
+        lines.append(f"- pruning `{r['metric']}` (held-out sequences, its own order): the share of heads that go "
+                     f"before it leaves a tolerance of {what}: {_pct(r['within 1%'])} / {_pct(r['within 5%'])}.")
     return lines
 
 
