@@ -162,10 +162,12 @@ def write_up(exp, seeds, roles, evals, appear, agree, shown, example) -> None:
     final_counts = pd.crosstab([final["seed"], final["layer"]], final["role"]).reset_index()
     ev_end = evals[evals["step"] == last]
     roles_txt = ", ".join(f"{r.role} (settled by step {r.median_settled:.0f})" for r in everywhere.itertuples()) or "none"
+    named_txt = (f"on {end['named_overlap'].mean():.0%} of named heads ({end['named_chance'].mean():.0%} by chance)"
+                 if end["named_overlap"].notna().any() else "no seed names any head, so there is no named head to agree on")
     answer = (f"{named.mean():.1f} of {n_heads:.0f} heads per model end with a named role (mean over {len(seeds)} seeds; "
               f"the rest broad or unexplained). Roles that emerge in every seed, in order: {roles_txt}. "
               f"Layer by layer, seeds agree on {end['overlap'].mean():.0%} of heads ({end['chance'].mean():.0%} by "
-              f"chance) and on {end['named_overlap'].mean():.0%} of named heads ({end['named_chance'].mean():.0%} by chance).")
+              f"chance) and {named_txt}.")
     arch = example.arch
     setup = (f"{len(seeds)} seeds x {example.training.steps} steps of the grammar recipe: GPT-2, {arch.n_layers} layers x "
              f"{arch.n_heads} heads, d_model {arch.d_model}, attention-only, init std {arch.init_std}, batch "
