@@ -71,6 +71,10 @@ def results(tmp_path_factory) -> Path:
     return out
 
 
+# Tables whose rows are the finding itself: a quick run's barely trained models may name no role.
+MAY_BE_EMPTY = {"appearance"}
+
+
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("name", ORDER)
 def test_quick_mode_writes_its_tables_figures_and_write_up(results, name):
@@ -78,7 +82,7 @@ def test_quick_mode_writes_its_tables_figures_and_write_up(results, name):
     folder = results / name
     for table, columns in tables.items():
         frame = pd.read_csv(folder / f"{table}.csv")
-        assert len(frame) > 0, table
+        assert len(frame) > 0 or table in MAY_BE_EMPTY, table
         assert columns <= set(frame.columns), (table, columns - set(frame.columns))
     text = (results / f"{name}.md").read_text()
     for heading in SECTIONS:
