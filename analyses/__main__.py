@@ -28,7 +28,7 @@ from analyses._common import EXPERIMENTS, QUICK_RESULTS, RESULTS, USES_CLASSIFIE
 
 def stale(results: Path) -> list[str]:
     """Experiments whose write-up under ``results`` is missing or labelled with another features version."""
-    from interp.config import FEATURES_VERSION
+    from interp.collect.config import FEATURES_VERSION
 
     out = []
     for name in EXPERIMENTS:

@@ -119,8 +119,8 @@ class Experiment:
 
 def code_version() -> str:
     """``interp <commit>[ + uncommitted changes], features version N``: what a write-up was made with."""
-    from interp.config import FEATURES_VERSION
-    from interp.provenance import git_hash
+    from interp.collect.config import FEATURES_VERSION
+    from interp.pipeline.provenance import git_hash
 
     commit = git_hash()
     if commit is None:

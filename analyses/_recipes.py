@@ -13,7 +13,7 @@ import dataclasses
 
 import pandas as pd
 
-from interp.config import CollectConfig
+from interp import CollectConfig
 from interp.synthetic.cache import Job
 from interp.synthetic.tasks.grammar import GrammarTask
 from interp.synthetic.train import Architecture, Training
@@ -45,9 +45,9 @@ def probes(quick: bool) -> CollectConfig:
 
 def read_heads(model: object, quick: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The toolkit's collect and classify stages on one model: (roles table, per-head lifts and ``sink_mass``)."""
-    from interp.classification.matrix import SINK_MASS, head_frames
-    from interp.classify import classify
-    from interp.collect import collect
+    from interp.classify.matrix import SINK_MASS, head_frames
+    from interp.classify.stage import classify
+    from interp.collect.stage import collect
 
     result = collect(model, probes(quick), progress=False)
     roles = classify(result.features, result.replicates, result.names).roles

@@ -57,10 +57,10 @@ def folder(name: str) -> Path:
 
 def current(name: str, model=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(features, roles) of the model on this code's default probes."""
-    from interp.classify import classify
-    from interp.collect import collect
-    from interp.config import CollectConfig
-    from interp.models import load_model
+    from interp.classify.stage import classify
+    from interp.collect.stage import collect
+    from interp import CollectConfig
+    from interp.model.load import load_model
 
     here = folder(name)
     if not (here / "features.csv").exists():
@@ -78,10 +78,10 @@ _OLD_RUN = """
 import sys
 import interp
 assert interp.__path__[0].startswith(sys.argv[3]), interp.__path__
-from interp.classify import classify
-from interp.collect import collect
-from interp.config import CollectConfig
-from interp.models import load_model
+from interp.classify.stage import classify
+from interp.collect.stage import collect
+from interp import CollectConfig
+from interp.model.load import load_model
 result = collect(load_model(sys.argv[1]), CollectConfig(), progress=False)
 classify(result.features, result.replicates, result.names).roles.to_csv(sys.argv[2], index=False)
 """
@@ -110,20 +110,20 @@ def exact_effects(name: str, model=None) -> pd.DataFrame:
 
 
 def _load(name: str):
-    from interp.models import load_model
+    from interp.model.load import load_model
 
     return load_model(name)
 
 
 def _exact_effects(model) -> pd.DataFrame:
-    from interp.ablation.corpus import build_corpus
-    from interp.ablation.forward import Ablator
-    from interp.ablation.metrics import metric_sizes
-    from interp.ablation.stats import SumStore, effects_from_sums
-    from interp.ablation.sweep import exact_sweep, probe_pass
-    from interp.ablation.threads import choose_threads, stage_threads
-    from interp.ablation.values import SINK
-    from interp.config import AblateConfig
+    from interp.ablate.evaluation import build_corpus
+    from interp.ablate.forward import Ablator
+    from interp.ablate.metrics import metric_sizes
+    from interp.ablate.stats import SumStore, effects_from_sums
+    from interp.ablate.sweep import exact_sweep, probe_pass
+    from interp.ablate.threads import choose_threads, stage_threads
+    from interp.ablate.values import SINK
+    from interp import AblateConfig
 
     cfg = AblateConfig()
     corpus = build_corpus(model, n_prose=cfg.n_prose, n_repeated=cfg.n_repeated if model.causal else 0,

@@ -6,7 +6,7 @@ that mixes the heads' outputs) or fixed to the identity with zero bias and froze
 (``Architecture(fixed_concat=True)``): each head then writes its d_head outputs into its own
 block of the residual stream, untouched. Held-out loss and task metrics at every checkpoint, a
 paired comparison per seed at the end, and what the heads learned: the toolkit's roles
-(``interp.collect`` + ``interp.classify``) and each head's strongest feature lifts.
+(``interp.collect.stage`` + ``interp.classify.stage``) and each head's strongest feature lifts.
 
 Its role labels depend on the classifier, like the specialisation experiment's: rerun both when
 the features change (``python -m analyses --stale``).

@@ -75,11 +75,11 @@ def section(run_dir: str) -> str:
 
 def causal_check(run_dir: str, roles: pd.DataFrame, n_draws: int = 10) -> list[str]:
     """Group ablation of each copying role against random heads (zero ablation, loss_repeated)."""
-    from interp.ablation.corpus import REPEATED, build_corpus
-    from interp.ablation.forward import Ablator
-    from interp.ablation.groups import role_vs_random
-    from interp.models import load_model
-    from interp.pipeline import model_spec_of
+    from interp.ablate.evaluation import REPEATED, build_corpus
+    from interp.ablate.forward import Ablator
+    from interp.ablate.groups import role_vs_random
+    from interp.model.load import load_model
+    from interp.pipeline.execute import model_spec_of
 
     model = load_model(model_spec_of(Path(run_dir)))
     corpus = build_corpus(model, n_prose=0, n_repeated=16, repeated_lengths=(12,), n_syntax=0, seed=0,

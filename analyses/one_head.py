@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from analyses._common import md, mean_ci, pm, start
-from interp.lens import run_patterns
+from interp.model.lens import run_patterns
 from interp.synthetic.cache import Job
 from interp.synthetic.tasks.relations import RelationsTask
 from interp.synthetic.train import Architecture, Training

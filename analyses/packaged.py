@@ -29,9 +29,9 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _runs import CACHE, MODELS, ROOT, md, write  # noqa: E402
 
-from interp.ablation.removable import removable_summary  # noqa: E402
+from interp.ablate.removable import removable_summary  # noqa: E402
 from interp.report.summary import role_counts  # noqa: E402
-from interp.rundir import RunTables, load_run  # noqa: E402
+from interp.pipeline.rundir import RunTables, load_run  # noqa: E402
 
 HERE = CACHE / "packaged"
 README = ROOT / "README.md"
@@ -44,8 +44,8 @@ SUBJECT_VERB = "syntactic:nsubj:head2dep"
 
 def make_run(name: str, quick: bool, fresh: bool) -> RunTables:
     """The model's default (or --quick) run, made once and then re-read."""
-    from interp.config import ModelSpec, RunOptions
-    from interp.pipeline import run_pipeline
+    from interp import ModelSpec, RunOptions
+    from interp.pipeline.execute import run_pipeline
 
     run_name = "quick" if quick else "default"
     target = HERE / name / run_name
@@ -172,7 +172,7 @@ def results_block(runs: dict[str, RunTables]) -> str:
     v = validation()
     out.append(f"**Classifier validation**: on a held-out reference bank (another seed; synthetic heads) accuracy "
                f"{v['bank_accuracy']:.2f}, expected calibration error {v['bank_ece']:.3f} "
-               f"(`interp/reference/model.json`); on heads of trained models whose role was found by intervention, "
+               f"(`interp/classify/reference/model.json`); on heads of trained models whose role was found by intervention, "
                f"and on planted heads, see `benchmarks/RESULTS.md` (\"Head-role classifier on trained heads\").")
     return "\n".join(out)
 

@@ -1,6 +1,6 @@
 """Some heads can be removed: pruning curves from the toolkit's ablate stage, for trained models and SmolLM2.
 
-Method: ``interp.ablate.ablate`` on each model (its public API: zero ablation, every head's effect
+Method: ``interp.ablate.stage.ablate`` on each model (its public API: zero ablation, every head's effect
 measured exactly, then heads removed cumulatively least important first and the metrics read on
 a held-out half of the evaluation corpus; ``result.summary["removable"]`` is the largest share
 of heads removed while a metric stays within 1% / 5% of the intact model).
@@ -26,7 +26,7 @@ from analyses import head_count
 from analyses._common import md, start
 from analyses._recipes import grammar_job
 from analyses.specialisation import QUICK_SEEDS, SEEDS
-from interp.config import AblateConfig
+from interp import AblateConfig
 
 TRAINED = AblateConfig(metrics=("loss_repeated", "sv_logit_diff"), n_repeated=64, repeated_lengths=(16,), n_syntax=128,
                        n_bootstrap=1000, threads=1)
@@ -41,7 +41,7 @@ TOLERANCES = ("1%", "5%")
 
 def prune(model, config: AblateConfig, label: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """(pruning curve, removable counts, timings) of one model, each row tagged with ``label``."""
-    from interp.ablate import ablate
+    from interp.ablate.stage import ablate
 
     result = ablate(model, config, progress=False)
     n_heads = model.n_layers * model.n_heads
@@ -75,7 +75,7 @@ def main() -> None:
         for out, part in zip((curves, removable, timings), prune(model, QUICK_TRAINED if exp.quick else TRAINED, label)):
             out.append(part)
     if smollm:
-        from interp.models import load_model
+        from interp.model.load import load_model
 
         label = {"model": "smollm2-135m", "family": "smollm2"}
         for out, part in zip((curves, removable, timings), prune(load_model("smollm2-135m"),
@@ -125,7 +125,7 @@ def write_up(exp, removable, timings, shown, smollm) -> None:
     table = removable.pivot_table(index=["model", "n_heads_total", "metric"], columns="tolerance",
                                   values="heads").reset_index()
     sections = [
-        ("Setup", f"`interp.ablate.ablate` with `{exp_config(exp.quick)}` for the trained models"
+        ("Setup", f"`interp.ablate.stage.ablate` with `{exp_config(exp.quick)}` for the trained models"
          + (f" and `{SMOLLM if not exp.quick else QUICK_SMOLLM}` for SmolLM2" if smollm else
             "; SmolLM2 was left out of this run (quick mode, or `--no-smollm`)") + "."),
         ("Heads removable within 1% and 5%", "Heads removed (least important first) while the metric stays within "

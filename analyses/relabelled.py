@@ -2,7 +2,7 @@
 
 Before features version 3 a head was ``first_token`` whenever its sink outweighed what it did
 with the rest of its attention; now its role is what it does with the attention off the sink,
-and ``first_token`` is left to heads with too little of it (interp.classification.primary). For
+and ``first_token`` is left to heads with too little of it (interp.classify.primary). For
 each packaged model this script makes (and caches, analyses/_runs.py) three runs on the default
 probe suites: the roles at the last commit before the change, run by that commit's own code; the
 roles now; and every head's exact zero- and sink-ablation effects on the ablate stage's default
@@ -47,7 +47,7 @@ def _row(roles: pd.DataFrame, layer: int, head: int) -> pd.Series:
 
 def relabelled(old: pd.DataFrame, new: pd.DataFrame, features: pd.DataFrame, effects: pd.DataFrame) -> pd.DataFrame:
     """Every head that was first_token and is not now, with its features and exact effects."""
-    from interp.classification.matrix import head_matrix
+    from interp.classify.matrix import head_matrix
 
     merged = old[["layer", "head", "role"]].merge(new, on=["layer", "head"], suffixes=("_before", ""))
     moved = merged[(merged["role_before"] == "first_token") & (merged["role"] != "first_token")]
@@ -74,7 +74,7 @@ def relabelled(old: pd.DataFrame, new: pd.DataFrame, features: pd.DataFrame, eff
 
 
 def section(name: str) -> str:
-    from interp.models import load_model
+    from interp.model.load import load_model
 
     model = load_model(name)
     features, new = _runs.current(name, model)

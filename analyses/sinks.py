@@ -1,6 +1,6 @@
 """Which keys are attention sinks, and how much attention off the sink makes a head do something.
 
-Two measurements behind the sink-aware roles (interp.features, interp.classification.primary):
+Two measurements behind the sink-aware roles (interp.collect.features, interp.classify.primary):
 
 1. **Which keys are sinks.** For every head, over the default probe suites: the attention mass on
    each kind of key (the first position, [SEP], punctuation, other tokens) next to that kind's
@@ -10,7 +10,7 @@ Two measurements behind the sink-aware roles (interp.features, interp.classifica
    draws much more than its share and writes little.
 2. **How much attention off the sink is substantial.** Every head is sink-ablated exactly (its
    output replaced by the value at the first position: all of its attention moved onto the sink,
-   interp.ablation.values), which removes precisely what the head does besides sinking, and
+   interp.ablate.values), which removes precisely what the head does besides sinking, and
    zero-ablated for scale. Heads are binned by their share of attention off the sink on the
    queries where their non-sink label is measured, the share the sink rule reads.
 
@@ -37,7 +37,7 @@ INTRO = ("Two measurements behind the sink-aware roles: which keys draw attentio
          "replaced by its value at the first position: all of its attention moved onto the sink), which "
          "removes exactly what a head does besides sinking. Heads are binned by their share of attention off "
          "the sink on the queries where their non-sink label is measured: what the sink rule "
-         "(interp.classification.primary) reads.")
+         "(interp.classify.primary) reads.")
 KEY_CLASSES = ("first position", "[SEP] / other specials", "punctuation", "other tokens")
 BINS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0001)
 ALWAYS_POSITIVE = ("embedding_cosine",)
@@ -57,10 +57,10 @@ def key_classes(batch) -> torch.Tensor:
 def key_class_stats(model) -> pd.DataFrame:
     """Per (layer, head, class): mean attention mass over content queries, the class's uniform
     share, and the mean |v W_O| of its keys relative to other tokens."""
-    from interp import lens
-    from interp.collect import build_suites, encode_all
-    from interp.config import CollectConfig
-    from interp.features import context
+    from interp.model import lens
+    from interp.collect.stage import build_suites, encode_all
+    from interp import CollectConfig
+    from interp.collect.features import context
     from interp.probes.batch import bucket, make_batch
 
     config = CollectConfig()
@@ -120,9 +120,9 @@ def sink_table(stats: pd.DataFrame) -> pd.DataFrame:
 
 def nonsink_shares(features: pd.DataFrame) -> pd.Series:
     """Per head, the share off the sink on the queries where its non-sink label is measured."""
-    from interp.classification.matrix import head_frames
-    from interp.classification.primary import nonsink_share
-    from interp.classification.reference import default_classifier
+    from interp.classify.matrix import head_frames
+    from interp.classify.primary import nonsink_share
+    from interp.classify.reference.fit import default_classifier
 
     matrix, sinks = head_frames(features)
     named = default_classifier().predict(matrix).astype(str)
@@ -160,7 +160,7 @@ def threshold_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def section(name: str) -> str:
-    from interp.models import load_model
+    from interp.model.load import load_model
 
     model = load_model(name)
     features, _ = _runs.current(name, model)

@@ -3,8 +3,8 @@
 Method: train the shared grammar recipe (analyses/_recipes.py: 2 layers x 4 heads, attention
 only, on the grammar language with repeated spans) from several seeds, keep a checkpoint every
 250 steps, and label every head of every checkpoint with the toolkit's own stages
-(``interp.collect.collect`` on repeated random words and grammar sentences, then
-``interp.classify.classify``). Nothing in training mentions roles: if heads come out labelled,
+(``interp.collect.stage.collect`` on repeated random words and grammar sentences, then
+``interp.classify.stage.classify``). Nothing in training mentions roles: if heads come out labelled,
 the labels emerged.
 
 Read off: when each role first appears in a seed and when it *settles* (present at that
@@ -173,7 +173,7 @@ def write_up(exp, seeds, roles, evals, appear, agree, shown, example) -> None:
              f"{arch.n_heads} heads, d_model {arch.d_model}, attention-only, init std {arch.init_std}, batch "
              f"{example.training.batch_size}, AdamW lr {example.training.lr}. Task: `GrammarTask()` "
              f"({example.task.params()}). Checkpoints at steps {sorted(example.states)}, each labelled by "
-             f"`interp.collect.collect` + `interp.classify.classify` (probes: repeated random words and grammar "
+             f"`interp.collect.stage.collect` + `interp.classify.stage.classify` (probes: repeated random words and grammar "
              f"sentences). At the last checkpoint the held-out loss is {ev_end['loss'].mean():.3f} nats "
              f"(seeds: {', '.join(f'{v:.3f}' for v in ev_end['loss'])}), copying accuracy on repeated spans "
              f"{ev_end['acc_repeat'].mean():.3f}, agreement accuracy {ev_end['foil_acc'].mean():.3f}.")

@@ -26,8 +26,8 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import markdown, write_section  # noqa: E402
 
-from interp.ablate import AblateConfig, ablate  # noqa: E402
-from interp.models import load_model  # noqa: E402
+from interp.ablate.stage import AblateConfig, ablate  # noqa: E402
+from interp.model.load import load_model  # noqa: E402
 
 SCRIPT = "benchmarks/ablation_kinds.py"
 KINDS = ("zero", "mean", "resample")

@@ -34,14 +34,14 @@ from scipy.stats import spearmanr
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import markdown, write_section  # noqa: E402
 
-from interp.ablate import AblateConfig, ablate  # noqa: E402
-from interp.ablation.threads import stage_threads  # noqa: E402
-from interp.ablation.corpus import build_corpus  # noqa: E402
-from interp.ablation.forward import Edit, Ablator  # noqa: E402
-from interp.ablation.metrics import causal_metric, metric_sizes  # noqa: E402
-from interp.ablation.stats import SumStore  # noqa: E402
-from interp.ablation.sweep import exact_sweep  # noqa: E402
-from interp.models import load_model  # noqa: E402
+from interp.ablate.stage import AblateConfig, ablate  # noqa: E402
+from interp.ablate.threads import stage_threads  # noqa: E402
+from interp.ablate.evaluation import build_corpus  # noqa: E402
+from interp.ablate.forward import Edit, Ablator  # noqa: E402
+from interp.ablate.metrics import causal_metric, metric_sizes  # noqa: E402
+from interp.ablate.stats import SumStore  # noqa: E402
+from interp.ablate.sweep import exact_sweep  # noqa: E402
+from interp.model.load import load_model  # noqa: E402
 
 SCRIPT = "benchmarks/ablation_sweep.py"
 

@@ -38,12 +38,12 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
 
-from interp.classification.bank import build_bank  # noqa: E402
-from interp.classification.matrix import COLUMNS  # noqa: E402
-from interp.classification.reference import HELD_OUT_SEED, default_classifier, fit_bank, held_out_scores, load_bank  # noqa: E402
-from interp.classify import classify  # noqa: E402
-from interp.config import CollectConfig  # noqa: E402
-from interp.reference import REFERENCE_VERSION  # noqa: E402
+from interp.classify.reference.bank import build_bank  # noqa: E402
+from interp.classify.matrix import COLUMNS  # noqa: E402
+from interp.classify.reference.fit import HELD_OUT_SEED, default_classifier, fit_bank, held_out_scores, load_bank  # noqa: E402
+from interp.classify.stage import classify  # noqa: E402
+from interp import CollectConfig  # noqa: E402
+from interp.classify.reference import REFERENCE_VERSION  # noqa: E402
 
 SMALL = CollectConfig(n_syntax=100, max_sentences=60, n_repeated=32, n_bootstrap=50)
 REAL = CollectConfig(n_syntax=500, max_sentences=200, n_bootstrap=100)
@@ -73,7 +73,7 @@ def table(frame: pd.DataFrame) -> str:
 
 def features_of(model_fn, name: str, config: CollectConfig, cache: Path | None):
     """(features, replicates, names) of a model, from the cache when there."""
-    from interp.collect import collect
+    from interp.collect.stage import collect
 
     if cache is not None and (cache / f"{name}.csv").exists():
         with np.load(cache / f"{name}.npz", allow_pickle=False) as data:
@@ -202,7 +202,7 @@ def random_init(cache: Path | None) -> tuple[str, dict]:
 
 
 def toy(cache: Path | None) -> tuple[str, dict]:
-    from interp.classification.matrix import head_matrix
+    from interp.classify.matrix import head_matrix
     from interp.synthetic.toy import toy_cached
 
     trained = None
@@ -233,7 +233,7 @@ def toy(cache: Path | None) -> tuple[str, dict]:
 
 
 def real(name: str, cache: Path | None, expected: dict[tuple[int, int], str]) -> tuple[str, dict]:
-    from interp.models import load_model
+    from interp.model.load import load_model
 
     start = time.perf_counter()
     feats, reps, names = features_of(lambda: load_model(name), name, REAL, cache)

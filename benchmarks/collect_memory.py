@@ -21,9 +21,9 @@ from _results import write_section  # noqa: E402
 
 CHILD = """
 import json, resource, sys, time
-from interp.collect import collect
-from interp.config import CollectConfig
-from interp.models import load_model
+from interp.collect.stage import collect
+from interp import CollectConfig
+from interp.model.load import load_model
 model = load_model(sys.argv[1])
 scale = int(sys.argv[2])
 after_load = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -22,12 +22,12 @@ import sys
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
 
-from interp.accumulate import FeatureAccumulator  # noqa: E402
-from interp.collect import build_suites, encode_all  # noqa: E402
-from interp.lens import run_patterns  # noqa: E402
-from interp.config import CollectConfig, ModelSpec  # noqa: E402
-from interp.features import context  # noqa: E402
-from interp.models import load_model  # noqa: E402
+from interp.collect.accumulator import FeatureAccumulator  # noqa: E402
+from interp.collect.stage import build_suites, encode_all  # noqa: E402
+from interp.model.lens import run_patterns  # noqa: E402
+from interp import CollectConfig, ModelSpec  # noqa: E402
+from interp.collect.features import context  # noqa: E402
+from interp.model.load import load_model  # noqa: E402
 from interp.probes.batch import bucket, make_batch  # noqa: E402
 
 

@@ -22,10 +22,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
 
-from interp.lens import run_patterns  # noqa: E402
-from interp.features import duplicate_token, induction, previous_token  # noqa: E402
-from interp.features import context as feature_context  # noqa: E402
-from interp.models import load_model  # noqa: E402
+from interp.model.lens import run_patterns  # noqa: E402
+from interp.collect.features import duplicate_token, induction, previous_token  # noqa: E402
+from interp.collect.features import context as feature_context  # noqa: E402
+from interp.model.load import load_model  # noqa: E402
 from interp.probes.base import REPEATED, ProbeSequence  # noqa: E402
 from interp.probes.batch import make_batch  # noqa: E402
 

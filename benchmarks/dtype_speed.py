@@ -20,11 +20,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
 
-from interp.ablate import AblateConfig  # noqa: E402
-from interp.ablation.corpus import build_corpus  # noqa: E402
-from interp.ablation.forward import Ablator  # noqa: E402
-from interp.config import ModelSpec  # noqa: E402
-from interp.models import load_model  # noqa: E402
+from interp.ablate.stage import AblateConfig  # noqa: E402
+from interp.ablate.evaluation import build_corpus  # noqa: E402
+from interp.ablate.forward import Ablator  # noqa: E402
+from interp import ModelSpec  # noqa: E402
+from interp.model.load import load_model  # noqa: E402
 
 SCRIPT = "benchmarks/dtype_speed.py"
 COPIES = 8

@@ -36,19 +36,19 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import markdown, write_section  # noqa: E402
 
-from interp.ablate import AblateConfig  # noqa: E402
-from interp.ablation.attribution import attribute  # noqa: E402
-from interp.ablation.corpus import build_corpus  # noqa: E402
-from interp.ablation.forward import Ablator  # noqa: E402
-from interp.ablation.integrated import integrate  # noqa: E402
-from interp.ablation.metrics import metric_sizes  # noqa: E402
-from interp.ablation.stats import SumStore, effects_from_sums  # noqa: E402
-from interp.ablation.sweep import exact_sweep  # noqa: E402
-from interp.ablation.threads import stage_threads  # noqa: E402
+from interp.ablate.stage import AblateConfig  # noqa: E402
+from interp.ablate.attribution import attribute  # noqa: E402
+from interp.ablate.evaluation import build_corpus  # noqa: E402
+from interp.ablate.forward import Ablator  # noqa: E402
+from interp.ablate.integrated import integrate  # noqa: E402
+from interp.ablate.metrics import metric_sizes  # noqa: E402
+from interp.ablate.stats import SumStore, effects_from_sums  # noqa: E402
+from interp.ablate.sweep import exact_sweep  # noqa: E402
+from interp.ablate.threads import stage_threads  # noqa: E402
 
 SCRIPT = "benchmarks/estimators.py"
 STEPS = (1, 2, 4, 8)
-SELECTORS = ("attribution", "integrated/4")  # what --top-k ranks heads by (interp.ablation.selection)
+SELECTORS = ("attribution", "integrated/4")  # what --top-k ranks heads by (interp.ablate.selection)
 COMBINED = "top-k rule: attribution or integrated/4"
 
 
@@ -119,7 +119,7 @@ def models(names: list[str]):
             for seed in (0, 1, 2):
                 yield f"induction task, seed {seed}", trained("induction", seed).model
         else:
-            from interp.models import load_model
+            from interp.model.load import load_model
             yield {"minilm": "minilm-l6", "smollm2": "smollm2-135m"}[name], load_model(
                 {"minilm": "minilm-l6", "smollm2": "smollm2-135m"}[name])
 

@@ -1,4 +1,4 @@
-"""What each trick of interp.lens saves against TransformerLens' public API, measured in one run.
+"""What each trick of interp.model.lens saves against TransformerLens' public API, measured in one run.
 
 Every comparison runs each way on the same inputs in the same process, interleaved batch by
 batch (one order, then the reverse, ...) so that a shared machine's drift hits all alike; each
@@ -43,13 +43,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
 
-from interp import lens  # noqa: E402
-from interp.ablation.corpus import build_corpus  # noqa: E402
-from interp.ablation.forward import Ablator, Edit  # noqa: E402
-from interp.ablation.sweep import pass_size  # noqa: E402
-from interp.collect import build_suites, encode_all  # noqa: E402
-from interp.config import AblateConfig, CollectConfig  # noqa: E402
-from interp.models import load_model  # noqa: E402
+from interp.model import bridge  # noqa: E402
+from interp.ablate.evaluation import build_corpus  # noqa: E402
+from interp.ablate.forward import Ablator, Edit  # noqa: E402
+from interp.ablate.sweep import pass_size  # noqa: E402
+from interp.collect.stage import build_suites, encode_all  # noqa: E402
+from interp import AblateConfig, CollectConfig  # noqa: E402
+from interp.model.load import load_model  # noqa: E402
 from interp.probes.batch import bucket, make_batch  # noqa: E402
 
 SCRIPT = "benchmarks/lens_tricks.py"

@@ -1,4 +1,4 @@
-"""The memory estimate (interp.memory) against measured peaks, stage by stage.
+"""The memory estimate (interp.model.memory) against measured peaks, stage by stage.
 
 Each case runs in a fresh process (tests/unit/memory_probe.py): the model is warmed up, the
 stage runs, and the kernel's high-water mark of the resident size gives the measured peak. Two

@@ -1,4 +1,4 @@
-"""Where interp.memory's coefficients come from: per-batch peaks of the collection pass.
+"""Where interp.model.memory's coefficients come from: per-batch peaks of the collection pass.
 
 For each model, batches of random tokens (1,024 to 4,096 tokens, widths 16 to 512) run through
 the real collection pass (patterns + every feature) in one process; each batch's peak is the
@@ -29,10 +29,10 @@ CHILD = """
 import json, sys, torch
 sys.path.insert(0, {unit!r})
 from memory_probe import load
-from interp import memory
-from interp.accumulate import FeatureAccumulator
-from interp.collect import run_patterns
-from interp.features import context
+from interp.model import memory
+from interp.collect.accumulator import FeatureAccumulator
+from interp.collect.stage import run_patterns
+from interp.collect.features import context
 from interp.probes.base import ProbeSequence
 from interp.probes.batch import make_batch
 torch.set_num_threads(1)

@@ -9,7 +9,7 @@ position, a majority vote over the text), ``--seeds`` models per task and split 
 interp.synthetic.trained). Seeds 0 .. N-1 are the *development* split, which was looked at while
 the reference bank was revised (reference 2.0.0: it narrowed a gap the trained duplicate-token
 heads fell into; 2.1.0: their same-token-matcher shape became a duplicate archetype, and the
-temperature fit keeps a bank head and its no-syntax twin in one fold; interp.classification.bank
+temperature fit keeps a bank head and its no-syntax twin in one fold; interp.classify.reference.bank
 and .estimator); seeds N .. 2N-1 are *held out*, measured once per revision, and the headline
 numbers are theirs. Nothing is fitted on trained heads: the classifier and its temperature are
 fitted on the bank alone. Each head's true role is found by intervention on its task
@@ -37,11 +37,11 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
 
-from interp.classify import classify  # noqa: E402
-from interp.collect import collect  # noqa: E402
-from interp.config import CollectConfig  # noqa: E402
+from interp.classify.stage import classify  # noqa: E402
+from interp.collect.stage import collect  # noqa: E402
+from interp import CollectConfig  # noqa: E402
 from interp.probes.base import NATURAL, Sentence, Suite  # noqa: E402
-from interp.reference import REFERENCE_VERSION  # noqa: E402
+from interp.classify.reference import REFERENCE_VERSION  # noqa: E402
 from interp.synthetic.identify import MIN_DAMAGE, MIN_RESTORED, identify  # noqa: E402
 from interp.synthetic.tasks.forced import LABELS, TASKS  # noqa: E402
 from interp.synthetic.toy import VOCAB  # noqa: E402

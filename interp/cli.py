@@ -1,10 +1,12 @@
 """The `interp` command line: a thin click layer over the library.
 
 Every command is one call into library code. The stage commands (``interp collect|classify|
-ablate|report RUN_DIR``) are built from the stage registry (:mod:`interp.stages`) and their
-options from the config fields marked ``cli`` (:mod:`interp.config`), so a new stage or option
-needs no code here. User errors (InterpError, bad options) end in one line on stderr and a
-non-zero exit, never a traceback; see interp.console for errors, warnings and signals.
+ablate|report RUN_DIR``) and the options of ``interp run`` are built from the stage registry
+(:mod:`interp.pipeline.stages`) and from each stage's config (:mod:`interp.config`): every config
+field is an option, its help text the field's docstring, so a new stage or field needs no code
+here. :func:`build_cli` makes the group from the registry as it is when called. User errors
+(InterpError, bad options) end in one line on stderr and a non-zero exit, never a traceback;
+see interp.console for errors, warnings and signals.
 """
 
 from __future__ import annotations
@@ -13,121 +15,169 @@ import dataclasses
 import types
 import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Literal
 
 import click
 from click.core import ParameterSource
 
-from interp.config import DTYPES, AblateConfig, CollectConfig, ModelSpec, RunOptions
+from interp.config import extra, fields_of, flag_of, help_of
 from interp.console import friendly
 from interp.errors import ConfigError
-from interp.stages import STAGE_NAMES, STAGES, Stage
+from interp.model.spec import ModelSpec
+from interp.pipeline.options import RunOptions
+from interp.pipeline.stages import STAGES, Stage, stage_names
+
+# Options of `interp run` itself, beside the stages' (a stage field with one of these flags is
+# reached as --<stage>-<flag> only).
+RUN_FLAGS = ("--model", "--device", "--dtype", "--causal", "--out", "--name", "--quick", "--skip", "--resume",
+             "--from-manifest", "--no-builtin", "--seed", "--quiet")
 
 
 # --- options from config fields ----------------------------------------------------------------
 
-def _click_type(hint: Any, choices: tuple[str, ...] | None) -> tuple[Any, bool]:
-    """(click type, multiple) for a config field's type hint: tuples become repeatable options."""
-    args = [a for a in typing.get_args(hint) if a is not type(None)] if isinstance(hint, types.UnionType) else [hint]
-    base = args[0] if args else str
-    multiple = typing.get_origin(base) is tuple
-    if multiple:
-        base = typing.get_args(base)[0]
-    return (click.Choice(choices) if choices else base), multiple
+def _base_type(hint: Any) -> tuple[Any, bool]:
+    """(the type a value of the field has, whether the field is a tuple of them)."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    if typing.get_origin(hint) is tuple:
+        return typing.get_args(hint)[0], True
+    return hint, False
 
 
-def config_options(config_type: type):
-    """A decorator adding one option per ``cli`` field of ``config_type`` (see interp.config.cli)."""
-    hints = typing.get_type_hints(config_type)
+def _click_type(base: Any) -> Any:
+    if typing.get_origin(base) is Literal:
+        return click.Choice([str(a) for a in typing.get_args(base)])
+    return base if base in (int, float, str) else str
 
-    def decorate(fn):
-        for f in reversed(dataclasses.fields(config_type)):
-            meta = f.metadata
-            if "cli" not in meta:
+
+def field_options(cls: type, dest: Callable[[str], str] = lambda name: name,
+                  flags: Callable[[str, str], list[str]] = lambda name, flag: [flag]) -> Callable[[Any], Any]:
+    """A decorator adding one option per CLI field of config ``cls``. ``dest(name)`` is the
+    parameter name the command receives, ``flags(name, flag)`` the option's names. Every
+    option defaults to None (not given): the command applies only what the user set."""
+    hints = typing.get_type_hints(cls)
+
+    def decorate(fn: Any) -> Any:
+        for name, info in reversed(list(fields_of(cls).items())):
+            flag = flag_of(cls, name)
+            if flag is None:
                 continue
-            if meta.get("is_flag"):
-                fn = click.option(meta["cli"], f.name, is_flag=True, help=meta["help"])(fn)
+            base, multiple = _base_type(hints[name])
+            default = info.default if info.default is not None and info.default != () else None
+            shown = f"  [default: {_shown(default)}]" if default is not None and not multiple else ""
+            if base is bool:
+                on, _, off = flag.partition("/")
+                names = [flag] if off else [f"{n}/--no-{n.removeprefix('--')}" for n in flags(name, on)]
+                fn = click.option(*names, dest(name), default=None, help=help_of(info) + shown)(fn)
                 continue
-            kind, multiple = _click_type(hints[f.name], meta.get("choices"))
-            default_text = None if multiple or f.default in (None, ()) else f.default
-            fn = click.option(meta["cli"], f.name, type=kind, multiple=multiple, default=None,
-                              help=meta["help"] + (f"  [default: {default_text}]" if default_text is not None else ""))(fn)
+            fn = click.option(*flags(name, flag), dest(name), type=_click_type(base), multiple=multiple, default=None,
+                              help=help_of(info) + (" (repeatable)" if multiple and "repeatable" not in help_of(info)
+                                                    else "") + shown)(fn)
         return fn
 
     return decorate
 
 
-def _field_help(config_type: type, name: str) -> str:
-    return next(f.metadata["help"] for f in dataclasses.fields(config_type) if f.name == name)
+def _shown(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def config_from(config_type: type, values: dict[str, Any], **fixed: Any) -> Any:
-    """The config with the options a user actually gave (unset, empty or off ones keep the default)."""
-    names = {f.name for f in dataclasses.fields(config_type)}
-    given = {k: (tuple(v) if isinstance(v, list) else v) for k, v in values.items()
-             if k in names and not (v is None or v is False or (isinstance(v, (tuple, list)) and not v))}
-    return config_type(**{**given, **fixed})
+def given_values(cls: type, values: dict[str, Any], dest: Callable[[str], str] = lambda name: name) -> dict[str, Any]:
+    """The fields of ``cls`` the user set on the command line (or in the environment)."""
+    ctx = click.get_current_context()
+    out = {}
+    for name in fields_of(cls):
+        key = dest(name)
+        if key in values and ctx.get_parameter_source(key) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
+            value = values[key]
+            if isinstance(value, (tuple, list)) and not value:
+                continue
+            out[name] = tuple(value) if isinstance(value, list) else value
+    return out
 
 
-def model_options(fn):
-    """--model, --device, --dtype, --causal/--bidirectional: shared by every command that loads a model."""
-    fn = click.option("--causal/--bidirectional", "causal", default=None,
-                      help="whether attention is causal (default: measured on the model with one short forward)")(fn)
-    fn = click.option("--dtype", type=click.Choice(DTYPES), default="float32", show_default=True,
-                      help="bfloat16 / float16 halve memory and are fast on GPUs; on a CPU without native support they are "
-                           "several times slower")(fn)
-    fn = click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N")(fn)
-    fn = click.option("--model", "-m", default="smollm2-135m", show_default=True,
-                      help="packaged name (see `interp models`), a .gguf file, a model directory or a Hub name")(fn)
+def _run_flags(stage_name: str) -> Callable[[str, str], list[str]]:
+    """On `interp run`, a stage field is --<stage>-<flag>, and also the bare --<flag> when no run
+    option and no earlier stage has that flag (--n-syntax is collect's; ablate's is --ablate-n-syntax)."""
+    earlier = {flag_of(st.config, n) for st in STAGES[:[s.name for s in STAGES].index(stage_name)]
+               for n in fields_of(st.config)}
+    model_flags = {flag_of(ModelSpec, n) for n in fields_of(ModelSpec)}
+
+    def flags(name: str, flag: str) -> list[str]:
+        prefixed = f"--{stage_name}-{flag.removeprefix('--')}"
+        taken = flag in RUN_FLAGS or flag in earlier or flag in model_flags
+        return [prefixed] if taken else [flag, prefixed]
+
+    return flags
+
+
+def _stage_dest(stage_name: str) -> Callable[[str], str]:
+    return lambda name: f"{stage_name}__{name}"
+
+
+def _model_flags(name: str, flag: str) -> list[str]:
+    return [flag, "-m"] if name == "name" else [flag]
+
+
+def _model_dest(name: str) -> str:
+    return f"model__{name}"
+
+
+def _all_stage_options(fn: Any) -> Any:
+    for st in reversed(STAGES):
+        fn = field_options(st.config, _stage_dest(st.name), _run_flags(st.name))(fn)
     return fn
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="interp")
-def main() -> None:
-    """Find out what each attention head of a transformer does, and how much the model needs it."""
 
 
 # --- the whole job -----------------------------------------------------------------------------
 
-@main.command("run")
-@model_options
-@click.option("--out", "out_dir", default="reports", show_default=True, type=click.Path(), help="folder for run directories")
-@click.option("--name", "run_name", default=None, help="run name: letters, digits, '.', '_', '-' (default: a timestamp)")
-@config_options(CollectConfig)
-@click.option("--no-builtin", is_flag=True, help="probe only with --corpus files (plus repeated random tokens)")
-@click.option("--quick", is_flag=True, help="fewer probes and a smaller ablation corpus: minutes, not a quarter hour")
-@click.option("--skip", "skip", multiple=True, type=click.Choice(STAGE_NAMES), help="stage to leave out (repeatable)")
-@click.option("--resume", is_flag=True, help="continue a run given by --name, skipping finished stages")
-@click.option("--from-manifest", "from_manifest", type=click.Path(), default=None,
-              help="make the run of RUN_DIR again with its recorded options (only --out, --name, -q apply)")
-@click.option("--eval-corpus", "eval_corpus", type=click.Path(), default=None,
-              help=_field_help(AblateConfig, "eval_corpus"))
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--quiet", "-q", is_flag=True, help="no progress bars")
-@friendly
-def run_command(model, device, dtype, causal, out_dir, run_name, no_builtin, quick, skip, resume, from_manifest, eval_corpus,
-                seed, quiet, **collect):
-    """Collect features, classify heads, ablate them and write the report."""
-    from interp.pipeline import options_from_manifest, run_pipeline
+def _run_command() -> click.Command:
+    @click.command("run")
+    @field_options(ModelSpec, _model_dest, _model_flags)
+    @click.option("--out", "out_dir", default="reports", show_default=True, type=click.Path(), help="folder for run directories")
+    @click.option("--name", "run_name", default=None, help="run name: letters, digits, '.', '_', '-' (default: a timestamp)")
+    @click.option("--quick", is_flag=True, help="fewer probes and a smaller ablation corpus: minutes, not a quarter hour")
+    @click.option("--skip", "skip", multiple=True, type=click.Choice(stage_names()), help="stage to leave out (repeatable)")
+    @click.option("--resume", is_flag=True, help="continue a run given by --name, skipping finished stages")
+    @click.option("--from-manifest", "from_manifest", type=click.Path(), default=None,
+                  help="make the run of RUN_DIR again with its recorded options (only --out, --name, -q apply)")
+    @click.option("--no-builtin", is_flag=True, help="probe only with --corpus files (plus repeated random tokens)")
+    @click.option("--seed", type=int, default=None, help="seed of every stage that has one (each stage's own flag wins)  [default: 0]")
+    @click.option("--quiet", "-q", is_flag=True, help="no progress bars")
+    @_all_stage_options
+    @friendly
+    def command(out_dir: str, run_name: str | None, quick: bool, skip: tuple[str, ...], resume: bool,
+                from_manifest: str | None, no_builtin: bool, seed: int | None, quiet: bool, **values: Any) -> None:
+        """Collect features, classify heads, ablate them and write the report."""
+        from interp.pipeline.execute import options_from_manifest, run_pipeline
 
-    if from_manifest:
-        _only_given(("from_manifest", "out_dir", "run_name", "quiet"), "--from-manifest")
-        options = options_from_manifest(from_manifest, out_dir, run_name)
-    else:
-        suites = ("repeated",) if no_builtin else CollectConfig.suites
-        collect_config = config_from(CollectConfig, collect, suites=suites, seed=seed)
-        explicit = tuple(k for k in collect if _given(k))
-        options = RunOptions(
-            model=ModelSpec(model, device, dtype, causal), out_dir=out_dir, run_name=run_name, quick=quick, skip=tuple(skip),
-            resume=resume, collect=collect_config, explicit=explicit,
-        )
-        options = dataclasses.replace(options, ablate=dataclasses.replace(options.ablate, seed=seed, eval_corpus=eval_corpus))
-    run_dir = run_pipeline(options, progress=not quiet)
-    report = run_dir / "report.html"
-    click.echo(f"run: {run_dir}")
-    if report.exists():
-        click.echo(f"report: {report}")
+        if from_manifest:
+            _only_given(("from_manifest", "out_dir", "run_name", "quiet"), "--from-manifest")
+            options = options_from_manifest(from_manifest, out_dir, run_name)
+        else:
+            options = run_options(values, out_dir=out_dir, run_name=run_name, quick=quick, skip=tuple(skip),
+                                  resume=resume, no_builtin=no_builtin, seed=seed)
+        run_dir = run_pipeline(options, progress=not quiet)
+        click.echo(f"run: {run_dir}")
+        if (run_dir / "report.html").exists():
+            click.echo(f"report: {run_dir / 'report.html'}")
+
+    return command
+
+
+def run_options(values: dict[str, Any], no_builtin: bool, seed: int | None, **run: Any) -> RunOptions:
+    """The RunOptions of `interp run`: each stage's defaults with the flags given applied."""
+    model = ModelSpec(**given_values(ModelSpec, values, _model_dest))
+    stages, explicit = {}, []
+    for st in STAGES:
+        given = given_values(st.config, values, _stage_dest(st.name))
+        if seed is not None and "seed" in fields_of(st.config):
+            given.setdefault("seed", seed)
+        if no_builtin and "suites" in fields_of(st.config):
+            given.setdefault("suites", ("repeated",))
+        explicit += [f"{st.name}.{k}" for k in given]
+        stages[st.name] = st.config(**given)
+    return RunOptions(model=model, stages=stages, explicit=tuple(explicit), **run)
 
 
 def _given(name: str) -> bool:
@@ -137,41 +187,50 @@ def _given(name: str) -> bool:
 
 
 def _only_given(allowed: tuple[str, ...], flag: str) -> None:
-    extra = [p.opts[0] for p in click.get_current_context().command.params if p.name not in allowed and _given(p.name)]
-    if extra:
-        raise ConfigError(f"{flag} takes its options from the manifest; leave out {', '.join(extra)}")
+    extra_given = [p.opts[0] for p in click.get_current_context().command.params if p.name not in allowed and _given(p.name)]
+    if extra_given:
+        raise ConfigError(f"{flag} takes its options from the manifest; leave out {', '.join(extra_given)}")
 
 
 # --- one stage again, on an existing run --------------------------------------------------------
 
 def _stage_command(st: Stage) -> click.Command:
-    @config_options(st.config)
+    @field_options(st.config)
     @click.option("--quiet", "-q", is_flag=True, help="no progress bars")
     @friendly
     def command(run_dir: str, quiet: bool, **values: Any) -> None:
-        from interp.pipeline import rerun_stage
+        from interp.pipeline.execute import rerun_stage
 
-        config = config_from(st.config, values)
-        rerun_stage(Path(run_dir), st.name, config, progress=not quiet)
+        model = {k: values.pop(_model_dest(k)) for k in ("device", "dtype") if _model_dest(k) in values}
+        rerun_stage(Path(run_dir), st.name, changes=given_values(st.config, values), progress=not quiet,
+                    **{k: v for k, v in model.items() if v is not None})
         click.echo(f"{st.name}: done in {run_dir}")
-        if st.name == "report":
+        if (Path(run_dir) / "report.html").exists() and st.name == "report":
             click.echo(f"report: {Path(run_dir) / 'report.html'}")
         stale = [s.name for s in STAGES if st.name in s.reads]
         if stale:
             click.echo(f"now out of date: {', '.join(stale)} (rerun with `interp <stage> {run_dir}`)")
 
-    command.__doc__ = f"{st.summary} Reruns the {st.name} stage of RUN_DIR."
+    command.__doc__ = (f"{st.summary} Reruns the {st.name} stage of RUN_DIR with the config the run recorded, "
+                       f"changed only by the options given.")
+    if st.needs_model:
+        command = click.option("--device", _model_dest("device"), default=None,
+                               help="run on this device instead of the recorded one (cpu, cuda, cuda:N, mps)")(command)
+        command = click.option("--dtype", _model_dest("dtype"), type=click.Choice(_dtypes()), default=None,
+                               help="load the model in this dtype instead of the recorded one")(command)
     command = click.argument("run_dir", type=click.Path())(command)
     return click.command(st.name, help=command.__doc__)(command)
 
 
-for _stage in STAGES:
-    main.add_command(_stage_command(_stage))
+def _dtypes() -> list[str]:
+    from interp.model.spec import DTYPES
+
+    return list(DTYPES)
 
 
 # --- reference and comparison ------------------------------------------------------------------
 
-@main.command()
+@click.command()
 @click.option("--prepare", is_flag=True,
               help="convert the packaged GGUF model now (about a minute, once) so that runs start in seconds")
 @click.option("--families", is_flag=True,
@@ -179,14 +238,14 @@ for _stage in STAGES:
 @friendly
 def models(prepare, families):
     """List the model sources and whether each is available here."""
-    from interp.models import list_sources, prepare_packaged
+    from interp.model.load import list_sources, prepare_packaged
 
     if prepare:
         for name, state in prepare_packaged():
             click.echo(f"{name}: {state}")
         return
     if families:
-        from interp.families import supported_families
+        from interp.model.families import supported_families
 
         _table(supported_families())
         return
@@ -200,20 +259,20 @@ def _table(rows: list[dict[str, str]]) -> None:
         click.echo("  ".join(r[k].ljust(w) for k, w in widths.items()))
 
 
-@main.command()
+@click.command()
 @friendly
 def tables():
     """Print every table's columns and what they mean."""
-    from interp.tables import describe
+    from interp.pipeline.tables import describe
 
     click.echo(describe())
 
 
-@main.command()
+@click.command()
 @friendly
 def roles():
     """Print the role catalogue and the features that measure each role."""
-    from interp.features import FEATURE_FAMILIES, MASS_FEATURES
+    from interp.collect.features import FEATURE_FAMILIES, MASS_FEATURES
     from interp.roles import ROLES
 
     for role in ROLES.values():
@@ -225,7 +284,7 @@ def roles():
     click.echo("  syntactic:<relation>:<dep2head|head2dep>  [syntax] share of arcs whose most-attended word is the gold partner")
 
 
-@main.command()
+@click.command()
 @click.argument("run_a", type=click.Path())
 @click.argument("run_b", type=click.Path())
 @click.option("--out", "out_path", default=None, type=click.Path(),
@@ -235,13 +294,31 @@ def roles():
 def compare(run_a, run_b, out_path):
     """Put the role maps of two runs side by side, with the heads whose roles differ."""
     from interp.report.html import compare_runs
-    from interp.rundir import check_out_file, read_manifest
+    from interp.pipeline.rundir import check_out_file, read_manifest
 
     a, b = Path(run_a), Path(run_b)
     read_manifest(a), read_manifest(b)
     out = check_out_file(out_path if out_path else a / f"compare-{b.name}.html")
     click.echo(f"comparison: {compare_runs(a, b, out)}")
 
+
+def build_cli() -> click.Group:
+    """The `interp` group, with `run` and one command per stage as the registry holds them now."""
+
+    @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+    @click.version_option(package_name="interp")
+    def group() -> None:
+        """Find out what each attention head of a transformer does, and how much the model needs it."""
+
+    group.add_command(_run_command())
+    for st in STAGES:
+        group.add_command(_stage_command(st))
+    for extra_command in (models, tables, roles, compare):
+        group.add_command(extra_command)
+    return group
+
+
+main = build_cli()
 
 if __name__ == "__main__":
     main()

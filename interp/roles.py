@@ -3,8 +3,8 @@
 Every consumer (the classifier's label set, the CLI's choices, the report's palette and legend)
 reads this one mapping, so adding a role is one entry here plus the feature that measures it.
 Every role but ``first_token`` describes what a head does with its *non-sink* attention (see
-interp.features); ``first_token`` is kept for heads whose attention off the first position is
-too little to do anything else (interp.classification.primary).
+interp.collect.features); ``first_token`` is kept for heads whose attention off the first position is
+too little to do anything else (interp.classify.primary).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ ROLES: dict[str, Role] = {
 }
 
 # Roles measured by a family of features, the best of which counts: role -> the prefix of the
-# features' names (interp.features names them; the report, which has no torch, reads this).
+# features' names (interp.collect.features names them; the report, which has no torch, reads this).
 FEATURE_FAMILY_PREFIX: dict[str, str] = {"syntactic": "syntactic:", "positional": "position:"}
 
 ROLE_NAMES: tuple[str, ...] = tuple(ROLES)

@@ -19,14 +19,14 @@ def seed_everything():
 
 @pytest.fixture(scope="session")
 def smollm2():
-    from interp.models import load_model
+    from interp.model.load import load_model
 
     return load_model("smollm2-135m")
 
 
 @pytest.fixture(scope="session")
 def minilm():
-    from interp.models import load_model
+    from interp.model.load import load_model
 
     return load_model("minilm-l6")
 
@@ -35,7 +35,7 @@ def minilm():
 def minilm_tokenizer():
     from transformers import AutoTokenizer
 
-    from interp.models import PACKAGED, packaged_path
+    from interp.model.load import PACKAGED, packaged_path
 
     return AutoTokenizer.from_pretrained(packaged_path(PACKAGED["minilm-l6"]))
 
@@ -43,9 +43,9 @@ def minilm_tokenizer():
 @pytest.fixture(scope="session")
 def smollm2_roles(smollm2):
     """The classifier's roles for SmolLM2's heads, from a small probe set (about a minute)."""
-    from interp.classify import classify
-    from interp.collect import collect
-    from interp.config import CollectConfig
+    from interp.classify.stage import classify
+    from interp.collect.stage import collect
+    from interp import CollectConfig
 
     config = CollectConfig(n_repeated=48, n_syntax=200, max_sentences=80, n_bootstrap=50)
     result = collect(smollm2, config, progress=False)

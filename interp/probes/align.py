@@ -7,7 +7,7 @@ a word is its *last* sub-token in a causal model (the only one that has seen the
 and its *first* sub-token in an encoder (the usual choice for BERT-style models, which see
 the whole word from every sub-token). Attention *to* a word is the sum over its sub-tokens.
 
-Not every text fits every model (the tokenizer contract is in :mod:`interp.vocab`). A probe
+Not every text fits every model (the tokenizer contract is in :mod:`interp.model.vocab`). A probe
 the tokenizer cannot encode (no UNK token for an unknown word), or that holds an id beyond the
 model's embedding, is left out; a suite of which more than half is left out or unknown tokens
 cannot be expressed in the model's vocabulary and is skipped; each with a warning. Probes
@@ -25,7 +25,7 @@ import torch
 
 from interp.errors import CorpusError, InterpWarning
 from interp.probes.base import REPEATED, ProbeSequence, Sentence, Suite
-from interp.vocab import ordinary_ids
+from interp.model.vocab import ordinary_ids
 
 # A suite is skipped as inexpressible when almost all of its text is unknown tokens (positions,
 # delimiters and neighbours still carry structure when only part of it is: planted models with a

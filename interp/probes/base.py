@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-# Probe families decide which features read a sequence (see interp.features.FEATURE_FAMILIES).
+# Probe families decide which features read a sequence (see interp.collect.features.FEATURE_FAMILIES).
 NATURAL, REPEATED, SYNTAX = "natural", "repeated", "syntax"
 FAMILIES = (NATURAL, REPEATED, SYNTAX)
 

@@ -15,7 +15,7 @@ import pandas as pd
 from interp.report import content as C
 from interp.report import summary as S
 from interp.report.figures import SavedFigure
-from interp.rundir import RunTables
+from interp.pipeline.results import RunTables
 
 MODEL_FACTS = ("name", "source", "causal", "n_layers", "n_heads", "n_kv_heads", "d_head", "n_ctx", "bos_policy",
                "dtype", "device")
@@ -114,7 +114,7 @@ def report_document(run: RunTables, summary: dict[str, Any], figures: list[Saved
     sections.append(C.section(
         "exemplars", "Exemplar attention patterns",
         C.Text("For each role, the head that fits it best, on a stored probe of the family its feature reads. "
-               "Every head's pattern on these probes is in exemplars.npz (interp.exemplars.read_exemplars).")
+               "Every head's pattern on these probes is in exemplars.npz (interp.collect.exemplars.read_exemplars).")
         if exemplars else None, C.group(*exemplars, layout="grid")))
     effect = f"; Δ columns: {summary['exact_effect']} (positive = the model gets worse without the head)" \
         if summary["exact_effect"] else ""

@@ -29,7 +29,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from interp.roles import palette
-from interp.rundir import write_bytes
+from interp.pipeline.rundir import write_bytes
 
 DPI = 150
 OTHER_ROLE_COLOUR = "#555555"  # a role name the catalogue does not know (an older run)

@@ -21,14 +21,15 @@ from typing import Any
 import pandas as pd
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from interp import exemplars as stored
+from interp.collect import exemplars as stored
 from interp.report import content as C
 from interp.report import plots
 from interp.report import summary as S
 from interp.report.document import compare_document, report_document
 from interp.report.figures import png_bytes
 from interp.report.pdf import write_pdf
-from interp.rundir import RunTables, load_run, write_text
+from interp.pipeline.rundir import write_text
+from interp.pipeline.results import RunTables, load_run
 
 log = logging.getLogger(__name__)
 TEMPLATES = Path(__file__).parent / "templates"

@@ -34,7 +34,7 @@ from reportlab.platypus import Table as Grid
 
 from interp.report import content as C
 from interp.report.figures import DPI, blend
-from interp.rundir import atomic_path
+from interp.pipeline.rundir import atomic_path
 
 FONT, BOLD, MONO = "DejaVuSans", "DejaVuSans-Bold", "DejaVuSansMono"
 MARGIN = 1.5 * cm

@@ -3,7 +3,7 @@
 Every ``plot_*`` function takes the run's DataFrames and the figures folder and returns a
 :class:`~interp.report.figures.SavedFigure` (or a list of them), or None when the table it needs
 is absent or empty. The effect and pruning figures live in :mod:`interp.report.effect_plots`,
-the exemplar patterns in :mod:`interp.report.exemplars`.
+the exemplar patterns in :mod:`interp.report.exemplar_plots`.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from matplotlib.figure import Figure
 
 from interp.report import effect_plots as E
 from interp.report import summary as S
-from interp.report.exemplars import plot_exemplars
+from interp.report.exemplar_plots import plot_exemplars
 from interp.report.figures import (SavedFigure, blend, cell_size, facet_cell, facet_ticks, finish_facets, head_frame,
                                    head_heatmap, new_figure, role_code, role_colour, role_handles, role_palette, save,
                                    styled, symmetric_span, tick_step, value_labels)
 from interp.roles import ROLES
-from interp.rundir import RunTables
+from interp.pipeline.results import RunTables
 
 MAX_ANNOTATED_CELLS = 150
 FEATURES_PER_FIGURE = 12
@@ -226,7 +226,7 @@ def plot_feature_heatmaps(features: pd.DataFrame | None, fig_dir: Path,
 def make_all(run: RunTables, fig_dir: Path | None = None, exemplars=None) -> list[SavedFigure]:
     """Every figure the run's tables allow, in report order (absent tables are skipped).
 
-    ``exemplars``: the run's stored patterns (:func:`interp.exemplars.read_exemplars`), or None.
+    ``exemplars``: the run's stored patterns (:func:`interp.collect.exemplars.read_exemplars`), or None.
     """
     fig_dir = Path(fig_dir) if fig_dir is not None else run.path / "figures"
     shape = S.head_shape(run.manifest, run.roles, run.features, run.effects)

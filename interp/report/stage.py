@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from interp.config import ReportConfig
+from interp.report.config import ReportConfig
 
 
 def run_stage(run_dir: Path, model: Any = None, config: ReportConfig = ReportConfig(),

@@ -19,10 +19,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from interp.ablation.catalogue import ESTIMATORS, ORIENTATION
-from interp.ablation.removable import effect_curve, removable_fraction
+from interp.ablate.catalogue import ESTIMATORS, ORIENTATION
+from interp.ablate.removable import effect_curve, removable_fraction
 from interp.roles import ROLES, UNEXPLAINED
-from interp.rundir import RunTables
+from interp.pipeline.results import RunTables
 
 # Mean ablation keeps the head's average output, so it measures what the head adds on top of
 # its typical contribution; zero ablation also removes that constant and overstates effects.

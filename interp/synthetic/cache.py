@@ -2,7 +2,7 @@
 
 :func:`train_cached` keeps each kept checkpoint of :func:`interp.synthetic.train.train` as
 ``config.json``, ``model.safetensors`` and tokenizer files under
-``~/.cache/interp/trained/<task>-<hash of every setting>/step-<N>`` (``interp.models.load_model``
+``~/.cache/interp/trained/<task>-<hash of every setting>/step-<N>`` (``interp.model.load.load_model``
 reads any of them), plus ``train.json`` with the curve and the evaluations; no pickle is written
 or read, and a changed setting (or ``TRAIN_VERSION``, or a task's ``params()``) trains anew.
 :func:`train_many` trains several models in parallel processes through that cache.

@@ -21,7 +21,7 @@ A head's true role is the hypothesis that restores the most loss, provided the h
 damage; a needed head that no hypothesis restores is ``unexplained``; a head the model does
 not need has no known role (None) and is left out of any validation. Nothing here reads an
 attention-mass feature, the reference bank or the classifier. The passes go through
-:mod:`interp.lens`, and only the logits the task loss reads are computed.
+:mod:`interp.model.lens`, and only the logits the task loss reads are computed.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from interp import lens
+from interp.model import lens
 from interp.synthetic.tasks.forced import TASKS, Ids, TaskBatch
 from interp.synthetic.trained import TrainedTask
 

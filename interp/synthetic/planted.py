@@ -1,7 +1,7 @@
 """Planted models: tiny GPT-2s whose weights are set by hand so that chosen heads do one job exactly.
 
 They are ground truth for the toolkit: a head planted as ``previous_token`` puts all of its
-attention on q-1, so :func:`interp.collect.collect` must score it 1.0 on that feature, and a
+attention on q-1, so :func:`interp.collect.stage.collect` must score it 1.0 on that feature, and a
 head left unplanned attends uniformly, so it must score exactly the baseline.
 
 Residual stream
@@ -57,7 +57,7 @@ from typing import Any, Sequence
 
 import torch
 
-from interp.models import LoadedModel, from_bridge
+from interp.model.load import LoadedModel, from_bridge
 
 PLANTABLE = ("previous_token", "current_token", "first_token", "duplicate_token", "induction", "delimiter", "broad")
 SPECIALS = ("<bos>", "<eos>", "<pad>", "<unk>")
@@ -99,7 +99,7 @@ def build_tokenizer(words: Sequence[str] = PUNCTUATION + WORDS) -> Any:
 
 def boot(hf_model: Any, tokenizer: Any, name: str) -> LoadedModel:
     """Wrap a Hugging Face GPT-2 in a TransformerBridge and a LoadedModel (no Hub access)."""
-    from interp.models import _quiet
+    from interp.model.load import _quiet
     from transformer_lens.model_bridge import TransformerBridge
 
     with _quiet():

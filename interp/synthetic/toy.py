@@ -29,7 +29,7 @@ The final losses are measured on held-out probes of that layout, ``[BOS] r r`` w
 
 :func:`toy_cached` keeps the trained weights as a Hugging Face directory (``config.json``,
 ``model.safetensors``, tokenizer files and ``toy.json`` with the training curve) under
-``~/.cache/interp/toy-<version>``; that directory also loads with ``interp.models.load_model``.
+``~/.cache/interp/toy-<version>``; that directory also loads with ``interp.model.load.load_model``.
 No pickle is written or read.
 """
 
@@ -44,7 +44,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from interp.models import LoadedModel
+from interp.model.load import LoadedModel
 from interp.synthetic.cache import load_dir, read_meta, save_dir
 from interp.synthetic.planted import boot, build_tokenizer
 from interp.synthetic.train import Architecture, TaskBatch, Training, constrain, gpt2_config, single_thread, train

@@ -1,7 +1,7 @@
 """Train small GPT-2s from scratch on a synthetic *task*, so that the toolkit can study heads it grew itself.
 
 A model here is a Hugging Face GPT-2 (so :func:`interp.synthetic.planted.boot` and
-:func:`interp.models.load_model` wrap it in a TransformerBridge and every stage runs on it) over a
+:func:`interp.model.load.load_model` wrap it in a TransformerBridge and every stage runs on it) over a
 word-level vocabulary (:func:`interp.synthetic.planted.build_tokenizer`). Two knobs matter for
 experiments on attention itself:
 
@@ -48,7 +48,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from interp.models import LoadedModel
+from interp.model.load import LoadedModel
 from interp.synthetic.planted import boot, build_tokenizer
 
 TRAIN_VERSION = 1  # bump when the training recipe changes, so that old caches are not reused
@@ -165,7 +165,7 @@ class TrainResult:
         return boot(hf.eval(), self.tokenizer, name or f"{self.task.name}-s{self.training.seed}-step{step}")
 
     def checkpoint_dir(self, step: int | None = None) -> Path:
-        """The Hugging Face directory of a cached checkpoint (``interp.models.load_model`` reads it)."""
+        """The Hugging Face directory of a cached checkpoint (``interp.model.load.load_model`` reads it)."""
         if self.path is None:
             raise ValueError("this result was not cached: use interp.synthetic.cache.train_cached")
         return self.path / f"step-{self.training.steps if step is None else step}"

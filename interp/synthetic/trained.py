@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from interp.models import LoadedModel
+from interp.model.load import LoadedModel
 from interp.synthetic.planted import boot, build_tokenizer
 from interp.synthetic.cache import load_dir, read_meta, save_dir
 from interp.synthetic.tasks.forced import TASKS, Ids, Task, TaskBatch

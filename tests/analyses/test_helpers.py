@@ -64,7 +64,7 @@ def test_features_version_is_read_from_the_code_line():
 
 
 def test_stale_lists_missing_write_ups_and_labels_from_another_classifier(tmp_path):
-    from interp.config import FEATURES_VERSION
+    from interp.collect.config import FEATURES_VERSION
 
     current = write_up(f"- Code: interp 0123456789ab, features version {FEATURES_VERSION}\n")
     older = write_up(f"- Code: interp 0123456789ab, features version {FEATURES_VERSION - 1}\n")

@@ -149,7 +149,7 @@ def effects_all_inf(tmp: Path) -> list[str]:
     import numpy as np
     import pandas as pd
 
-    from interp.tables import EFFECTS
+    from interp.pipeline.tables import EFFECTS
 
     frame = pd.DataFrame({c.name: [{"int": 0, "float": np.inf, "str": "x"}[c.dtype]] * 4 for c in EFFECTS.columns})
     return ["report", str(run_dir(tmp, **{"effects.parquet": table(frame)}))]

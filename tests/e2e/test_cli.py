@@ -100,12 +100,12 @@ def test_run_resume_and_refuse_to_overwrite(tmp_path):
 
 
 def test_interrupted_run_keeps_finished_stages(tmp_path, monkeypatch):
-    import interp.collect
+    import interp.collect.stage
 
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(interp.collect, "run_stage", interrupt)
+    monkeypatch.setattr(interp.collect.stage, "run_stage", interrupt)
     out = tmp_path / "runs"
     result = CliRunner().invoke(main, ["run", *FAST, "--out", str(out), "--name", "x"])
     assert result.exit_code == 130 and "--resume" in result.output
@@ -124,7 +124,8 @@ def test_python_m_interp_runs():
 
 
 def test_ablate_rejects_an_unknown_metric_before_loading_the_model(tmp_path, monkeypatch):
-    from interp import models, rundir
+    from interp.model import load as models
+    from interp.pipeline import rundir
 
     rundir.write_manifest(tmp_path, {"model": {"name": "minilm-l6"}, "stages": {}})
     monkeypatch.setattr(models, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
@@ -134,8 +135,8 @@ def test_ablate_rejects_an_unknown_metric_before_loading_the_model(tmp_path, mon
 
 
 def test_quiet_reaches_every_stage(tmp_path, monkeypatch):
-    import interp.ablate
-    import interp.collect
+    import interp.ablate.stage
+    import interp.collect.stage
 
     seen = {}
 
@@ -145,8 +146,8 @@ def test_quiet_reaches_every_stage(tmp_path, monkeypatch):
     def fake_ablate(run_dir, model, config, progress=True):
         seen["ablate"] = progress
 
-    monkeypatch.setattr(interp.collect, "run_stage", fake_collect)
-    monkeypatch.setattr(interp.ablate, "run_stage", fake_ablate)
+    monkeypatch.setattr(interp.collect.stage, "run_stage", fake_collect)
+    monkeypatch.setattr(interp.ablate.stage, "run_stage", fake_ablate)
     args = ["--model", "minilm-l6", "--skip", "classify", "--skip", "report", "--out", str(tmp_path), "--name", "q"]
     assert invoke("run", *args, "-q").exit_code == 0
     assert seen == {"collect": False, "ablate": False}

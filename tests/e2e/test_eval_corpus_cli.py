@@ -9,8 +9,8 @@ import pandas as pd
 from click.testing import CliRunner
 
 from interp.cli import main
-from interp.provenance import file_hash
-from interp.tiny import build_tiny
+from interp.pipeline.provenance import file_hash
+from interp.model.tiny import build_tiny
 
 
 def invoke(*args, ok=True):

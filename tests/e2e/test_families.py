@@ -1,7 +1,7 @@
 """Every family a user may bring, from a Hugging Face directory whose config names no
 architecture (as transformers writes a GGUF's), through collect -> classify -> ablate.
 
-The models are random-init and tiny (2 layers, d_model 32, :mod:`interp.tiny`): the test is
+The models are random-init and tiny (2 layers, d_model 32, :mod:`interp.model.tiny`): the test is
 about loading and shapes (grouped-query and multi-query attention, encoders, families the
 bridge only knows by their auto class), not about which roles random weights have.
 """
@@ -15,14 +15,14 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from interp.ablate import ablate
-from interp.classify import classify
+from interp.ablate.stage import ablate
+from interp.classify.stage import classify
 from interp.cli import main
-from interp.collect import collect
-from interp.config import AblateConfig, CollectConfig
+from interp.collect.stage import collect
+from interp import AblateConfig, CollectConfig
 from interp.errors import ModelError
-from interp.models import load_model
-from interp.tiny import N_HEADS, N_LAYERS, build_tiny
+from interp.model.load import load_model
+from interp.model.tiny import N_HEADS, N_LAYERS, build_tiny
 
 # family -> key-value heads (None: the family has one per query head)
 FAMILIES = {

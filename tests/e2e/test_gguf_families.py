@@ -4,7 +4,7 @@ transformers builds a GGUF's config without ``architectures`` (a Gemma 3 file re
 ``gemma3_text``, which TransformerLens' model-type table lacks): interp derives it, writes it
 into the cached copy, and every later load (from that cache) works too. A file of a family
 transformers cannot read from GGUF is refused in one line naming the file, the family and
-what to do. The files are written here with the gguf package (:func:`interp.tiny.write_tiny_gguf`).
+what to do. The files are written here with the gguf package (:func:`interp.model.tiny.write_tiny_gguf`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from transformers.convert_slow_tokenizer import bytes_to_unicode
 
 from interp.cli import main
 from interp.errors import ModelError
-from interp.models import load_model
-from interp.tiny import N_HEADS, N_LAYERS, write_tiny_gguf
+from interp.model.load import load_model
+from interp.model.tiny import N_HEADS, N_LAYERS, write_tiny_gguf
 
 BYTES = list(bytes_to_unicode())  # the byte each of the file's 256 byte tokens stands for, in file order
 

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 
 import interp
 from interp.cli import main
-from interp.config import RunOptions
-from interp.models import load_model
-from interp.pipeline import run_pipeline
-from interp.tiny import build_tiny
+from interp import RunOptions
+from interp.model.load import load_model
+from interp.pipeline.execute import run_pipeline
+from interp.model.tiny import build_tiny
 
 
 @pytest.fixture

@@ -71,10 +71,10 @@ def test_resume_collects_again_when_a_table_is_missing_or_unreadable(run, damage
 
 
 def test_a_flag_wins_over_quick(tmp_path, monkeypatch):
-    import interp.collect
+    import interp.collect.stage
 
     seen = {}
-    monkeypatch.setattr(interp.collect, "run_stage", lambda run_dir, model, config, progress: seen.update(c=config))
+    monkeypatch.setattr(interp.collect.stage, "run_stage", lambda run_dir, model, config, progress: seen.update(c=config))
     invoke("run", *COLLECT_ONLY[:-2], "--quick", "--n-syntax", 500, "--out", tmp_path, "--name", "q")
     assert seen["c"].n_syntax == 500 and seen["c"].n_bootstrap == 100  # the flag kept, the rest made quick
     invoke("run", *COLLECT_ONLY[:-2], "--quick", "--out", tmp_path, "--name", "q2")

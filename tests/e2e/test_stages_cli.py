@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from interp.cli import main
-from interp.stages import STAGE_NAMES
+from interp.pipeline.stages import STAGE_NAMES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 

@@ -23,8 +23,8 @@ def golden_run(name: str, out_dir: Path) -> Path:
     """The default `interp run` (report skipped) of one tiny model, on one thread."""
     from tiny_models import tiny_bert, tiny_llama
 
-    from interp.config import RunOptions
-    from interp.pipeline import run_pipeline
+    from interp import RunOptions
+    from interp.pipeline.execute import run_pipeline
 
     torch.manual_seed(0)
     torch.set_num_threads(1)

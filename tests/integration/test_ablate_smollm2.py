@@ -3,7 +3,7 @@ repeated-token loss.
 
 Each group (the heads of ``smollm2_roles`` with that primary role) is zero-ablated together and
 compared with the mean over 10 random groups of the same size drawn from the heads with
-neither label (:func:`interp.ablation.groups.role_vs_random`).
+neither label (:func:`interp.ablate.groups.role_vs_random`).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interp.ablation.corpus import REPEATED, build_corpus
-from interp.ablation.forward import Ablator
-from interp.ablation.groups import role_vs_random
-from interp.ablation.sweep import reuse_error
+from interp.ablate.evaluation import REPEATED, build_corpus
+from interp.ablate.forward import Ablator
+from interp.ablate.groups import role_vs_random
+from interp.ablate.sweep import reuse_error
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +24,7 @@ NAMED = ("induction", "previous_token")
 @pytest.fixture(scope="module")
 def setting(smollm2):
     old = torch.get_num_threads()
-    torch.set_num_threads(1)  # a shared 2-core box: see interp.ablation.threads
+    torch.set_num_threads(1)  # a shared 2-core box: see interp.ablate.threads
     corpus = build_corpus(smollm2, n_prose=0, n_repeated=8, repeated_lengths=(12,), n_syntax=0, seed=0,
                           max_tokens=4096)
     yield Ablator(smollm2), corpus

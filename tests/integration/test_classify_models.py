@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from interp.classification.matrix import head_matrix
-from interp.classify import classify
-from interp.collect import collect
-from interp.config import CollectConfig
+from interp.classify.matrix import head_matrix
+from interp.classify.stage import classify
+from interp.collect.stage import collect
+from interp import CollectConfig
 
 SMALL = CollectConfig(n_syntax=100, max_sentences=60, n_repeated=32, n_bootstrap=20)
 PLANS = [

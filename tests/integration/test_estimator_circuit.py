@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from interp.ablate import AblateConfig, ablate
-from interp.collect import collect
-from interp.config import CollectConfig
+from interp.ablate.stage import AblateConfig, ablate
+from interp.collect.stage import collect
+from interp import CollectConfig
 
 
 @pytest.fixture(scope="module")

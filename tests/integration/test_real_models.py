@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from interp.collect import collect
-from interp.config import CollectConfig
-from interp.models import PACKAGED, packaged_path
+from interp.collect.stage import collect
+from interp import CollectConfig
+from interp.model.load import PACKAGED, packaged_path
 
 pytestmark = pytest.mark.slow
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from interp.classify import classify
-from interp.collect import collect
-from interp.config import CollectConfig
+from interp.classify.stage import classify
+from interp.collect.stage import collect
+from interp import CollectConfig
 from interp.probes.base import NATURAL, Sentence, Suite
 from interp.synthetic.identify import identify
 from interp.synthetic.tasks.forced import position_of

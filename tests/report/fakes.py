@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from interp import rundir
-from interp.exemplars import Exemplars, Probe, write_exemplars
+from interp.pipeline import rundir
+from interp.collect.exemplars import Exemplars, Probe, write_exemplars
 from interp.roles import NAMED_ROLES, ROLE_NAMES, ROLES, UNEXPLAINED
 
 XSS = "<script>alert(1)</script>"

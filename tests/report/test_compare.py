@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from interp.report.html import compare_runs, role_differences
-from interp.rundir import load_run
+from interp.pipeline.results import load_run
 
 
 def test_lists_the_one_head_that_differs(make_fake_run, tmp_path):

@@ -11,12 +11,12 @@ from fakes import REPEATED, fake_exemplars
 from matplotlib.collections import PolyCollection, QuadMesh
 from matplotlib.patches import Rectangle
 
-from interp.exemplars import Exemplars, Probe
+from interp.collect.exemplars import Exemplars, Probe
 from interp.report import effect_plots as E
 from interp.report import exemplars as X
 from interp.report import plots
 from interp.report.figures import png_bytes
-from interp.rundir import load_run
+from interp.pipeline.results import load_run
 
 
 def test_each_figure_is_skipped_without_its_table(tmp_path):
@@ -159,7 +159,7 @@ def test_strongest_head_per_role_by_lift_among_heads_of_that_role():
 
 
 def test_each_role_is_shown_on_the_family_its_feature_reads():
-    from interp.features import FEATURE_FAMILIES, position_name
+    from interp.collect.features import FEATURE_FAMILIES, position_name
     from interp.probes.base import NATURAL, SYNTAX
     from interp.roles import NAMED_ROLES, ROLES
 

@@ -17,8 +17,8 @@ def effects_frame(rows):
 
 
 def test_preference_orders_name_only_what_the_ablate_stage_writes():
-    from interp.ablation.catalogue import METRICS
-    from interp.ablation.catalogue import KINDS
+    from interp.ablate.catalogue import METRICS
+    from interp.ablate.catalogue import KINDS
 
     assert set(S.METRIC_PREFERENCE) == set(METRICS)
     assert set(S.ABLATION_PREFERENCE) == set(KINDS)
@@ -91,7 +91,7 @@ def test_orientation_without_effects_comes_from_the_metric():
 
 
 def test_report_and_ablate_stage_state_the_same_prunable_share():
-    from interp.ablation.removable import removable_summary
+    from interp.ablate.removable import removable_summary
 
     pr = pd.concat([pruning_frame("loss_prose", [2.0, 2.01, 2.0198, 2.06, 2.2]),
                     pruning_frame("sv_logit_diff", [0.9, 0.899, 0.85, 0.8, 0.1])])

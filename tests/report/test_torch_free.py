@@ -21,7 +21,7 @@ def test_report_stage_and_cli_never_import_torch(make_fake_run, tmp_path):
     run_dir = make_fake_run(tmp_path)  # with exemplars.npz: the exemplar figures are drawn too
     out = run_python(f"""
 import sys
-from interp.stages import stage
+from interp.pipeline.stages import stage
 report = stage("report")
 report.run({str(run_dir)!r}, None, report.config(), progress=False)
 from interp.cli import main
@@ -40,7 +40,7 @@ def test_reading_stored_exemplars_needs_no_torch(make_fake_run, tmp_path):
     run_dir = make_fake_run(tmp_path, tables=(), clusters=False)
     out = run_python(f"""
 import sys
-from interp.exemplars import read_exemplars
+from interp.collect.exemplars import read_exemplars
 probes = read_exemplars({str(run_dir)!r}).probes
 print(len(probes), probes[1].pattern(0, 2).shape, "torch" in sys.modules)
 """)

@@ -1,11 +1,11 @@
-"""Measure a stage's peak memory against interp.memory's estimate, in this (fresh) process.
+"""Measure a stage's peak memory against interp.model.memory's estimate, in this (fresh) process.
 
     python tests/unit/memory_probe.py collect|ablate MODEL '{"n_syntax": 100}'
 
 prints one JSON line: the estimate and the measured peak, in bytes. The model is warmed up
 first (every weight read once, since a memory-mapped file is paged in lazily, and one tiny
 forward to initialise the kernels), then the stage runs
-and the kernel's high-water mark of the resident size is read (interp.memory.measure_peak).
+and the kernel's high-water mark of the resident size is read (interp.model.memory.measure_peak).
 Run it with MALLOC_MMAP_THRESHOLD_=65536 to measure live tensors (what the estimate counts),
 without it to see glibc's default allocator on top. Used by tests/unit/test_memory.py and
 benchmarks/memory_estimate.py.
@@ -27,16 +27,16 @@ def load(name: str):
         import tiny_models
 
         return getattr(tiny_models, name.replace("-", "_"))()
-    from interp.models import load_model
+    from interp.model.load import load_model
 
     return load_model(name)
 
 
 def collect_case(model, kwargs: dict) -> tuple[float, object]:
-    from interp import memory
-    from interp.collect import build_suites, collect, encode_all
-    from interp.config import CollectConfig
-    from interp.features import DIRECTIONS, STATIC_FEATURES
+    from interp.model import memory
+    from interp.collect.stage import build_suites, collect, encode_all
+    from interp import CollectConfig
+    from interp.collect.features import DIRECTIONS, STATIC_FEATURES
     from interp.probes.batch import bucket
 
     config = CollectConfig(**kwargs)
@@ -48,11 +48,11 @@ def collect_case(model, kwargs: dict) -> tuple[float, object]:
 
 
 def ablate_case(model, kwargs: dict) -> tuple[float, object]:
-    from interp import memory
-    from interp.ablate import _corpus, _metrics, ablate
-    from interp.ablation.pruning import step_sizes
-    from interp.ablation.sweep import pass_size
-    from interp.config import AblateConfig
+    from interp.model import memory
+    from interp.ablate.stage import _corpus, _metrics, ablate
+    from interp.ablate.pruning import step_sizes
+    from interp.ablate.sweep import pass_size
+    from interp import AblateConfig
 
     config = AblateConfig(threads=1, **kwargs)
     cfg = config.resolved(model.n_layers * model.n_heads)
@@ -65,8 +65,8 @@ def ablate_case(model, kwargs: dict) -> tuple[float, object]:
 
 
 def main() -> None:
-    from interp import memory
-    from interp.collect import run_patterns
+    from interp.model import memory
+    from interp.collect.stage import run_patterns
 
     stage, name, kwargs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     torch.set_num_threads(1)

@@ -6,14 +6,14 @@ import pytest
 import torch
 from tiny_models import D_HEAD, D_MODEL, N_HEADS, N_LAYERS, tiny_llama
 
-from interp import lens
-from interp.ablation.attribution import attribute
-from interp.ablation.catalogue import REPEATED, SV
-from interp.ablation.corpus import build_corpus, bucket_tight, derangement
-from interp.ablation.forward import Edit, Ablator
-from interp.ablation.metrics import batch_metrics
-from interp.ablation.sweep import reuse_error
-from interp.ablation.values import replacement
+from interp.model import lens
+from interp.ablate.attribution import attribute
+from interp.ablate.catalogue import REPEATED, SV
+from interp.ablate.evaluation import build_corpus, bucket_tight, derangement
+from interp.ablate.forward import Edit, Ablator
+from interp.ablate.metrics import batch_metrics
+from interp.ablate.sweep import reuse_error
+from interp.ablate.values import replacement
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -175,7 +175,7 @@ def test_derangement_stays_within_group_and_never_self():
 
 def test_mean_and_resample_are_noops_for_a_constant_head(gpt2):
     """A head whose value vectors are a constant bias outputs that constant at every position."""
-    from interp.ablation.values import MeanAccumulator
+    from interp.ablate.values import MeanAccumulator
 
     layer, head = 1, 3
     attn = gpt2.bridge.original_model.transformer.h[layer].attn.c_attn
@@ -279,8 +279,8 @@ def test_attribution_is_the_first_order_term_of_the_exact_effect():
 def test_attribution_ranks_heads_like_exact_ablation(llama):
     from scipy.stats import spearmanr
 
-    from interp.ablation.stats import SumStore
-    from interp.ablation.sweep import exact_sweep
+    from interp.ablate.stats import SumStore
+    from interp.ablate.sweep import exact_sweep
 
     ablator = Ablator(llama)
     corpus = small_corpus(llama)

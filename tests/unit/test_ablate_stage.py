@@ -11,14 +11,14 @@ import pytest
 import torch
 from tiny_models import N_HEADS, N_LAYERS
 
-from interp import rundir
-from interp.ablate import AblateConfig, ablate, role_effects, surprises
-from interp.pipeline import rerun_stage
-from interp.stages import stage
-from interp.ablation.pruning import step_sizes
-from interp.ablation.removable import removable_fraction
+from interp.pipeline import rundir
+from interp.ablate.stage import AblateConfig, ablate, role_effects, surprises
+from interp.pipeline.execute import rerun_stage
+from interp.pipeline.stages import stage
+from interp.ablate.pruning import step_sizes
+from interp.ablate.removable import removable_fraction
 from interp.errors import RunError
-from interp.tables import EFFECTS, PRUNING
+from interp.pipeline.tables import EFFECTS, PRUNING
 
 N = N_LAYERS * N_HEADS
 SMALL = AblateConfig(ablations=("zero", "mean"), n_prose=6, n_repeated=4, repeated_lengths=(6,), n_syntax=10,
@@ -150,10 +150,10 @@ def test_pruning_curve_steps_one_head_at_a_time(result, llama):
 
 @pytest.mark.parametrize("kind", ["zero", "mean", "resample"])
 def test_stacked_pruning_steps_equal_one_step_per_pass(llama, kind):
-    from interp.ablate import head_means
-    from interp.ablation.corpus import build_corpus
-    from interp.ablation.forward import Ablator
-    from interp.ablation.pruning import Removals
+    from interp.ablate.stage import head_means
+    from interp.ablate.evaluation import build_corpus
+    from interp.ablate.forward import Ablator
+    from interp.ablate.pruning import Removals
 
     corpus = build_corpus(llama, n_prose=4, n_repeated=2, repeated_lengths=(6,), n_syntax=4, seed=0, max_tokens=512)
     ablator = Ablator(llama)
@@ -203,9 +203,9 @@ def test_role_curves_remove_every_head_of_a_role(llama):
 def held_out_value(model, metric, heads):
     """``metric`` on the held-out split of SMALL's corpus with ``heads`` zero-ablated: the oracle
     for the pruning curve, from the ablator and the metric alone."""
-    from interp.ablation.corpus import build_corpus
-    from interp.ablation.forward import Edit, Ablator
-    from interp.ablation.metrics import batch_metrics
+    from interp.ablate.evaluation import build_corpus
+    from interp.ablate.forward import Edit, Ablator
+    from interp.ablate.metrics import batch_metrics
 
     corpus = build_corpus(model, SMALL.n_prose, SMALL.n_repeated, SMALL.repeated_lengths, SMALL.n_syntax, SMALL.seed,
                           SMALL.max_tokens_per_batch, split=1)
@@ -219,7 +219,7 @@ def held_out_value(model, metric, heads):
 
 
 def test_the_two_corpus_splits_share_no_sequence(llama):
-    from interp.ablation.corpus import build_corpus
+    from interp.ablate.evaluation import build_corpus
 
     a, b = (build_corpus(llama, 6, 4, (6,), 10, 0, 512, split=s) for s in (0, 1))
     assert a.sizes == b.sizes
@@ -230,7 +230,7 @@ def test_the_two_corpus_splits_share_no_sequence(llama):
 
 
 def test_stacked_heads_stay_within_the_token_budget():
-    from interp.ablation.sweep import pass_size
+    from interp.ablate.sweep import pass_size
 
     batch = type("B", (), {"tokens": torch.zeros(4, 10)})()  # 40 padded tokens
     assert pass_size(batch, None, 2048) == 51
@@ -328,7 +328,7 @@ def test_roles_missing_gives_empty_frames():
 
 
 def test_exact_effects_win_over_attribution():
-    from interp.ablation.surprises import best_effects
+    from interp.ablate.surprises import best_effects
 
     exact = _effects({(0, 0): 0.2})
     attribution = exact.assign(method="attribution", delta=0.9)
@@ -337,9 +337,9 @@ def test_exact_effects_win_over_attribution():
 
 
 def test_group_ablation_and_the_role_check(llama):
-    from interp.ablation.corpus import build_corpus
-    from interp.ablation.forward import Ablator
-    from interp.ablation.groups import group_value, role_vs_random
+    from interp.ablate.evaluation import build_corpus
+    from interp.ablate.forward import Ablator
+    from interp.ablate.groups import group_value, role_vs_random
 
     corpus = build_corpus(llama, SMALL.n_prose, SMALL.n_repeated, SMALL.repeated_lengths, SMALL.n_syntax, SMALL.seed,
                           SMALL.max_tokens_per_batch, split=1)

@@ -15,15 +15,15 @@ import pytest
 import torch
 from tiny_models import N_HEADS, tiny_bert, tiny_native
 
-from interp.ablate import ablate
-from interp.ablation.corpus import build_corpus
-from interp.ablation.forward import Ablator
-from interp.ablation.metrics import metric_sizes
-from interp.ablation.stats import SumStore
-from interp.ablation.sweep import exact_sweep, reuse_error
-from interp.classify import classify
-from interp.collect import collect
-from interp.config import AblateConfig, CollectConfig
+from interp.ablate.stage import ablate
+from interp.ablate.evaluation import build_corpus
+from interp.ablate.forward import Ablator
+from interp.ablate.metrics import metric_sizes
+from interp.ablate.stats import SumStore
+from interp.ablate.sweep import exact_sweep, reuse_error
+from interp.classify.stage import classify
+from interp.collect.stage import collect
+from interp import AblateConfig, CollectConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -9,17 +9,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from interp import rundir
-from interp.classification.clusters import cluster_unexplained
-from interp.classification.matrix import BROAD_MISSING, COLUMNS, head_matrix, matrix_from_arrays, sink_shares
-from interp.classification.reference import default_classifier
-from interp.classification.stability import stability
-from interp.classify import ClassifyConfig, ClassifyResult, classify, run_stage
-from interp.config import FEATURES_VERSION
+from interp.pipeline import rundir
+from interp.classify.clusters import cluster_unexplained
+from interp.classify.matrix import BROAD_MISSING, COLUMNS, head_matrix, matrix_from_arrays, sink_shares
+from interp.classify.reference.fit import default_classifier
+from interp.classify.stability import stability
+from interp.classify.stage import ClassifyConfig, ClassifyResult, classify, run_stage
+from interp.collect.config import FEATURES_VERSION
 from interp.errors import RunError
-from interp.features import STATIC_FEATURES
+from interp.collect.features import STATIC_FEATURES
 from interp.roles import ROLE_NAMES, UNEXPLAINED
-from interp.tables import ROLES_TABLE
+from interp.pipeline.tables import ROLES_TABLE
 
 # What a head with no preference scores on each static feature (a causal model: next_token and
 # the positions from the end have no eligible query, so their value and baseline are NaN).
@@ -262,7 +262,7 @@ def test_too_few_unexplained_heads_give_no_clusters():
 
 def _stored(run_dir):
     """What the classify stage reads from a run: features, replicates, their names."""
-    from interp.classify import read_replicates
+    from interp.classify.stage import read_replicates
 
     return (rundir.read_table(run_dir, "features"), *read_replicates(run_dir))
 
@@ -280,7 +280,7 @@ def _run_dir(tmp_path, replicates: bool):
 @pytest.mark.parametrize("with_replicates", [False, True])
 def test_classify_run_writes_tables_and_records_stage(tmp_path, with_replicates):
     run_dir = _run_dir(tmp_path, with_replicates)
-    from interp.stages import stage
+    from interp.pipeline.stages import stage
 
     stage("classify").run(run_dir, None, ClassifyConfig(), progress=False)
     result = classify(*_stored(run_dir))

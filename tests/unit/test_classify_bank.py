@@ -10,16 +10,16 @@ import pandas as pd
 import pytest
 import torch
 
-from interp.accumulate import FeatureAccumulator
-from interp.classification import patterns as P
-from interp.classification.bank import build_bank, sample_specs, syntax_slots
-from interp.classification.corpus import PAD, synthetic_sequences
-from interp.classification.matrix import COLUMNS
-from interp.classification.reference import default_classifier, fit_bank, load_bank, load_classifier, reference_dir, save_model
+from interp.collect.accumulator import FeatureAccumulator
+from interp.classify.reference import patterns as P
+from interp.classify.reference.bank import build_bank, sample_specs, syntax_slots
+from interp.classify.reference.probes import PAD, synthetic_sequences
+from interp.classify.matrix import COLUMNS
+from interp.classify.reference.fit import default_classifier, fit_bank, load_bank, load_classifier, reference_dir, save_model
 from interp.errors import RunError
-from interp.features import context
+from interp.collect.features import context
 from interp.probes.batch import bucket, make_batch
-from interp.reference import MODEL_FILE, REFERENCE_VERSION
+from interp.classify.reference import MODEL_FILE, REFERENCE_VERSION
 from interp.roles import NAMED_ROLES, UNEXPLAINED
 
 
@@ -60,7 +60,7 @@ def test_pure_archetype_patterns_score_exactly_one(causal):
 def test_syntactic_pattern_hits_its_relation():
     seqs, relations = synthetic_sequences(False, seed=0, n_repeated=0, n_syntax=30, n_prose=0)
     ctx = context(make_batch(seqs, list(range(len(seqs))), False, PAD), relations)
-    from interp.syntax_features import syntactic
+    from interp.collect.syntax import syntactic
 
     slot = 2  # relations[1], dep2head
     for hit, expected in ((1.0, 1.0), (0.5, 0.5)):
@@ -175,7 +175,7 @@ def test_refitting_the_shipped_bank_reproduces_the_shipped_model():
 
 
 def test_a_copy_head_that_also_attends_to_itself_is_labelled_by_the_copy():
-    from interp.classification.bank import _pair_labels
+    from interp.classify.reference.bank import _pair_labels
 
     assert _pair_labels("current_token", "duplicate_token") == ("duplicate_token", "current_token")
     assert _pair_labels("current_token", "induction") == ("induction", "current_token")

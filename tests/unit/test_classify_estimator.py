@@ -12,7 +12,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import cross_val_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from interp.classification.estimator import HeadRoleClassifier
+from interp.classify.estimator import HeadRoleClassifier
 
 
 @parametrize_with_checks([HeadRoleClassifier(), HeadRoleClassifier(calibrate=False, interactions=True)])

@@ -9,8 +9,8 @@ import pytest
 import torch
 from tiny_models import tiny_bert, tiny_llama
 
-from interp.config import AblateConfig, RunOptions
-from interp.pipeline import run_pipeline
+from interp import AblateConfig, RunOptions
+from interp.pipeline.execute import run_pipeline
 
 TABLES = ("features", "roles", "effects", "pruning")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from interp.cli import main
-from interp.tables import TABLES
+from interp.pipeline.tables import TABLES
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 

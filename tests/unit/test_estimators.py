@@ -8,13 +8,13 @@ import pytest
 import torch
 from tiny_models import N_HEADS, N_LAYERS, tiny_llama
 
-from interp.ablation.attribution import attribute
-from interp.ablation.corpus import build_corpus
-from interp.ablation.forward import Ablator, Edit
-from interp.ablation.integrated import integrate, midpoints, path_terms
-from interp.ablation.metrics import batch_metrics
-from interp.ablation.selection import annotate, audit_summary, choose
-from interp.ablation.values import replacement
+from interp.ablate.attribution import attribute
+from interp.ablate.evaluation import build_corpus
+from interp.ablate.forward import Ablator, Edit
+from interp.ablate.integrated import integrate, midpoints, path_terms
+from interp.ablate.metrics import batch_metrics
+from interp.ablate.selection import annotate, audit_summary, choose
+from interp.ablate.values import replacement
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 HEADS = [(layer, head) for layer in range(N_LAYERS) for head in range(N_HEADS)]
@@ -111,7 +111,7 @@ def test_audit_summary_reports_error_and_misses():
 
 
 def test_effects_rest_on_each_conditions_own_sequences():
-    from interp.ablation.stats import SumStore, effects_from_sums
+    from interp.ablate.stats import SumStore, effects_from_sums
 
     store = SumStore({"loss_prose": 3})
     sums = store["loss_prose"]
@@ -128,7 +128,7 @@ def test_effects_rest_on_each_conditions_own_sequences():
 
 
 def test_decisions_against_zero_and_the_tolerance():
-    from interp.ablation.stats import decisions
+    from interp.ablate.stats import decisions
 
     frame = pd.DataFrame({"baseline": [2.0, 2.0, 2.0, 2.0, 0.0], "ci_low": [0.03, 0.005, -0.01, -0.5, 0.001],
                           "ci_high": [0.05, 0.015, 0.01, -0.03, 0.005]})

@@ -1,5 +1,5 @@
-"""A head's effect on the user's task: --eval-corpus (interp.ablation.corpus) and metrics defined in
-Python (interp.ablation.tasks), against values computed here from the model's own logits."""
+"""A head's effect on the user's task: --eval-corpus (interp.ablate.evaluation) and metrics defined in
+Python (interp.ablate.tasks), against values computed here from the model's own logits."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import torch
 import torch.nn.functional as F
 from tiny_models import D_HEAD
 
-from interp.ablate import ablate
-from interp.ablation.catalogue import CORPUS, ENCODER
-from interp.ablation.corpus import build_corpus, read_eval_corpus
-from interp.ablation.tasks import Task
-from interp.config import AblateConfig
+from interp.ablate.stage import ablate
+from interp.ablate.catalogue import CORPUS, ENCODER
+from interp.ablate.evaluation import build_corpus, read_eval_corpus
+from interp.ablate.tasks import Task
+from interp import AblateConfig
 from interp.errors import ConfigError, CorpusError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -48,7 +48,7 @@ def test_loss_corpus_is_the_token_weighted_next_token_loss_of_the_users_even_lin
 
 
 def test_a_causal_model_puts_the_users_metric_first(llama, eval_file):
-    from interp.ablate import _metrics
+    from interp.ablate.stage import _metrics
 
     assert _metrics(llama, AblateConfig(eval_corpus=str(eval_file)))[0] == CORPUS
     assert CORPUS not in _metrics(llama, AblateConfig())
@@ -82,7 +82,7 @@ def test_the_users_metric_needs_a_corpus():
         AblateConfig(metrics=(CORPUS,))
 
 
-# --- a metric defined in Python: interp.ablation.tasks ------------------------------------------
+# --- a metric defined in Python: interp.ablate.tasks ------------------------------------------
 
 
 def _wrong_minus_right(wrong_id):
@@ -152,9 +152,9 @@ def test_a_position_without_a_next_token_is_refused(llama):
 
 
 def test_a_run_with_tasks_is_made_again_from_python_only(llama, tmp_path):
-    from interp.config import RunOptions
+    from interp import RunOptions
     from interp.errors import RunError
-    from interp.pipeline import options_from_manifest, run_pipeline
+    from interp.pipeline.execute import options_from_manifest, run_pipeline
 
     task = Task("mine", ("She said nothing .", "They went home ."))
     options = RunOptions(out_dir=str(tmp_path), run_name="t", skip=("collect", "classify", "report"),

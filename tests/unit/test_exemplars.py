@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from interp.collect import collect, run_patterns
-from interp.config import CollectConfig
-from interp.exemplars import ExemplarRecorder, choose_probes, read_exemplars, write_exemplars
+from interp.collect.stage import collect, run_patterns
+from interp import CollectConfig
+from interp.collect.exemplars import ExemplarRecorder, choose_probes, read_exemplars, write_exemplars
 from interp.probes.base import ProbeSequence
 
 

@@ -7,12 +7,12 @@ import math
 import pytest
 import torch
 
-from interp.accumulate import FeatureAccumulator
-from interp.features import (
+from interp.collect.accumulator import FeatureAccumulator
+from interp.collect.features import (
     FEATURE_FAMILIES, MASS_FEATURES, broad, context, delimiter, duplicate_token, first_token, induction,
     local, next_token, position, previous_token,
 )
-from interp.syntax_features import fixed_rule_counts, syntactic
+from interp.collect.syntax import fixed_rule_counts, syntactic
 from interp.probes.batch import make_batch
 
 from feature_inputs import NATURAL, REPEATED, SYNTAX, seq

@@ -1,4 +1,4 @@
-"""The TransformerLens behaviours interp relies on (interp.lens), one test each, on tiny models:
+"""The TransformerLens behaviours interp relies on (interp.model.lens), one test each, on tiny models:
 a grouped-query Llama, GPT-2, BERT and a TransformerLens-native model (blocks return 1-tuples)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import torch
 from tiny_models import D_HEAD, N_HEADS, N_LAYERS, tiny_native
 
-from interp import lens
+from interp.model import lens
 from interp.errors import ModelError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -284,8 +284,8 @@ def test_the_restart_check_reports_a_difference_or_a_failure():
     ("llama", lambda output: lens._container(()), "fails here"),  # as for a block returning another container
 ])
 def test_a_wrong_or_failing_shortcut_is_caught_and_every_pass_runs_in_full(name, container, warning, request, monkeypatch):
-    from interp.ablation.corpus import build_corpus
-    from interp.ablation.forward import Ablator, Edit
+    from interp.ablate.evaluation import build_corpus
+    from interp.ablate.forward import Ablator, Edit
 
     model = request.getfixturevalue(name)
     monkeypatch.setattr(lens, "_BLOCK_OUTPUT", weakref.WeakKeyDictionary())

@@ -1,4 +1,4 @@
-"""The memory estimate (interp.memory) against measured peaks, and the batch it chooses.
+"""The memory estimate (interp.model.memory) against measured peaks, and the batch it chooses.
 
 The measurement (tests/unit/memory_probe.py) runs the real collect or ablate stage in a fresh
 process after one warm-up pass (which pages the weights in), with glibc's mmap threshold fixed
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from interp import memory
+from interp.model import memory
 from interp.errors import MemoryBudgetError
 
 ROOT = Path(__file__).resolve().parents[2]

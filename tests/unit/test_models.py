@@ -7,10 +7,10 @@ import time
 import pytest
 import torch
 
-import interp.models as models
-from interp.config import ModelSpec
+import interp.model.load as models
+from interp import ModelSpec
 from interp.errors import ModelError
-from interp.models import from_bridge, load_model
+from interp.model.load import from_bridge, load_model
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interp.collect import collect
-from interp.config import CollectConfig
-from interp.features import STATIC_FEATURES
+from interp.collect.stage import collect
+from interp import CollectConfig
+from interp.collect.features import STATIC_FEATURES
 from interp.synthetic.planted import PLANTABLE, build_tokenizer, planted_model
 from interp.probes.align import Aligner
 from interp.probes.base import NATURAL, Sentence, Suite

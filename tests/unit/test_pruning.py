@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from interp.ablation.pruning import Removals, metric_curve, step_sizes
-from interp.ablation.removable import effect_curve, removable_fraction, removable_index
+from interp.ablate.pruning import Removals, metric_curve, step_sizes
+from interp.ablate.removable import effect_curve, removable_fraction, removable_index
 
 
 class Scripted(Removals):

@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import interp.classify
-import interp.collect
-from interp import rundir
-from interp.config import CollectConfig, RunOptions
-from interp.pipeline import run_stages
-from interp.tables import TABLES
+import interp.classify.stage
+import interp.collect.stage
+from interp.pipeline import rundir
+from interp import CollectConfig, RunOptions
+from interp.pipeline.execute import run_stages
+from interp.pipeline.tables import TABLES
 
 
 @pytest.fixture
@@ -32,8 +32,8 @@ def calls(monkeypatch):
             return {}
         return run_stage
 
-    monkeypatch.setattr(interp.collect, "run_stage", fake("collect", ("features",)))
-    monkeypatch.setattr(interp.classify, "run_stage", fake("classify", ("roles",)))
+    monkeypatch.setattr(interp.collect.stage, "run_stage", fake("collect", ("features",)))
+    monkeypatch.setattr(interp.classify.stage, "run_stage", fake("classify", ("roles",)))
     return made
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from interp import rundir
+from interp.pipeline import rundir
 from interp.errors import RunError
 
 

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from interp.ablate import AblateConfig, ablate
-from interp.ablation.corpus import build_corpus
-from interp.ablation.sequential import open_heads, rounds, settled
+from interp.ablate.stage import AblateConfig, ablate
+from interp.ablate.evaluation import build_corpus
+from interp.ablate.sequential import open_heads, rounds, settled
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 BASE = AblateConfig(ablations=("zero",), n_prose=3, n_repeated=3, repeated_lengths=(6,), n_syntax=4, n_bootstrap=100,

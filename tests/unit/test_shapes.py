@@ -11,8 +11,8 @@ from beartype import beartype
 from feature_inputs import SYNTAX, seq
 from jaxtyping import TypeCheckError, jaxtyped
 
-from interp import features as F
-from interp import syntax_features as S
+from interp.collect import features as F
+from interp.collect import syntax as S
 from interp.probes.batch import ProbeBatch, make_batch
 
 

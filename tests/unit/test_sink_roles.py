@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interp.accumulate import FeatureAccumulator
-from interp.classification.corpus import PAD, synthetic_sequences
-from interp.classification.primary import NONSINK_MIN
-from interp.classify import classify
-from interp.features import context
+from interp.collect.accumulator import FeatureAccumulator
+from interp.classify.reference.probes import PAD, synthetic_sequences
+from interp.classify.primary import NONSINK_MIN
+from interp.classify.stage import classify
+from interp.collect.features import context
 from interp.probes.batch import bucket, make_batch
 
 from feature_inputs import NATURAL, seq

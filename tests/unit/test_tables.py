@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from interp import rundir
+from interp.pipeline import rundir
 from interp.errors import RunError
-from interp.tables import PRUNING, ROLES_TABLE
+from interp.pipeline.tables import PRUNING, ROLES_TABLE
 
 
 def _pruning(**changes) -> pd.DataFrame:

@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from interp.ablation import threads as T
+from interp.ablate import threads as T
 
 
 def probe_slow_under(slow: int, seconds: float = 0.02):

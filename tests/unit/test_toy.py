@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from interp.collect import collect
-from interp.config import CollectConfig
-from interp.models import load_model
+from interp.collect.stage import collect
+from interp import CollectConfig
+from interp.model.load import load_model
 from interp.synthetic.toy import SEQ_LEN, VOCAB, copy_batch, half_losses, repeated_batch, toy_cached
 
 

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from interp.models import load_model
+from interp.model.load import load_model
 from interp.probes.grammar import COPULA, INTRANS, TRANS_ANIMATE, TRANS_THING
 from interp.synthetic.planted import build_tokenizer
 from interp.synthetic.tasks.grammar import SPAN, GrammarTask

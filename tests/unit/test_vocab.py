@@ -1,4 +1,4 @@
-"""The tokenizer contract (interp.vocab, interp.probes.align) on models with their own small
+"""The tokenizer contract (interp.model.vocab, interp.probes.align) on models with their own small
 vocabulary: checked at load against the embedding, English suites the vocabulary cannot
 express skipped with a warning, repeated-token probes drawn from the model's own ids and
 sized to its context."""
@@ -11,8 +11,8 @@ import pytest
 import torch
 from tiny_models import N_HEADS, tiny_native
 
-from interp.collect import collect
-from interp.config import CollectConfig
+from interp.collect.stage import collect
+from interp import CollectConfig
 from interp.errors import InterpWarning, ModelError
 from interp.probes.align import Aligner, Unencodable
 from interp.probes.base import NATURAL, Sentence, Suite
@@ -122,8 +122,8 @@ def test_a_probe_longer_than_the_context_is_cut_with_a_warning():
 
 
 def test_causality_is_measured_unless_given(tmp_path):
-    from interp.models import from_bridge, load_model
-    from interp.tiny import build_tiny
+    from interp.model.load import from_bridge, load_model
+    from interp.model.tiny import build_tiny
 
     bert = build_tiny("bert", tmp_path / "bert")
     assert load_model(str(bert)).causal is False

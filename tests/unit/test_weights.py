@@ -1,4 +1,4 @@
-"""Complete weights or a clear error (interp.weights), for each model source that reads files."""
+"""Complete weights or a clear error (interp.model.weights), for each model source that reads files."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from safetensors.torch import load_file, save_file
 from tiny_models import save_tiny_llama
 
 from interp.errors import ModelError
-from interp.weights import check_complete, summarize
+from interp.model.weights import check_complete, summarize
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,7 +72,7 @@ def test_a_hub_model_from_the_local_cache_is_checked_too(tmp_path, llama_dir):
 
 
 def test_the_packaged_encoder_loads_complete_but_for_its_unused_head():
-    from interp.models import load_model
+    from interp.model.load import load_model
 
     model = load_model("minilm-l6")  # its MLM head is absent from the file: allowed, never read
     assert model.n_layers == 6 and not model.causal

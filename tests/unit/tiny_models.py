@@ -13,7 +13,7 @@ D_HEAD = D_MODEL // N_HEADS
 
 def _word_tokenizer(encoder: bool = False):
     """A word-level fast tokenizer over the probe corpora's words (offsets work, vocab ~2k)."""
-    from interp.tiny import word_tokenizer
+    from interp.model.tiny import word_tokenizer
 
     return word_tokenizer(encoder)
 
@@ -22,7 +22,7 @@ def _boot(hf, tok, name: str):
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import AutoTokenizer
 
-    from interp.models import from_bridge
+    from interp.model.load import from_bridge
 
     with tempfile.TemporaryDirectory() as tmp:
         hf.config.save_pretrained(tmp)
@@ -88,7 +88,7 @@ def tiny_native(n_layers: int = N_LAYERS, n_ctx: int = 128, d_vocab_out: int = -
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import AutoTokenizer
 
-    from interp.models import from_bridge
+    from interp.model.load import from_bridge
 
     with tempfile.TemporaryDirectory() as tmp:  # TransformerLens reloads a tokenizer by its path
         (tokenizer or _word_tokenizer()).save_pretrained(tmp)

@@ -1,0 +1,12 @@
+"""The ablate stage's machinery; the entry points live in :mod:`interp.ablate.stage`.
+
+- ``corpus``: the evaluation sequences and the positions each metric reads
+- ``forward``: the only code that runs the model (layer reuse, replicas, readout)
+- ``values``: what replaces a head's output (zero / mean / resample / sink)
+- ``metrics``: readout -> per-sequence sums (pure functions)
+- ``stats``: per-sequence sums -> effect rows with paired bootstrap intervals
+- ``attribution``: attribution patching, every head from one forward + backward per batch
+- ``sweep``: the exact one-head-at-a-time sweep
+- ``pruning``: cumulative removal, least important first
+- ``surprises``: roles meet effects
+"""

@@ -1,0 +1,119 @@
+"""The ablate stage's config: which ablations, metrics and heads, on what, how precisely."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Literal
+
+from interp.ablate.catalogue import CORPUS, ESTIMATORS, KINDS, METRICS
+from interp.ablate.tasks import Task
+from interp.config import MAX_INT, config, option, require
+from interp.model.spec import DTYPES
+
+QUICK_ABLATE_SIZES = {"n_prose": 3, "n_repeated": 3, "n_syntax": 8}
+QUICK_TOP_SHARE = 0.05  # quick mode: exact ablation of the 5% of heads the estimators rank highest,
+QUICK_MIN_HEADS = 4  # but at least 4 (a tiny model's circuit has more than one head)
+AUDIT_SHARE = 0.25  # with top_k: a random sample of a quarter as many other heads, to audit the estimator
+QUICK_PRUNE_STEP = 0.1
+MAX_ROUNDS = 1000  # rounds of the sequential sweep: each adds sequences, so this is far beyond any budget
+
+
+@config
+class AblateConfig:
+    """How heads are ablated and on what.
+
+    The default evaluation corpus is deliberately small: an exact sweep reruns (on average
+    half of) the model once per head, 270 times for SmolLM2, and on a 2-core CPU that is
+    compute-bound at ~15-20 GFLOP/s, i.e. about 1 s per 100 tokens per full forward. It holds
+    6 prose lines, 6 repeated-token sequences (10 random tokens, twice) and 16 syntax prefixes:
+    392 tokens (425 padded, 7 batches) for SmolLM2, enough for bootstrap intervals over 6-16
+    sequences per metric (see interp/ablate/evaluation.py for what each family measures).
+    """
+
+    # mean by default: it removes what a head says about *this* input and keeps its constant part,
+    # which zero ablation also removes (doubling the median effect on SmolLM2, and changing which
+    # heads rank top); resample does the same as mean but is noisier on a small corpus
+    # (benchmarks/ablation_kinds.py; README, "Effects: how they are measured").
+    ablations: tuple[Literal[KINDS], ...] = option(("mean",), flag="--ablation")
+    """ablation kind (repeatable; the first orders the pruning curve)"""
+    metrics: tuple[str, ...] | None = option(None, flag="--metric")
+    """metric to measure (repeatable; the first orders the pruning curve); default: all of the model's kind"""
+    n_prose: int = option(6, ge=0, le=MAX_INT)
+    """prose lines (every second line of the shipped corpus)"""
+    n_repeated: int = option(6, ge=0, le=MAX_INT)
+    """repeated-random-token sequences (causal only)"""
+    repeated_lengths: tuple[int, ...] = option((10,), flag="--repeated-length")
+    """length of the random half of a repeated-token sequence (repeatable)"""
+    n_syntax: int = option(16, ge=0, le=MAX_INT)
+    """syntax sentences for subject-verb agreement (causal only)"""
+    eval_corpus: str | None = option(None, file=True)
+    """your own evaluation sequences (.txt one a line, .jsonl / .csv a text field): a causal LM adds the metric
+    loss_corpus (first: it orders the pruning curve), an encoder reads them instead of the prose"""
+    tasks: tuple[Task, ...] = option((), cli=False)
+    """your own metrics, in Python (interp.Task); causal LMs only"""
+    max_tokens_per_batch: int = option(2048, ge=1, le=MAX_INT)
+    """padded tokens per forward pass (batch x stacked heads): lower it when memory is short"""
+    dtype: Literal[DTYPES] | None = option(None, cli=False)
+    """run the ablations in this dtype instead of the model's (on the command line: the stage's --dtype, which loads
+    the model in that dtype)"""
+    top_k: int | None = option(None, ge=1, le=MAX_INT)
+    """exact ablation only for the k heads that attribution or integrated gradients rank highest (plus a random
+    audit sample)"""
+    attribution: bool = option(True)
+    """estimate every head with the estimator (always on with top_k)"""
+    estimator: Literal[ESTIMATORS] = option(ESTIMATORS[0])
+    """how every head's effect is estimated"""
+    ig_steps: int = option(4, ge=1, le=MAX_INT)
+    """integrated gradients: path points (one forward + backward each)"""
+    audit: int | None = option(None, ge=0, le=MAX_INT)
+    """with top_k: heads ablated exactly at random besides the top k; default: a quarter of k"""
+    max_rounds: int = option(1, ge=1, le=MAX_ROUNDS)
+    """exact sweep in up to this many rounds of new evaluation sequences: after each, only heads whose effect is not
+    yet settled (interval vs the tolerance, precision) go on"""
+    heads_per_pass: int | None = option(None, ge=1, le=MAX_INT)
+    """heads of a layer per forward (stacked batch copies); default: all that fit"""
+    prune: bool = option(True)
+    """compute the pruning curve"""
+    prune_step: float | None = option(None, gt=0, le=1)
+    """share of heads removed per pruning step; default: 1 head (<= 64 heads) or 5%"""
+    n_bootstrap: int = option(1000, ge=10, le=MAX_INT)
+    """bootstrap replicates of the effect intervals"""
+    threads: int | None = option(None, ge=1, le=4096)
+    """torch intra-op threads; default: on <= 2 cores the faster of 1 and 2, measured"""
+    quick: bool = option(False)
+    """small evaluation corpus, exact ablation of the top 5% only, 10% pruning steps"""
+    seed: int = option(0, ge=0, le=MAX_INT)
+    """seed of the evaluation sequences, the audit sample and the bootstrap"""
+
+    def __post_init__(self) -> None:
+        require(self, "ablations", bool(self.ablations) and len(set(self.ablations)) == len(self.ablations),
+                f"distinct kinds among {', '.join(KINDS)}")
+        known = METRICS + tuple(t.name for t in self.tasks)
+        require(self, "metrics", self.metrics is None or (bool(self.metrics) and all(m in known for m in self.metrics)),
+                f"None or a non-empty subset of {', '.join(known)}")
+        require(self, "metrics", CORPUS not in (self.metrics or ()) or bool(self.eval_corpus),
+                f"without {CORPUS} unless an eval_corpus is given (--eval-corpus FILE)")
+        require(self, "repeated_lengths", bool(self.repeated_lengths) and min(self.repeated_lengths) >= 2, "lengths >= 2")
+
+    def for_quick(self, keep: tuple[str, ...] = ()) -> AblateConfig:
+        """The config under ``interp run --quick`` (sizes are resolved once the model is known)."""
+        return dataclasses.replace(self, quick=True)
+
+    def for_replay(self, record: dict) -> AblateConfig:
+        """The config that replays a recorded run exactly: the sweep's float sums depend on the
+        thread count (in the 8th digit), so the count the run measured is taken."""
+        threads = record.get("threads")
+        if self.threads is None and isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1:
+            return dataclasses.replace(self, threads=threads)
+        return self
+
+    def resolved(self, n_heads: int) -> AblateConfig:
+        """The settings actually used: ``quick`` applied for a model with ``n_heads`` heads."""
+        if not self.quick:
+            return self
+        sizes = {k: min(getattr(self, k), v) for k, v in QUICK_ABLATE_SIZES.items()}
+        return dataclasses.replace(
+            self, **sizes, top_k=self.top_k or max(QUICK_MIN_HEADS, math.ceil(QUICK_TOP_SHARE * n_heads)),
+            prune_step=self.prune_step or QUICK_PRUNE_STEP, n_bootstrap=min(self.n_bootstrap, 200),
+        )

@@ -1,0 +1,361 @@
+"""The evaluation corpus of the ablate stage: which sequences, which positions each metric reads.
+
+Causal LMs get three families, each batched on its own (so that a resampled head output always
+comes from a sequence of the same family):
+
+- ``loss_prose``: every second line of the shipped prose corpus (lines 1, 3, 5, ... counted from
+  0), the first ``n_prose`` of them; every next-token prediction inside a line is scored.
+- ``loss_repeated``: ``[BOS] r r`` sequences of uniformly random tokens, drawn with a seed offset
+  from the collect stage's so they are new sequences; scored on the repeated half from its
+  second token on (the first token of the repeat cannot be predicted by copying).
+- ``sv_logit_diff``: generated syntax sentences cut just before the main verb; the readout is the
+  logit of the first sub-token of " correct" minus that of " wrong" at the last prefix position.
+  Sentences whose two forms share their first sub-token, or whose verb merges with the prefix
+  when tokenized, are dropped.
+
+Encoders get one family: prose lines (the same subset) as sentence A, and for each a view B
+with about a fifth of its word tokens deleted (seeded), which ``retrieval_margin`` needs; both
+sit in the same batch.
+
+A user's own sequences (``--eval-corpus FILE``, :func:`read_eval_corpus`) add a fourth causal
+family, ``loss_corpus``: every next-token prediction inside a sequence is scored, as for prose;
+an encoder takes them instead of the prose lines.
+
+Split 1 is a second corpus of the same make-up with no sequence in common: the even prose
+lines, other random sequences, other syntax sentences, the user corpus's other half (its
+sequences 1, 3, 5, ...; split 0 has 0, 2, 4, ...). The pruning curve is measured on it,
+because its order comes from effects measured on split 0: on the same sequences, heads whose
+removal happened to help those few sequences would make pruning look free.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from interp.ablate.catalogue import CORPUS, ENCODER, PROSE, REPEATED, SV
+from interp.errors import CorpusError
+from interp.probes.align import Aligner, Unencodable
+from interp.probes.base import NATURAL, ProbeSequence, Sentence, Suite
+
+REPEAT_SEED_OFFSET = 7919  # new random sequences, not the ones the collect stage looked at
+SPLIT_SEED_OFFSET = 104729  # split 1 (the pruning curve's held-out half) draws other sequences
+VIEW_DROP = 0.2
+MAX_PADDING = 0.15  # share of a batch that may be padding
+
+
+@dataclass
+class EvalItem:
+    """One sequence and the positions its metric reads (causal) or its view partner (encoder)."""
+
+    tokens: torch.Tensor  # long [pos]
+    family: str
+    index: int  # position within its family's list: the unit the bootstrap resamples
+    rows: torch.Tensor  # long [row]: positions whose logits are read (empty for encoders)
+    targets: torch.Tensor  # long [row]: the next token (loss) or the correct verb form (sv)
+    wrong: torch.Tensor | None = None  # long [row]: the wrong verb form (sv only)
+    is_view: bool = False  # encoder: the word-deleted copy of sentence ``index``
+    score: Any = None  # a user task's metric (interp.ablate.tasks); None: the family's own
+
+
+@dataclass
+class EvalBatch:
+    """A padded batch of one family. Shapes use: batch, pos, row (a scored position)."""
+
+    family: str
+    tokens: torch.Tensor  # long [batch, pos]
+    attention_mask: torch.Tensor  # long [batch, pos]
+    index: torch.Tensor  # long [batch]: EvalItem.index
+    is_view: torch.Tensor  # bool [batch]
+    donor: torch.Tensor  # long [batch]: the sequence whose head output a resample ablation uses
+    row_batch: torch.Tensor  # long [row]
+    row_pos: torch.Tensor  # long [row]
+    row_target: torch.Tensor  # long [row]
+    row_wrong: torch.Tensor | None  # long [row] (sv only)
+    score: Any = None  # a user task's metric (interp.ablate.tasks); None: the family's own
+
+    @property
+    def valid(self) -> torch.Tensor:
+        return self.attention_mask.bool()
+
+    def __len__(self) -> int:
+        return self.tokens.shape[0]
+
+
+@dataclass
+class EvalCorpus:
+    items: list[EvalItem]
+    batches: list[EvalBatch]
+    sizes: dict[str, int]  # family -> number of sequences (the bootstrap's unit)
+
+    @property
+    def n_tokens(self) -> int:
+        return int(sum(b.attention_mask.sum() for b in self.batches))
+
+
+# --- building ------------------------------------------------------------------------------
+
+
+def prose_subset(n: int, split: int = 0) -> Suite:
+    """The first ``n`` lines of one half of the prose corpus: odd lines (split 0), even (split 1)."""
+    from interp.probes.prose import prose_suite
+
+    suite = prose_suite()
+    return Suite(suite.name, suite.family, suite.sentences[1 - split::2][:n], suite.card)
+
+
+def read_eval_corpus(path: str, limit: int | None = None) -> Suite:
+    """The user's evaluation sequences (.txt: one a line; .jsonl / .csv: the ``text`` field),
+    CorpusError in one line when the file is missing, empty, malformed or holds one sequence."""
+    from interp.probes.readers import read_corpus
+
+    sentences = read_corpus(path, None, limit)
+    if len(sentences) < 2:
+        raise CorpusError(f"{path}: the evaluation corpus holds 1 sequence; give at least 2 (half measure the "
+                          f"effects, the other half the pruning curve)")
+    return Suite(f"eval:{path}", NATURAL, tuple(sentences))
+
+
+def user_half(suite: Suite, split: int) -> Suite:
+    """Sequences 0, 2, 4, ... (split 0) or 1, 3, 5, ... (split 1) of a user corpus."""
+    return Suite(suite.name, suite.family, suite.sentences[split::2], suite.card)
+
+
+def causal_items(model, n_prose: int, n_repeated: int, repeated_lengths: tuple[int, ...],
+                 n_syntax: int, seed: int, max_len: int | None = None, split: int = 0,
+                 user: Suite | None = None, tasks: tuple = ()) -> list[EvalItem]:
+    from interp.ablate.tasks import task_items
+
+    aligner = Aligner(model, max_len)
+    items: list[EvalItem] = []
+    for task in tasks:
+        items += task_items(aligner, task, split, model.d_vocab)
+    if n_prose:
+        for i, seq in enumerate(aligner.encode_suite(prose_subset(n_prose, split))):
+            items.append(_loss_item(seq, PROSE, i, start=0))
+    if user is not None:
+        for i, seq in enumerate(aligner.encode_suite(user_half(user, split))):
+            items.append(_loss_item(seq, CORPUS, i, start=0))
+    if n_repeated:
+        repeat_seed = seed + REPEAT_SEED_OFFSET + split * SPLIT_SEED_OFFSET
+        for i, seq in enumerate(aligner.repeated(n_repeated, repeated_lengths, repeat_seed)):
+            prefix = int(seq.is_special.sum())
+            half = (len(seq) - prefix) // 2
+            items.append(_loss_item(seq, REPEATED, i, start=prefix + half))
+    if n_syntax:
+        items += _sv_items(aligner, n_syntax, seed + split * SPLIT_SEED_OFFSET)
+    return scorable(items, model.d_vocab_out)
+
+
+def scorable(items: list[EvalItem], vocab_out: int) -> list[EvalItem]:
+    """``items`` without the rows whose token has no logit (ids >= ``vocab_out``, a model whose
+    output vocabulary is smaller than its tokenizer's), with one warning saying how many."""
+    out: list[EvalItem] = []
+    dropped = 0
+    for it in items:
+        keep = it.targets < vocab_out
+        if it.wrong is not None:
+            keep &= it.wrong < vocab_out
+        dropped += int((~keep).sum())
+        if it.family == SV and not bool(keep.all()):
+            continue  # its one row cannot be read: the sentence leaves the family
+        out.append(EvalItem(it.tokens, it.family, it.index, it.rows[keep], it.targets[keep],
+                            None if it.wrong is None else it.wrong[keep], it.is_view, it.score))
+    if dropped:
+        warnings.warn(f"{dropped} scored token(s) lie outside the model's {vocab_out} output logits "
+                      "and are not scored", stacklevel=3)
+    return _renumbered(out)
+
+
+def _renumbered(items: list[EvalItem]) -> list[EvalItem]:
+    """Indices 0..n-1 within each family again, after sequences were dropped."""
+    seen: dict[str, int] = {}
+    for it in items:
+        it.index = seen.setdefault(it.family, 0)
+        seen[it.family] += 1
+    return items
+
+
+def _loss_item(seq: ProbeSequence, family: str, index: int, start: int) -> EvalItem:
+    """Score predictions made at positions >= start of every ordinary (non-special) next token."""
+    pos = torch.arange(start, len(seq) - 1)
+    pos = pos[~seq.is_special[pos + 1]]
+    return EvalItem(seq.tokens, family, index, pos, seq.tokens[pos + 1])
+
+
+def _sv_items(aligner: Aligner, n: int, seed: int) -> list[EvalItem]:
+    from interp.probes.grammar import syntax_suite
+
+    suite = syntax_suite(n, seed)
+    items: list[EvalItem] = []
+    for sentence in suite.sentences:
+        agree = sentence.agreement
+        prefix = sentence.text[: sentence.words[agree.verb][0]].rstrip()
+        try:
+            seq = _strip_trailing_special(aligner.encode(Sentence(prefix), suite))
+            correct = _next_token(aligner, seq, prefix, agree.correct, suite)
+            wrong = _next_token(aligner, seq, prefix, agree.wrong, suite)
+        except Unencodable:  # outside this model's vocabulary: the sentence is not used
+            continue
+        if correct is None or wrong is None or correct == wrong:
+            continue
+        last = torch.tensor([len(seq) - 1])
+        items.append(EvalItem(seq.tokens, SV, len(items), last, torch.tensor([correct]), torch.tensor([wrong])))
+    return items
+
+
+def _strip_trailing_special(seq: ProbeSequence) -> ProbeSequence:
+    end = len(seq)
+    while end > 1 and seq.is_special[end - 1]:
+        end -= 1
+    return ProbeSequence(seq.tokens[:end], seq.suite, seq.family, seq.is_delim[:end], seq.is_special[:end])
+
+
+def _next_token(aligner: Aligner, prefix: ProbeSequence, text: str, word: str, suite: Suite) -> int | None:
+    """First sub-token of `` word`` after the prefix, or None if tokenizing merges across the cut."""
+    full = _strip_trailing_special(aligner.encode(Sentence(f"{text} {word}"), suite)).tokens
+    n = len(prefix.tokens)
+    if len(full) <= n or not torch.equal(full[:n], prefix.tokens):
+        return None
+    return int(full[n])
+
+
+def encoder_items(model, n_prose: int, seed: int, max_len: int | None = None, split: int = 0,
+                  user: Suite | None = None) -> list[EvalItem]:
+    """Prose lines (or the user's sequences) and, for each, a view with ~20% of its word tokens
+    deleted (at least one)."""
+    aligner = Aligner(model, max_len)
+    gen = torch.Generator().manual_seed(seed + split * SPLIT_SEED_OFFSET)
+    items: list[EvalItem] = []
+    empty = torch.zeros(0, dtype=torch.long)
+    sentences = user_half(user, split) if user is not None else prose_subset(n_prose, split)
+    for i, seq in enumerate(aligner.encode_suite(sentences)):
+        items.append(EvalItem(seq.tokens, ENCODER, i, empty, empty))
+        inner = torch.nonzero(~seq.is_special).flatten()
+        n_drop = max(1, round(VIEW_DROP * len(inner))) if len(inner) > 1 else 0
+        drop = inner[torch.randperm(len(inner), generator=gen)[:n_drop]]
+        keep = torch.ones(len(seq), dtype=torch.bool)
+        keep[drop] = False
+        items.append(EvalItem(seq.tokens[keep], ENCODER, i, empty, empty, is_view=True))
+    return items
+
+
+# --- batching ------------------------------------------------------------------------------
+
+
+def make_batches(items: list[EvalItem], max_tokens: int, pad_id: int) -> list[EvalBatch]:
+    """Bucket each family by length under ``max_tokens`` padded tokens; encoder views travel
+    with their sentence. A batch never holds a single sequence when avoidable (resampling
+    needs a donor)."""
+    batches: list[EvalBatch] = []
+    for family in dict.fromkeys(it.family for it in items):
+        mine = [it for it in items if it.family == family and not it.is_view]
+        views = {it.index: it for it in items if it.family == family and it.is_view}
+        # Views double the batch: budget the pair by its longer member.
+        lengths = [max(len(it.tokens), len(views[it.index].tokens)) if views else len(it.tokens) for it in mine]
+        budget = max_tokens // 2 if views else max_tokens
+        groups = _no_singletons(bucket_tight(lengths, budget, MAX_PADDING))
+        for group in groups:
+            members = [mine[i] for i in group]
+            members += [views[it.index] for it in members if it.index in views]
+            batches.append(_pad(family, members, pad_id))
+    return batches
+
+
+def bucket_tight(lengths: list[int], max_tokens: int, max_padding: float = MAX_PADDING) -> list[list[int]]:
+    """Indices grouped by length: each group under ``max_tokens`` padded tokens *and* at most
+    ``max_padding`` of it padding. Padding costs a full forward per token, and an exact sweep
+    pays it once per head, so a few more (smaller) batches are cheaper than loose ones."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    groups: list[list[int]] = []
+    current: list[int] = []
+    real = 0
+    for i in order:
+        width = lengths[i]  # ascending: the newest is the widest
+        padded = width * (len(current) + 1)
+        if current and (padded > max_tokens or 1 - (real + width) / padded > max_padding):
+            groups.append(current)
+            current, real = [], 0
+        current.append(i)
+        real += width
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _no_singletons(groups: list[list[int]]) -> list[list[int]]:
+    """Merge every one-sequence group into its neighbour (the next, or the previous for the
+    last): a lone sequence has no resample donor and, in an encoder, no retrieval negatives."""
+    out: list[list[int]] = []
+    carry: list[int] = []
+    for group in groups:
+        group = carry + group
+        carry = []
+        if len(group) == 1:
+            carry = group
+        else:
+            out.append(group)
+    if carry:
+        if out:
+            out[-1] += carry
+        else:
+            out.append(carry)
+    return out
+
+
+def _pad(family: str, members: list[EvalItem], pad_id: int) -> EvalBatch:
+    n, width = len(members), max(len(it.tokens) for it in members)
+    tokens = torch.full((n, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((n, width), dtype=torch.long)
+    for i, it in enumerate(members):
+        tokens[i, : len(it.tokens)] = it.tokens
+        mask[i, : len(it.tokens)] = 1
+    rows = [(i, it) for i, it in enumerate(members) if len(it.rows)]
+    cat = lambda xs: torch.cat(xs) if xs else torch.zeros(0, dtype=torch.long)  # noqa: E731
+    is_view = torch.tensor([it.is_view for it in members])
+    return EvalBatch(
+        family=family, tokens=tokens, attention_mask=mask,
+        index=torch.tensor([it.index for it in members]), is_view=is_view, donor=derangement(is_view),
+        row_batch=cat([torch.full((len(it.rows),), i) for i, it in rows]),
+        row_pos=cat([it.rows for _, it in rows]), row_target=cat([it.targets for _, it in rows]),
+        row_wrong=cat([it.wrong for _, it in rows]) if family == SV else None, score=members[0].score,
+    )
+
+
+def derangement(group: torch.Tensor) -> torch.Tensor:
+    """Each sequence's donor: the next one of the same group (sentences / views), cyclically.
+
+    Batches are sorted by length, so the donor is about as long as the recipient; a group of
+    one donates to itself (the caller falls back to the mean there).
+    """
+    donor = torch.arange(len(group))
+    for value in (False, True):
+        members = torch.nonzero(group == value).flatten()
+        donor[members] = members.roll(-1)
+    return donor
+
+
+def build_corpus(model, n_prose: int, n_repeated: int, repeated_lengths: tuple[int, ...], n_syntax: int,
+                 seed: int, max_tokens: int, split: int = 0, user: Suite | None = None, tasks: tuple = ()) -> EvalCorpus:
+    """The whole evaluation corpus, encoded and batched for ``model``.
+
+    ``split`` picks one of two disjoint halves of the same size and make-up: 0 measures the
+    effects (and so orders the pruning curve), 1 is held out to measure the pruning curve.
+    ``user``: the user's sequences (:func:`read_eval_corpus`), the ``loss_corpus`` family;
+    ``tasks``: user metrics defined in Python (:mod:`interp.ablate.tasks`), causal LMs only.
+    """
+    if split not in (0, 1):
+        raise ValueError(f"split must be 0 or 1, got {split!r}")
+    if model.causal:
+        items = causal_items(model, n_prose, n_repeated, repeated_lengths, n_syntax, seed, split=split, user=user,
+                             tasks=tasks)
+    else:
+        items = encoder_items(model, n_prose, seed, split=split, user=user)
+    pad = model.tokenizer.pad_token_id or 0
+    sizes: dict[str, int] = {}
+    for it in items:
+        sizes[it.family] = max(sizes.get(it.family, 0), it.index + 1)
+    return EvalCorpus(items, make_batches(items, max_tokens, pad), sizes)

@@ -1,0 +1,91 @@
+"""A sequential exact sweep: spend tokens where a head's effect is not yet settled.
+
+The evaluation corpus is cut into ``rounds`` of the same make-up (each family's sequences in
+index order: round ``r`` holds the ``r``-th slice of every family). Round 0 is ablated for every
+chosen head; after each round every (head, metric) effect is recomputed with its bootstrap
+interval over the sequences it has seen (:func:`interp.ablate.stats.effects_from_sums`), and
+only the heads whose effect is still open on some metric of a family get that family's next
+round. An effect is *settled* (:func:`settled`) when its 95% interval decides it against the
+pruning tolerance (wholly above, wholly below, or wholly within +-tolerance; see
+``vs_tolerance``) and, for a head that matters (above), when the interval is also tight:
+half-width at most ``max(REL_PRECISION * |delta|, ABS_PRECISION)``. Heads that are clearly
+irrelevant stop after one round; heads near the tolerance or important but imprecise go on,
+up to the last round. Each row's ``n_tokens`` says how many tokens its effect rests on.
+
+This is a racing design, not a fixed-size test: the intervals of heads that stop early are
+slightly optimistic (stopping when the interval looks settled favours intervals that happen to
+be narrow), the usual price of racing; the undecided share that remains is reported.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from interp.ablate.evaluation import EvalCorpus, make_batches
+from interp.ablate.metrics import family_metrics
+
+REL_PRECISION = 0.10  # an important head's interval half-width, relative to its effect
+ABS_PRECISION = 0.01  # ... or this much absolute (nats, logits), whichever is larger
+
+Head = tuple[int, int]
+
+
+def rounds(corpus: EvalCorpus, n_rounds: int, max_tokens: int, pad_id: int) -> list[EvalCorpus]:
+    """``corpus`` cut into ``n_rounds`` corpora of the same make-up (every family's index order
+    sliced evenly; sequence indices kept, so the rounds share one SumStore)."""
+    if n_rounds <= 1:
+        return [corpus]
+    per = {f: math.ceil(n / n_rounds) for f, n in corpus.sizes.items()}
+    out = []
+    for r in range(n_rounds):
+        items = [it for it in corpus.items if it.index // per[it.family] == r]
+        if items:
+            out.append(EvalCorpus(items, make_batches(items, max_tokens, pad_id), corpus.sizes))
+    return out
+
+
+def family_part(corpus: EvalCorpus, family: str) -> EvalCorpus:
+    """The batches of one family (a batch holds one family)."""
+    return EvalCorpus([it for it in corpus.items if it.family == family],
+                      [b for b in corpus.batches if b.family == family], corpus.sizes)
+
+
+def settled(effects: pd.DataFrame) -> pd.Series:
+    """Per effects row: is the effect settled (see module docstring)?"""
+    half = (effects["ci_high"] - effects["ci_low"]) / 2
+    precise = half <= np.maximum(REL_PRECISION * effects["delta"].abs(), ABS_PRECISION)
+    decided = effects["vs_tolerance"] != "undecided"
+    return decided & ((effects["vs_tolerance"] != "above") | precise)
+
+
+def open_heads(effects: pd.DataFrame, family: str) -> set[Head]:
+    """Heads with an unsettled effect on some metric of ``family`` (any ablation kind)."""
+    rows = effects[effects["metric"].isin(family_metrics(family))]
+    rows = rows[~settled(rows)]
+    return {(int(layer), int(head)) for layer, head in zip(rows["layer"], rows["head"])}
+
+
+def sequential_sweep(parts: list[EvalCorpus], heads: list[Head], sweep: Callable[[EvalCorpus, list[Head]], None],
+                     effects: Callable[[], pd.DataFrame]) -> list[dict[str, int]]:
+    """Run ``sweep(corpus, heads)`` round by round on the heads still open per family; returns,
+    per round, the number of heads each family's sweep ran (what the manifest records)."""
+    log = []
+    todo = {family: list(heads) for family in parts[0].sizes}
+    for r, part in enumerate(parts):
+        ran = {}
+        for family in part.sizes:
+            chosen = sorted(todo.get(family, []))
+            if chosen and any(b.family == family for b in part.batches):
+                sweep(family_part(part, family), chosen)
+                ran[family] = len(chosen)
+        log.append(ran)
+        if r + 1 < len(parts):
+            table = effects()
+            todo = {family: sorted(open_heads(table, family) & set(heads)) for family in parts[0].sizes}
+            if not any(todo.values()):
+                break
+    return log

@@ -1,0 +1,345 @@
+"""Ablate stage: how much does the model need each attention head?
+
+Each query head's output (``hook_z``) is replaced, alone, by its corpus mean (the default), zero
+or its output on another sequence (:mod:`interp.ablate.values`), and the model is rerun on a small
+evaluation corpus (:mod:`interp.ablate.evaluation`) to read metrics that do not depend on
+attention patterns (:mod:`interp.ablate.metrics`): next-token loss on prose and on repeated
+random tokens and subject-verb agreement for causal LMs; sentence-embedding drift and
+retrieval for encoders. Every effect comes with a paired bootstrap interval over sequences.
+
+Steps, each with a progress bar:
+
+1. **estimate**: every head's effect estimated at once, by first-order attribution
+   (:mod:`interp.ablate.attribution`, one forward and backward pass per batch; the default:
+   it agrees best with exact ablation on the packaged models, benchmarks/estimators.py) or by
+   integrated gradients over the clean -> ablated path (:mod:`interp.ablate.integrated`,
+   ``ig_steps`` passes; it sees through a saturated downstream softmax, which attribution
+   cannot); rows with ``method`` the estimator's name. With ``top_k`` both run.
+2. **exact** (:mod:`interp.ablate.sweep`): every head (or, with ``top_k``, the heads either
+   estimator ranks highest plus a random audit sample, :mod:`interp.ablate.selection`)
+   ablated and the model rerun from that head's layer on; with ``max_rounds > 1`` in rounds,
+   only heads whose effect is not yet settled going on (:mod:`interp.ablate.sequential`).
+3. **pruning** (:mod:`interp.ablate.pruning`): per metric, heads removed cumulatively in
+   that metric's order, least important first (by the effects above), measured on a held-out
+   corpus of the same make-up, to one head near the 1% / 5% crossings; the share of heads
+   removable within each, with intervals; and every head of one role removed at once.
+
+:func:`role_effects` and :func:`surprises` relate the effects to the classifier's roles.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import math
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import pandas as pd
+import torch
+
+from interp.model import memory
+from interp.pipeline import rundir
+from interp.ablate.attribution import attribute
+from interp.ablate.catalogue import CAUSAL_METRICS, CORPUS, ENCODER_METRICS, ESTIMATORS, REPEATED, SV
+from interp.ablate.evaluation import EvalCorpus, build_corpus, make_batches, read_eval_corpus
+from interp.ablate.integrated import integrate
+from interp.ablate.forward import Ablator
+from interp.ablate.metrics import metric_sizes
+from interp.ablate.pruning import Removals, metric_curve, pruning_order, role_rows, step_sizes
+from interp.ablate.selection import annotate, audit_summary, choose
+from interp.ablate.sequential import rounds, sequential_sweep
+from interp.ablate.stats import SumStore, effects_from_sums, sequence_tokens
+from interp.ablate.surprises import role_effects, surprises
+from interp.ablate.sweep import exact_sweep, pass_size, probe_pass
+from interp.ablate.threads import choose_threads, stage_threads
+from interp.ablate.values import MeanAccumulator
+from interp.ablate.config import AUDIT_SHARE, AblateConfig
+from interp.errors import ConfigError
+from interp.model.load import LoadedModel
+from interp.pipeline.tables import EFFECTS, PRUNING
+
+__all__ = ["AblateConfig", "AblateResult", "ablate", "role_effects", "run_stage", "surprises", "write"]
+
+
+
+@dataclass
+class AblateResult:
+    effects: pd.DataFrame  # the `effects` table
+    pruning: pd.DataFrame  # the `pruning` table (empty when prune=False)
+    timings: dict[str, float]  # seconds per step, plus per-head and per-pass figures
+    summary: dict[str, Any] = field(default_factory=dict)  # corpus sizes, removable fractions, settings used
+
+
+def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: bool = True,
+           roles: pd.DataFrame | None = None) -> AblateResult:
+    """Measure every head's effect (exact and/or estimated) and the pruning curves; with a
+    ``roles`` table, also the curves that remove every head of one role."""
+    cfg = config.resolved(model.n_layers * model.n_heads)
+    metrics = _metrics(model, cfg)
+    timings: dict[str, float] = {}
+    with _timed(timings, "total"), _in_dtype(model, cfg.dtype) as m:
+        with _timed(timings, "corpus"):
+            corpus = _corpus(m, cfg, metrics)
+            cfg, corpus = _fit_memory(m, cfg, metrics, corpus)
+        metrics = _measurable(metrics, corpus, cfg)
+        ablator = Ablator(m)
+        with _timed(timings, "threads"):
+            threads = choose_threads(cfg.threads or pinned_threads(),
+                                     lambda: probe_pass(ablator, corpus, cfg.max_tokens_per_batch))
+        with stage_threads(threads):
+            effects, pruning, found = _measure(ablator, corpus, cfg, metrics, roles, timings, progress)
+    summary = {
+        "corpus": {f: {"n_sequences": n} for f, n in corpus.sizes.items()}, "n_tokens": corpus.n_tokens,
+        "metrics": list(metrics), **found,
+        "threads": threads or torch.get_num_threads(), "estimator": cfg.estimator if cfg.attribution or cfg.top_k else None,
+        "audit": audit_summary(effects),
+        "resolved_config": dataclasses.asdict(cfg),
+    }
+    return AblateResult(effects, PRUNING.validate(PRUNING.finite(pruning)), timings, summary)
+
+
+def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: tuple[str, ...],
+             roles: pd.DataFrame | None, timings: dict[str, float], progress: bool
+             ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """Estimates, the exact sweep and the pruning curves: (effects, pruning, summary facts:
+    exact heads, layer reuse, removable shares with their intervals)."""
+    estimates, means = None, None
+    if cfg.attribution or cfg.top_k is not None:
+        # top_k ranks heads by every estimator (attribution first: it also gives the means)
+        frames = []
+        for name in (ESTIMATORS if cfg.top_k is not None else (cfg.estimator,)):
+            with _timed(timings, name):
+                frame, means = _estimate(ablator, corpus, cfg, name, means, progress)
+            frames.append(frame)
+        estimates = pd.concat(frames, ignore_index=True)
+    elif set(cfg.ablations) & {"mean", "resample"}:
+        with _timed(timings, "means"):
+            means = head_means(ablator, corpus)
+    model = ablator.model
+    every = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
+    audit = cfg.audit if cfg.audit is not None else math.ceil(AUDIT_SHARE * (cfg.top_k or 0))
+    chosen = choose(every, estimates, cfg.top_k, audit, cfg.ablations[0], metrics, cfg.seed)
+    heads = sorted(chosen)
+    with _timed(timings, "exact"):
+        exact, reused, log = _exact(ablator, corpus, heads, cfg, means, progress)
+    timings["exact_per_head"] = timings["exact"] / max(len(heads) * len(cfg.ablations), 1)
+    primary = None if estimates is None else estimates[estimates["method"] == cfg.estimator]
+    effects = _finish_effects([estimates, annotate(exact, primary, chosen)], metrics)
+    pruning, shares = pd.DataFrame(columns=PRUNING.names), {}
+    if cfg.prune:
+        with _timed(timings, "pruning"):
+            pruning, shares = _pruning(ablator, effects, cfg, metrics, means, roles, progress)
+    return effects, pruning, {"exact_heads": len(heads), "layer_reuse": reused, "rounds": log, "removable": shares}
+
+
+def write(run_dir: Path, result: AblateResult) -> None:
+    """Write the ``effects`` and ``pruning`` tables into the run."""
+    rundir.write_table(run_dir, "effects", result.effects)
+    rundir.write_table(run_dir, "pruning", result.pruning)
+
+
+def check_inputs(config: AblateConfig) -> None:
+    """Read the evaluation corpus now, so that a bad one fails before the model loads."""
+    if config.eval_corpus:
+        read_eval_corpus(config.eval_corpus)
+
+
+def run_stage(run_dir: Path, model: LoadedModel, config: AblateConfig = AblateConfig(),
+              progress: bool = True) -> dict[str, Any]:
+    """The ablate stage of a run: measure, write, and hand the timings and corpus facts to the manifest."""
+    result = ablate(model, config, progress, roles=rundir.read_table(run_dir, "roles"))
+    write(run_dir, result)
+    return {"timings": {k: round(v, 3) for k, v in result.timings.items()}, **result.summary}
+
+
+def pinned_threads() -> int | None:
+    """The thread count ``OMP_NUM_THREADS`` pins, if set: then it is used, not measured, so that
+    the tables come out bit-identical run after run (1 and 2 threads differ in the 8th digit)."""
+    try:
+        value = int(os.environ.get("OMP_NUM_THREADS", ""))
+    except ValueError:
+        return None
+    return value if value >= 1 else None
+
+
+def head_means(ablator: Ablator, corpus: EvalCorpus) -> torch.Tensor:
+    """Every head's mean z over the valid positions of the corpus: ``[layer, head, d_head]``."""
+    acc = MeanAccumulator()
+    for batch in corpus.batches:
+        acc.add(ablator.clean(batch, keep_z=True).z, batch.valid)
+    return acc.means()
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def _metrics(model: LoadedModel, cfg: AblateConfig) -> tuple[str, ...]:
+    available = CAUSAL_METRICS if model.causal else ENCODER_METRICS
+    if model.causal and cfg.eval_corpus:  # the user's task first: it orders the pruning curve
+        available = (CORPUS, *available)
+    if cfg.tasks:
+        if not model.causal:
+            raise ConfigError("tasks read logits, which an encoder's metrics do not use: give tasks to a causal LM")
+        available = (*(t.name for t in cfg.tasks), *available)
+    chosen = available if cfg.metrics is None else cfg.metrics
+    wrong = [m for m in chosen if m not in available]
+    if wrong:
+        kind = "causal LM" if model.causal else "encoder"
+        raise ConfigError(f"metrics {', '.join(wrong)} do not apply to a {kind}; choose from {', '.join(available)}")
+    return tuple(chosen)
+
+
+def _corpus(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...], split: int = 0) -> EvalCorpus:
+    wants = set(metrics)
+    user = read_eval_corpus(cfg.eval_corpus) if cfg.eval_corpus and (CORPUS in wants or not model.causal) else None
+    rounds_ = cfg.max_rounds if split == 0 else 1  # split 0 holds every round of the sequential sweep
+    corpus = build_corpus(
+        model, n_prose=rounds_ * cfg.n_prose if (not model.causal or "loss_prose" in wants) else 0,
+        n_repeated=rounds_ * cfg.n_repeated if "loss_repeated" in wants else 0, repeated_lengths=cfg.repeated_lengths,
+        n_syntax=rounds_ * cfg.n_syntax if SV in wants else 0, seed=cfg.seed, max_tokens=cfg.max_tokens_per_batch,
+        split=split, user=user, tasks=tuple(t for t in cfg.tasks if t.name in wants),
+    )
+    if not corpus.batches:
+        raise ConfigError("the evaluation corpus is empty: raise n_prose / n_repeated / n_syntax")
+    return corpus
+
+
+def _measurable(metrics: tuple[str, ...], corpus: EvalCorpus, cfg: AblateConfig) -> tuple[str, ...]:
+    """The metrics the corpus has sequences for. One whose sequences were asked for but none fits
+    (a short context or a small vocabulary can empty a family) is dropped with a warning."""
+    sizes = metric_sizes(corpus.sizes)
+    empty = [m for m in metrics if not sizes.get(m)]
+    unfit = [m for m in empty if getattr(cfg, {REPEATED: "n_repeated", SV: "n_syntax"}.get(m, "n_prose"))]
+    if unfit:
+        warnings.warn(f"no evaluation sequence for {', '.join(unfit)} fits this model and tokenizer: not measured",
+                      stacklevel=3)
+    return tuple(m for m in metrics if m not in empty)
+
+
+def _fit_memory(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...],
+                corpus: EvalCorpus) -> tuple[AblateConfig, EvalCorpus]:
+    """The config and corpus with a token budget per pass whose estimated peak memory fits (see
+    interp.model.memory); the corpus is batched again when the budget had to shrink."""
+    pad = model.tokenizer.pad_token_id or 0
+    # Copies per pass: at most a layer's heads (sweep) or the pruning steps, within the budget.
+    steps = len(step_sizes(model.n_layers * model.n_heads, cfg.prune_step)) if cfg.prune else 0
+    most = max(cfg.heads_per_pass or model.n_heads, steps)
+
+    def shapes(budget: int) -> list[tuple[int, int, int, int]]:
+        return [(len(b), b.tokens.shape[1], len(b.row_batch), min(most, pass_size(b, None, budget)))
+                for b in make_batches(corpus.items, budget, pad)]
+
+    budget = memory.ablate_budget(memory.Shape.of(model), cfg.max_tokens_per_batch, shapes, model.device)
+    if budget == cfg.max_tokens_per_batch:
+        return cfg, corpus
+    cfg = dataclasses.replace(cfg, max_tokens_per_batch=budget)
+    return cfg, _corpus(model, cfg, metrics)
+
+
+def _estimate(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, estimator: str, means: torch.Tensor | None,
+              progress: bool) -> tuple[pd.DataFrame, torch.Tensor | None]:
+    """Every head's estimated effect rows (``method`` the estimator's name) and the heads' means
+    (None where no kind needs them and no estimator computed them anyway)."""
+    if estimator == "attribution":
+        attr = attribute(ablator, corpus, cfg.ablations, progress)
+        return effects_from_sums(attr.store, "attribution", cfg.n_bootstrap, cfg.seed, sequence_tokens(corpus)), attr.means
+    if means is None and set(cfg.ablations) & {"mean", "resample"}:
+        means = head_means(ablator, corpus)
+    store = integrate(ablator, corpus, cfg.ablations, means, cfg.ig_steps, progress)
+    return effects_from_sums(store, "integrated", cfg.n_bootstrap, cfg.seed, sequence_tokens(corpus)), means
+
+
+def _exact(ablator: Ablator, corpus: EvalCorpus, heads: list[tuple[int, int]], cfg: AblateConfig,
+           means: torch.Tensor | None, progress: bool) -> tuple[pd.DataFrame, bool, list[dict[str, int]]]:
+    """Exact effect rows of ``heads``, whether layer reuse held, and the heads each round ran per
+    family (one round unless ``max_rounds > 1``: then :mod:`interp.ablate.sequential`)."""
+    store = SumStore(metric_sizes(corpus.sizes))
+    if not heads:
+        return pd.DataFrame(columns=EFFECTS.names), False, []
+    tokens, reused = sequence_tokens(corpus), []
+
+    def sweep(part: EvalCorpus, chosen: list[tuple[int, int]]) -> None:
+        reused.append(exact_sweep(ablator, part, store, chosen, cfg.ablations, means, cfg.heads_per_pass,
+                                  cfg.max_tokens_per_batch, progress=progress))
+
+    def table() -> pd.DataFrame:
+        return effects_from_sums(store, "exact", cfg.n_bootstrap, cfg.seed, tokens)
+
+    parts = rounds(corpus, cfg.max_rounds, cfg.max_tokens_per_batch, ablator.model.tokenizer.pad_token_id or 0)
+    if len(parts) == 1:
+        sweep(corpus, heads)
+        log = [dict.fromkeys(corpus.sizes, len(heads))]
+    else:
+        log = sequential_sweep(parts, heads, sweep, table)
+    return table(), all(reused), log
+
+
+def _pruning(ablator: Ablator, effects: pd.DataFrame, cfg: AblateConfig, metrics: tuple[str, ...],
+             means: torch.Tensor | None, roles: pd.DataFrame | None, progress: bool) -> tuple[pd.DataFrame, dict]:
+    """Each metric's pruning curve in its own order (primary ablation kind), measured on the
+    held-out split (split 1, see corpus.py), then every role's heads removed at once: (the
+    ``pruning`` rows, metric -> tolerance -> removable share with its bootstrap interval)."""
+    model = ablator.model
+    held_out = _corpus(model, cfg, metrics, split=1)
+    heads = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
+    by_role = _heads_by_role(roles)
+    frames, shares = [], {}
+    for metric in _measurable(metrics, held_out, cfg):
+        removals = Removals(ablator, held_out, metric, cfg.ablations[0], means, cfg.max_tokens_per_batch)
+        order = pruning_order(effects, heads, metric, cfg.ablations[0])
+        curve, shares[metric] = metric_curve(removals, order, cfg.prune_step, cfg.n_bootstrap, cfg.seed, progress)
+        frames += [curve, role_rows(removals, by_role, len(heads), cfg.n_bootstrap, cfg.seed)]
+    frames = [f for f in frames if len(f)]
+    pruning = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=PRUNING.names)
+    return pruning, shares
+
+
+def _heads_by_role(roles: pd.DataFrame | None) -> dict[str, list[tuple[int, int]]]:
+    """Primary role -> its heads, from a roles table (empty without one)."""
+    if roles is None or roles.empty:
+        return {}
+    return {str(role): sorted(zip(group["layer"].astype(int), group["head"].astype(int)))
+            for role, group in roles.groupby("role")}
+
+
+def _finish_effects(frames: list[pd.DataFrame | None], metrics: tuple[str, ...]) -> pd.DataFrame:
+    frames = [f for f in frames if f is not None and len(f)]
+    if not frames:
+        return pd.DataFrame(columns=EFFECTS.names)
+    effects = pd.concat(frames, ignore_index=True)
+    effects = effects[effects["metric"].isin(metrics)]
+    effects = effects.astype({"layer": int, "head": int})
+    effects = effects.sort_values(["method", "ablation", "metric", "layer", "head"], kind="stable")
+    return EFFECTS.validate(EFFECTS.finite(effects.reset_index(drop=True)))
+
+
+@contextlib.contextmanager
+def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[name] = time.perf_counter() - start
+
+
+@contextlib.contextmanager
+def _in_dtype(model: LoadedModel, dtype: str | None) -> Iterator[LoadedModel]:
+    """The model itself, or a converted copy when the stage asks for another dtype (the
+    caller's model is never cast in place: bf16 -> fp32 would not give the weights back)."""
+    current = str(next(model.bridge.parameters()).dtype).removeprefix("torch.")
+    if dtype is None or dtype == current:
+        yield model
+        return
+    from interp.model.load import check_dtype
+
+    bridge = copy.deepcopy(model.bridge).to(check_dtype(model.device, dtype))
+    try:
+        yield dataclasses.replace(model, bridge=bridge, dtype=dtype)
+    finally:
+        del bridge

@@ -1,0 +1,149 @@
+"""Per-sequence sums -> effect rows with paired bootstrap confidence intervals.
+
+Each metric is a ratio of sums over sequences (see :mod:`interp.ablate.metrics`). A
+bootstrap resample draws the family's sequences with replacement and recomputes baseline and
+ablated metric on the *same* draw, so the interval is for the paired difference: it is narrow
+when a head changes every sequence a little in the same direction, even if the sequences
+themselves vary a lot. The same draws serve every head of a metric.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+
+from interp.ablate.catalogue import ORIENTATION
+from interp.ablate.evaluation import EvalCorpus
+from interp.ablate.metrics import PerSeq, family_metrics, metric_sizes
+
+Condition = tuple[str, int, int]  # (ablation kind, layer, head)
+TOLERANCE = 0.01  # a head "matters" past 1% of the intact metric: the pruning curve's tightest tolerance
+
+
+@dataclass
+class MetricSums:
+    """Per-sequence ``num`` of the intact model and of each ablated condition, for one metric."""
+
+    size: int
+    base: torch.Tensor = field(init=False)
+    den: torch.Tensor = field(init=False)
+    ablated: dict[Condition, torch.Tensor] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.base = torch.zeros(self.size, dtype=torch.float64)
+        self.den = torch.zeros(self.size, dtype=torch.float64)
+
+    def add_base(self, per: PerSeq) -> None:
+        self.base[per.index] = per.num.detach().double().cpu()
+        self.den[per.index] = per.den.detach().double().cpu()
+
+    def add(self, condition: Condition, per: PerSeq) -> None:
+        row = self.ablated.setdefault(condition, torch.full((self.size,), float("nan"), dtype=torch.float64))
+        row[per.index] = per.num.detach().double().cpu()
+
+
+class SumStore(dict):
+    """metric name -> MetricSums; ``add_base``/``add`` take a batch's ``{metric: PerSeq}``."""
+
+    def __init__(self, sizes: dict[str, int]):
+        super().__init__({m: MetricSums(n) for m, n in sizes.items()})
+
+    def add_base(self, per_metric: dict[str, PerSeq]) -> None:
+        for name, per in per_metric.items():
+            self[name].add_base(per)
+
+    def add(self, condition: Condition, per_metric: dict[str, PerSeq]) -> None:
+        for name, per in per_metric.items():
+            self[name].add(condition, per)
+
+    def baseline(self, metric: str) -> float:
+        sums = self[metric]
+        return float(sums.base.sum() / sums.den.sum())
+
+
+def sequence_tokens(corpus: EvalCorpus) -> dict[str, np.ndarray]:
+    """metric -> tokens of each of its sequences (an encoder sentence counts its view too)."""
+    out = {m: np.zeros(n, dtype=np.int64) for m, n in metric_sizes(corpus.sizes).items()}
+    for item in corpus.items:
+        for metric in family_metrics(item.family):
+            out[metric][item.index] += len(item.tokens)
+    return out
+
+
+def bootstrap_weights(n: int, n_boot: int, seed: int) -> np.ndarray:
+    """``[n, n_boot]`` counts: how often each sequence is drawn in each resample."""
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, n, size=(n_boot, n))
+    weights = np.zeros((n, n_boot))
+    np.add.at(weights, (draws, np.arange(n_boot)[:, None]), 1.0)
+    return weights
+
+
+def effects_from_sums(store: SumStore, method: str, n_boot: int, seed: int,
+                      tokens: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
+    """One ``effects`` row per (condition, metric) in ``store``; delta oriented worse = positive.
+
+    A condition's effect rests on the sequences it was measured on (a sequential sweep stops
+    some heads early): conditions measured on the same sequences share one bootstrap. ``tokens``
+    (metric -> tokens per sequence) fills ``n_tokens``; the decisions against zero and against
+    the tolerance (``TOLERANCE`` of the baseline) read the interval (:func:`decisions`).
+    """
+    rows = []
+    for metric, sums in store.items():
+        if not sums.ablated or float(sums.den.sum()) == 0:
+            continue
+        conditions = list(sums.ablated)
+        abl = torch.stack([sums.ablated[c] for c in conditions]).numpy()  # [condition, seq]
+        seen = ~np.isnan(abl)
+        baseline = float(sums.base.sum() / sums.den.sum())
+        n_tok = tokens.get(metric) if tokens else None
+        for mask in np.unique(seen, axis=0):
+            if not mask.any():
+                continue
+            group = np.nonzero((seen == mask).all(1))[0]
+            delta, lo, hi = _paired(sums, abl[group][:, mask], mask, ORIENTATION.get(metric, 1), n_boot, seed)
+            for j, i in enumerate(group):
+                kind, layer, head = conditions[i]
+                rows.append({
+                    "layer": layer, "head": head, "ablation": kind, "metric": metric, "baseline": baseline,
+                    "ablated": baseline + ORIENTATION.get(metric, 1) * delta[j], "delta": delta[j],
+                    "delta_rel": delta[j] / abs(baseline) if baseline != 0 else np.nan,
+                    "ci_low": lo[j], "ci_high": hi[j], "method": method,
+                    "n_tokens": int(n_tok[mask].sum()) if n_tok is not None else np.nan,
+                })
+    frame = pd.DataFrame(rows)
+    return decisions(frame) if len(frame) else frame
+
+
+def _paired(sums: MetricSums, abl: np.ndarray, mask: np.ndarray, sign: int, n_boot: int,
+            seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(delta, ci_low, ci_high) per condition of ``abl`` ``[condition, seq]``, on the sequences
+    ``mask`` keeps: the delta of the ratio of sums, and its paired bootstrap interval."""
+    base, den = sums.base.numpy()[mask], sums.den.numpy()[mask]
+    delta = sign * (abl.sum(1) - base.sum()) / den.sum()
+    w = bootstrap_weights(len(base), n_boot, seed)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boot = sign * ((abl @ w) - (base @ w)) / (den @ w)  # [condition, n_boot]
+    lo, hi = np.nanquantile(boot, [0.025, 0.975], axis=1)
+    return delta, lo, hi
+
+
+def tolerance_of(baseline: pd.Series) -> pd.Series:
+    """The effect a head may have and still count as removable: ``TOLERANCE`` of the intact
+    metric, or that much absolute where the intact metric is 0 (embedding_cosine)."""
+    scale = baseline.abs()
+    return TOLERANCE * scale.where(scale > 1e-12, 1.0)
+
+
+def decisions(effects: pd.DataFrame) -> pd.DataFrame:
+    """``effects`` with ``tolerance``, ``vs_zero`` (above | below | undecided: does the 95%
+    interval exclude zero, and on which side) and ``vs_tolerance`` (above | within | below |
+    undecided: is the interval wholly beyond +tolerance, inside +-tolerance, beyond -tolerance)."""
+    tol = tolerance_of(effects["baseline"])
+    lo, hi = effects["ci_low"], effects["ci_high"]
+    vs_zero = np.select([lo > 0, hi < 0], ["above", "below"], "undecided")
+    vs_tol = np.select([lo > tol, hi < -tol, (lo >= -tol) & (hi <= tol)], ["above", "below", "within"], "undecided")
+    return effects.assign(tolerance=tol, vs_zero=vs_zero, vs_tolerance=vs_tol)

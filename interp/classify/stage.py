@@ -1,0 +1,245 @@
+"""Classify stage: features table -> roles table (+ clusters of unexplained heads, a summary).
+
+Every head gets a primary role from the catalogue (interp.roles) or ``unexplained``, a
+calibrated confidence, a second role where one holds, its sink mass, per-role scores and, when
+bootstrap replicates of the features are available, a stability. The method:
+
+1. :func:`~interp.classify.matrix.head_frames` turns the features table into one row per
+   head: each role's feature, read on the head's attention off the sink (the first position),
+   as a lift over the no-preference baseline (syntax: the best lift over the best fixed word
+   offset, position or form; positional: the best fixed position), plus the normalised entropy
+   over the content keys; and beside it the head's sink mass on the queries behind each column.
+2. :class:`~interp.classify.estimator.HeadRoleClassifier` (a scikit-learn estimator: a
+   temperature-calibrated multinomial logistic model) names what the head does with its non-sink
+   attention. The shipped model is fitted on the reference bank (interp.classify.reference.bank):
+   synthetic heads of every archetype, their mixtures with BOS sinks, noise and each other, and
+   null heads (random, shuffled, off-catalogue behaviours) labelled ``unexplained`` -- all
+   scored by the same feature code as real heads.
+3. The sink rule (interp.classify.primary): that name is the primary role wherever the
+   head's attention off the sink is substantial; a head with too little is ``first_token``.
+4. Stability: the share of bootstrap replicates (``feature_replicates.npz``) on which the head
+   keeps its primary role.
+5. Unexplained heads are clustered by attention profile; recurring groups are described.
+
+``interp classify RUN_DIR [--refit]`` calls :func:`run_stage`.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from interp.classify.clusters import cluster_unexplained
+from interp.classify.estimator import HeadRoleClassifier
+from interp.classify.matrix import SINK_MASS, head_frames, head_matrix, table_arrays
+from interp.classify.primary import label_heads
+from interp.classify.reference.fit import default_classifier, load_classifier, refit as refit_reference
+from interp.classify.stability import grid, stability
+from interp.collect.config import FEATURES_VERSION
+from interp.classify.config import ClassifyConfig
+from interp.errors import RunError
+from interp.classify.reference import REFERENCE_VERSION
+from interp.roles import ROLE_NAMES, UNEXPLAINED
+from interp.pipeline.tables import ROLES_TABLE
+
+__all__ = ["ClassifyConfig", "ClassifyResult", "HeadRoleClassifier", "classify", "head_matrix", "run_stage", "write"]
+
+REPLICATES_FILE = "feature_replicates.npz"
+REFIT_MODEL_FILE = "classifier.json"
+REFIT_BANK_FILE = "reference_bank.csv"
+
+
+@dataclass
+class ClassifyResult:
+    """roles: the roles table; clusters: cluster, layer, head, description; summary: tidy counts
+    (scope "model" | "layer" | "truth", layer, role, count, share); confusion: truth x predicted
+    head counts when the true roles were given, else None."""
+
+    roles: pd.DataFrame
+    clusters: pd.DataFrame
+    summary: pd.DataFrame
+    confusion: pd.DataFrame | None = None
+
+    @property
+    def counts(self) -> pd.Series:
+        """Number of heads per role (every role of the catalogue, zeros included)."""
+        rows = self.summary[self.summary["scope"] == "model"]
+        return rows.set_index("role")["count"]
+
+    @property
+    def share_unexplained(self) -> float:
+        return float((self.roles["role"] == UNEXPLAINED).mean())
+
+    @property
+    def per_layer(self) -> pd.DataFrame:
+        """Role counts per layer: layer x role."""
+        return pd.crosstab(self.roles["layer"], self.roles["role"]).reindex(columns=list(ROLE_NAMES), fill_value=0)
+
+    def summary_text(self) -> str:
+        """A few lines for the terminal: heads per role, share unexplained, recurring groups."""
+        counts = self.counts[self.counts > 0]
+        lines = [f"{len(self.roles)} heads: " + ", ".join(f"{role} {n}" for role, n in counts.items()),
+                 f"unexplained: {self.share_unexplained:.0%}"]
+        stability = self.roles["stability"]
+        if stability.notna().any():
+            lines.append(f"mean stability: {stability.mean():.2f}")
+        for number, group in self.clusters.groupby("cluster"):
+            members = " ".join(f"L{l}H{h}" for l, h in zip(group["layer"], group["head"]))
+            lines.append(f"unexplained group {number} ({len(group)} heads: {members}): {group['description'].iloc[0]}")
+        return "\n".join(lines)
+
+
+def _classifier(config: ClassifyConfig) -> HeadRoleClassifier:
+    clf = default_classifier() if config.reference is None else load_classifier(config.reference, config.reference_version)
+    if config.reference is None and config.reference_version != REFERENCE_VERSION:
+        raise RunError(f"this interp ships reference version {REFERENCE_VERSION!r}, the config asks for "
+                       f"{config.reference_version!r}: reclassify with --refit or the matching interp version")
+    return clf
+
+
+def roles_table(clf: HeadRoleClassifier, matrix: pd.DataFrame, sinks: pd.DataFrame) -> pd.DataFrame:
+    """layer, head, role, confidence, second_role, sink_mass, score_<role> for every role (stability added later)."""
+    labels = label_heads(clf, matrix, sinks)
+    frame = pd.DataFrame({
+        "layer": matrix.index.get_level_values("layer").astype(int),
+        "head": matrix.index.get_level_values("head").astype(int),
+        "role": labels.primary, "confidence": labels.confidence,
+        "second_role": pd.Series(labels.second, dtype=object).to_numpy(),
+        "sink_mass": sinks[SINK_MASS].to_numpy(), "stability": np.nan,
+    })
+    for j, role in enumerate(ROLE_NAMES):
+        frame[f"score_{role}"] = labels.scores[:, j]
+    return frame
+
+
+def role_summary(roles: pd.DataFrame, truth: Mapping[tuple[int, int], str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """Tidy counts per role for the model and per layer (+ recall per true role), and the confusion table."""
+    rows = []
+    counts = roles["role"].value_counts()
+    for role in ROLE_NAMES:
+        rows.append({"scope": "model", "layer": np.nan, "role": role, "count": int(counts.get(role, 0)),
+                     "share": counts.get(role, 0) / len(roles)})
+    for layer, group in roles.groupby("layer"):
+        c = group["role"].value_counts()
+        for role in ROLE_NAMES:
+            rows.append({"scope": "layer", "layer": layer, "role": role, "count": int(c.get(role, 0)),
+                         "share": c.get(role, 0) / len(group)})
+    confusion = None
+    if truth:
+        known = roles[[(l, h) in truth for l, h in zip(roles["layer"], roles["head"])]]
+        true = pd.Series([truth[(l, h)] for l, h in zip(known["layer"], known["head"])], index=known.index, name="truth")
+        confusion = pd.crosstab(true, known["role"].rename("predicted"))
+        for role, group in known.groupby(true):
+            rows.append({"scope": "truth", "layer": np.nan, "role": role, "count": len(group),
+                         "share": float((group["role"] == role).mean())})
+    return pd.DataFrame(rows, columns=["scope", "layer", "role", "count", "share"]), confusion
+
+
+def classify(features: pd.DataFrame, replicates: np.ndarray | None = None, names: list[str] | None = None,
+             config: ClassifyConfig = ClassifyConfig(), truth: Mapping[tuple[int, int], str] | None = None,
+             classifier: HeadRoleClassifier | None = None) -> ClassifyResult:
+    """Label every head of a features table.
+
+    replicates: bootstrap replicates of the values, float [replicate, layer, feature, head] with
+        features in ``names`` order (``FeatureAccumulator.replicates()``); None: stability NaN.
+    truth: known roles of some heads, (layer, head) -> role (planted models): adds recall rows to
+        the summary and a confusion table.
+    classifier: a fitted HeadRoleClassifier to use instead of the one ``config`` names.
+    """
+    clf = classifier if classifier is not None else _classifier(config)
+    if config.second_min_lift is not None:  # a copy: the shipped model is cached and shared
+        clf = copy.deepcopy(clf).set_params(second_min_lift=config.second_min_lift)
+    matrix, sinks = head_frames(features)
+    roles = roles_table(clf, matrix, sinks)
+    if replicates is not None:
+        if names is None:
+            raise ValueError("replicates need their feature names: pass names=...")
+        if config.max_replicates is not None:
+            replicates = replicates[: config.max_replicates]
+        primary = pd.Series(roles["role"].to_numpy(), index=matrix.index)
+        roles["stability"] = _stability(clf, features, replicates, list(names), sinks, primary)
+    roles = ROLES_TABLE.validate(roles.sort_values(["layer", "head"]).reset_index(drop=True))
+    clusters = cluster_unexplained(matrix.join(sinks[[SINK_MASS]]), pd.Series(roles["role"].to_numpy(), index=matrix.index),
+                                   config.cluster_distance, config.min_cluster_size)
+    summary, confusion = role_summary(roles, truth)
+    return ClassifyResult(roles, clusters, summary, confusion)
+
+
+def _stability(clf: HeadRoleClassifier, features: pd.DataFrame, replicates: np.ndarray, names: list[str],
+               sinks: pd.DataFrame, primary: pd.Series) -> np.ndarray:
+    """Stability of every head's primary role on the replicates (features in ``names`` order)."""
+    if replicates.ndim != 4:
+        raise ValueError(f"replicates must be [replicate, layer, feature, head], got shape {replicates.shape}")
+    arrays = table_arrays(features)
+    where = {name: i for i, name in enumerate(arrays.names)}
+    take = np.array([where.get(n, -1) for n in names], dtype=int)
+
+    def reorder(a: np.ndarray) -> np.ndarray:  # [..., table feature] -> [..., names feature], NaN where absent
+        return np.where(take >= 0, a[..., np.maximum(take, 0)], np.nan)
+
+    n_layers, n_heads = replicates.shape[1], replicates.shape[3]
+    base = grid(reorder(arrays.baselines), arrays.index, n_layers, n_heads)
+    sink_grid = grid(sinks.to_numpy(dtype=float), sinks.index, n_layers, n_heads)
+    return stability(clf, replicates, names, base, reorder(arrays.counts), primary, sink_grid).to_numpy()
+
+
+def read_replicates(run_dir: Path) -> tuple[np.ndarray | None, list[str] | None]:
+    """``feature_replicates.npz`` (arrays ``values`` [replicate, layer, feature, head] and ``names``)."""
+    path = Path(run_dir) / REPLICATES_FILE
+    if not path.exists():
+        return None, None
+    with np.load(path, allow_pickle=False) as data:
+        return data["values"], [str(n) for n in data["names"]]
+
+
+def check_features_version(run_dir: Path) -> None:
+    """Refuse features collected under another definition of the features (older runs record
+    none: version 1), since the shipped model reads them as this version's."""
+    from interp.pipeline import rundir
+
+    collected = rundir.read_manifest(run_dir).get("stages", {}).get("collect")
+    if collected is None:
+        return
+    version = (collected.get("config") or {}).get("features_version", collected.get("features_version", 1))
+    if version != FEATURES_VERSION:
+        raise RunError(f"{run_dir} was collected with features version {version}, this interp classifies "
+                       f"version {FEATURES_VERSION}: collect again with `interp collect {run_dir}` or `interp run`")
+
+
+def write(run_dir: Path, result: ClassifyResult) -> None:
+    """Write ``roles`` (parquet + csv), ``clusters.csv`` and ``role_summary.csv`` into the run."""
+    from interp.pipeline import rundir
+
+    rundir.write_table(run_dir, "roles", result.roles)
+    rundir.write_text(run_dir / "clusters.csv", result.clusters.to_csv(index=False))
+    rundir.write_text(run_dir / "role_summary.csv", result.summary.to_csv(index=False))
+
+
+def run_stage(run_dir: Path, model: object = None, config: ClassifyConfig = ClassifyConfig(),
+              progress: bool = True) -> dict[str, object]:
+    """The classify stage of a run: read ``features.parquet`` (+ ``feature_replicates.npz``),
+    classify, write. The model is not needed (heads are labelled from their features).
+
+    ``config.refit``: rebuild the reference bank and refit the model (about a minute) instead of
+    using the shipped one; the model and its bank are written into the run directory
+    (``classifier.json``, ``reference_bank.csv``) and used for this run.
+    """
+    from interp.pipeline import rundir
+
+    run_dir = Path(run_dir)
+    features = rundir.read_table(run_dir, "features")
+    if features is None:
+        raise RunError(f"{run_dir} has no features table: run `interp collect {run_dir}` (or `interp run`) first")
+    check_features_version(run_dir)
+    replicates, names = read_replicates(run_dir)
+    classifier = None
+    if config.refit:
+        classifier = refit_reference(run_dir, held_out_seed=None, model_name=REFIT_MODEL_FILE, bank_name=REFIT_BANK_FILE)
+    result = classify(features, replicates, names, config, classifier=classifier)
+    write(run_dir, result)
+    return {"reference_version": REFERENCE_VERSION, "share_unexplained": round(result.share_unexplained, 4)}

@@ -1,0 +1,60 @@
+"""The collect stage's config: which probes, how many, and how they are batched."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from interp.config import MAX_INT, config, option, require
+
+# Bump when a feature's definition changes (interp/collect/features.py), so that a run collected under
+# the old definitions is neither resumed nor classified as if it meant the new ones (2: the
+# syntactic baseline also takes word positions and word forms; 3: features read the attention
+# renormalised over the non-sink keys, broad over the content keys, duplicate_token and
+# induction set the query itself aside, local needs content beyond its window, positional
+# features, a sink_mass column).
+FEATURES_VERSION = 3
+SUITES = ("prose", "repeated", "syntax")
+
+
+@config
+class CollectConfig:
+    """How attention patterns are gathered and turned into features."""
+
+    suites: tuple[str, ...] = option(SUITES, flag="--suite")
+    """built-in probe suite to read (repeatable): prose, repeated, syntax"""
+    corpora: tuple[str, ...] = option((), flag="--corpus", file=True)
+    """extra probe corpus: .txt, .jsonl, .csv or .conllu (repeatable)"""
+    text_column: str | None = option(None)
+    """field / column holding the text in a .jsonl or .csv corpus"""
+    n_repeated: int = option(64, ge=0, le=MAX_INT)
+    """repeated-random-token sequences"""
+    repeated_lengths: tuple[int, ...] = option((16, 24, 32), flag="--repeated-length")
+    """length of the random half of a repeated-token sequence (repeatable)"""
+    n_syntax: int = option(800, ge=0, le=MAX_INT)
+    """generated syntax sentences"""
+    max_sentences: int | None = option(None, ge=1, le=MAX_INT)
+    """use at most this many sentences of the prose suite and of each corpus"""
+    max_tokens_per_batch: int = option(4096, ge=1, le=MAX_INT)
+    """padded tokens per forward pass: lower it when memory is short"""
+    max_seq_len: int | None = option(None, ge=2, le=MAX_INT)
+    """truncate probes longer than this (with a warning)"""
+    local_window: int = option(3, ge=1, le=MAX_INT)
+    """the window (in tokens before the query) of the local feature"""
+    n_bootstrap: int = option(200, ge=10, le=MAX_INT)
+    """bootstrap replicates over probes (feature intervals, label stability)"""
+    exemplar_tokens: int = option(32, ge=2, le=MAX_INT)
+    """exemplar probes are cut to this many tokens (the report draws them)"""
+    seed: int = option(0, ge=0, le=MAX_INT)
+    """seed of the repeated-token probes, the syntax generator and the bootstrap"""
+    features_version: int = option(FEATURES_VERSION, cli=False)
+    """the version of the feature definitions (a run collected under another is not resumed)"""
+
+    def __post_init__(self) -> None:
+        require(self, "repeated_lengths", bool(self.repeated_lengths) and min(self.repeated_lengths) >= 2, "lengths >= 2")
+
+    def for_quick(self, keep: tuple[str, ...] = ()) -> CollectConfig:
+        """A smaller probe set for --quick: the same features on fewer sequences. Fields named in
+        ``keep`` (the ones a user set explicitly) stay as they are: a flag wins over --quick."""
+        smaller = {"n_repeated": min(self.n_repeated, 32), "n_syntax": min(self.n_syntax, 300),
+                   "max_sentences": min(self.max_sentences or 120, 120), "n_bootstrap": min(self.n_bootstrap, 100)}
+        return dataclasses.replace(self, **{k: v for k, v in smaller.items() if k not in keep})

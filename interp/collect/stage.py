@@ -1,0 +1,162 @@
+"""Collect stage: one streaming pass over the probe suites -> the features table.
+
+The model runs batch by batch under ``torch.inference_mode()``; a hook on every layer's
+``hook_pattern`` folds that layer's pattern into the feature accumulator and lets it go, so
+neither the corpus' patterns nor even one batch's 30 layers are ever held at once. Nothing else
+is cached, and no logits are computed: features only need attention, so the unembedding (a fifth
+of SmolLM2's forward, with its 49k-token vocabulary) does no work (:func:`interp.model.lens.run_patterns`).
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from interp.model import memory
+from interp.pipeline import rundir
+from interp.collect.accumulator import FeatureAccumulator
+from interp.collect.config import CollectConfig
+from interp.errors import CorpusError
+from interp.collect.exemplars import Exemplars, ExemplarRecorder, write_exemplars
+from interp.collect.features import DIRECTIONS, STATIC_FEATURES, context
+from interp.model.lens import run_patterns
+from interp.model.load import LoadedModel
+from interp.probes.align import Aligner
+from interp.probes.base import ProbeSequence, Suite
+from interp.probes.batch import bucket, make_batch
+
+
+@dataclass
+class CollectResult:
+    features: pd.DataFrame
+    sequences: list[ProbeSequence]
+    corpora: dict[str, dict[str, Any]]  # suite -> n_sequences, n_tokens, hash
+    relations: tuple[str, ...]
+    replicates: np.ndarray  # float [replicate, layer, feature, head]: bootstrap values
+    names: list[str]  # feature names, in the replicates' feature order
+    exemplars: Exemplars | None = None  # every head's pattern on a few short probes (the report draws them)
+
+
+def build_suites(config: CollectConfig) -> list[Suite]:
+    """The word-level suites a config asks for (repeated tokens are made per tokenizer later)."""
+    from interp.probes.grammar import syntax_suite
+    from interp.probes.prose import prose_suite
+
+    suites: list[Suite] = []
+    if "prose" in config.suites:
+        suites.append(prose_suite(config.max_sentences))
+    if "syntax" in config.suites and config.n_syntax:
+        suites.append(syntax_suite(config.n_syntax, config.seed))
+    taken = {s.name for s in suites}
+    for path in config.corpora:
+        suite = user_suite(path, read_corpus(path, config.text_column, config.max_sentences), taken)
+        taken.add(suite.name)
+        suites.append(suite)
+    return suites
+
+
+def user_suite(path: str, sentences: list, taken: set[str] = frozenset()) -> Suite:
+    """A user corpus: syntactic if it carries gold arcs (CoNLL-U), natural text otherwise. Its
+    name is ``user:<file stem>`` (numbered if two files share a stem), never a built-in suite's:
+    a file called prose.txt is not merged into the shipped prose suite."""
+    from interp.probes.base import NATURAL, SYNTAX
+
+    family = SYNTAX if any(s.arcs for s in sentences) else NATURAL
+    name = f"user:{Path(path).stem}"
+    name = next(n for n in (name, *(f"{name}-{i}" for i in range(2, len(taken) + 3))) if n not in taken)
+    return Suite(name, family, tuple(sentences), card=f"user corpus {path}")
+
+
+def encode_all(model: LoadedModel, config: CollectConfig, suites: list[Suite]) -> tuple[list[ProbeSequence], Aligner]:
+    aligner = Aligner(model, config.max_seq_len)
+    seqs: list[ProbeSequence] = []
+    for suite in suites:
+        seqs += aligner.encode_suite(suite)
+    if "repeated" in config.suites and config.n_repeated:
+        seqs += aligner.repeated(config.n_repeated, config.repeated_lengths, config.seed)
+    if not seqs:
+        raise CorpusError("no probe sequences: choose at least one suite or corpus")
+    return seqs, aligner
+
+
+def corpus_summary(seqs: list[ProbeSequence]) -> dict[str, dict[str, Any]]:
+    from interp.pipeline.provenance import corpus_hash
+
+    out: dict[str, dict[str, Any]] = {}
+    for name in dict.fromkeys(s.suite for s in seqs):
+        mine = [s for s in seqs if s.suite == name]
+        out[name] = {
+            "family": mine[0].family, "n_sequences": len(mine), "n_tokens": int(sum(len(s) for s in mine)),
+            "hash": corpus_hash([",".join(map(str, s.tokens.tolist())) for s in mine]),
+        }
+    return out
+
+
+def batch_budget(model: LoadedModel, config: CollectConfig, seqs: list[ProbeSequence], relations: tuple[str, ...]) -> int:
+    """Padded tokens per batch: the configured budget, or less where memory is short (see
+    interp.model.memory; refused with one line when not even the longest probe fits)."""
+    def groups(budget: int) -> list[tuple[int, int]]:
+        return [(len(g), max(len(seqs[i]) for i in g)) for g in bucket(seqs, budget)]
+
+    n_features = len(STATIC_FEATURES) + len(DIRECTIONS) * len(relations)
+    return memory.collect_budget(memory.Shape.of(model), [len(s) for s in seqs], config.max_tokens_per_batch,
+                                 n_features, config.n_bootstrap, groups, model.device)
+
+
+def collect(model: LoadedModel, config: CollectConfig = CollectConfig(), suites: list[Suite] | None = None,
+            progress: bool = True) -> CollectResult:
+    """Gather every head's features over the probe suites in one streaming pass."""
+    suites = build_suites(config) if suites is None else suites
+    seqs, aligner = encode_all(model, config, suites)
+    relations = tuple(aligner.relations)
+    groups = bucket(seqs, batch_budget(model, config, seqs, relations))
+    acc = FeatureAccumulator(model.n_layers, model.n_heads, relations, config.n_bootstrap, config.seed)
+    pad = model.tokenizer.pad_token_id or 0
+    recorder = ExemplarRecorder(seqs, config.exemplar_tokens, model.n_layers, model.n_heads, model.tokenizer)
+
+    def on_pattern(layer: int, pattern: torch.Tensor) -> None:  # during the pass of the current batch (ctx)
+        acc.add_layer(layer, pattern, ctx)
+        recorder.add_layer(layer, pattern)
+
+    with tqdm(total=len(seqs), desc="collect", unit="seq", disable=not progress) as bar:
+        for group in groups:
+            batch = make_batch([seqs[i] for i in group], group, model.causal, pad)
+            ctx = context(batch, relations, config.local_window)
+            acc.start_batch(ctx)
+            recorder.start_batch(group)
+            run_patterns(model, batch.tokens, batch.attention_mask, on_pattern)
+            bar.update(len(group))
+    return CollectResult(acc.table(), seqs, corpus_summary(seqs), relations, acc.replicates(), acc.names,
+                         recorder.result())
+
+
+def write(run_dir: Path, result: CollectResult) -> None:
+    """Write the features table, its bootstrap replicates and the corpus facts into the run."""
+    rundir.write_table(run_dir, "features", result.features)
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, values=result.replicates.astype(np.float32), names=np.array(result.names))
+    rundir.write_bytes(run_dir / "feature_replicates.npz", buffer.getvalue())
+    manifest = rundir.read_manifest(run_dir)
+    manifest["corpora"] = result.corpora
+    rundir.write_manifest(run_dir, manifest)
+
+
+def check_inputs(config: CollectConfig) -> None:
+    """Read every user corpus now, so that a bad one fails before the model loads."""
+    for path in config.corpora:
+        read_corpus(path, config.text_column, config.max_sentences)
+
+
+def run_stage(run_dir: Path, model: LoadedModel, config: CollectConfig, progress: bool = True) -> dict[str, Any]:
+    """The collect stage of a run: collect, then write the features and the exemplar patterns."""
+    result = collect(model, config, progress=progress)
+    write(run_dir, result)
+    write_exemplars(run_dir, result.exemplars)
+    return {}

@@ -1,0 +1,29 @@
+"""Which model to load, as data: what a run records so that any of its stages can load it again."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from interp.config import config, option, require
+
+# float16 needs a device with float16 kernels: any CUDA GPU; on a CPU torch 2.13 runs it too
+# (measured: benchmarks/dtype_speed.py), only slowly.
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@config
+class ModelSpec:
+    """Which model to load: a packaged name, a local HF directory, a .gguf file or a Hub name."""
+
+    name: str = option("smollm2-135m", flag="--model")
+    """packaged name (see `interp models`), a .gguf file, a model directory or a Hub name"""
+    device: str = option("cpu")
+    """cpu, cuda, cuda:N or mps"""
+    dtype: Literal[DTYPES] = option("float32")
+    """bfloat16 / float16 halve memory and are fast on GPUs; on a CPU without native support they are slower"""
+    causal: bool | None = option(None, flag="--causal/--bidirectional")
+    """whether attention is causal; default: measured on the model with one short forward"""
+
+    def __post_init__(self) -> None:
+        require(self, "name", bool(self.name), "a model name, path or Hub id")
+        require(self, "device", bool(self.device) and "\0" not in self.device, "a device such as cpu or cuda")

@@ -1,0 +1,57 @@
+"""A run's tables as DataFrames: ``interp.load_run(path)``.
+
+Which tables a run has comes from the stage registry: every ``.parquet`` output of every
+registered stage (declared tables validated against their schema, see
+:mod:`interp.pipeline.tables`), and the ``.csv`` tables a stage writes beside them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from interp.errors import RunError
+from interp.pipeline.rundir import read_csv_table, read_manifest, read_table
+from interp.pipeline.stages import STAGES
+
+# Tables a stage writes as csv only (small, free-form).
+CSV_TABLES = ("clusters",)
+
+
+class RunTables:
+    """A run's tables (None where the stage has not run) and its manifest: ``run.roles``,
+    ``run.effects``, ...; ``run.tables`` is the mapping from table name to DataFrame."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any], tables: dict[str, pd.DataFrame | None]) -> None:
+        self.path = path
+        self.manifest = manifest
+        self.tables = tables
+
+    def __getattr__(self, name: str) -> pd.DataFrame | None:
+        tables = self.__dict__.get("tables", {})
+        if name in tables:
+            return tables[name]
+        raise AttributeError(f"a run has no table {name!r}; it has {', '.join(tables)}")
+
+    def __repr__(self) -> str:
+        have = [name for name, frame in self.tables.items() if frame is not None]
+        return f"RunTables({str(self.path)!r}, tables: {', '.join(have) or 'none yet'})"
+
+
+def table_names() -> tuple[str, ...]:
+    """Every table a run of the registered stages can hold, in stage order."""
+    names = [Path(out).stem for st in STAGES for out in st.outputs if out.endswith(".parquet")]
+    return (*names, *CSV_TABLES)
+
+
+def load_run(path: str | Path) -> RunTables:
+    """Load a run directory's tables: ``interp.load_run("reports/smollm2-135m/demo").roles``."""
+    run_dir = Path(path)
+    if not run_dir.is_dir():
+        raise RunError(f"no run directory at {run_dir}")
+    manifest = read_manifest(run_dir)
+    tables = {name: read_csv_table(run_dir, name) if name in CSV_TABLES else read_table(run_dir, name)
+              for name in table_names()}
+    return RunTables(path=run_dir, manifest=manifest, tables=tables)

@@ -1,0 +1,13 @@
+"""The report stage's config."""
+
+from __future__ import annotations
+
+from interp.config import config, option
+
+
+@config
+class ReportConfig:
+    """What the report stage writes: report.html always, report.pdf unless ``pdf`` is off."""
+
+    pdf: bool = option(True)
+    """also write report.pdf (the same content, typeset)"""

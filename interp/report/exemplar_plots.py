@@ -1,0 +1,141 @@
+"""Exemplar attention patterns: for each role, its strongest head's attention on a stored probe.
+
+The patterns come from ``RUN_DIR/exemplars.npz`` (every head on a few short probes per suite,
+captured by the collect stage: :mod:`interp.collect.exemplars`), so any head can be drawn without the
+model: :func:`exemplar_figure` takes a stored probe and a (layer, head).
+
+The strongest head of a role is, among the heads whose primary role it is, the one whose
+attention exceeds the baseline most on the role's feature (``value - baseline`` in the features
+table; for ``syntactic``, its best relation); without a features table, the highest
+``score_<role>`` (else confidence) in the roles table. It is drawn on a probe of the family its
+feature is measured on (:data:`SHOWN_ON`): repeated random tokens for induction and duplicate
+heads, syntax sentences for syntactic heads, natural text for the rest.
+
+Tokens are corpus text: they are drawn as plain text (mathtext off, so ``$`` is literal),
+non-printable characters become visible marks, and long tokens are cut.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+
+from interp.collect.exemplars import Exemplars, Probe
+from interp.report.figures import SavedFigure, new_figure, save, styled
+from interp.roles import FEATURE_FAMILY_PREFIX, ROLES, UNEXPLAINED
+
+TOKEN_WIDTH = 14
+VISIBLE = {"\n": "↵", "\r": "↵", "\t": "→"}
+# The probe family each role's feature reads (interp.collect.features.FEATURE_FAMILIES, restated here
+# because that module needs torch; a test keeps the two in step). Other roles: natural text.
+SHOWN_ON = {"duplicate_token": "repeated", "induction": "repeated", "syntactic": "syntax"}
+DEFAULT_FAMILY = "natural"
+
+
+@dataclass(frozen=True)
+class Pick:
+    """The head shown for a role, and why it was chosen."""
+
+    role: str
+    layer: int
+    head: int
+    strength: float  # lift on the role's feature, or the role's score
+    measure: str  # what strength is
+
+
+def token_label(token: object) -> str:
+    """A token as a tick label: control characters shown as marks, blank tokens visible, long ones cut."""
+    text = "".join(VISIBLE.get(ch, ch if ch.isprintable() else "·") for ch in str(token))
+    if not text.strip():
+        text = "␣" * len(text) if text else "∅"
+    return text if len(text) <= TOKEN_WIDTH else text[: TOKEN_WIDTH - 1] + "…"
+
+
+def _lift(features: pd.DataFrame, role: str) -> pd.Series:
+    """Per (layer, head), the lift on the role's feature (a family's: its best, e.g. over relations)."""
+    feature = ROLES[role].feature
+    prefix = FEATURE_FAMILY_PREFIX.get(role, f"{feature}:")
+    mine = features[(features["feature"] == feature) | features["feature"].str.startswith(prefix)]
+    return (mine["value"] - mine["baseline"]).groupby([mine["layer"], mine["head"]]).max().dropna()
+
+
+def strongest_heads(roles: pd.DataFrame | None, features: pd.DataFrame | None) -> list[Pick]:
+    """One head per role present (catalogue order, unexplained left out); see the module docstring."""
+    if roles is None or roles.empty:
+        return []
+    picks = []
+    for role in ROLES:
+        if role == UNEXPLAINED:
+            continue
+        heads = roles[roles["role"] == role]
+        if heads.empty:
+            continue
+        keys = pd.MultiIndex.from_arrays([heads["layer"], heads["head"]])
+        lift = _lift(features, role).reindex(keys).dropna() if features is not None and not features.empty else None
+        if lift is not None and not lift.empty:
+            (layer, head), value, measure = lift.idxmax(), float(lift.max()), f"{ROLES[role].feature} lift"
+        else:
+            column = f"score_{role}" if f"score_{role}" in heads.columns else "confidence"
+            best = heads.loc[heads[column].fillna(-np.inf).idxmax()]
+            layer, head, value, measure = best["layer"], best["head"], float(best[column]), column
+        picks.append(Pick(role, int(layer), int(head), value, measure))
+    return picks
+
+
+def probe_for(role: str, exemplars: Exemplars) -> Probe | None:
+    """The first stored probe of the family the role's feature reads, else the first probe."""
+    family = SHOWN_ON.get(role, DEFAULT_FAMILY)
+    probes = exemplars.of_family(family) or list(exemplars.probes)
+    return probes[0] if probes else None
+
+
+@styled
+def exemplar_figure(probe: Probe, layer: int, head: int, title: str | None = None) -> Figure:
+    """Heatmap of one head's attention on a stored probe: row = query token, column = key token."""
+    pattern = probe.pattern(layer, head)
+    n = len(probe.tokens)
+    cell = 0.24 if n <= 24 else 0.16
+    font = 8 if cell > 0.2 else 6.5
+    fig = new_figure(max(4.5, n * cell + 2.6), max(3.8, n * cell + 2.0))
+    ax = fig.add_subplot()
+    labels = [token_label(t) for t in probe.tokens]
+    sns.heatmap(pattern, ax=ax, cmap="Blues", vmin=0, vmax=max(float(np.nanmax(pattern)), 1e-9), square=True,
+                xticklabels=labels, yticklabels=labels, cbar_kws={"label": "attention weight", "shrink": 0.8})
+    ax.tick_params(length=0, labelsize=font)
+    ax.tick_params(axis="x", labelrotation=90)
+    ax.tick_params(axis="y", labelrotation=0)
+    ax.set_xlabel("key (attended-to token)")
+    ax.set_ylabel("query token")
+    cut = f", first {n} of {probe.full_length} tokens" if probe.cut else ""
+    ax.set_title(title or f"L{layer}H{head} on {probe.suite}{cut}")
+    return fig
+
+
+def plot_exemplars(exemplars: Exemplars | None, roles: pd.DataFrame | None, features: pd.DataFrame | None,
+                   fig_dir: Path) -> list[SavedFigure] | None:
+    """One attention-pattern figure per role present, for its strongest head (see the module docstring)."""
+    if exemplars is None or not exemplars.probes:
+        return None
+    n_layers, n_heads = exemplars.shape
+    saved = []
+    with warnings.catch_warnings():
+        # Tokens in scripts the default font lacks (CJK, emoji) draw as boxes; say nothing.
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        for pick in strongest_heads(roles, features):
+            probe = probe_for(pick.role, exemplars)
+            if probe is None or not (pick.layer < n_layers and pick.head < n_heads):
+                continue
+            name = pick.role.replace("_", " ")
+            cut = f", first {len(probe.tokens)} of {probe.full_length} tokens" if probe.cut else ""
+            fig = exemplar_figure(probe, pick.layer, pick.head, f"{name}: L{pick.layer}H{pick.head} on {probe.suite}{cut}")
+            saved.append(save(fig, fig_dir, f"exemplar_{pick.role}", f"{name} head L{pick.layer}H{pick.head}",
+                              f"Attention of L{pick.layer}H{pick.head}, the {name} head with the largest "
+                              f"{pick.measure} ({pick.strength:.2f}), on a {probe.suite} probe: row = query token, "
+                              "column = the token it attends to; darker = more attention.", kind="exemplar"))
+    return saved or None
