@@ -51,7 +51,12 @@ def config(cls: type) -> type:
         try:
             init(self, *map(_tuples, args), **{k: _tuples(v) for k, v in kwargs.items()})
         except ValidationError as exc:
-            raise ConfigError(describe_error(cls, exc)) from None
+            error = exc.errors(include_url=False)[0]
+            raised = (error.get("ctx") or {}).get("error")
+            if isinstance(raised, ConfigError):  # from __post_init__ (require): it names its field already
+                raise raised from None
+            name, message, got, flag = _described(cls, error)
+            raise ConfigError(f"{cls.__name__}.{name}: {message}, got {got}{flag}") from None
 
     cls.__init__ = __init__
     return cls
@@ -61,17 +66,14 @@ def _tuples(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
-def describe_error(cls: type, exc: ValidationError) -> str:
-    """One line for the first error pydantic found: the field, what it expects, what it got."""
-    error = exc.errors(include_url=False)[0]
-    loc = [str(part) for part in error["loc"] if not isinstance(part, int)]
-    message = error["msg"].removeprefix("Value error, ")
-    if not loc:  # raised by __post_init__ (interp.config.require): already names its field
-        return message
-    name = loc[0]
-    flag = flag_of(cls, name) if name in fields_of(cls) else None
-    got = "" if error["type"] == "missing" else f", got {error['input']!r}"
-    return f"{cls.__name__}.{'.'.join(loc)}: {message[0].lower()}{message[1:]}{got}" + (f" (option {flag})" if flag else "")
+def _described(cls: type, error: dict[str, Any]) -> tuple[str, str, str, str]:
+    """The parts of a one-line message for the first error pydantic found: the field (``a.0``
+    for an item of a tuple), what it expects, what it got, and the option to change."""
+    loc = [str(part) for part in error["loc"]]
+    message = error["msg"]
+    flag = flag_of(cls, loc[0]) if loc and loc[0] in fields_of(cls) else None
+    got = "nothing" if error["type"] == "missing" else repr(error["input"])
+    return ".".join(loc) or "?", message[0].lower() + message[1:], got, f" (option {flag})" if flag else ""
 
 
 def require(config: Any, name: str, ok: bool, rule: str) -> None:

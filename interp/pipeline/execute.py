@@ -230,7 +230,7 @@ def options_from_manifest(run_dir: str | Path, out_dir: str | None = None, run_n
              for t in config.get("tasks") or () if isinstance(t, dict)]
     if tasks:
         raise RunError(f"{where} was made with metrics defined in Python ({', '.join(map(str, tasks))}): make the run again "
-                       f"from Python, with the same interp.ablate.tasks.Task objects in AblateConfig(tasks=...)")
+                       f"from Python, with the same interp.Task objects in AblateConfig(tasks=...)")
     try:
         options = RunOptions.from_dict(manifest["options"])
     except KeyError:

@@ -12,6 +12,7 @@ import torch
 from tiny_models import N_HEADS, N_LAYERS
 
 from interp.pipeline import rundir
+from interp.pipeline.results import load_run
 from interp.ablate.stage import AblateConfig, ablate, role_effects, surprises
 from interp.pipeline.execute import rerun_stage
 from interp.pipeline.stages import stage
@@ -277,7 +278,7 @@ def test_ablate_stage_writes_tables_and_records_the_stage(llama, tmp_path):
     rundir.write_manifest(tmp_path, {"model": llama.facts(), "stages": {}})
     config = dataclasses.replace(SMALL, ablations=("zero",), top_k=2, prune_step=0.5)
     rerun_stage(tmp_path, "ablate", config, model=llama, progress=False)
-    run = rundir.load_run(tmp_path)
+    run = load_run(tmp_path)
     assert run.effects is not None and run.pruning is not None
     recorded = run.manifest["stages"]["ablate"]
     assert recorded["config"]["top_k"] == 2 and recorded["seconds"] > 0

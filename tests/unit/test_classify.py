@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from interp.pipeline import rundir
+from interp.pipeline.results import load_run
 from interp.classify.clusters import cluster_unexplained
 from interp.classify.matrix import BROAD_MISSING, COLUMNS, head_matrix, matrix_from_arrays, sink_shares
 from interp.classify.reference.fit import default_classifier
@@ -285,7 +286,7 @@ def test_classify_run_writes_tables_and_records_stage(tmp_path, with_replicates)
     stage("classify").run(run_dir, None, ClassifyConfig(), progress=False)
     result = classify(*_stored(run_dir))
     assert stage("classify").done(run_dir, ClassifyConfig())
-    loaded = rundir.load_run(run_dir)
+    loaded = load_run(run_dir)
     pd.testing.assert_frame_equal(loaded.roles, result.roles, check_dtype=False)
     assert (run_dir / "roles.csv").exists() and (run_dir / "role_summary.csv").exists()
     assert list(pd.read_csv(run_dir / "clusters.csv").columns) == ["cluster", "layer", "head", "description"]

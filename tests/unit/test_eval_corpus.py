@@ -158,7 +158,8 @@ def test_a_run_with_tasks_is_made_again_from_python_only(llama, tmp_path):
 
     task = Task("mine", ("She said nothing .", "They went home ."))
     options = RunOptions(out_dir=str(tmp_path), run_name="t", skip=("collect", "classify", "report"),
-                         ablate=AblateConfig(tasks=(task,), attribution=False, prune=False, n_bootstrap=10, threads=1))
+                         stages={"ablate": AblateConfig(tasks=(task,), attribution=False, prune=False, n_bootstrap=10,
+                                                         threads=1)})
     run_dir = run_pipeline(options, model=llama, progress=False)
     with pytest.raises(RunError, match=r"was made with metrics defined in Python \(mine\): make the run again from Python"):
         options_from_manifest(run_dir)

@@ -45,7 +45,7 @@ def one_row(table: str) -> pd.DataFrame:
 
 def run(run_dir, resume, **options):
     return run_stages(run_dir, model=None, progress=False,
-                      options=RunOptions(skip=("ablate", "report"), resume=resume, **options))
+                      options=RunOptions(skip=("ablate", "report"), resume=resume, stages=options))
 
 
 def test_resume_skips_finished_stages(tmp_path, calls):
