@@ -37,7 +37,8 @@ from typing import Any
 import torch
 
 from interp.ablate.catalogue import CORPUS, ENCODER, PROSE, REPEATED, SV
-from interp.errors import CorpusError
+from interp.ablate.tasks import Task
+from interp.errors import ConfigError, CorpusError
 from interp.probes.align import Aligner, Unencodable
 from interp.probes.base import NATURAL, ProbeSequence, Sentence, Suite
 
@@ -127,7 +128,6 @@ def user_half(suite: Suite, split: int) -> Suite:
 def causal_items(model, n_prose: int, n_repeated: int, repeated_lengths: tuple[int, ...],
                  n_syntax: int, seed: int, max_len: int | None = None, split: int = 0,
                  user: Suite | None = None, tasks: tuple = ()) -> list[EvalItem]:
-    from interp.ablate.tasks import task_items
 
     aligner = Aligner(model, max_len)
     items: list[EvalItem] = []
@@ -148,6 +148,38 @@ def causal_items(model, n_prose: int, n_repeated: int, repeated_lengths: tuple[i
     if n_syntax:
         items += _sv_items(aligner, n_syntax, seed + split * SPLIT_SEED_OFFSET)
     return scorable(items, model.d_vocab_out)
+
+
+def task_items(aligner: Any, task: Task, split: int, d_vocab: int) -> list[Any]:
+    """The EvalItems of one half of a task (sequences ``split``, ``split + 2``, ...)."""
+    suite = Suite(f"task:{task.name}", NATURAL)
+    items = []
+    for i in range(split, len(task.sequences), 2):
+        sequence = task.sequences[i]
+        if isinstance(sequence, str):
+            seq = aligner.encode(Sentence(sequence), suite)
+            tokens, shift, special = seq.tokens, int(aligner.bos_policy == "prepend"), seq.is_special
+        else:
+            tokens, shift = torch.tensor(sequence, dtype=torch.long), 0
+            special = torch.zeros(len(tokens), dtype=torch.bool)
+        if len(tokens) and not 0 <= int(tokens.min()) <= int(tokens.max()) < d_vocab:
+            raise ConfigError(f"task {task.name!r}, sequence {i}: token ids outside the model's {d_vocab}-id embedding")
+        rows = _task_rows(task, i, tokens, special, shift)
+        items.append(EvalItem(tokens, task.name, len(items), rows, tokens[rows + 1], score=task.metric))
+    return items
+
+
+def _task_rows(task: Task, i: int, tokens: Any, special: Any, shift: int) -> Any:
+    """Positions (in the encoded sequence) whose next-token prediction the task scores."""
+    if task.positions is None:
+        rows = torch.arange(len(tokens) - 1)
+        return rows[~special[rows + 1]]
+    rows = torch.tensor(task.positions[i], dtype=torch.long) + shift
+    bad = [p for p, r in zip(task.positions[i], rows.tolist()) if not 0 <= r < len(tokens) - 1]
+    if bad:
+        raise ConfigError(f"task {task.name!r}, sequence {i}: position {bad[0]} has no next token in the "
+                          f"{len(tokens) - shift} tokens the model sees; positions count from 0 and score token p + 1")
+    return rows
 
 
 def scorable(items: list[EvalItem], vocab_out: int) -> list[EvalItem]:

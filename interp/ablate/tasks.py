@@ -60,44 +60,5 @@ class Task:
             raise ConfigError(f"task {self.name!r}: metric must be a function (logits, tokens) -> values")
 
 
-def task_items(aligner: Any, task: Task, split: int, d_vocab: int) -> list[Any]:
-    """The EvalItems of one half of a task (sequences ``split``, ``split + 2``, ...)."""
-    import torch
-
-    from interp.ablate.evaluation import EvalItem
-    from interp.probes.base import NATURAL, Sentence, Suite
-
-    suite = Suite(f"task:{task.name}", NATURAL)
-    items = []
-    for i in range(split, len(task.sequences), 2):
-        sequence = task.sequences[i]
-        if isinstance(sequence, str):
-            seq = aligner.encode(Sentence(sequence), suite)
-            tokens, shift, special = seq.tokens, int(aligner.bos_policy == "prepend"), seq.is_special
-        else:
-            tokens, shift = torch.tensor(sequence, dtype=torch.long), 0
-            special = torch.zeros(len(tokens), dtype=torch.bool)
-        if len(tokens) and not 0 <= int(tokens.min()) <= int(tokens.max()) < d_vocab:
-            raise ConfigError(f"task {task.name!r}, sequence {i}: token ids outside the model's {d_vocab}-id embedding")
-        rows = _rows(task, i, tokens, special, shift)
-        items.append(EvalItem(tokens, task.name, len(items), rows, tokens[rows + 1], score=task.metric))
-    return items
-
-
-def _rows(task: Task, i: int, tokens: Any, special: Any, shift: int) -> Any:
-    """Positions (in the encoded sequence) whose next-token prediction the task scores."""
-    import torch
-
-    if task.positions is None:
-        rows = torch.arange(len(tokens) - 1)
-        return rows[~special[rows + 1]]
-    rows = torch.tensor(task.positions[i], dtype=torch.long) + shift
-    bad = [p for p, r in zip(task.positions[i], rows.tolist()) if not 0 <= r < len(tokens) - 1]
-    if bad:
-        raise ConfigError(f"task {task.name!r}, sequence {i}: position {bad[0]} has no next token in the "
-                          f"{len(tokens) - shift} tokens the model sees; positions count from 0 and score token p + 1")
-    return rows
-
-
 def names(tasks: Sequence[Task]) -> tuple[str, ...]:
     return tuple(t.name for t in tasks)

@@ -27,7 +27,7 @@ import torch
 
 from interp.model import families
 from interp.model import lens
-from interp.model.spec import DTYPES, ModelSpec
+from interp.model.spec import DTYPES, ModelSpec, model_slug
 from interp.errors import ModelError
 from interp.model.gguf import cache_dir as _gguf_cache_dir
 from interp.model.gguf import load_gguf as _load_gguf
@@ -82,8 +82,6 @@ class LoadedModel:
     @property
     def slug(self) -> str:
         """Folder-safe model name for the run directory."""
-        from interp.pipeline.rundir import model_slug
-
         return model_slug(self.name)
 
     def facts(self) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Literal
 
 from interp.config import config, option, require
@@ -27,3 +29,10 @@ class ModelSpec:
     def __post_init__(self) -> None:
         require(self, "name", bool(self.name), "a model name, path or Hub id")
         require(self, "device", bool(self.device) and "\0" not in self.device, "a device such as cpu or cuda")
+
+
+def model_slug(name: str) -> str:
+    """Folder-safe model name for the run directory (a path's last component for files and folders)."""
+    base = Path(name).name if os.sep in name or name.endswith(".gguf") else name
+    slug = "".join(c if (c.isascii() and c.isalnum()) or c in "-_." else "-" for c in base)
+    return slug.strip("-._")[:100].rstrip("-._") or "model"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from interp.pipeline import provenance, rundir
 from interp.config import from_jsonable
 from interp.errors import ConfigError, InterpWarning, RunError
-from interp.model.spec import ModelSpec
+from interp.model.spec import ModelSpec, model_slug
 from interp.pipeline.options import RunOptions
 from interp.pipeline.stages import STAGES, stage, stage_names
 
@@ -33,7 +33,7 @@ def run_pipeline(options: RunOptions = RunOptions(), model: LoadedModel | None =
     from interp.model.load import load_model
 
     out = rundir.check_out_dir(options.out_dir)
-    slug = model.slug if model is not None else rundir.model_slug(options.model.name)
+    slug = model.slug if model is not None else model_slug(options.model.name)
     run_dir = _target(out, slug, options)
     check_corpora(options)
     model = model or load_model(options.model)

@@ -1,8 +1,9 @@
 """A run's tables as DataFrames: ``interp.load_run(path)``.
 
-Which tables a run has comes from the stage registry: every ``.parquet`` output of every
-registered stage (declared tables validated against their schema, see
-:mod:`interp.pipeline.tables`), and the ``.csv`` tables a stage writes beside them.
+A run's tables are the declared ones (:mod:`interp.pipeline.tables`: None until the stage that
+writes them has run, validated against their schema when read), the ``.csv`` side tables, and
+every other ``.parquet`` file a stage wrote into the run directory (a stage of your own needs
+no declaration to be loaded).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pandas as pd
 
 from interp.errors import RunError
 from interp.pipeline.rundir import read_csv_table, read_manifest, read_table
-from interp.pipeline.stages import STAGES
+from interp.pipeline.tables import TABLES
 
 # Tables a stage writes as csv only (small, free-form).
 CSV_TABLES = ("clusters",)
@@ -40,10 +41,10 @@ class RunTables:
         return f"RunTables({str(self.path)!r}, tables: {', '.join(have) or 'none yet'})"
 
 
-def table_names() -> tuple[str, ...]:
-    """Every table a run of the registered stages can hold, in stage order."""
-    names = [Path(out).stem for st in STAGES for out in st.outputs if out.endswith(".parquet")]
-    return (*names, *CSV_TABLES)
+def table_names(run_dir: Path) -> tuple[str, ...]:
+    """The declared tables, the csv side tables, then every other parquet table of the run."""
+    found = sorted(p.stem for p in Path(run_dir).glob("*.parquet") if p.stem not in TABLES)
+    return (*TABLES, *CSV_TABLES, *found)
 
 
 def load_run(path: str | Path) -> RunTables:
@@ -53,5 +54,5 @@ def load_run(path: str | Path) -> RunTables:
         raise RunError(f"no run directory at {run_dir}")
     manifest = read_manifest(run_dir)
     tables = {name: read_csv_table(run_dir, name) if name in CSV_TABLES else read_table(run_dir, name)
-              for name in table_names()}
+              for name in table_names(run_dir)}
     return RunTables(path=run_dir, manifest=manifest, tables=tables)

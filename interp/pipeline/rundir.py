@@ -61,13 +61,6 @@ def check_run_name(name: str) -> str:
     return name
 
 
-def model_slug(name: str) -> str:
-    """Folder-safe model name for the run directory (a path's last component for files and folders)."""
-    base = Path(name).name if os.sep in name or name.endswith(".gguf") else name
-    slug = "".join(c if (c.isascii() and c.isalnum()) or c in "-_." else "-" for c in base)
-    return slug.strip("-._")[:100].rstrip("-._") or "model"
-
-
 def run_path(out_dir: str | Path, slug: str, run_name: str) -> Path:
     """``out_dir/slug/run_name``, refused unless it resolves to a place inside ``out_dir``."""
     out = Path(out_dir).expanduser()

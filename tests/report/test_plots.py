@@ -13,7 +13,7 @@ from matplotlib.patches import Rectangle
 
 from interp.collect.exemplars import Exemplars, Probe
 from interp.report import effect_plots as E
-from interp.report import exemplars as X
+from interp.report import exemplar_plots as X
 from interp.report import plots
 from interp.report.figures import png_bytes
 from interp.pipeline.results import load_run

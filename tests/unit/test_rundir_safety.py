@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from interp.model.spec import model_slug
 from interp.pipeline import rundir
 from interp.errors import RunError
 
@@ -31,9 +32,9 @@ def test_a_symbolic_link_out_of_out_is_refused(tmp_path):
 
 
 def test_model_slugs_are_safe_names():
-    assert rundir.model_slug("../../etc/passwd") == "passwd"
-    assert rundir.model_slug("./models/Café Model.gguf") == "Caf--Model.gguf"
-    assert rundir.model_slug("org/name") == "name" and rundir.model_slug("...") == "model"
+    assert model_slug("../../etc/passwd") == "passwd"
+    assert model_slug("./models/Café Model.gguf") == "Caf--Model.gguf"
+    assert model_slug("org/name") == "name" and model_slug("...") == "model"
 
 
 def test_compare_may_replace_an_html_page_only(tmp_path):
