@@ -29,15 +29,24 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 
 
 def interp(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", "interp", *args], capture_output=True, text=True, env=ENV, timeout=600)
+    out = subprocess.run([sys.executable, "-m", "interp", *args], capture_output=True, text=True, env=ENV, timeout=600,
+                         preexec_fn=default_signals)
     if check:
         assert out.returncode == 0, out.stderr[-2000:]
     return out
 
 
+def default_signals() -> None:
+    """In the child, before it runs: the signals a user sends get their default handling, whatever
+    the test runner inherited (a suite started in the background, `make test &`, ignores SIGINT,
+    and its children would too)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def start(out: Path, name: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "interp", "run", *OPTIONS, "--out", str(out), "--name", name, *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, preexec_fn=default_signals)
 
 
 def signal_when(proc: subprocess.Popen, marker: str, sig: int) -> tuple[int, str]:
