@@ -27,11 +27,11 @@ from tqdm.auto import tqdm
 
 from interp.synthetic.planted import build_tokenizer
 from interp.synthetic.train import (
-    TRAIN_VERSION, Architecture, Task, Training, TrainResult, build_model, constrain, train,
+    TRAIN_VERSION, Architecture, TrainingTask, Training, TrainResult, build_model, constrain, train,
 )
 
 
-def cache_key(task: Task, arch: Architecture, training: Training) -> str:
+def cache_key(task: TrainingTask, arch: Architecture, training: Training) -> str:
     """A short hash of everything that determines the trained weights."""
     blob = json.dumps({"version": TRAIN_VERSION, "task": task.name, "task_params": task.params(),
                        "arch": dataclasses.asdict(arch), "training": _training_key(training)}, sort_keys=True)
@@ -43,7 +43,7 @@ def _training_key(training: Training) -> dict[str, Any]:
     return {k: v for k, v in dataclasses.asdict(training).items() if k not in ("single_thread", "log_points")}
 
 
-def cache_dir(task: Task, arch: Architecture, training: Training, root: Path) -> Path:
+def cache_dir(task: TrainingTask, arch: Architecture, training: Training, root: Path) -> Path:
     return root / f"{task.name}-{cache_key(task, arch, training)}"
 
 
@@ -52,7 +52,7 @@ def default_cache_root() -> Path:
     return root / "interp" / "trained"
 
 
-def train_cached(task: Task, arch: Architecture = Architecture(), training: Training = Training(),
+def train_cached(task: TrainingTask, arch: Architecture = Architecture(), training: Training = Training(),
                  cache_root: str | os.PathLike | None = None, progress: bool = True) -> TrainResult:
     """:func:`train`, or its cached result: every checkpoint a safetensors Hugging Face directory.
 
@@ -120,7 +120,7 @@ def save_dir(hf: Any, tok: Any, meta: dict, target: Path, meta_name: str) -> Non
         (tmp / meta_name).write_text(json.dumps(meta, indent=1))
 
 
-def load_cached(target: Path, task: Task, arch: Architecture, training: Training) -> TrainResult:
+def load_cached(target: Path, task: TrainingTask, arch: Architecture, training: Training) -> TrainResult:
     """A :class:`TrainResult` read back from a cache directory written by :func:`train_cached`."""
     from safetensors.torch import load_file
 
@@ -138,7 +138,7 @@ def load_cached(target: Path, task: Task, arch: Architecture, training: Training
 class Job:
     """One training of :func:`train_many`."""
 
-    task: Task
+    task: TrainingTask
     arch: Architecture
     training: Training
 

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from interp.model import lens
-from interp.synthetic.tasks.forced import TASKS, Ids, TaskBatch
+from interp.synthetic.tasks.forced import TASKS, Ids, ForcedBatch
 from interp.synthetic.trained import TrainedTask
 
 POSITIONS = (1, 2, 3, 4, 5, 6)
@@ -82,7 +82,7 @@ def role_of(hypothesis: str) -> str:
     return "positional" if hypothesis.startswith("position:") else hypothesis
 
 
-def _loss(model: Any, batch: TaskBatch, taps: list[lens.Tap]) -> float:
+def _loss(model: Any, batch: ForcedBatch, taps: list[lens.Tap]) -> float:
     """The task's cross-entropy with ``taps`` applied (the logits of its masked positions only)."""
     rows = batch.mask.nonzero()  # [row, 2]: (sequence, position), in the order batch.mask indexes
     with torch.inference_mode():
@@ -106,7 +106,7 @@ def _set_pattern(layer: int, head: int, pattern: torch.Tensor) -> lens.Tap:
     return lens.Tap("pattern", replace, layer)
 
 
-def _test(model: Any, batch: TaskBatch, ideal: dict[str, torch.Tensor], layer: int, head: int,
+def _test(model: Any, batch: ForcedBatch, ideal: dict[str, torch.Tensor], layer: int, head: int,
           context: list[lens.Tap], zero_taps: list[lens.Tap] | None = None) -> dict:
     """Damage, loss under each hypothesis, best hypothesis, restored share and true role of one
     head, with ``context`` taps (the other heads of its layer zeroed, or none) in place."""

@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from interp.model.load import LoadedModel
 from interp.synthetic.cache import load_dir, read_meta, save_dir
 from interp.synthetic.planted import boot, build_tokenizer
-from interp.synthetic.train import Architecture, TaskBatch, Training, constrain, gpt2_config, single_thread, train
+from interp.synthetic.train import Architecture, TrainingBatch, Training, constrain, gpt2_config, single_thread, train
 from interp.synthetic.train import sinusoids  # noqa: F401  (part of this module's public names)
 
 TOY_VERSION = 2  # bump when the recipe below changes, so that old caches are not reused
@@ -105,12 +105,12 @@ class CopyTask:
     def params(self) -> dict[str, Any]:
         return {"vocab": len(VOCAB), "seq_len": SEQ_LEN, "start": START, "min_distance": MIN_DISTANCE}
 
-    def batch(self, n: int, gen: torch.Generator, tok: Any) -> TaskBatch:
+    def batch(self, n: int, gen: torch.Generator, tok: Any) -> TrainingBatch:
         pool = torch.tensor(sorted(set(range(len(tok))) - set(tok.all_special_ids)))
         tokens, copied = copy_batch(n, pool, tok.bos_token_id, gen)
         scored = torch.ones_like(copied)
         scored[:, 0] = False
-        return TaskBatch(tokens, scored, parts={"random": scored & ~copied, "repeated": copied})
+        return TrainingBatch(tokens, scored, parts={"random": scored & ~copied, "repeated": copied})
 
 
 def repeated_batch(n: int, half: int, pool: torch.Tensor, bos: int, gen: torch.Generator) -> torch.Tensor:

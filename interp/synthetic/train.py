@@ -11,15 +11,15 @@ experiments on attention itself:
   only residual dimensions ``[h * d_head, (h + 1) * d_head)`` and heads are never mixed before the
   next layer reads them.
 
-A task is any object with this small interface (see :class:`Task`)::
+A task is any object with this small interface (see :class:`TrainingTask`)::
 
     name: str                        # folder-safe; part of the cache key
     words: tuple[str, ...]           # the word-level vocabulary (specials are added for you)
     seq_len: int                     # tokens per training sequence, BOS included
     def params(self) -> dict         # JSON-able settings that change the data (cache key)
-    def batch(self, n, gen, tok) -> TaskBatch   # n sequences drawn from torch.Generator gen
+    def batch(self, n, gen, tok) -> TrainingBatch   # n sequences drawn from torch.Generator gen
 
-:class:`TaskBatch` holds the tokens, which targets the loss scores, named *parts* of the scored
+:class:`TrainingBatch` holds the tokens, which targets the loss scores, named *parts* of the scored
 targets whose loss and accuracy are logged separately (``repeat``, ``agreement``, ...), and
 optionally a *foil* per target (the wrong verb form of an agreement): ``foil_acc`` is then the
 share of those positions where the model prefers the right form.
@@ -56,7 +56,7 @@ POSITIONS = ("normal", "sinusoid")
 
 
 @dataclass
-class TaskBatch:
+class TrainingBatch:
     """One batch of a task. Shapes: batch, pos (BOS at pos 0)."""
 
     tokens: torch.Tensor  # long [batch, pos]
@@ -66,7 +66,7 @@ class TaskBatch:
     foil_at: torch.Tensor | None = None  # bool [batch, pos]: where ``foil`` is set
 
 
-class Task(Protocol):
+class TrainingTask(Protocol):
     """A seeded data generator over a word-level vocabulary (see the module docstring)."""
 
     name: str
@@ -75,7 +75,7 @@ class Task(Protocol):
 
     def params(self) -> dict[str, Any]: ...
 
-    def batch(self, n: int, gen: torch.Generator, tok: Any) -> TaskBatch: ...
+    def batch(self, n: int, gen: torch.Generator, tok: Any) -> TrainingBatch: ...
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ class TrainResult:
 
     hf: Any  # the final GPT2LMHeadModel
     tokenizer: Any
-    task: Task
+    task: TrainingTask
     arch: Architecture
     training: Training
     curve: list[dict[str, float]]  # every log step: step, loss, and loss_<part> on the training batch
@@ -243,7 +243,7 @@ def single_thread(on: bool = True) -> Iterator[None]:
 
 
 @torch.inference_mode()
-def evaluate(hf: Any, task: Task, tok: Any, seed: int, n: int = 256, batch_size: int = 64) -> dict[str, float]:
+def evaluate(hf: Any, task: TrainingTask, tok: Any, seed: int, n: int = 256, batch_size: int = 64) -> dict[str, float]:
     """Held-out metrics on ``n`` fresh sequences drawn with ``seed``: ``loss`` (scored targets),
     ``loss_<part>`` and ``acc_<part>`` (argmax = target) per part, and, where the task gives
     foils, ``foil_acc`` (target logit > foil logit) and ``foil_diff`` (their mean difference)."""
@@ -277,7 +277,7 @@ def evaluate(hf: Any, task: Task, tok: Any, seed: int, n: int = 256, batch_size:
     return {k: sums[k] / counts[k] if counts[k] else float("nan") for k in sums}
 
 
-def train(task: Task, arch: Architecture = Architecture(), training: Training = Training(),
+def train(task: TrainingTask, arch: Architecture = Architecture(), training: Training = Training(),
           progress: bool = True) -> TrainResult:
     """Train ``arch`` on ``task`` (see the module docstring for the recipe)."""
     tok = build_tokenizer(task.words)

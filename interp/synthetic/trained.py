@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from interp.model.load import LoadedModel
 from interp.synthetic.planted import boot, build_tokenizer
 from interp.synthetic.cache import load_dir, read_meta, save_dir
-from interp.synthetic.tasks.forced import TASKS, Ids, Task, TaskBatch
+from interp.synthetic.tasks.forced import TASKS, Ids, ForcedTask, ForcedBatch
 from interp.synthetic.toy import ARCH, BATCH, LR, VOCAB, WEIGHT_DECAY
 from interp.synthetic.train import Architecture, build_model, single_thread
 
@@ -48,25 +48,25 @@ class TrainedTask:
     train_seconds: float
 
 
-def architecture(task: Task) -> Architecture:
+def architecture(task: ForcedTask) -> Architecture:
     """The toy's architecture at the task's depth and head count."""
     return dataclasses.replace(ARCH, n_layers=task.n_layers, n_heads=task.n_heads)
 
 
-def build(task: Task, seed: int) -> tuple[Any, Any]:
+def build(task: ForcedTask, seed: int) -> tuple[Any, Any]:
     """An untrained attention-only GPT-2 of the task's size, and its tokenizer."""
     tok = build_tokenizer(VOCAB)
     return build_model(architecture(task), tok, seed).train(), tok
 
 
-def task_loss(logits: torch.Tensor, batch: TaskBatch) -> tuple[torch.Tensor, torch.Tensor]:
+def task_loss(logits: torch.Tensor, batch: ForcedBatch) -> tuple[torch.Tensor, torch.Tensor]:
     """(mean cross-entropy, accuracy) over the masked positions; logits float [batch, pos, vocab]."""
     picked = logits[batch.mask]
     targets = batch.targets[batch.mask]
     return F.cross_entropy(picked, targets), (picked.argmax(-1) == targets).float().mean()
 
 
-def train(task: Task, seed: int = 0, steps: int | None = None) -> tuple[Any, Any, dict[str, float]]:
+def train(task: ForcedTask, seed: int = 0, steps: int | None = None) -> tuple[Any, Any, dict[str, float]]:
     """Train a model on ``task``; returns (hf model, tokenizer, record)."""
     hf, tok = build(task, seed)
     ids = Ids.of(tok)
@@ -93,7 +93,7 @@ def train(task: Task, seed: int = 0, steps: int | None = None) -> tuple[Any, Any
 
 
 @torch.inference_mode()
-def evaluate(hf: Any, tok: Any, task: Task, seed: int, n: int = 256) -> tuple[float, float]:
+def evaluate(hf: Any, tok: Any, task: ForcedTask, seed: int, n: int = 256) -> tuple[float, float]:
     """Held-out (loss, accuracy) on fresh batches (a generator the training never used)."""
     batch = task.make(n, torch.Generator().manual_seed(10_000 + seed), Ids.of(tok), seed)
     loss, accuracy = task_loss(hf(batch.tokens).logits, batch)

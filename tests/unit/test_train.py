@@ -12,7 +12,7 @@ from interp.probes.grammar import COPULA, INTRANS, TRANS_ANIMATE, TRANS_THING
 from interp.synthetic.planted import build_tokenizer
 from interp.synthetic.tasks.grammar import SPAN, GrammarTask
 from interp.synthetic.cache import Job, train_cached, train_many
-from interp.synthetic.train import Architecture, TaskBatch, Training, evaluate, token_losses, train
+from interp.synthetic.train import Architecture, TrainingBatch, Training, evaluate, token_losses, train
 
 TINY = Architecture(n_layers=2, n_heads=2, d_model=16, n_ctx=72)
 
@@ -35,7 +35,7 @@ class CountTask:
         scored[:, 0] = False
         last = torch.zeros_like(scored)
         last[:, -1] = True
-        return TaskBatch(tokens, scored, {"last": last}, foil=tokens - 1, foil_at=last)
+        return TrainingBatch(tokens, scored, {"last": last}, foil=tokens - 1, foil_at=last)
 
 
 def test_token_losses_uniform_logits():

@@ -17,7 +17,7 @@ task             target at position q                                   what a h
 ``majority``     "t0" if more of x_1..x_q are even-numbered, else "t1"  average over the text
 ===============  =====================================================  ==========================
 
-A task is just its generator (:class:`Task.make`) and the size of model it needs, so it plugs
+A task is just its generator (:class:`ForcedTask.make`) and the size of model it needs, so it plugs
 into any trainer that maps (tokens, targets, mask) batches to a loss; interp.synthetic.trained
 is the small one used here.
 """
@@ -52,16 +52,16 @@ class Ids:
 
 
 @dataclass(frozen=True)
-class TaskBatch:
+class ForcedBatch:
     tokens: torch.Tensor  # long [batch, pos]
     targets: torch.Tensor  # long [batch, pos]: what the model must output at each position
     mask: torch.Tensor  # bool [batch, pos]: positions the loss reads
 
 
 @dataclass(frozen=True)
-class Task:
+class ForcedTask:
     name: str
-    make: Callable[[int, torch.Generator, Ids, int], TaskBatch]  # (batch size, generator, ids, seed)
+    make: Callable[[int, torch.Generator, Ids, int], ForcedBatch]  # (batch size, generator, ids, seed)
     n_layers: int
     n_heads: int
     steps: int
@@ -77,30 +77,30 @@ def _random(n: int, gen: torch.Generator, ids: Ids, vocab: int | None = None) ->
     return torch.cat([torch.full((n, 1), ids.bos), body], 1)
 
 
-def copy(n: int, gen: torch.Generator, ids: Ids, seed: int) -> TaskBatch:
+def copy(n: int, gen: torch.Generator, ids: Ids, seed: int) -> ForcedBatch:
     tokens = _random(n, gen, ids)
     targets = torch.roll(tokens, 1, dims=1)
     mask = torch.zeros_like(tokens, dtype=torch.bool)
     mask[:, 2:] = True  # from the second word on: its predecessor is a word
-    return TaskBatch(tokens, targets, mask)
+    return ForcedBatch(tokens, targets, mask)
 
 
-def induction(n: int, gen: torch.Generator, ids: Ids, seed: int) -> TaskBatch:
+def induction(n: int, gen: torch.Generator, ids: Ids, seed: int) -> ForcedBatch:
     tokens, _ = copy_batch(n, ids.pool, ids.bos, gen)  # SEQ_LEN of toy.py: the toy's own data
     targets = torch.roll(tokens, -1, dims=1)
     mask = torch.ones_like(tokens, dtype=torch.bool)
     mask[:, -1] = False
-    return TaskBatch(tokens, targets, mask)
+    return ForcedBatch(tokens, targets, mask)
 
 
-def duplicates(n: int, gen: torch.Generator, ids: Ids, seed: int) -> TaskBatch:
+def duplicates(n: int, gen: torch.Generator, ids: Ids, seed: int) -> ForcedBatch:
     tokens = _random(n, gen, ids, vocab=24)  # 48 draws from 24 words: about half have been seen
     same = tokens[:, :, None] == tokens[:, None, :]
     seen = (same & torch.ones_like(same[0]).tril(-1)).any(-1)
     targets = torch.where(seen, ids.yes, ids.no)
     mask = torch.ones_like(tokens, dtype=torch.bool)
     mask[:, 0] = False
-    return TaskBatch(tokens, targets, mask)
+    return ForcedBatch(tokens, targets, mask)
 
 
 def position_of(seed: int) -> int:
@@ -108,16 +108,16 @@ def position_of(seed: int) -> int:
     return 1 + seed % 3
 
 
-def position(n: int, gen: torch.Generator, ids: Ids, seed: int) -> TaskBatch:
+def position(n: int, gen: torch.Generator, ids: Ids, seed: int) -> ForcedBatch:
     k = position_of(seed)
     tokens = _random(n, gen, ids)
     targets = tokens[:, k:k + 1].expand_as(tokens)
     mask = torch.zeros_like(tokens, dtype=torch.bool)
     mask[:, k + 1:] = True
-    return TaskBatch(tokens, targets.clone(), mask)
+    return ForcedBatch(tokens, targets.clone(), mask)
 
 
-def majority(n: int, gen: torch.Generator, ids: Ids, seed: int) -> TaskBatch:
+def majority(n: int, gen: torch.Generator, ids: Ids, seed: int) -> ForcedBatch:
     tokens = _random(n, gen, ids)
     even = ids.pool[::2]
     p_even = torch.rand(n, 1, generator=gen) * 0.6 + 0.2  # each row leans its own way
@@ -131,13 +131,13 @@ def majority(n: int, gen: torch.Generator, ids: Ids, seed: int) -> TaskBatch:
     targets = torch.where(lead > 0, ids.no, ids.yes)
     mask = lead != 0
     mask[:, 0] = False
-    return TaskBatch(tokens, targets, mask)
+    return ForcedBatch(tokens, targets, mask)
 
 
-TASKS: dict[str, Task] = {t.name: t for t in (
-    Task("copy", copy, n_layers=1, n_heads=4, steps=600),
-    Task("induction", induction, n_layers=2, n_heads=4, steps=1500),
-    Task("duplicates", duplicates, n_layers=1, n_heads=4, steps=800),
-    Task("position", position, n_layers=1, n_heads=4, steps=600),
-    Task("majority", majority, n_layers=1, n_heads=4, steps=800),
+TASKS: dict[str, ForcedTask] = {t.name: t for t in (
+    ForcedTask("copy", copy, n_layers=1, n_heads=4, steps=600),
+    ForcedTask("induction", induction, n_layers=2, n_heads=4, steps=1500),
+    ForcedTask("duplicates", duplicates, n_layers=1, n_heads=4, steps=800),
+    ForcedTask("position", position, n_layers=1, n_heads=4, steps=600),
+    ForcedTask("majority", majority, n_layers=1, n_heads=4, steps=800),
 )}

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from interp.probes.grammar import PUNCT, stream_syntax, vocabulary
-from interp.synthetic.train import TaskBatch
+from interp.synthetic.train import TrainingBatch
 
 VERSION = 3  # bump when the data changes, so that cached models of the old data are not reused
 SPAN = (4, 16)  # length of a repeated span, uniform
@@ -60,7 +60,7 @@ class GrammarTask:
         return {"version": VERSION, "seq_len": self.seq_len, "p_repeat": self.p_repeat, "p_scramble": self.p_scramble, "span": SPAN,
                 "n_words": len(self.words)}
 
-    def batch(self, n: int, gen: torch.Generator, tok: Any) -> TaskBatch:
+    def batch(self, n: int, gen: torch.Generator, tok: Any) -> TrainingBatch:
         ids = tok.get_vocab()
         shape = (n, self.seq_len)
         tokens = torch.full(shape, tok.pad_token_id, dtype=torch.long)
@@ -72,7 +72,7 @@ class GrammarTask:
         scored = torch.ones(shape, dtype=torch.bool)
         scored[:, 0] = False
         parts["punctuation"] = torch.isin(tokens, torch.tensor([ids[p] for p in PUNCT])) & scored
-        return TaskBatch(tokens, scored, parts, foil=foil, foil_at=parts["agreement"].clone())
+        return TrainingBatch(tokens, scored, parts, foil=foil, foil_at=parts["agreement"].clone())
 
     def _fill(self, row: int, rng: random.Random, ids: dict[str, int], bos: int, tokens: torch.Tensor,
               parts: dict[str, torch.Tensor], foil: torch.Tensor) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from interp.synthetic.train import TaskBatch
+from interp.synthetic.train import TrainingBatch
 
 VERSION = 3
 NUMBERS = ("s", "p")
@@ -72,7 +72,7 @@ class RelationsTask:
         return {"version": VERSION, "seq_len": self.seq_len, "n_lemmas": self.n_lemmas,
                 "n_fillers": self.n_fillers, "n_slots": self.n_slots, "n_distractors": self.n_distractors, "max_subject": self.max_subject}
 
-    def batch(self, n: int, gen: torch.Generator, tok: Any) -> TaskBatch:
+    def batch(self, n: int, gen: torch.Generator, tok: Any) -> TrainingBatch:
         ids = tok.convert_tokens_to_ids
         fillers = torch.tensor(ids([f"f{i}" for i in range(self.n_fillers)]))
         content = torch.tensor([ids(list(pair)) for pair in self.content_grid])  # [lemma, number]
@@ -97,7 +97,7 @@ class RelationsTask:
                 tokens[row, cue + 2] = verbs[lemma, number[row]]
                 foil[row, cue + 2] = verbs[lemma, 1 - number[row]]
                 scored[row, cue + 2] = True
-        return TaskBatch(tokens, scored, {"verb": scored.clone()}, foil=foil, foil_at=scored.clone())
+        return TrainingBatch(tokens, scored, {"verb": scored.clone()}, foil=foil, foil_at=scored.clone())
 
     def _slots(self, subject: int, gen: torch.Generator) -> list[int]:
         """Cue positions of the verb slots: after the subject, three tokens each, never overlapping."""
@@ -105,7 +105,7 @@ class RelationsTask:
         gaps = torch.sort(torch.randint(free + 1, (self.n_slots,), generator=gen)).values
         return [subject + 1 + int(gap) + 3 * i for i, gap in enumerate(gaps)]
 
-    def positions(self, batch: TaskBatch, tok: Any) -> dict[str, torch.Tensor]:
+    def positions(self, batch: TrainingBatch, tok: Any) -> dict[str, torch.Tensor]:
         """Per scored verb: ``row``, ``query`` (the position that predicts it), ``cue`` (query - 1)
         and ``subject`` (the first content word of its sequence); all long [verb]."""
         content = torch.tensor(tok.convert_tokens_to_ids([w for pair in self.content_grid for w in pair]))
