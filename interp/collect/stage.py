@@ -31,6 +31,7 @@ from interp.model.load import LoadedModel
 from interp.probes.align import Aligner
 from interp.probes.base import ProbeSequence, Suite
 from interp.probes.batch import bucket, make_batch
+from interp.probes.readers import read_corpus
 
 
 @dataclass
