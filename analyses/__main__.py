@@ -5,8 +5,9 @@ in the order of ``EXPERIMENTS``, so that later ones load the models earlier ones
 shared grammar recipe). With no NAME, all six.
 
 ``--stale`` keeps only the experiments whose write-up in the results folder is missing, or whose
-head labels came from another features version than the installed classifier's: after a change
-to the features (``interp.config.FEATURES_VERSION``), ``python -m analyses --stale`` redoes the
+head labels came from another features version than the installed classifier's (as the
+write-up's data file, ``NAME.json``, records it): after a change
+to the features (``interp.collect.config.FEATURES_VERSION``), ``python -m analyses --stale`` redoes the
 experiments that read heads with the classifier and nothing else. Their trained models come
 from the cache, so only the labelling reruns.
 
@@ -33,7 +34,7 @@ def stale(results: Path) -> list[str]:
     out = []
     for name in EXPERIMENTS:
         path = results / f"{name}.md"
-        if not path.exists() or (name in USES_CLASSIFIER and features_version(path.read_text()) != FEATURES_VERSION):
+        if not path.exists() or (name in USES_CLASSIFIER and features_version(path) != FEATURES_VERSION):
             out.append(name)
     return out
 

@@ -5,20 +5,23 @@ and writes, under ``--out`` (default ``analyses/results``; ``reports/analyses-qu
 mode, so that a smoke test never overwrites a full run's write-up):
 
 - ``NAME.md``: the write-up, generated from the numbers just measured; it opens with the claim,
-  a one-line **Answer** (which ``analyses/readme.py`` copies into the README), the command, the
-  run time, the code it ran (git commit, features version), the seeds and how many models were
-  trained or loaded from the cache;
+  a one-line **Answer**, the command, the run time, the code it ran (git commit, features
+  version), the seeds and how many models were trained or loaded from the cache;
+- ``NAME.json``: the same facts as data (title, answer, run time, commit, features version, ...),
+  what the README's "Experiments" block (``analyses/readme.py``) and ``python -m analyses
+  --stale`` read;
 - ``NAME/*.csv`` (the tables behind every number) and ``NAME/*.png`` (seaborn figures).
 
-A full run into the default folder also refreshes the README's "Experiments" section, so that
-redoing an experiment is one command. ``python -m analyses`` runs several (see ``__main__.py``).
+A full run into the default folder also regenerates the README's "Experiments" block
+(``python tools/docs.py experiments``), so that redoing an experiment is one command.
+``python -m analyses`` runs several (see ``__main__.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import re
+import json
 import shlex
 import subprocess
 import sys
@@ -30,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmarks._results import machine
+from benchmarks._results import machine, regenerate
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "analyses" / "results"
@@ -92,16 +95,23 @@ class Experiment:
         return results
 
     def write(self, title: str, claim: str, answer: str, seeds: str, sections: list[tuple[str, str]]) -> Path:
-        """Write ``NAME.md``: the claim, the answer, how it was run, then ``sections`` (heading, body)."""
+        """Write ``NAME.md`` (the claim, the answer, how it was run, then ``sections``: heading,
+        body) and ``NAME.json`` (the same facts as data)."""
         seconds = time.perf_counter() - self.started
+        code = code_version()
+        data = {"name": self.name, "title": title, "claim": claim, "answer": answer, "command": self.command,
+                "quick": self.quick, "run_seconds": round(seconds, 2), "machine": machine(),
+                "date": dt.date.today().isoformat(), **code, "seeds": seeds,
+                "trained": self.trained, "loaded": self.loaded,
+                "cached_train_seconds": round(self.cached_train_seconds, 2)}
         cache = f"{self.trained} model(s) trained in this run, {self.loaded} loaded from the cache"
         if self.loaded:
             cache += f" (they had taken {self.cached_train_seconds / 60:.1f} min of training)"
         lines = [
             f"# {title}", "", f"**Claim.** {claim}", "", f"**Answer.** {answer}", "",
             f"- Command: `{self.command}`{' (quick mode: a smoke test, not a result)' if self.quick else ''}",
-            f"- Run time: {seconds / 60:.1f} min ({seconds:.0f} s) on {machine()}, {dt.date.today().isoformat()}",
-            f"- Code: {code_version()}",
+            f"- Run time: {seconds / 60:.1f} min ({seconds:.0f} s) on {data['machine']}, {data['date']}",
+            f"- Code: {code_line(code)}",
             f"- Seeds: {seeds}", f"- Models: {cache}",
             f"- Tables (csv) and figures (png): `{self.name}/`, next to this file",
             "",
@@ -110,31 +120,46 @@ class Experiment:
             lines += [f"## {heading}", "", body.strip(), ""]
         path = self.out / f"{self.name}.md"
         path.write_text("\n".join(lines))
+        path.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
         if not self.quick and self.out == RESULTS.resolve():
-            from analyses.readme import update
-
-            update(ROOT / "README.md", RESULTS)
+            regenerate("experiments")
         return path
 
 
-def code_version() -> str:
-    """``interp <commit>[ + uncommitted changes], features version N``: what a write-up was made with."""
+def code_version() -> dict[str, Any]:
+    """What a write-up was made with: ``commit`` (None outside a git checkout), ``uncommitted``
+    (changes to the code beside it) and ``features_version``."""
     from interp.collect.config import FEATURES_VERSION
     from interp.pipeline.provenance import git_hash
 
     commit = git_hash()
-    if commit is None:
-        return f"interp (no git checkout), features version {FEATURES_VERSION}"
-    # the results folder itself is left out: rewriting it is what a run does
-    changed = ["git", "diff", "--quiet", "HEAD", "--", "interp", "analyses", ":(exclude)analyses/results"]
-    dirty = subprocess.run(changed, cwd=ROOT, capture_output=True).returncode != 0
-    return f"interp {commit[:12]}{' + uncommitted changes' if dirty else ''}, features version {FEATURES_VERSION}"
+    dirty = False
+    if commit is not None:
+        # the results folder itself is left out: rewriting it is what a run does
+        changed = ["git", "diff", "--quiet", "HEAD", "--", "interp", "analyses", ":(exclude)analyses/results"]
+        dirty = subprocess.run(changed, cwd=ROOT, capture_output=True).returncode != 0
+    return {"commit": commit, "uncommitted": dirty, "features_version": FEATURES_VERSION}
 
 
-def features_version(write_up: str) -> int | None:
-    """The features version a write-up records (None when it records none)."""
-    found = re.search(r"^- Code: .*features version (\d+)", write_up, re.M)
-    return int(found.group(1)) if found else None
+def code_line(code: dict[str, Any]) -> str:
+    """``interp <commit>[ + uncommitted changes], features version N``: the write-up's "Code" line."""
+    if code["commit"] is None:
+        return f"interp (no git checkout), features version {code['features_version']}"
+    dirty = " + uncommitted changes" if code["uncommitted"] else ""
+    return f"interp {code['commit'][:12]}{dirty}, features version {code['features_version']}"
+
+
+def write_up_data(write_up: Path) -> dict[str, Any] | None:
+    """The data a write-up ``NAME.md`` was made with, from ``NAME.json`` beside it (None when
+    there is none)."""
+    path = write_up.with_suffix(".json")
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def features_version(write_up: Path) -> int | None:
+    """The features version whose classifier labelled a write-up's heads (None when its data
+    records none)."""
+    return (write_up_data(write_up) or {}).get("features_version")
 
 
 def start(name: str, doc: str, extra: list[tuple[tuple[str, ...], dict[str, Any]]] = ()) -> tuple[Experiment, argparse.Namespace]:

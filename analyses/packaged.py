@@ -4,21 +4,22 @@ For each packaged model it makes the default run (``interp run --model NAME``) a
 causal one, a ``--quick`` run, under ``reports/analyses/packaged/`` (kept: a second call only
 re-reads them; ``--fresh`` makes them again), and writes from their tables alone:
 
-- the README's quick-start timing (``<!-- begin generated:quickstart -->``) from the runs'
+- ``analyses/results/packaged/quickstart.md``, the README's quick-start timing, from the runs'
   manifests (each stage's recorded seconds);
-- the README's "Results on the packaged models" (``generated:results``): the textbook heads
-  with their feature scores and labels, the subject-verb heads, the role counts, the causal
-  effects' precision and the removable share of heads, the classifier's validation figures
-  (from the shipped reference model and benchmarks/RESULTS.md);
-- the "Packaged models" section of analyses/RESULTS.md with the full tables.
+- ``analyses/results/packaged/results.md``, the README's "Results on the packaged models": the
+  textbook heads with their feature scores and labels, the subject-verb heads, the role counts,
+  the causal effects' precision and the removable share of heads (tools/docs.py adds the
+  classifier's validation figures, from the shipped reference model);
+- the "Packaged models" section of analyses/RESULTS.md with the full tables;
+
+then has tools/docs.py put them in the README (blocks ``generated:quickstart`` and
+``generated:results``) and in analyses/RESULTS.md.
 
     python analyses/packaged.py [--fresh] [NAME ...]
 """
 
 from __future__ import annotations
 
-import json
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -28,13 +29,14 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _runs import CACHE, MODELS, ROOT, md, write  # noqa: E402
+from _results import regenerate  # noqa: E402  (benchmarks/, which _runs puts on the path)
 
 from interp.ablate.removable import removable_summary  # noqa: E402
 from interp.report.summary import role_counts  # noqa: E402
 from interp.pipeline.rundir import RunTables, load_run  # noqa: E402
 
 HERE = CACHE / "packaged"
-README = ROOT / "README.md"
+OUT = ROOT / "analyses" / "results" / "packaged"  # what the README's blocks are made of
 SCRIPT = "analyses/packaged.py"
 # Heads the literature and earlier studies of these models name: checked, never assumed.
 KNOWN = {"smollm2-135m": {"induction": [(17, 3), (17, 4), (17, 5), (18, 6)],
@@ -112,11 +114,6 @@ def removable(run: RunTables) -> pd.DataFrame:
     return pd.DataFrame([{"metric": m, **{f"within {t}": v for t, v in s.items()}} for m, s in shares.items()])
 
 
-def validation() -> dict[str, float]:
-    held = json.loads((ROOT / "interp" / "reference" / "model.json").read_text())["held_out"]
-    return {"bank_accuracy": held["accuracy"], "bank_ece": held["ece"], "bank_n": held["n"]}
-
-
 def _pct(v: float) -> str:
     return f"{100 * v:.0f}%"
 
@@ -169,21 +166,7 @@ def results_block(runs: dict[str, RunTables]) -> str:
            "`analyses/RESULTS.md` holds the full tables.", ""]
     for name, run in runs.items():
         out += model_lines(name, run) + [""]
-    v = validation()
-    out.append(f"**Classifier validation**: on a held-out reference bank (another seed; synthetic heads) accuracy "
-               f"{v['bank_accuracy']:.2f}, expected calibration error {v['bank_ece']:.3f} "
-               f"(`interp/classify/reference/model.json`); on heads of trained models whose role was found by intervention, "
-               f"and on planted heads, see `benchmarks/RESULTS.md` (\"Head-role classifier on trained heads\").")
-    return "\n".join(out)
-
-
-def write_readme_block(name: str, body: str, readme: Path = README) -> None:
-    begin, end = f"<!-- begin generated:{name} -->", f"<!-- end generated:{name} -->"
-    text = readme.read_text(encoding="utf-8")
-    pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
-    if not pattern.search(text):
-        raise SystemExit(f"README.md has no {begin} block")
-    readme.write_text(pattern.sub(lambda _: f"{begin}\n{body.strip()}\n{end}", text), encoding="utf-8")
+    return "\n".join(out).strip() + "\n"
 
 
 def main(argv: list[str]) -> None:
@@ -199,9 +182,11 @@ def main(argv: list[str]) -> None:
                 body += [f"#### {title}", "", md(frame), ""]
     write("Packaged models", SCRIPT, "\n".join(body))
     if set(names) == set(MODELS):
-        write_readme_block("results", results_block(runs))
         quick = make_run("smollm2-135m", quick=True, fresh=fresh)
-        write_readme_block("quickstart", quickstart_block(runs["smollm2-135m"], quick))
+        OUT.mkdir(parents=True, exist_ok=True)
+        (OUT / "results.md").write_text(results_block(runs), encoding="utf-8")
+        (OUT / "quickstart.md").write_text(quickstart_block(runs["smollm2-135m"], quick) + "\n", encoding="utf-8")
+        regenerate("results", "quickstart")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,10 @@
-"""Shared helper: each benchmark (and analysis) owns one section of its RESULTS.md and rewrites only it."""
+"""Shared helper: each benchmark (and analysis) owns one section of its RESULTS.md.
+
+A script writes its section's source, ``sections/<slug>.md`` beside the RESULTS.md it belongs
+to (stamped with the date, the machine and the script), and then has tools/docs.py, the one
+docs generator, put it in the RESULTS.md as the block ``generated:<slug>``; nothing here edits
+a RESULTS.md by itself.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +12,11 @@ import datetime as dt
 import os
 import platform
 import re
+import subprocess
+import sys
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).with_name("RESULTS.md")
 HEADER = "# Benchmark results\n\nEach section is written by the script it names; rerun the script to refresh it.\n"
 
@@ -33,12 +42,29 @@ def markdown(frame) -> str:
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in cells])
 
 
+def slug(name: str) -> str:
+    """A section's block name: ``"Agreement with detect_head (smollm2-135m)"`` ->
+    ``agreement-with-detect_head-smollm2-135m``."""
+    return re.sub(r"[^a-z0-9_]+", "-", name.lower()).strip("-")
+
+
+def section_source(name: str, results: Path = RESULTS) -> Path:
+    """Where section ``name`` of ``results`` is written: ``sections/<slug>.md`` beside it."""
+    return results.parent / "sections" / f"{slug(name)}.md"
+
+
 def write_section(name: str, script: str, body: str, results: Path = RESULTS, header: str = HEADER) -> None:
-    """Replace (or append) the section ``name`` of ``results`` (benchmarks/RESULTS.md; the analyses
-    pass analyses/RESULTS.md) with ``body``, stamped with date and machine."""
+    """Write section ``name`` of ``results`` (benchmarks/RESULTS.md; the analyses pass
+    analyses/RESULTS.md): its source, stamped with date and machine, then the block."""
     stamp = f"_{dt.date.today().isoformat()} on {machine()}; written by `{script}`._"
-    section = f"<!-- begin {name} -->\n## {name}\n\n{stamp}\n\n{body.strip()}\n<!-- end {name} -->\n"
-    text = results.read_text() if results.exists() else header
-    pattern = re.compile(rf"<!-- begin {re.escape(name)} -->.*?<!-- end {re.escape(name)} -->\n", re.S)
-    text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
-    results.write_text(text)
+    source = section_source(name, results)
+    source.parent.mkdir(parents=True, exist_ok=True)
+    source.write_text(f"## {name}\n\n{stamp}\n\n{body.strip()}\n")
+    if not results.exists():
+        results.write_text(header)
+    regenerate(slug(name))
+
+
+def regenerate(*blocks: str) -> None:
+    """Run the docs generator (``python tools/docs.py BLOCK ...``) for these blocks, as a person would."""
+    subprocess.run([sys.executable, str(ROOT / "tools" / "docs.py"), *blocks], check=True)

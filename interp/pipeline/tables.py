@@ -2,7 +2,8 @@
 whether optional or a pattern, what they mean) are data in ``interp/pipeline/tables.tsv``, one line each.
 
 Each table is tidy (one observation per row) and written as parquet and csv. `interp tables`
-prints this schema; the README's column reference is generated from the same text. Missing
+prints this schema; the README's column reference is generated from the same text
+(``python tools/docs.py``, block ``generated:columns``). Missing
 values are NaN, never a sentinel.
 
 Column types are enforced both ways: :meth:`Table.validate` casts a frame to the declared
@@ -121,8 +122,9 @@ EFFECTS = _table("effects", (
     "One row per (layer, head, ablation, metric): what removing the head does to the metric."
 ))
 PRUNING = _table("pruning", (
-    "One row per step of cumulative head removal, least important heads first (ordered by the "
-    "effects table, measured on a held-out evaluation corpus)."
+    "One row per step of cumulative head removal, each metric's least important heads first "
+    "(ordered by that metric's effects, measured on a held-out evaluation corpus), and one per "
+    "role whose heads are removed together."
 ))
 
 TABLES: dict[str, Table] = {t.name: t for t in (FEATURES, ROLES_TABLE, EFFECTS, PRUNING)}

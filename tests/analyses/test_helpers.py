@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
@@ -53,26 +54,33 @@ def test_appearance_first_and_settled_steps():
     assert out.loc["induction", "heads_at_end"] == 1
 
 
-def write_up(code_line: str) -> str:
-    return f"# Title\n\n**Answer.** yes\n\n- Command: `python -m analyses.x`\n{code_line}- Seeds: 0\n"
+def write_up(folder, name: str, **data) -> None:
+    """A write-up ``name.md`` and the data file beside it (``name.json``) with these fields."""
+    (folder / f"{name}.md").write_text(f"# Title\n\n**Answer.** yes\n\n- Command: `python -m analyses.{name}`\n")
+    (folder / f"{name}.json").write_text(json.dumps({"name": name, "title": "Title", "answer": "yes", **data}))
 
 
-def test_features_version_is_read_from_the_code_line():
-    assert features_version(write_up("- Code: interp 0123456789ab, features version 7\n")) == 7
-    assert features_version(write_up("- Code: interp 0123456789ab + uncommitted changes, features version 12\n")) == 12
-    assert features_version(write_up("")) is None
+def test_features_version_is_read_from_the_write_ups_data(tmp_path):
+    write_up(tmp_path, "a", features_version=7)
+    write_up(tmp_path, "b")
+    assert features_version(tmp_path / "a.md") == 7
+    assert features_version(tmp_path / "b.md") is None  # recorded none
+    assert features_version(tmp_path / "c.md") is None  # no write-up at all
+    (tmp_path / "a.md").write_text("- Code: interp 0123456789ab, features version 12\n")
+    assert features_version(tmp_path / "a.md") == 7, "the data file, never the markdown"
 
 
 def test_stale_lists_missing_write_ups_and_labels_from_another_classifier(tmp_path):
     from interp.collect.config import FEATURES_VERSION
 
-    current = write_up(f"- Code: interp 0123456789ab, features version {FEATURES_VERSION}\n")
-    older = write_up(f"- Code: interp 0123456789ab, features version {FEATURES_VERSION - 1}\n")
     for name in EXPERIMENTS:
-        (tmp_path / f"{name}.md").write_text(older if name in ("specialisation", "split_cost") else current)
+        older = name in ("specialisation", "split_cost")
+        write_up(tmp_path, name, features_version=FEATURES_VERSION - older)
     (tmp_path / "head_count.md").unlink()
     # split_cost labels no heads, so its features version does not matter
     assert stale(tmp_path) == ["specialisation", "head_count"]
+    (tmp_path / "concat_mixing.json").unlink()  # a write-up without its data: labels of unknown origin
+    assert stale(tmp_path) == ["specialisation", "concat_mixing", "head_count"]
     assert stale(tmp_path / "nothing") == list(EXPERIMENTS)
 
 
@@ -88,12 +96,12 @@ def test_readme_intro_sums_the_run_times_and_quotes_the_quick_suite(tmp_path):
     results = tmp_path / "results"
     results.mkdir()
     for i, name in enumerate(EXPERIMENTS):
-        (results / f"{name}.md").write_text(f"# T\n\n- Run time: 1.0 min ({60 * i + 30} s) on a machine\n")
+        write_up(results, name, run_seconds=60 * i + 30)
     assert total_time(results) == " (18 min in their last full runs)"  # 30 + 90 + ... + 330 = 1080 s
-    (results / "pruning.md").unlink()
+    (results / "pruning.json").unlink()
     assert total_time(results) == ""
     assert quick_time(tmp_path) == ""
-    (tmp_path / "benchmarks").mkdir()
-    (tmp_path / "benchmarks" / "RESULTS.md").write_text("3.4 min in all: within the CI budget of 8 min.\n")
+    (tmp_path / "benchmarks" / "sections").mkdir(parents=True)
+    (tmp_path / "benchmarks" / "sections" / "analyses-quick.md").write_text("3.4 min in all: within the CI budget of 8 min.\n")
     assert quick_time(tmp_path) == (" All six `--quick` modes together, as the CI test runs them: 3.4 min "
                                     "(budget 8 min; `benchmarks/analyses_quick.py`).")

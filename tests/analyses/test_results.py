@@ -1,5 +1,5 @@
 """The committed results: six write-ups from full runs of committed code, their figures and tables,
-labels from the installed classifier, and the README section copied from them.
+labels from the installed classifier, and the README section generated from them.
 
 When this fails after a classifier change, ``python -m analyses --stale`` redoes what is out of date.
 """
@@ -7,12 +7,13 @@ When this fails after a classifier change, ``python -m analyses --stale`` redoes
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
 from analyses.__main__ import stale
 from analyses._common import EXPERIMENTS, RESULTS, ROOT
-from analyses.readme import BEGIN, END, section
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
@@ -35,7 +36,6 @@ def test_head_labels_come_from_the_installed_classifier():
 
 
 def test_the_readme_section_is_the_one_the_write_ups_make():
-    readme = (ROOT / "README.md").read_text()
-    assert BEGIN in readme and END in readme
-    shown = readme[readme.index(BEGIN): readme.index(END) + len(END)]
-    assert shown == section(RESULTS, ROOT), "regenerate it: python -m analyses.readme"
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "docs.py"), "--check", "experiments"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, f"{done.stdout}regenerate it: python tools/docs.py"

@@ -1,9 +1,9 @@
 """Every measured figure in README.md and analyses/RESULTS.md is written by a script.
 
-The README quotes measurements only inside ``<!-- begin generated:NAME -->`` blocks (rewritten
-by analyses/packaged.py from runs it makes); outside them a decimal or a multiplier would be a
-typed number that goes stale. Every section of analyses/RESULTS.md names the script that wrote
-it, and that script exists.
+The README quotes measurements only inside ``<!-- begin generated:NAME -->`` blocks (assembled
+by tools/docs.py from what the measuring scripts wrote); outside them a decimal or a multiplier
+would be a typed number that goes stale. Every section of analyses/RESULTS.md and
+benchmarks/RESULTS.md names the script that measured it, and that script exists.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def test_readme_blocks_are_generated():
 
 
 def test_quoted_validation_matches_the_shipped_reference():
-    held = json.loads((ROOT / "interp" / "reference" / "model.json").read_text())["held_out"]
+    held = json.loads((ROOT / "interp" / "classify" / "reference" / "model.json").read_text())["held_out"]
     m = re.search(r"accuracy (\d\.\d+), expected calibration error (\d\.\d+)", README)
     assert m, "the results block quotes the reference bank's held-out accuracy and ECE"
     assert float(m.group(1)) == round(held["accuracy"], 2)
@@ -48,7 +48,7 @@ def test_quoted_validation_matches_the_shipped_reference():
 def test_every_results_section_names_an_existing_script():
     for results in (ROOT / "analyses" / "RESULTS.md", ROOT / "benchmarks" / "RESULTS.md"):
         text = results.read_text(encoding="utf-8")
-        sections = re.findall(r"<!-- begin (.+?) -->\n## .*?\n\n_.*?written by `([^`]+)`", text, re.S)
+        sections = re.findall(r"<!-- begin generated:(\S+) -->\n\n## .*?\n\n_.*?written by `([^`]+)`", text, re.S)
         assert sections, results
         headings = re.findall(r"^## ", text, re.M)
         assert len(sections) == len(headings), f"{results.name}: a section without its script stamp"

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from interp import errors
-from interp.troubleshooting import BEGIN, CATALOGUE, END, find, render
+from interp.troubleshooting import CATALOGUE, find
 
 ROOT = Path(__file__).resolve().parents[2]
 ERROR_TYPES = {name for name, obj in vars(errors).items()
@@ -72,10 +74,9 @@ def test_no_catalogue_entry_is_stale():
 
 
 def test_the_readme_shows_the_catalogue():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert BEGIN in readme and END in readme
-    section = readme[readme.index(BEGIN): readme.index(END) + len(END)]
-    assert section == render(), "regenerate it: python -m interp.troubleshooting"
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "docs.py"), "--check", "troubleshooting"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, f"{done.stdout}regenerate it: python tools/docs.py"
 
 
 def test_a_template_matches_what_it_describes_and_nothing_else():

@@ -1,0 +1,324 @@
+"""The one generator of the documentation's generated blocks.
+
+A generated block is the text between ``<!-- begin generated:NAME -->`` and
+``<!-- end generated:NAME -->`` in README.md, benchmarks/RESULTS.md or analyses/RESULTS.md (the
+only marker form). Every block has one source, and this script only assembles: it never
+measures, never loads a model. Scripts that measure write their source file and then run this
+script for their block.
+
+``README.md``
+
+- ``quickstart``: ``analyses/results/packaged/quickstart.md`` (written by analyses/packaged.py
+  from the default and ``--quick`` runs' manifests);
+- ``results``: ``analyses/results/packaged/results.md`` (analyses/packaged.py), then the
+  classifier's held-out scores from ``interp/classify/reference/model.json``;
+- ``experiments``: each experiment's write-up data, ``analyses/results/NAME.json`` (written beside
+  ``NAME.md`` by every run), through :mod:`analyses.readme`;
+- ``troubleshooting``: the message catalogue, ``interp/troubleshooting.tsv``;
+- ``columns``: the table schemas (:mod:`interp.pipeline.tables`: each table's description, and
+  every column with its type and meaning from ``interp/pipeline/tables.tsv``);
+- ``module-map``: the first paragraph of the docstring of every module under ``interp/``.
+
+``benchmarks/RESULTS.md`` and ``analyses/RESULTS.md``: one block per file of their ``sections/``
+folder, named after it (``benchmarks/sections/run_time.md`` is ``generated:run_time``), which
+the benchmark or analysis writes through ``benchmarks/_results.py``; a new file becomes a new
+block at the end of its document.
+
+    python tools/docs.py                    # rewrite every block from its source
+    python tools/docs.py --check            # name each stale block (exit 1); write nothing
+    python tools/docs.py [--check] [--root DIR] [NAME | DOCUMENT ...]   # only these
+
+``tests/docs/test_docs_generated.py`` runs ``--check``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import difflib
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as ``python tools/docs.py``: the checkout's packages
+    sys.path.insert(0, str(ROOT))
+
+from analyses.readme import section as experiments_section  # noqa: E402
+from interp.console import EXIT_SIGTERM  # noqa: E402
+from interp.pipeline.tables import TABLES  # noqa: E402
+from interp.troubleshooting import Trouble, read_catalogue  # noqa: E402
+
+MARKED = re.compile(r"<!-- begin generated:([\w.-]+) -->\n(.*?)\n<!-- end generated:\1 -->", re.S)
+README = "README.md"
+RESULTS = ("benchmarks/RESULTS.md", "analyses/RESULTS.md")
+# The module map's groups, in the order of the data flow; any other package follows, then the
+# top-level modules.
+GROUPS = ("collect", "classify", "ablate", "report", "model", "pipeline", "probes", "synthetic")
+
+
+def begin(name: str) -> str:
+    return f"<!-- begin generated:{name} -->"
+
+
+def end(name: str) -> str:
+    return f"<!-- end generated:{name} -->"
+
+
+def block_text(name: str, body: str) -> str:
+    """A whole block: markers around the body, a blank line on either side of it."""
+    return f"{begin(name)}\n\n{body.strip()}\n\n{end(name)}"
+
+
+@dataclass(frozen=True)
+class Block:
+    document: str  # relative to the root
+    name: str
+    source: str  # where the text comes from, for the reader of a --check line
+    render: Callable[[Path], str]  # root -> body
+
+
+# --- README blocks ------------------------------------------------------------------------------
+
+PACKAGED = "analyses/results/packaged"
+REFERENCE = "interp/classify/reference/model.json"
+
+
+class SourceMissing(Exception):
+    """A block's source file does not exist."""
+
+
+def _read(root: Path, relative: str) -> str:
+    path = root / relative
+    if not path.is_file():
+        raise SourceMissing(relative)
+    return path.read_text(encoding="utf-8").strip()
+
+
+def quickstart(root: Path) -> str:
+    return _read(root, f"{PACKAGED}/quickstart.md")
+
+
+def results(root: Path) -> str:
+    held = json.loads(_read(root, REFERENCE))["held_out"]
+    validation = (f"**Classifier validation**: on a held-out reference bank (another seed; synthetic heads) accuracy "
+                  f"{held['accuracy']:.2f}, expected calibration error {held['ece']:.3f} (`{REFERENCE}`); on heads of "
+                  "trained models whose role was found by intervention, and on planted heads, see "
+                  "`benchmarks/RESULTS.md` (\"Head-role classifier on trained heads\").")
+    return _read(root, f"{PACKAGED}/results.md") + "\n\n" + validation
+
+
+def experiments(root: Path) -> str:
+    return experiments_section(root / "analyses" / "results", root)
+
+
+def troubleshooting(root: Path) -> str:
+    """One table per kind of trouble, in the catalogue's order."""
+    catalogue = read_catalogue(_read(root, "interp/troubleshooting.tsv"))
+    out = ["Every message the command line can end with, generated from `interp/troubleshooting.tsv`. "
+           "`…` stands for the part that names your file, value or number. Errors print as `error: <message>`.", ""]
+    for kind in dict.fromkeys(t.kind for t in catalogue):
+        entries: list[Trouble] = [t for t in catalogue if t.kind == kind]
+        codes = sorted({t.exit for t in entries} | ({EXIT_SIGTERM} if kind == "interrupted" else set()))
+        status = "the command goes on" if codes == [0] else "exit " + " / ".join(map(str, codes))
+        out += [f"**{kind}** ({status})", "", "| message | what it means | what to do |", "| --- | --- | --- |"]
+        out += [f"| `` {_cell(t.message.replace('{}', '…'))} `` | {_cell(t.meaning)} | {_cell(t.action)} |"
+                for t in entries]
+        out.append("")
+    return "\n".join(out)
+
+
+def columns(root: Path) -> str:
+    """Every table: its description, then every column (pattern columns last) with type and meaning."""
+    out = []
+    for table in TABLES.values():
+        out += [f"**`{table.name}`**: {table.doc}", "", "| column | type | meaning |", "| --- | --- | --- |"]
+        out += [f"| `{c.name}` | {c.dtype} | {_cell(c.doc)} |" for c in table.columns + table.pattern_columns]
+        out.append("")
+    return "\n".join(out)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def docstring(path: Path) -> str:
+    """The first paragraph of a module's docstring on one line, or a loud gap."""
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    first = " ".join(doc.split("\n\n")[0].split())
+    return first or "**(no docstring)**"
+
+
+def module_map(root: Path) -> str:
+    """Every module of ``interp/`` as it is on disk, one table per package."""
+    package = root / "interp"
+    modules = sorted(p for p in package.rglob("*.py") if p.name not in {"__init__.py", "__main__.py"})
+    groups: dict[str, list[Path]] = {}
+    for path in modules:
+        parts = path.relative_to(package).parts
+        groups.setdefault(parts[0] if len(parts) > 1 else "", []).append(path)
+    order = [g for g in GROUPS if g in groups] + sorted(set(groups) - set(GROUPS) - {""}) + [""] * ("" in groups)
+    out = []
+    for group in order:
+        folder = package / group if group else package
+        init = folder / "__init__.py"
+        about = f": {_cell(docstring(init))}" if init.is_file() and ast.get_docstring(ast.parse(init.read_text())) else ""
+        title = f"`interp/{group}/`" if group else "top-level modules of `interp/`"
+        out += [f"**{title}**{about}", "", "| module | what it holds |", "| --- | --- |"]
+        out += [f"| `{p.relative_to(root).as_posix()}` | {_cell(docstring(p))} |" for p in groups[group]]
+        out.append("")
+    return "\n".join(out)
+
+
+README_BLOCKS = (
+    Block(README, "quickstart", f"{PACKAGED}/quickstart.md, written by analyses/packaged.py", quickstart),
+    Block(README, "results", f"{PACKAGED}/results.md, written by analyses/packaged.py, and {REFERENCE}", results),
+    Block(README, "experiments", "analyses/results/*.json (the experiments' write-up data)", experiments),
+    Block(README, "troubleshooting", "interp/troubleshooting.tsv", troubleshooting),
+    Block(README, "columns", "interp/pipeline/tables.py and tables.tsv", columns),
+    Block(README, "module-map", "the docstrings of interp/**/*.py", module_map),
+)
+
+
+# --- RESULTS.md sections ------------------------------------------------------------------------
+
+def sections(root: Path, document: str) -> list[Block]:
+    """One block per file of the document's ``sections/`` folder."""
+    folder = (root / document).parent / "sections"
+    found = sorted(folder.glob("*.md")) if folder.is_dir() else []
+    return [Block(document, p.stem, p.relative_to(root).as_posix(),
+                  lambda r, rel=p.relative_to(root).as_posix(): _read(r, rel)) for p in found]
+
+
+def blocks(root: Path = ROOT) -> list[Block]:
+    return [*README_BLOCKS, *(b for document in RESULTS for b in sections(root, document))]
+
+
+# --- assembling ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Finding:
+    document: str
+    name: str
+    problem: str
+    fixable: bool = False  # rewriting the document puts it right (stale or new); otherwise a person must act
+
+    def __str__(self) -> str:
+        return f"{self.document}: generated:{self.name} {self.problem}"
+
+
+def assemble(root: Path, document: str, chosen: list[Block], everything: bool) -> tuple[str, list[Finding]]:
+    """The document with the chosen blocks rendered, and what was stale or wrong in it."""
+    path = root / document
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    findings = []
+    marked = [m.group(1) for m in MARKED.finditer(text)]
+    appendable = document in RESULTS
+    for name in dict.fromkeys(n for n in marked if marked.count(n) > 1):
+        findings.append(Finding(document, name, "appears more than once: keep one"))
+    for block in chosen:
+        try:
+            new = block_text(block.name, block.render(root))
+        except SourceMissing as missing:
+            findings.append(Finding(document, block.name, f"has no source: {missing} is missing"))
+            continue
+        if block.name not in marked:
+            if not appendable:
+                findings.append(Finding(document, block.name, f"is missing: add `{begin(block.name)}` "
+                                                              f"and `{end(block.name)}` where it belongs"))
+                continue
+            text = text.rstrip("\n") + "\n\n" + new + "\n"
+            findings.append(Finding(document, block.name, f"is missing (source: {block.source})", fixable=True))
+            continue
+        span = _span(text, block.name)
+        old = text[span[0]:span[1]]
+        if old != new:
+            line = text.count("\n", 0, span[0]) + 1
+            findings.append(Finding(document, block.name, f"is stale: {_summary(old, new, line)} (source: {block.source})",
+                                    fixable=True))
+            text = text[:span[0]] + new + text[span[1]:]
+    if everything:
+        known = {b.name for b in blocks(root) if b.document == document}
+        for name in dict.fromkeys(marked):
+            if name not in known:
+                where = f"{Path(document).parent.as_posix()}/sections/{name}.md" if appendable else "a source in tools/docs.py"
+                findings.append(Finding(document, name, f"has no source: {where} is missing"))
+    return text, findings
+
+
+def _span(text: str, name: str) -> tuple[int, int]:
+    m = re.search(re.escape(begin(name)) + r"\n.*?\n" + re.escape(end(name)), text, re.S)
+    assert m is not None, name
+    return m.span()
+
+
+def _summary(old: str, new: str, line: int) -> str:
+    """``+A -R lines, first at line N``: a one-line account of a block's diff."""
+    a, b = old.splitlines(), new.splitlines()
+    added = removed = 0
+    first = None
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        first = i1 if first is None else first
+        removed += i2 - i1
+        added += j2 - j1
+    return f"+{added} -{removed} lines, first at line {line + (first or 0)}"
+
+
+def select(root: Path, only: list[str]) -> list[Block]:
+    every = blocks(root)
+    if not only:
+        return every
+    unknown = [o for o in only if not any(o in (b.name, b.document) for b in every)]
+    if unknown:
+        raise ValueError(f"no generated block or document named {', '.join(unknown)}; "
+                         f"blocks: {', '.join(b.name for b in every)}")
+    return [b for b in every if b.name in only or b.document in only]
+
+
+def run(root: Path = ROOT, only: list[str] = (), write: bool = True) -> list[Finding]:
+    """Render the chosen blocks (all when ``only`` is empty); write the documents unless
+    ``write`` is false. Returns every block that was stale, missing or without a source."""
+    chosen = select(root, list(only))
+    findings = []
+    for document in dict.fromkeys(b.document for b in chosen):
+        text, found = assemble(root, document, [b for b in chosen if b.document == document], not only)
+        findings += found
+        if write and found and (root / document).is_file():
+            (root / document).write_text(text, encoding="utf-8")
+    return findings
+
+
+def check(root: Path = ROOT, only: list[str] = ()) -> list[Finding]:
+    """What ``--check`` reports; writes nothing."""
+    return run(root, only, write=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python tools/docs.py", description=__doc__.splitlines()[0])
+    parser.add_argument("only", nargs="*", metavar="NAME", help="only these blocks, or every block of these documents")
+    parser.add_argument("--check", action="store_true", help="report stale blocks and exit 1; write nothing")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to work on (default: this one)")
+    args = parser.parse_args(argv)
+    try:
+        findings = run(args.root.resolve(), args.only, write=not args.check)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.check:
+        for finding in findings:
+            print(finding)
+        if findings:
+            print(f"{len(findings)} generated block(s) out of date: run python tools/docs.py", file=sys.stderr)
+        return 1 if findings else 0
+    failed = [f for f in findings if not f.fixable]
+    for finding in findings:
+        print(f"rewrote {finding.document}: generated:{finding.name}" if finding.fixable else finding)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
