@@ -7,7 +7,9 @@ is checked strictly (``seed="x"`` or ``prune="no"`` is refused, not coerced), it
 constraints given there (``ge``, ``le``), and its help text is the field's docstring. The CLI
 makes one option of every field (``n_syntax`` -> ``--n-syntax``) unless ``cli=False``; a
 field whose value names a file the stage reads is marked ``file=True`` so that ``--resume``
-notices when that file changes. A wrong value is a :class:`ConfigError` of one line naming the
+notices when that file changes; one that says only where the work runs (an executor, its
+workers) and by design never changes what the stage writes is marked ``placement=True``, and
+``--resume`` does not compare it. A wrong value is a :class:`ConfigError` of one line naming the
 config, the field, what it expects and what it got.
 
 Nothing here imports torch: the report stage and ``interp --help`` stay light.
@@ -34,10 +36,11 @@ MAX_INT = 2**31 - 1
 
 
 def option(default: Any = dataclasses.MISSING, *, flag: str | None = None, cli: bool = True, file: bool = False,
-           **constraints: Any) -> Any:
+           placement: bool = False, **constraints: Any) -> Any:
     """A config field: its default, its CLI flag (``None``: from the name), whether it is an option
-    at all, whether it names a file the stage reads, and pydantic constraints (``ge``, ``le``)."""
-    extra = {"flag": flag, "cli": cli, "file": file}
+    at all, whether it names a file the stage reads, whether it only places the work (see
+    :func:`without_placement`), and pydantic constraints (``ge``, ``le``)."""
+    extra = {"flag": flag, "cli": cli, "file": file, "placement": placement}
     return Field(default, json_schema_extra=extra, **constraints)
 
 
@@ -63,7 +66,8 @@ def config(cls: type) -> type:
 
 
 def _tuples(value: Any) -> Any:
-    return tuple(value) if isinstance(value, list) else value
+    """JSON and TOML have lists where a config has tuples (nested too)."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 def _described(cls: type, error: dict[str, Any]) -> tuple[str, str, str, str]:
@@ -116,6 +120,16 @@ def file_fields(config: Any) -> list[str]:
         if extra(info).get("file") and value:
             paths.extend(value if isinstance(value, tuple) else (value,))
     return [str(p) for p in paths]
+
+
+def without_placement(cls: type, data: Any) -> Any:
+    """A config's JSON form without its ``placement=True`` fields: what decides whether a recorded
+    stage is the same as the one asked for (a run whose sweep ran on Ray workers is done for a
+    resume on one process, the tables being identical by design)."""
+    if not isinstance(data, dict):
+        return data
+    placed = {name for name, info in fields_of(cls).items() if extra(info).get("placement")}
+    return {k: v for k, v in data.items() if k not in placed}
 
 
 def from_jsonable(cls: type, data: Any) -> Any:

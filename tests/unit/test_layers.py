@@ -15,9 +15,10 @@ ROOT = Path(__file__).resolve().parents[2] / "interp"
 LAYERS = (
     ("interp.errors", "interp.roles", "interp.config", "interp.troubleshooting"),  # the shared vocabulary
     ("interp.model", "interp.probes"),  # models and probe corpora
-    ("interp.pipeline.tables", "interp.pipeline.rundir", "interp.pipeline.provenance", "interp.pipeline.results"),
+    ("interp.pipeline.tables", "interp.pipeline.rundir", "interp.pipeline.lock", "interp.pipeline.provenance",
+     "interp.pipeline.results"),
     ("interp.collect", "interp.classify", "interp.ablate", "interp.report", "interp.synthetic"),  # the stages
-    ("interp.pipeline.stages", "interp.pipeline.options", "interp.pipeline.execute"),  # the registry and the run
+    ("interp.pipeline.stages", "interp.pipeline.options", "interp.pipeline.execute", "interp.pipeline.study"),  # the registry and the run
     ("interp.console", "interp.cli", "interp.__main__", "interp"),  # the public API and the command line
 )
 

@@ -1,0 +1,212 @@
+"""Many runs as one study: ``interp study STUDY.toml``.
+
+A study is models x corpora x seeds x variants, written as TOML::
+
+    name = "two-models"
+    models = ["smollm2-135m", "./my-model"]
+    corpora = [[], ["treebank.conllu"]]      # each a list of --corpus files; [] is the built-in probes
+    seeds = [0, 1]
+    [settings]                                # every run: RunOptions fields and stage configs
+    quick = true
+    skip = ["report"]
+    [settings.stages.collect]
+    n_syntax = 200
+    [variants.zero.ablate]                    # optional: named changes to stage configs
+    ablations = ["zero"]
+
+Each combination is one ordinary run (``<out>/<study name>/<model>/<corpus>-seed<S>[-<variant>]``),
+made by :func:`interp.pipeline.execute.run_pipeline` with ``--resume``: a run whose stages are
+all recorded with the planned configs is skipped without loading its model, and one that was
+stopped half-way continues from its last finished stage, so a study survives being stopped and
+started again. A run that fails with a user error is recorded as failed and the study goes on.
+Each model is loaded once for all its runs. The coordinator alone writes ``study.json`` (the plan
+and each run's state, after every run) and, at the end, the cross-run comparison
+(:mod:`interp.report.study`): tables under ``comparison/`` and ``study.html``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from interp.config import config, from_jsonable, option
+from interp.errors import ConfigError, InterpError, RunError
+from interp.model.spec import ModelSpec, model_slug
+from interp.pipeline import rundir
+from interp.pipeline.options import RunOptions
+from interp.pipeline.results import load_run
+from interp.pipeline.execute import run_pipeline
+from interp.pipeline.stages import STAGES
+from interp.report import study as R
+from interp.report.html import render_html
+
+STUDY_FILE = "study.json"
+
+
+@config
+class StudyConfig:
+    """A study: which runs, and the settings they share."""
+
+    name: str = option("study")
+    """the study's folder name (letters, digits, '.', '_', '-')"""
+    models: tuple[str, ...] = option(())
+    """the models, each as `interp run --model` takes it"""
+    corpora: tuple[tuple[str, ...], ...] = option(((),))
+    """probe corpora: each entry a list of corpus files for one run ([] for the built-in probes only)"""
+    seeds: tuple[int, ...] = option((0,))
+    """seeds: each run sets every stage's seed to one of them"""
+    settings: dict[str, Any] = option({})
+    """every run's options: quick, skip, model (device, dtype) and stages.<stage>.<field>"""
+    variants: dict[str, dict[str, Any]] = option({})
+    """named changes to stage configs ({name: {stage: {field: value}}}); each is a run of its own, beside the run
+    without changes"""
+    out: str = option("reports")
+    """folder under which the study's folder is made"""
+
+    def __post_init__(self) -> None:
+        if not self.models:
+            raise ConfigError("a study needs at least one model: models = [\"...\"]")
+        rundir.check_run_name(self.name)
+        unknown = sorted(set(self.settings) - {"quick", "skip", "model", "stages"})
+        if unknown:
+            raise ConfigError(f"settings has no key {unknown[0]!r}; use quick, skip, model or stages")
+
+
+def read_study(path: str | Path) -> StudyConfig:
+    """A study file (TOML) as a checked StudyConfig; a missing or malformed file is one line."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"no study file at {path}: give a .toml file (see `interp study --help`)")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path} is not a valid TOML study file ({exc})") from None
+    return from_jsonable(StudyConfig, data)
+
+
+def plan(study: StudyConfig) -> list[dict[str, Any]]:
+    """Every run of the study: model, corpora, seed, variant and the run's name."""
+    runs = []
+    for model in study.models:
+        for corpora in study.corpora:
+            label = "+".join(Path(c).stem for c in corpora) or "builtin"
+            for seed in study.seeds:
+                for variant in (None, *study.variants) if study.variants else (None,):
+                    name = f"{label}-seed{seed}" + (f"-{variant}" if variant else "")
+                    runs.append({"model": model, "corpora": list(corpora), "seed": seed, "variant": variant,
+                                 "run": rundir.check_run_name(name[:100])})
+    return runs
+
+
+def run_options(study: StudyConfig, entry: dict[str, Any]) -> RunOptions:
+    """The RunOptions of one planned run."""
+    settings = study.settings
+    changes = study.variants.get(entry["variant"], {}) if entry["variant"] else {}
+    stages = {}
+    for st in STAGES:
+        fields = {**(settings.get("stages") or {}).get(st.name, {}), **changes.get(st.name, {})}
+        if entry["corpora"] and "corpora" in st.config.__pydantic_fields__:
+            fields["corpora"] = tuple(fields.get("corpora", ())) + tuple(entry["corpora"])
+        if "seed" in st.config.__pydantic_fields__:
+            fields["seed"] = entry["seed"]
+        stages[st.name] = from_jsonable(st.config, fields)
+    model = from_jsonable(ModelSpec, {**(settings.get("model") or {}), "name": entry["model"]})
+    return RunOptions(model=model, stages=stages, out_dir=str(Path(study.out) / study.name), run_name=entry["run"],
+                      quick=bool(settings.get("quick", False)), skip=tuple(settings.get("skip", ())))
+
+
+def run_dir_of(options: RunOptions) -> Path:
+    return rundir.run_path(options.out_dir, model_slug(options.model.name), options.run_name)
+
+
+def complete(run_dir: Path, options: RunOptions) -> bool:
+    """Whether every stage the run should have is recorded with the planned config."""
+    try:
+        recorded = rundir.read_manifest(run_dir).get("stages", {})
+    except InterpError:
+        return False
+    for st in STAGES:
+        if st.name in options.skip:
+            continue
+        entry = recorded.get(st.name)
+        if not isinstance(entry, dict) or entry.get("config") != rundir.jsonable(options.stage_config(st.name)):
+            return False
+    return True
+
+
+def run_study(study: StudyConfig, progress: bool = True) -> Path:
+    """Run (or continue) every run of the study, then write the comparison; return the study folder."""
+    from interp.model.load import load_model  # torch, only when a run is made
+
+    root = rundir.check_out_dir(study.out) / study.name
+    root.mkdir(parents=True, exist_ok=True)
+    entries = plan(study)
+    models: dict[str, Any] = {}
+    for entry in entries:
+        options = run_options(study, entry)
+        target = run_dir_of(options)
+        entry["run_dir"] = str(target)
+        if complete(target, options):
+            entry["status"] = "complete"
+            continue
+        start = time.perf_counter()
+        try:
+            if entry["model"] not in models:
+                models[entry["model"]] = load_model(options.model)
+            options = _resumed(options, target)
+            run_pipeline(options, model=models[entry["model"]], progress=progress)
+            entry["status"] = "complete"
+        except InterpError as exc:
+            entry["status"], entry["error"] = "failed", str(exc)
+            print(f"study {study.name}: run {entry['run']} of {entry['model']} failed: {exc}", file=sys.stderr)
+        entry["seconds"] = round(time.perf_counter() - start, 1)
+        _record(root, study, entries)
+    _record(root, study, entries)
+    write_comparison(root, study, entries)
+    failed = [e for e in entries if e.get("status") == "failed"]
+    if failed:
+        raise RunError(f"{len(failed)} of {len(entries)} runs of study {study.name} failed (first: {label(failed[0])}: "
+                       f"{failed[0]['error']}); fix it and run `interp study` again: finished runs are kept")
+    return root
+
+
+def _resumed(options: RunOptions, target: Path) -> RunOptions:
+    return dataclasses.replace(options, resume=(target / rundir.MANIFEST).exists())
+
+
+def _record(root: Path, study: StudyConfig, entries: list[dict[str, Any]]) -> None:
+    rundir.write_text(root / STUDY_FILE, json.dumps({"config": rundir.jsonable(study), "runs": entries}, indent=1))
+
+
+def label(entry: dict[str, Any]) -> str:
+    return f"{model_slug(entry['model'])}/{entry['run']}"
+
+
+def write_comparison(root: Path, study: StudyConfig, entries: list[dict[str, Any]]) -> Path:
+    """The cross-run tables (csv under ``comparison/``) and ``study.html``."""
+    done = [e for e in entries if e.get("status") == "complete"]
+    runs = {label(e): load_run(e["run_dir"]) for e in done}
+    model_of = {label(e): model_slug(e["model"]) for e in done}
+    tables = {"role_shares": R.role_shares(runs), "role_changes": R.role_changes(runs, model_of),
+              "effect_spread": R.effect_spread(runs), "matched_heads": R.matched_heads(runs, model_of)}
+    out = root / "comparison"
+    out.mkdir(exist_ok=True)
+    for name, frame in tables.items():
+        rundir.write_text(out / f"{name}.csv", frame.to_csv(index=False))
+    figure = R.shares_figure(tables["role_shares"], out / "figures")
+    shown = [{k: e.get(k) for k in ("model", "run", "seed", "variant", "status", "error")} for e in entries]
+    doc = R.study_document(study.name, shown, tables["role_shares"], tables["role_changes"],
+                           tables["effect_spread"], tables["matched_heads"], figure)
+    page = root / "study.html"
+    rundir.write_text(page, render_html(doc))
+    return page
+
