@@ -20,12 +20,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-import seaborn as sns
 
 from interp.pipeline.results import RunTables
 from interp.report import content as C
 from interp.report import summary as S
-from interp.report.figures import save
+from interp.report.figures import role_colour, save
 from interp.roles import ROLE_NAMES
 
 DEPTHS = ("early", "middle", "late")  # relative depth in thirds of the model's layers
@@ -49,7 +48,9 @@ def role_shares(runs: dict[str, RunTables]) -> pd.DataFrame:
         totals = counts.groupby(level="depth").transform("sum")
         for (d, role), n in counts.items():
             rows.append({"run": label, "depth": d, "role": role, "heads": int(n), "share": n / totals[(d, role)]})
-    return pd.DataFrame(rows, columns=["run", "depth", "role", "heads", "share"])
+    frame = pd.DataFrame(rows, columns=["run", "depth", "role", "heads", "share"])
+    frame["depth"] = pd.Categorical(frame["depth"], categories=list(DEPTHS), ordered=True)
+    return frame.sort_values(["run", "depth", "role"], kind="stable").reset_index(drop=True)
 
 
 def role_changes(runs: dict[str, RunTables], model_of: dict[str, str]) -> pd.DataFrame:
@@ -102,7 +103,9 @@ def effect_spread(runs: dict[str, RunTables]) -> pd.DataFrame:
 
 def matched_heads(runs: dict[str, RunTables], model_of: dict[str, str]) -> pd.DataFrame:
     """For each model: one row per (head, run) with role, confidence, role scores and the
-    effect the run's report shows, in long form (pivot on ``run`` to read them side by side)."""
+    effect the run's report shows, in long form (pivot on ``run`` to read them side by side).
+    Runs are labelled ``model/run``; ``run`` here is the part after the model, so that the runs of
+    different models on the same corpus, seed and variant share a column."""
     frames = []
     for label, run in runs.items():
         if run.roles is None or run.roles.empty:
@@ -114,7 +117,7 @@ def matched_heads(runs: dict[str, RunTables], model_of: dict[str, str]) -> pd.Da
             frame = frame.merge(effects[["layer", "head", "delta"]].rename(columns={"delta": "effect"}),
                                 on=["layer", "head"], how="left")
             frame["effect_metric"] = choice.metric
-        frame.insert(0, "run", label)
+        frame.insert(0, "run", label.rpartition("/")[2])
         frame.insert(0, "model", model_of[label])
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["model", "run", "layer", "head"])
@@ -131,8 +134,7 @@ def shares_figure(shares: pd.DataFrame, fig_dir: Path) -> C.FigureBlock | None:
     for ax, label in zip(axes, runs):
         pivot = (shares[shares["run"] == label].pivot_table(index="depth", columns="role", values="share", fill_value=0)
                  .reindex(index=list(DEPTHS), columns=[r for r in order if r in set(shares["role"])], fill_value=0))
-        pivot.plot.bar(stacked=True, ax=ax, legend=False, width=0.8,
-                       color=[sns.color_palette("tab20")[i % 20] for i in range(len(pivot.columns))])
+        pivot.plot.bar(stacked=True, ax=ax, legend=False, width=0.8, color=[role_colour(r) for r in pivot.columns])
         ax.set_title(label, fontsize=8)
         ax.set_ylim(0, 1)
         ax.set_xlabel("")

@@ -65,7 +65,7 @@ def test_a_study_runs_every_combination_then_compares_them(study_file, monkeypat
     sums = shares.groupby(["run", "depth"])["share"].sum()
     assert sums.round(9).eq(1).all() and shares["run"].nunique() == 4
     matched = pd.read_csv(root / "comparison" / "matched_heads.csv")
-    assert len(matched) == 4 * 12 and {"role", "confidence", "effect"} <= set(matched.columns)
+    assert len(matched) == 4 * 12 and set(matched["run"]) == {"builtin-seed0", "lines-seed0"} and {"role", "confidence", "effect"} <= set(matched.columns)
     changes = pd.read_csv(root / "comparison" / "role_changes.csv")
     assert set(changes.columns) >= {"model", "run_a", "run_b", "role_a", "role_b"}
     assert (changes["run_a"].str.split("/").str[0] == changes["run_b"].str.split("/").str[0]).all()  # one model
