@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 PACKAGES = ("interp", "torch", "transformer-lens", "transformers", "tokenizers", "safetensors", "gguf",
-            "numpy", "pandas", "pyarrow", "scikit-learn", "scipy", "seaborn", "click")
+            "numpy", "pandas", "pyarrow", "scikit-learn", "scipy", "pydantic", "seaborn", "click")
 # Files of a model directory that do not change what the model computes.
 _NOT_MODEL = (".md", ".gitattributes")
 

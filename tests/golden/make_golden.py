@@ -2,11 +2,14 @@
 
 tests/golden/test_golden.py reruns the same runs and compares. Regenerate only when a change
 is meant to alter the tables (a new features version, another default ablation), and say so
-in the commit: ``python tests/golden/make_golden.py``.
+in the commit: ``python tests/golden/make_golden.py``. Each folder's versions.json records the
+library versions the tables were made with (the run manifest's list), which a failing
+comparison prints beside the current ones.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -43,7 +46,15 @@ def main() -> None:
             target.mkdir(exist_ok=True)
             for table in TABLES:
                 pd.read_parquet(run_dir / f"{table}.parquet").to_csv(target / f"{table}.csv", index=False)
+            write_versions(target)
         print(f"{name}: written to {target}")
+
+
+def write_versions(target: Path) -> None:
+    """The library versions the golden tables of ``target`` were made with."""
+    from interp.pipeline.provenance import package_versions
+
+    (target / "versions.json").write_text(json.dumps(package_versions(), indent=2) + "\n")
 
 
 if __name__ == "__main__":
