@@ -12,9 +12,9 @@ from interp.config import MAX_INT, config, option, require
 from interp.model.spec import DTYPES
 
 QUICK_ABLATE_SIZES = {"n_prose": 3, "n_repeated": 3, "n_syntax": 8}
-QUICK_TOP_SHARE = 0.05  # quick mode: exact ablation of the 5% of heads the estimators rank highest,
-QUICK_MIN_HEADS = 4  # but at least 4 (a tiny model's circuit has more than one head)
-AUDIT_SHARE = 0.25  # with top_k: a random sample of a quarter as many other heads, to audit the estimator
+QUICK_TOP_SHARE = 0.02  # quick mode: exact ablation of the 2% of heads each estimator ranks highest on each metric,
+QUICK_MIN_HEADS = 5  # but at least 5 per list (a tiny model's circuit has more than one head)
+AUDIT_SHARE = 0.25  # with top_k: a random sample of a quarter as many other heads (at least one), to audit the estimator
 QUICK_PRUNE_STEP = 0.1
 MAX_ROUNDS = 1000  # rounds of the sequential sweep: each adds sequences, so this is far beyond any budget
 
@@ -58,16 +58,17 @@ class AblateConfig:
     """run the ablations in this dtype instead of the model's (on the command line: the stage's --dtype, which loads
     the model in that dtype)"""
     top_k: int | None = option(None, ge=1, le=MAX_INT)
-    """exact ablation only for the k heads that attribution or integrated gradients rank highest (plus a random
-    audit sample)"""
+    """exact ablation only for the heads among the k that attribution or integrated gradients rank highest on some
+    metric (the union; ties at the k-th included), plus a random audit sample"""
     attribution: bool = option(True)
     """estimate every head with the estimator (always on with top_k)"""
     estimator: Literal[ESTIMATORS] = option(ESTIMATORS[0])
     """how every head's effect is estimated"""
     ig_steps: int = option(4, ge=1, le=MAX_INT)
     """integrated gradients: path points (one forward + backward each)"""
-    audit: int | None = option(None, ge=0, le=MAX_INT)
-    """with top_k: heads ablated exactly at random besides the top k; default: a quarter of k"""
+    audit: int | None = option(None, ge=1, le=MAX_INT)
+    """with top_k: heads ablated exactly at random besides the top ones, always at least one; default: a quarter as
+    many as the top ones"""
     max_rounds: int = option(1, ge=1, le=MAX_ROUNDS)
     """exact sweep in up to this many rounds of new evaluation sequences: after each, only heads whose effect is not
     yet settled (interval vs the tolerance, precision) go on"""
@@ -82,7 +83,8 @@ class AblateConfig:
     threads: int | None = option(None, ge=1, le=4096)
     """torch intra-op threads; default: on <= 2 cores the faster of 1 and 2, measured"""
     quick: bool = option(False)
-    """small evaluation corpus, exact ablation of the top 5% only, 10% pruning steps"""
+    """small evaluation corpus, exact ablation only of the top 2% (at least 5) per metric and estimator, 10% pruning
+    steps"""
     seed: int = option(0, ge=0, le=MAX_INT)
     """seed of the evaluation sequences, the audit sample and the bootstrap"""
 

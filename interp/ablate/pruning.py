@@ -11,11 +11,12 @@ metric's curve runs only on its own family's batches, so per-metric orders cost 
 forwards than one shared order.
 
 **Resolution where it matters.** Step 0 is the intact model; then a grid (one head per step up
-to 64 heads, else 5% of the heads), and, for each tolerance (``TOLERANCES``: 1% and 5% worse
-than intact), bisection between the last grid step within it and the first beyond it, down to
-a single head. The removable share at a tolerance is the largest count whose every evaluated
-step up to it stays within (:func:`interp.ablate.removable.removable_fraction`, the same rule
-the report applies to the table).
+to 64 heads, else 5% of the heads), and, for each tolerance (``TOLERANCES``: 1% and 5% of the
+intact value, either side), bisection between the last grid step within it and the first
+beyond it, down to a single head. The removable share at a tolerance is the largest count
+whose every evaluated step up to it stays within, on both sides: a metric that *improves* past
+the tolerance is not "within" (:func:`interp.ablate.removable.removable_fraction`, the same
+rule the report applies to the table, which also says how much a metric improved).
 
 **Intervals.** Each step's value gets a percentile bootstrap interval over held-out sequences
 (``ci_low``/``ci_high``), and the removable share one from the same draws (the rule applied to
@@ -35,11 +36,10 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from interp.ablate.catalogue import ORIENTATION
 from interp.ablate.evaluation import EvalBatch, EvalCorpus
 from interp.ablate.forward import Ablator
 from interp.ablate.metrics import batch_metrics, family_metrics, metric_sizes
-from interp.ablate.removable import EFFECT_ORDER, TOLERANCES, removable_index
+from interp.ablate.removable import EFFECT_ORDER, TOLERANCES, removable_index, share_interval
 from interp.ablate.stats import bootstrap_weights
 from interp.ablate.sweep import chunks, pass_size
 from interp.ablate.values import edits_for
@@ -125,7 +125,7 @@ class Removals:
 def metric_curve(removals: Removals, order: list[Head], step: float | None, n_boot: int, seed: int,
                  progress: bool = True) -> tuple[pd.DataFrame, dict[str, dict[str, float]]]:
     """One metric's curve in its own ``order``: (pruning rows, tolerance -> removable share with CI)."""
-    n, sign = len(order), ORIENTATION.get(removals.metric, 1)
+    n = len(order)
     counts = [0] + step_sizes(n, step)
     with tqdm(desc=f"ablate: pruning {removals.metric}", unit="step", disable=not progress) as bar:
         removals.measure({k: order[:k] for k in counts})
@@ -133,7 +133,7 @@ def metric_curve(removals: Removals, order: list[Head], step: float | None, n_bo
         for tol in TOLERANCES:
             while True:
                 counts = removals.counts()
-                cut = removable_index(removals.values(counts), sign, tol)
+                cut = removable_index(removals.values(counts), tol)
                 if cut + 1 >= len(counts) or counts[cut + 1] - counts[cut] <= 1:
                     break
                 mid = (counts[cut] + counts[cut + 1]) // 2
@@ -148,12 +148,7 @@ def metric_curve(removals: Removals, order: list[Head], step: float | None, n_bo
         "last_removed": " ".join(f"L{la}H{he}" for la, he in order[counts[i - 1]: k]) if i else np.nan,
         "ci_low": low[i], "ci_high": high[i], "removed_by": EFFECT_ORDER,
     } for i, k in enumerate(counts)]
-    shares = {}
-    for tol in TOLERANCES:
-        drawn = [counts[removable_index(boot[:, d], sign, tol)] / n for d in range(boot.shape[1])]
-        lo, hi = np.nanquantile(drawn, [0.025, 0.975])
-        shares[f"{tol:.0%}"] = {"share": counts[removable_index(values, sign, tol)] / n, "ci_low": float(lo),
-                                "ci_high": float(hi)}
+    shares = {f"{tol:.0%}": share_interval(counts, n, values, boot, tol) for tol in TOLERANCES}
     return pd.DataFrame(rows), shares
 
 

@@ -1,43 +1,74 @@
 """Which heads get exact ablation when not all of them can, and how far the estimator was off.
 
-With ``top_k`` the stage ablates exactly the ``k`` heads the estimators rank highest: a head's
-score is its best percentile of |estimated delta| among the metrics and the estimators
-(primary ablation kind), so a head near the top for any one metric under either estimator is
-chosen. Both are needed: first-order attribution ranks the packaged models' heads best, but is
-blind to a head whose effect runs through another head's saturated softmax (the toy's
-previous-token head), which integrated gradients sees (benchmarks/estimators.py). An estimator is only trusted as far as it
-was checked, so a random *audit* sample of the other heads is ablated exactly too (seeded):
-their exact-vs-estimate error, and whether any of them would have belonged in the top ``k``,
-go into the effects table (``selected``, ``estimate``) and the manifest (:func:`audit_summary`).
+With ``top_k`` the stage ablates exactly the *union*, over every metric and every estimator
+(primary ablation kind), of the ``k`` heads with the largest |estimated delta|: a head near
+the top for any one metric under either estimator is chosen, and none can crowd another out
+(a shared budget once left a head ranked 2nd by both estimators on one metric unmeasured).
+Ties are never broken by layer order: every head whose |estimate| equals the ``k``-th largest
+of a list is taken too. Both estimators are needed: first-order attribution ranks the
+packaged models' heads best, but is blind to a head whose effect runs through another head's
+saturated softmax (the toy's previous-token head), which integrated gradients sees
+(benchmarks/estimators.py). An estimator is only trusted as far as it was checked, so a random
+*audit* sample of the other heads is always ablated exactly too (seeded; by default a quarter
+as many as the top heads, at least one): their exact-vs-estimate error, and whether any of them
+would have belonged in the top ``k``, go into the effects table (``selected``, ``estimate``) and
+the manifest (:func:`audit_summary`); the heads never ablated exactly are listed there too
+(:func:`never_exact`).
 """
 
 from __future__ import annotations
 
+import math
 import random
 import warnings
 
 import numpy as np
 import pandas as pd
 
+from interp.ablate.config import AUDIT_SHARE
+
 Head = tuple[int, int]
 ALL, TOP, AUDIT = "all", "top_k", "audit"
 
 
-def choose(heads: list[Head], estimates: pd.DataFrame | None, top_k: int | None, audit: int, kind: str,
+def choose(heads: list[Head], estimates: pd.DataFrame | None, top_k: int | None, audit: int | None, kind: str,
            metrics: tuple[str, ...], seed: int) -> dict[Head, str]:
-    """Head -> why it is ablated exactly (``all``, ``top_k`` or ``audit``), in ``heads`` order."""
+    """Head -> why it is ablated exactly (``all``, ``top_k`` or ``audit``), in ``heads`` order.
+
+    ``audit``: heads sampled at random from the rest (None: ``AUDIT_SHARE`` as many as the top
+    heads, at least one)."""
     if top_k is None or top_k >= len(heads):
         return {h: ALL for h in heads}
     rows = None if estimates is None else estimates[(estimates["ablation"] == kind) & estimates["metric"].isin(metrics)]
     if rows is None or rows.empty:  # e.g. an encoder asked for embedding_cosine only: nothing to rank by
         warnings.warn("top_k needs a metric the estimator can estimate; ablating every head exactly", stacklevel=3)
         return {h: ALL for h in heads}
-    ranks = rows.assign(pct=rows.groupby(["method", "metric"])["delta"].transform(lambda d: d.abs().rank(pct=True)))
-    score = ranks.groupby(["layer", "head"])["pct"].max()
-    top = {(int(layer), int(head)) for layer, head in score.sort_values(ascending=False, kind="stable").index[:top_k]}
+    top = top_heads(rows, top_k)
     rest = [h for h in heads if h not in top]
-    sample = set(random.Random(seed).sample(rest, min(audit, len(rest))))
+    n_audit = max(1, math.ceil(AUDIT_SHARE * len(top))) if audit is None else audit
+    sample = set(random.Random(seed).sample(rest, min(n_audit, len(rest))))
     return {h: TOP if h in top else AUDIT for h in heads if h in top or h in sample}
+
+
+def top_heads(rows: pd.DataFrame, k: int) -> set[Head]:
+    """The union over (method, metric) of ``rows`` of the ``k`` heads with the largest
+    |delta|, every head tied with the ``k``-th included (NaN estimates rank nowhere)."""
+    out: set[Head] = set()
+    for _, group in rows.groupby(["method", "metric"]):
+        size = group.set_index(["layer", "head"])["delta"].abs().dropna().sort_values(ascending=False)
+        if size.empty:
+            continue
+        cut = size.iloc[min(k, len(size)) - 1]
+        out |= {(int(layer), int(head)) for layer, head in size[size >= cut].index}
+    return out
+
+
+def never_exact(effects: pd.DataFrame, n_layers: int, n_heads: int) -> list[str]:
+    """The heads with no exact row in ``effects``, as ``L{layer}H{head}`` in layer order: their
+    effects are estimates only (what the manifest and the report list)."""
+    exact = effects[effects["method"] == "exact"] if "method" in effects.columns else effects.iloc[:0]
+    done = set(zip(exact["layer"].astype(int), exact["head"].astype(int)))
+    return [f"L{layer}H{head}" for layer in range(n_layers) for head in range(n_heads) if (layer, head) not in done]
 
 
 def annotate(exact: pd.DataFrame, estimates: pd.DataFrame | None, chosen: dict[Head, str]) -> pd.DataFrame:

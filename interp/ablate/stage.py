@@ -7,7 +7,7 @@ attention patterns (:mod:`interp.ablate.metrics`): next-token loss on prose and 
 random tokens and subject-verb agreement for causal LMs; sentence-embedding drift and
 retrieval for encoders. Every effect comes with a paired bootstrap interval over sequences.
 
-Steps, each with a progress bar:
+Steps, each with a progress bar (with the bars off, one line on stderr as each finishes):
 
 1. **estimate**: every head's effect estimated at once, by first-order attribution
    (:mod:`interp.ablate.attribution`, one forward and backward pass per batch; the default:
@@ -15,14 +15,16 @@ Steps, each with a progress bar:
    integrated gradients over the clean -> ablated path (:mod:`interp.ablate.integrated`,
    ``ig_steps`` passes; it sees through a saturated downstream softmax, which attribution
    cannot); rows with ``method`` the estimator's name. With ``top_k`` both run.
-2. **exact** (:mod:`interp.ablate.sweep`): every head (or, with ``top_k``, the heads either
-   estimator ranks highest plus a random audit sample, :mod:`interp.ablate.selection`)
+2. **exact** (:mod:`interp.ablate.sweep`): every head (or, with ``top_k``, each estimator's
+   top k on each metric, their union, ties included, plus a random audit sample,
+   :mod:`interp.ablate.selection`; the heads left out are listed in the summary)
    ablated and the model rerun from that head's layer on; with ``max_rounds > 1`` in rounds,
    only heads whose effect is not yet settled going on (:mod:`interp.ablate.sequential`).
 3. **pruning** (:mod:`interp.ablate.pruning`): per metric, heads removed cumulatively in
    that metric's order, least important first (by the effects above), measured on a held-out
    corpus of the same make-up, to one head near the 1% / 5% crossings; the share of heads
-   removable within each, with intervals; and every head of one role removed at once.
+   removable within each (either side of the intact value), with intervals, and how much a
+   metric improved where it did; and every head of one role removed at once.
 
 :func:`role_effects` and :func:`surprises` relate the effects to the classifier's roles.
 """
@@ -32,8 +34,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import math
 import os
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -50,16 +52,17 @@ from interp.ablate.catalogue import CAUSAL_METRICS, CORPUS, ENCODER_METRICS, EST
 from interp.ablate.evaluation import EvalCorpus, build_corpus, make_batches, read_eval_corpus
 from interp.ablate.integrated import integrate
 from interp.ablate.forward import Ablator
-from interp.ablate.metrics import metric_sizes
+from interp.ablate.metrics import family_metrics, metric_sizes
 from interp.ablate.pruning import Removals, metric_curve, pruning_order, role_rows, step_sizes
-from interp.ablate.selection import annotate, audit_summary, choose
+from interp.ablate.removable import improved
+from interp.ablate.selection import annotate, audit_summary, choose, never_exact
 from interp.ablate.sequential import rounds, sequential_sweep
 from interp.ablate.stats import SumStore, effects_from_sums, sequence_tokens
 from interp.ablate.surprises import role_effects, surprises
 from interp.ablate.sweep import exact_sweep, pass_size, probe_pass
 from interp.ablate.threads import choose_threads, stage_threads
 from interp.ablate.values import MeanAccumulator
-from interp.ablate.config import AUDIT_SHARE, AblateConfig
+from interp.ablate.config import AblateConfig
 from interp.errors import ConfigError
 from interp.model.load import LoadedModel
 from interp.pipeline.tables import EFFECTS, PRUNING
@@ -87,16 +90,22 @@ def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: 
         with _timed(timings, "corpus"):
             corpus = _corpus(m, cfg, metrics)
             cfg, corpus = _fit_memory(m, cfg, metrics, corpus)
-        metrics = _measurable(metrics, corpus, cfg)
+        metrics = _scorable(_measurable(metrics, corpus, cfg), corpus, m)
+        _done(progress, f"evaluation corpus {corpus.n_tokens} tokens", timings["corpus"])
         ablator = Ablator(m)
         with _timed(timings, "threads"):
             threads = choose_threads(cfg.threads or pinned_threads(),
-                                     lambda: probe_pass(ablator, corpus, cfg.max_tokens_per_batch))
+                                     lambda: probe_pass(ablator, corpus, cfg.max_tokens_per_batch), m.bridge)
+        n_threads = threads or torch.get_num_threads()
+        _done(progress, f"thread probe ({n_threads} thread{'s' if n_threads > 1 else ''})", timings["threads"])
         with stage_threads(threads):
             effects, pruning, found = _measure(ablator, corpus, cfg, metrics, roles, timings, progress)
+    scored = {m: int(n.sum()) for m, n in sequence_tokens(corpus).items()}
     summary = {
-        "corpus": {f: {"n_sequences": n} for f, n in corpus.sizes.items()}, "n_tokens": corpus.n_tokens,
-        "metrics": list(metrics), **found,
+        "corpus": {f: {"n_sequences": n, "n_scored": scored[family_metrics(f)[0]]} for f, n in corpus.sizes.items()},
+        "n_tokens": corpus.n_tokens, "metrics": list(metrics), **found,
+        "never_exact": never_exact(effects, model.n_layers, model.n_heads),
+        "improved": {metric: by for metric in metrics if (by := improved(pruning, metric)) is not None},
         "threads": threads or torch.get_num_threads(), "estimator": cfg.estimator if cfg.attribution or cfg.top_k else None,
         "audit": audit_summary(effects),
         "resolved_config": dataclasses.asdict(cfg),
@@ -116,25 +125,28 @@ def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: t
         for name in (ESTIMATORS if cfg.top_k is not None else (cfg.estimator,)):
             with _timed(timings, name):
                 frame, means = _estimate(ablator, corpus, cfg, name, means, progress)
+            _done(progress, f"{name} estimate", timings[name])
             frames.append(frame)
         estimates = pd.concat(frames, ignore_index=True)
     elif set(cfg.ablations) & {"mean", "resample"}:
         with _timed(timings, "means"):
             means = head_means(ablator, corpus)
+        _done(progress, "head means", timings["means"])
     model = ablator.model
     every = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
-    audit = cfg.audit if cfg.audit is not None else math.ceil(AUDIT_SHARE * (cfg.top_k or 0))
-    chosen = choose(every, estimates, cfg.top_k, audit, cfg.ablations[0], metrics, cfg.seed)
+    chosen = choose(every, estimates, cfg.top_k, cfg.audit, cfg.ablations[0], metrics, cfg.seed)
     heads = sorted(chosen)
     with _timed(timings, "exact"):
         exact, reused, log = _exact(ablator, corpus, heads, cfg, means, progress)
     timings["exact_per_head"] = timings["exact"] / max(len(heads) * len(cfg.ablations), 1)
+    _done(progress, f"exact sweep {len(heads)} heads", timings["exact"])
     primary = None if estimates is None else estimates[estimates["method"] == cfg.estimator]
     effects = _finish_effects([estimates, annotate(exact, primary, chosen)], metrics)
     pruning, shares = pd.DataFrame(columns=PRUNING.names), {}
     if cfg.prune:
         with _timed(timings, "pruning"):
             pruning, shares = _pruning(ablator, effects, cfg, metrics, means, roles, progress)
+        _done(progress, f"pruning {len(shares)} metric(s)", timings["pruning"])
     return effects, pruning, {"exact_heads": len(heads), "layer_reuse": reused, "rounds": log, "removable": shares}
 
 
@@ -206,8 +218,17 @@ def _corpus(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...], spl
         split=split, user=user, tasks=tuple(t for t in cfg.tasks if t.name in wants),
     )
     if not corpus.batches:
+        unfit = [m for m in metrics if _asked(cfg, m)]
+        if unfit:
+            raise ConfigError(f"no evaluation sequence for {', '.join(unfit)} fits this model and tokenizer: nothing "
+                              f"to measure; choose other metrics (--metric)")
         raise ConfigError("the evaluation corpus is empty: raise n_prose / n_repeated / n_syntax")
     return corpus
+
+
+def _asked(cfg: AblateConfig, metric: str) -> int:
+    """How many evaluation sequences the config asks for ``metric``'s family."""
+    return getattr(cfg, {REPEATED: "n_repeated", SV: "n_syntax"}.get(metric, "n_prose"))
 
 
 def _measurable(metrics: tuple[str, ...], corpus: EvalCorpus, cfg: AblateConfig) -> tuple[str, ...]:
@@ -215,11 +236,26 @@ def _measurable(metrics: tuple[str, ...], corpus: EvalCorpus, cfg: AblateConfig)
     (a short context or a small vocabulary can empty a family) is dropped with a warning."""
     sizes = metric_sizes(corpus.sizes)
     empty = [m for m in metrics if not sizes.get(m)]
-    unfit = [m for m in empty if getattr(cfg, {REPEATED: "n_repeated", SV: "n_syntax"}.get(m, "n_prose"))]
+    unfit = [m for m in empty if _asked(cfg, m)]
     if unfit:
         warnings.warn(f"no evaluation sequence for {', '.join(unfit)} fits this model and tokenizer: not measured",
                       stacklevel=3)
     return tuple(m for m in metrics if m not in empty)
+
+
+def _scorable(metrics: tuple[str, ...], corpus: EvalCorpus, model: LoadedModel) -> tuple[str, ...]:
+    """``metrics``, once each is known to have a position to score: a metric whose sequences
+    have none (every target token beyond a small output vocabulary, a task without positions)
+    stops the stage with one line naming it."""
+    scored = sequence_tokens(corpus)
+    for metric in metrics:
+        if not scored[metric].sum():
+            why = (f"has a target token among the model's {model.d_vocab_out} output logit(s)"
+                   if model.d_vocab_out < model.d_vocab else "gives it a position")
+            raise ConfigError(f"metric {metric} has no position to score: none of its {len(scored[metric])} "
+                              f"evaluation sequence(s) {why}; leave it out (--metric), or give it positions a model "
+                              f"with these output logits can score")
+    return metrics
 
 
 def _fit_memory(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...],
@@ -317,6 +353,13 @@ def _finish_effects(frames: list[pd.DataFrame | None], metrics: tuple[str, ...])
     effects = effects.astype({"layer": int, "head": int})
     effects = effects.sort_values(["method", "ablation", "metric", "layer", "head"], kind="stable")
     return EFFECTS.validate(EFFECTS.finite(effects.reset_index(drop=True)))
+
+
+def _done(progress: bool, what: str, seconds: float) -> None:
+    """With the progress bars off (``interp ... -q``), one line per finished phase on stderr,
+    so that a long stage is not silent (with bars on, the bars say it)."""
+    if not progress:
+        print(f"ablate: {what} done in {seconds:.0f} s", file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager

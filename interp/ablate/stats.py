@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from interp.ablate.catalogue import ORIENTATION
+from interp.ablate.catalogue import ENCODER, ORIENTATION
 from interp.ablate.evaluation import EvalCorpus
 from interp.ablate.metrics import PerSeq, family_metrics, metric_sizes
 
@@ -65,11 +65,13 @@ class SumStore(dict):
 
 
 def sequence_tokens(corpus: EvalCorpus) -> dict[str, np.ndarray]:
-    """metric -> tokens of each of its sequences (an encoder sentence counts its view too)."""
+    """metric -> scored positions of each of its sequences: the positions the metric reads (a
+    causal metric: its rows, one per sequence for sv_logit_diff, a task's own positions; an
+    encoder's embedding reads every token, of the sentence and of its view)."""
     out = {m: np.zeros(n, dtype=np.int64) for m, n in metric_sizes(corpus.sizes).items()}
     for item in corpus.items:
         for metric in family_metrics(item.family):
-            out[metric][item.index] += len(item.tokens)
+            out[metric][item.index] += len(item.tokens) if item.family == ENCODER else len(item.rows)
     return out
 
 
@@ -88,8 +90,9 @@ def effects_from_sums(store: SumStore, method: str, n_boot: int, seed: int,
 
     A condition's effect rests on the sequences it was measured on (a sequential sweep stops
     some heads early): conditions measured on the same sequences share one bootstrap. ``tokens``
-    (metric -> tokens per sequence) fills ``n_tokens``; the decisions against zero and against
-    the tolerance (``TOLERANCE`` of the baseline) read the interval (:func:`decisions`).
+    (metric -> scored positions per sequence, :func:`sequence_tokens`) fills ``n_tokens``; the
+    decisions against zero and against the tolerance (``TOLERANCE`` of the baseline) read the
+    interval (:func:`decisions`).
     """
     rows = []
     for metric, sums in store.items():

@@ -45,6 +45,11 @@ def _cards(summary: dict[str, Any]) -> C.Cards:
 def _notes(summary: dict[str, Any], exemplar_note: str | None) -> list[C.Text]:
     notes = [C.Text(f"This run has no {name} table yet (the {stage} stage has not run), so its figures are left out.",
                     "note") for name, stage in STAGE_OF.items() if not summary["tables"][name]]
+    notes += [C.Text(text, "note") for text in S.improvement_notes(summary["prunable"])]
+    if summary.get("never_exact"):
+        n_layers, n_heads = summary["shape"]
+        notes.append(C.Text(f"{len(summary['never_exact'])} of {n_layers * n_heads} heads were never ablated exactly; "
+                            f"their effects are estimates only: {' '.join(summary['never_exact'])}.", "note"))
     return notes + ([C.Text(exemplar_note, "note")] if exemplar_note else [])
 
 
@@ -60,9 +65,11 @@ def _summary_section(summary: dict[str, Any], exemplar_note: str | None) -> C.Se
                  C.table(counts, "role-counts", percent_columns=("share",)) if counts is not None else None),
         C.titled("How much can be pruned",
                  C.Text("Largest share of heads removed (least important first) while the metric stays within 1% "
-                        "or 5% of the intact model, measured on held-out sequences, not the ones that ranked the "
-                        "heads.") if prunable is not None else None,
-                 C.table(prunable, "prunable", percent_columns=("within_1%", "within_5%"))
+                        "or 5% of the intact model on either side, measured on held-out sequences, not the ones that "
+                        "ranked the heads; _low .. _high: its 95% interval over resampled sequences; improved_by: how "
+                        "much better than intact the metric got instead, with improved_at of the heads removed.")
+                 if prunable is not None else None,
+                 C.table(prunable, "prunable", percent_columns=tuple(c for c in prunable.columns if c != "metric"))
                  if prunable is not None else None),
         C.titled("Removing one role's heads",
                  C.Text("Every head of one primary role ablated at once, on the held-out sequences: how much worse "

@@ -240,11 +240,12 @@ def _pruning_panel(ax, steps: pd.DataFrame, metric: str, pruning: pd.DataFrame, 
     for tol, style in zip(S.TOLERANCES, (":", "--")):
         level = start + sign * tol * scale
         ax.axhline(level, color="#d62728", linestyle=style, linewidth=1)
-        share = S.prunable_share(pruning, metric, tol, effects)
+        ax.axhline(start - sign * tol * scale, color="#d62728", linestyle=style, linewidth=1, alpha=0.4)  # "within": both sides
+        share = S.prunable_share(pruning, metric, tol)
         # The widest tolerance is labelled on its far side, the others toward the start: lines a
         # few percent apart then never get overlapping labels.
         up = (sign > 0) == (tol == max(S.TOLERANCES))
-        ax.annotate(f"{tol:.0%} worse: {share:.0%} of heads prunable", (0.01, level), xycoords=("axes fraction", "data"),
+        ax.annotate(f"±{tol:.0%}: {share:.0%} of heads prunable", (0.01, level), xycoords=("axes fraction", "data"),
                     xytext=(0, 2 if up else -2), va="bottom" if up else "top", textcoords="offset points", fontsize=7,
                     color="#d62728")
     ax.set_xlabel("heads removed (%)")

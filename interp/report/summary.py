@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 
 from interp.ablate.catalogue import ESTIMATORS, ORIENTATION
-from interp.ablate.removable import effect_curve, removable_fraction
+from interp.ablate.removable import effect_curve, improved, removable_fraction
+from interp.ablate.selection import never_exact
 from interp.roles import ROLES, UNEXPLAINED
 from interp.pipeline.results import RunTables
 
@@ -194,24 +195,54 @@ def degradation(pruning: pd.DataFrame, metric: str, effects: pd.DataFrame | None
     return rows.assign(worse=worse_sign(metric, effects) * (rows["value"] - start) / scale)
 
 
-def prunable_share(pruning: pd.DataFrame, metric: str, tolerance: float,
-                   effects: pd.DataFrame | None = None) -> float:
-    """Largest fraction of heads removed while the metric stays within ``tolerance`` of step 0
-    (the ablate stage's own rule, oriented as the effects table says)."""
-    return removable_fraction(pruning, metric, tolerance, worse_sign(metric, effects))
+def prunable_share(pruning: pd.DataFrame, metric: str, tolerance: float) -> float:
+    """Largest fraction of heads removed while the metric stays within ``tolerance`` of step 0,
+    on either side (the ablate stage's own rule)."""
+    return removable_fraction(pruning, metric, tolerance)
 
 
-def prunable_table(pruning: pd.DataFrame | None, effects: pd.DataFrame | None) -> pd.DataFrame | None:
-    """One row per pruning metric: metric, then ``within_1%``, ``within_5%`` prunable shares."""
+def prunable_table(pruning: pd.DataFrame | None, effects: pd.DataFrame | None,
+                   removable: dict[str, Any] | None = None) -> pd.DataFrame | None:
+    """One row per pruning metric: metric; per tolerance, the prunable share ``within_1%`` and
+    its 95% interval ``within_1%_low`` .. ``within_1%_high``; ``improved_by`` / ``improved_at``:
+    how much better than intact the metric got, at its best step, and with what share of heads
+    removed (NaN unless by more than the tightest tolerance).
+
+    The interval is the ablate stage's bootstrap over held-out sequences (``removable``: its
+    record in the manifest, metric -> "1%" -> share, ci_low, ci_high); it is used only where
+    the stage's share is the table's (NaN for a run made under another rule)."""
     if pruning is None or pruning.empty:
         return None
     rows = []
     for metric in sorted(pruning["metric"].dropna().astype(str).unique()):
         row: dict[str, Any] = {"metric": metric}
         for tol in TOLERANCES:
-            row[f"within_{tol:.0%}"] = prunable_share(pruning, metric, tol, effects)
+            key = f"within_{tol:.0%}"
+            row[key] = prunable_share(pruning, metric, tol)
+            stated = ((removable or {}).get(metric) or {}).get(f"{tol:.0%}") or {}
+            same = isinstance(stated.get("share"), (int, float)) and math.isclose(stated["share"], row[key])
+            row[f"{key}_low"] = float(stated.get("ci_low", np.nan)) if same else np.nan
+            row[f"{key}_high"] = float(stated.get("ci_high", np.nan)) if same else np.nan
+        better = improved(pruning, metric, worse_sign(metric, effects), TOLERANCES[0])
+        row["improved_by"], row["improved_at"] = (better["by"], better["at"]) if better else (np.nan, np.nan)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def improvement_notes(prunable: list[dict[str, Any]] | None) -> list[str]:
+    """One plain sentence per metric that got better than the intact model as heads were removed."""
+    return [f"{r['metric']} improves as heads are removed: {percent(r['improved_by'])} better than the intact model "
+            f"with {percent(r['improved_at'])} of the heads removed. The prunable shares count only steps within "
+            f"{' / '.join(f'±{t:.0%}' for t in TOLERANCES)} of the intact model, on either side."
+            for r in prunable or [] if isinstance(r.get("improved_by"), float) and not math.isnan(r["improved_by"])]
+
+
+def unmeasured_heads(effects: pd.DataFrame | None, n_layers: int, n_heads: int) -> list[str] | None:
+    """The heads the effects table has no exact row for (``L{layer}H{head}``): their effects are
+    estimates only. None without an effects table or a known head shape."""
+    if effects is None or effects.empty or not n_layers or not n_heads:
+        return None
+    return never_exact(effects, n_layers, n_heads)
 
 
 def role_pruning_table(pruning: pd.DataFrame | None, effects: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -262,13 +293,14 @@ def report_summary(run: RunTables) -> dict[str, Any]:
         "provenance": dict(manifest.get("provenance") or {}),
         "stages": dict(manifest.get("stages") or {}),
         "role_counts": None, "share_unexplained": None, "prunable": None, "role_pruning": None,
-        "effect": None, "exact_effect": None,
+        "effect": None, "exact_effect": None, "never_exact": unmeasured_heads(run.effects, n_layers, n_heads),
     }
     if run.roles is not None and not run.roles.empty:
         counts = role_counts(run.roles)
         summary["role_counts"] = counts.to_dict("records")
         summary["share_unexplained"] = float((run.roles["role"] == UNEXPLAINED).mean())
-    prunable = prunable_table(run.pruning, run.effects)
+    ablate = (manifest.get("stages") or {}).get("ablate") or {}
+    prunable = prunable_table(run.pruning, run.effects, ablate.get("removable"))
     if prunable is not None:
         summary["prunable"] = prunable.to_dict("records")
     by_role = role_pruning_table(run.pruning, run.effects)

@@ -50,15 +50,36 @@ def test_prunable_share_stops_at_the_first_step_past_tolerance():
     assert S.prunable_share(pr, "loss_prose", 0.05) == pytest.approx(1.0)
 
 
-def test_prunable_share_reads_orientation_from_effects():
-    # accuracy falls when heads go: effects say delta = baseline - ablated, so lower is worse
-    pr = pruning_frame("sv_logit_diff", [0.90, 0.895, 0.86, 0.80])  # 0.6%, 4.4%, 11% worse
+def test_prunable_table_states_the_interval_and_an_improvement():
+    # a logit difference rises 0.6%, then 4.4%, then falls 11% below intact: effects say lower is worse
+    pr = pruning_frame("sv_logit_diff", [0.90, 0.9054, 0.9396, 0.80])
     eff = effects_frame([(0, 0, "mean", "sv_logit_diff", 0.9, 0.8, 0.1, 0.11, 0.05, 0.15, "exact")])
     assert S.worse_sign("sv_logit_diff", eff) == -1
-    assert S.prunable_share(pr, "sv_logit_diff", 0.01, eff) == pytest.approx(1 / 3)
-    table = S.prunable_table(pr, eff)
-    assert table.columns.tolist() == ["metric", "within_1%", "within_5%"]
-    assert table.iloc[0]["within_5%"] == pytest.approx(2 / 3)
+    assert S.prunable_share(pr, "sv_logit_diff", 0.01) == pytest.approx(1 / 3)  # 4.4% better is not within 1%
+    assert S.prunable_share(pr, "sv_logit_diff", 0.05) == pytest.approx(2 / 3)
+    stage = {"sv_logit_diff": {"1%": {"share": 1 / 3, "ci_low": 0.0, "ci_high": 2 / 3},
+                               "5%": {"share": 1.0, "ci_low": 0.5, "ci_high": 1.0}}}  # 5%: another rule's share
+    table = S.prunable_table(pr, eff, stage)
+    assert table.columns.tolist() == ["metric", "within_1%", "within_1%_low", "within_1%_high", "within_5%",
+                                      "within_5%_low", "within_5%_high", "improved_by", "improved_at"]
+    row = table.iloc[0]
+    assert (row["within_1%_low"], row["within_1%_high"]) == (0.0, pytest.approx(2 / 3))
+    assert math.isnan(row["within_5%_low"]) and math.isnan(row["within_5%_high"])  # the stage said otherwise
+    assert row["improved_by"] == pytest.approx(0.044) and row["improved_at"] == pytest.approx(2 / 3)
+    assert S.improvement_notes(table.to_dict("records")) == [
+        "sv_logit_diff improves as heads are removed: 4% better than the intact model with 67% of the heads removed. "
+        "The prunable shares count only steps within ±1% / ±5% of the intact model, on either side."]
+    assert math.isnan(S.prunable_table(pr, eff).iloc[0]["within_1%_low"])  # no manifest record: no interval
+    worse = S.prunable_table(pruning_frame("loss_prose", [2.0, 2.01, 2.5]), None)
+    assert math.isnan(worse.iloc[0]["improved_by"]) and S.improvement_notes(worse.to_dict("records")) == []
+
+
+def test_heads_never_ablated_exactly_are_listed():
+    eff = effects_frame([(la, he, "mean", "loss_prose", 2.0, 2.1, 0.1, 0.05, 0.0, 0.2, "attribution")
+                         for la in range(2) for he in range(2)]
+                        + [(0, 1, "mean", "loss_prose", 2.0, 2.1, 0.1, 0.05, 0.0, 0.2, "exact")])
+    assert S.unmeasured_heads(eff, 2, 2) == ["L0H0", "L1H0", "L1H1"]
+    assert S.unmeasured_heads(None, 2, 2) is None
 
 
 def test_head_table_joins_main_exact_effect():

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from tiny_models import N_HEADS, N_LAYERS
+from tiny_models import N_HEADS, N_LAYERS, tiny_native
 
 from interp.pipeline import rundir
 from interp.pipeline.results import load_run
@@ -18,7 +18,8 @@ from interp.pipeline.execute import rerun_stage
 from interp.pipeline.stages import stage
 from interp.ablate.pruning import step_sizes
 from interp.ablate.removable import removable_fraction
-from interp.errors import RunError
+from interp.ablate.tasks import Task
+from interp.errors import ConfigError, RunError
 from interp.pipeline.tables import EFFECTS, PRUNING
 
 N = N_LAYERS * N_HEADS
@@ -76,24 +77,25 @@ def test_exact_rows_carry_the_estimate(result):
 
 @pytest.mark.parametrize("estimator", ["integrated", "attribution"])
 def test_top_k_runs_exact_ablation_on_the_top_heads_and_an_audit_sample(llama, estimator):
-    out = ablate(llama, dataclasses.replace(SMALL, ablations=("zero",), top_k=3, audit=2, prune=False,
+    out = ablate(llama, dataclasses.replace(SMALL, ablations=("zero",), top_k=1, audit=2, prune=False,
                                             estimator=estimator), progress=False)
     exact = out.effects[out.effects["method"] == "exact"]
     estimated = out.effects[out.effects["method"] != "exact"]
     assert set(estimated["method"]) == {"attribution", "integrated"}  # top_k ranks by both
+    # the top 1 of every (estimator, metric): their union
+    best = {(int(g.loc[g["delta"].abs().idxmax(), "layer"]), int(g.loc[g["delta"].abs().idxmax(), "head"]))
+            for _, g in estimated.groupby(["method", "metric"])}
+    assert set(exact.loc[exact["selected"] == "top_k", ["layer", "head"]].itertuples(index=False, name=None)) == best
     chosen = exact.drop_duplicates(["layer", "head"])["selected"].value_counts().to_dict()
-    assert chosen == {"top_k": 3, "audit": 2}
+    assert chosen == {"top_k": len(best), "audit": 2}
     assert len(estimated.groupby(["layer", "head"])) == N
-    assert out.summary["exact_heads"] == 5 and out.summary["estimator"] == estimator
+    assert out.summary["exact_heads"] == len(best) + 2 and out.summary["estimator"] == estimator
+    assert len(out.summary["never_exact"]) == N - len(best) - 2
     audit = out.summary["audit"]["zero/loss_prose"]
     assert audit["n_audit"] == 2 and audit["max_abs_error"] >= audit["mean_abs_error"] >= 0
     own = estimated[estimated["method"] == estimator]
     merged = exact.merge(own, on=["layer", "head", "ablation", "metric"])
     np.testing.assert_array_equal(merged["estimate_x"], merged["delta_y"])  # the estimate column is the chosen one's
-    # the top 3 are the best percentile over the metrics and both estimators
-    pct = estimated.assign(p=estimated.groupby(["method", "metric"])["delta"].transform(lambda d: d.abs().rank(pct=True)))
-    best = pct.groupby(["layer", "head"])["p"].max().sort_values(ascending=False, kind="stable").index[:3]
-    assert set(exact.loc[exact["selected"] == "top_k", ["layer", "head"]].itertuples(index=False, name=None)) == set(best)
 
 
 def test_metrics_can_be_restricted(llama):
@@ -122,6 +124,36 @@ def test_top_k_without_an_estimable_metric_ablates_every_head(bert):
     with pytest.warns(UserWarning, match="top_k"):
         out = ablate(bert, config, progress=False)
     assert out.summary["exact_heads"] == N
+
+
+def test_a_model_with_one_output_logit_is_one_line_naming_the_metric():
+    model = tiny_native(d_vocab_out=1)
+    with pytest.warns(UserWarning, match="outside the model's 1 output logits"):
+        with pytest.raises(ConfigError, match=r"^metric loss_prose has no position to score: .* 1 output logit") as err:
+            ablate(model, dataclasses.replace(SMALL, n_syntax=0), progress=False)
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="^no evaluation sequence for sv_logit_diff fits this model and tokenizer"):
+        ablate(model, dataclasses.replace(SMALL, metrics=("sv_logit_diff",)), progress=False)  # no sentence is left
+
+
+def test_a_metric_with_no_scorable_position_is_one_line_naming_it(llama):
+    task = Task("nothing", ("the man said", "a boat went"), positions=((), ()))
+    with pytest.raises(ConfigError, match=r"^metric nothing has no position to score: none of its 1 evaluation "
+                                          r"sequence\(s\) gives it a position"):
+        ablate(llama, dataclasses.replace(SMALL, tasks=(task,), metrics=("nothing",)), progress=False)
+
+
+def test_without_progress_bars_each_finished_phase_prints_one_line(llama, capsys):
+    out = ablate(llama, dataclasses.replace(SMALL, ablations=("zero",), top_k=1, prune_step=0.5), progress=False)
+    lines = capsys.readouterr().err.splitlines()
+    assert all(re.fullmatch(r"ablate: .+ done in \d+ s", line) for line in lines if line.startswith("ablate: "))
+    phases = [re.sub(r" done in \d+ s$", "", line) for line in lines if line.startswith("ablate: ")]
+    assert phases[0] == f"ablate: evaluation corpus {out.summary['n_tokens']} tokens"
+    assert phases[1] == "ablate: thread probe (1 thread)"  # SMALL pins one thread
+    assert phases[2:] == ["ablate: attribution estimate", "ablate: integrated estimate",
+                          f"ablate: exact sweep {out.summary['exact_heads']} heads", "ablate: pruning 3 metric(s)"]
+    ablate(llama, dataclasses.replace(SMALL, ablations=("zero",), attribution=False, prune=False), progress=True)
+    assert not [line for line in capsys.readouterr().err.splitlines() if line.startswith("ablate: ") and "done" in line]
 
 
 def test_bf16_runs_on_a_copy(llama):
@@ -252,6 +284,8 @@ def test_removable_fraction():
     assert removable_fraction(curve, "loss_prose", 0.05) == 0.5
     sv = curve.assign(metric="sv_logit_diff", value=[2.0, 1.99, 1.5, 1.0, 0.0])
     assert removable_fraction(sv, "sv_logit_diff", 0.01) == 0.25  # a falling logit diff is worse
+    better = curve.assign(value=[2.0, 1.99, 1.9, 2.0, 2.0])
+    assert removable_fraction(better, "loss_prose", 0.01) == 0.25  # 5% better is not within 1% either
 
 
 # --- config and run directory -----------------------------------------------------------------
@@ -260,7 +294,7 @@ def test_removable_fraction():
 @pytest.mark.parametrize("bad", [dict(ablations=()), dict(ablations=("zero", "zero")), dict(ablations=("noise",)),
                                  dict(metrics=("accuracy",)), dict(n_prose=-1), dict(repeated_lengths=(1,)),
                                  dict(dtype="int8"), dict(top_k=0), dict(heads_per_pass=0),
-                                 dict(prune_step=0.0), dict(n_bootstrap=5), dict(threads=0)])
+                                 dict(prune_step=0.0), dict(n_bootstrap=5), dict(threads=0), dict(audit=0)])
 def test_config_validation(bad):
     with pytest.raises(ValueError):
         AblateConfig(**bad)
@@ -268,7 +302,8 @@ def test_config_validation(bad):
 
 def test_quick_mode_resolution():
     q = AblateConfig(quick=True).resolved(270)
-    assert q.top_k == 14 and q.prune_step == 0.1 and q.n_prose <= 3 and q.n_bootstrap <= 200
+    assert q.top_k == 6 and q.prune_step == 0.1 and q.n_prose <= 3 and q.n_bootstrap <= 200  # 2% per list
+    assert AblateConfig(quick=True).resolved(12).top_k == 5
     assert AblateConfig().resolved(270) == AblateConfig()
 
 

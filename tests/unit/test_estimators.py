@@ -13,7 +13,7 @@ from interp.ablate.evaluation import build_corpus
 from interp.ablate.forward import Ablator, Edit
 from interp.ablate.integrated import integrate, midpoints, path_terms
 from interp.ablate.metrics import batch_metrics
-from interp.ablate.selection import annotate, audit_summary, choose
+from interp.ablate.selection import annotate, audit_summary, choose, never_exact, top_heads
 from interp.ablate.values import replacement
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -79,20 +79,42 @@ def estimates_frame(deltas: dict[str, list[float]], method: str = "attribution")
                          for m, ds in deltas.items() for (l, h), d in zip(heads, ds)])
 
 
-def test_choose_takes_each_heads_best_metric_and_an_audit_sample():
+def test_choose_takes_the_union_of_every_metrics_top_k_and_an_audit_sample():
     heads = [(0, 0), (0, 1), (1, 0), (1, 1)]
     est = estimates_frame({"a": [0.1, -0.9, 0.2, 0.3], "b": [5.0, 0.0, 0.1, 0.2]})
-    # percentile of |delta|: a -> (.25, 1, .5, .75), b -> (1, .25, .5, .75): best (1, 1, .5, .75)
+    # top 2 by |delta|: a -> (0, 1), (1, 1); b -> (0, 0), (1, 1); the union is three heads
     chosen = choose(heads, est, top_k=2, audit=1, kind="zero", metrics=("a", "b"), seed=0)
-    assert {h for h, why in chosen.items() if why == "top_k"} == {(0, 0), (0, 1)}
-    assert [why for why in chosen.values()].count("audit") == 1
+    assert chosen == {(0, 0): "top_k", (0, 1): "top_k", (1, 0): "audit", (1, 1): "top_k"}
     assert choose(heads, est, top_k=2, audit=1, kind="zero", metrics=("a", "b"), seed=0) == chosen  # seeded
     assert set(choose(heads, est, None, 1, "zero", ("a",), 0).values()) == {"all"}
-    assert choose(heads, est, top_k=1, audit=0, kind="zero", metrics=("a",), seed=0) == {(0, 1): "top_k"}
+    # the audit is never left out: by default a quarter as many as the top heads, at least one (seeded)
+    assert choose(heads, est, top_k=1, audit=None, kind="zero", metrics=("a",), seed=0) == {(0, 1): "top_k",
+                                                                                           (1, 0): "audit"}
+    assert choose(heads, est, top_k=1, audit=2, kind="zero", metrics=("a",), seed=0) == {
+        (0, 1): "top_k", (1, 0): "audit", (1, 1): "audit"}
     # a second estimator that ranks (1, 0) first on "a" gets it chosen too
     both = pd.concat([est, estimates_frame({"a": [0.1, 0.2, 3.0, 0.0]}, "integrated")])
-    assert choose(heads, both, top_k=2, audit=0, kind="zero", metrics=("a",), seed=0) == {(0, 1): "top_k",
-                                                                                          (1, 0): "top_k"}
+    assert top_heads(both[both["metric"] == "a"], 1) == {(0, 1), (1, 0)}
+    assert choose(heads, both, top_k=1, audit=1, kind="zero", metrics=("a",), seed=0) == {
+        (0, 1): "top_k", (1, 0): "top_k", (1, 1): "audit"}
+
+
+def test_ties_at_the_kth_head_are_all_included():
+    est = estimates_frame({"a": [0.5, -0.5, 0.5, 0.1]})  # three heads tie for first on |delta|
+    assert top_heads(est, 1) == {(0, 0), (0, 1), (1, 0)}
+    assert top_heads(est, 3) == {(0, 0), (0, 1), (1, 0)}
+    assert top_heads(est, 4) == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    heads = [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert choose(heads, est, top_k=1, audit=None, kind="zero", metrics=("a",), seed=0) == {
+        (0, 0): "top_k", (0, 1): "top_k", (1, 0): "top_k", (1, 1): "audit"}
+    assert top_heads(estimates_frame({"a": [float("nan"), 0.2, 0.1, 0.0]}), 1) == {(0, 1)}  # NaN ranks nowhere
+
+
+def test_heads_never_ablated_exactly_are_named():
+    est = estimates_frame({"a": [0.1, 0.2, 0.3, 0.4]})
+    exact = est[est["head"] == 1].assign(method="exact")
+    assert never_exact(pd.concat([est, exact]), 2, 2) == ["L0H0", "L1H0"]
+    assert never_exact(est, 2, 2) == ["L0H0", "L0H1", "L1H0", "L1H1"]
 
 
 def test_audit_summary_reports_error_and_misses():

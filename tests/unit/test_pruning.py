@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from interp.ablate.pruning import Removals, metric_curve, step_sizes
-from interp.ablate.removable import effect_curve, removable_fraction, removable_index
+from interp.ablate.removable import (effect_curve, improved, improvement, removable_fraction, removable_index,
+                                     share_interval)
 
 
 class Scripted(Removals):
@@ -29,10 +30,50 @@ class Scripted(Removals):
 
 def test_removable_index_takes_the_last_step_before_the_first_crossing():
     values = np.array([2.0, 2.0, 2.01, 2.3, 2.0])  # the lucky last step does not count
-    assert removable_index(values, 1, 0.01) == 2
-    assert removable_index(values, 1, 0.2) == 4
-    assert removable_index(np.array([1.0, 0.5]), -1, 0.1) == 0  # a margin that shrinks gets worse
-    assert removable_index(np.array([0.0, 0.05]), 1, 0.1) == 1  # intact 0: an absolute change
+    assert removable_index(values, 0.01) == 2
+    assert removable_index(values, 0.2) == 4
+    assert removable_index(np.array([1.0, 0.5]), 0.1) == 0  # a margin that shrinks by 50%
+    assert removable_index(np.array([0.0, 0.05]), 0.1) == 1  # intact 0: an absolute change
+
+
+def test_within_the_tolerance_means_on_both_sides():
+    # a loss that falls 0.5%, then 2% (better than intact), then rises: 2% better is not "within 1%"
+    values = np.array([2.0, 1.99, 1.96, 1.98, 2.5])
+    assert removable_index(values, 0.01) == 1
+    assert removable_index(values, 0.05) == 3
+    curve = pd.DataFrame({"fraction_removed": [0.0, 0.25, 0.5, 0.75, 1.0], "heads_removed": [0, 1, 2, 3, 4],
+                          "metric": "loss_repeated", "value": values})
+    assert removable_fraction(curve, "loss_repeated", 0.01) == 0.25
+    assert removable_fraction(curve, "loss_repeated", 0.05) == 0.75
+    # the improvement is stated instead: 2% better at half the heads (a loss: lower is better)
+    assert improvement(values, 1) == (pytest.approx(0.02), 2)
+    assert improved(curve, "loss_repeated") == {"by": pytest.approx(0.02), "at": 0.5}
+    assert improved(curve, "loss_repeated", tolerance=0.05) is None  # not past 5%
+    # a logit difference that rises is the better direction there
+    sv = curve.assign(metric="sv_logit_diff", value=[1.0, 1.3, 1.2, 0.9, 0.1])
+    assert improvement(sv["value"].to_numpy(), -1) == (pytest.approx(0.3), 1)
+    assert improved(sv, "sv_logit_diff") == {"by": pytest.approx(0.3), "at": 0.25}
+    assert improvement(np.array([2.0, 2.1, 2.2]), 1) == (0.0, 0)  # never better: nothing to state
+
+
+def test_the_removable_share_has_a_bootstrap_interval():
+    counts, n = [0, 1, 2, 3, 4], 4
+    values = np.array([2.0, 2.01, 2.015, 2.3, 3.0])  # within 1% up to 2 heads
+    # four bootstrap draws of the curve: removable 1, 2, 2 and 3 heads at 1%
+    boot = np.array([[2.0, 2.0, 2.0, 2.0],
+                     [2.01, 2.01, 2.01, 2.0],
+                     [2.03, 2.015, 2.015, 2.01],
+                     [2.3, 2.3, 2.3, 2.01],
+                     [3.0, 3.0, 3.0, 3.0]])
+    out = share_interval(counts, n, values, boot, 0.01)
+    assert out["share"] == 0.5
+    assert out["ci_low"] == pytest.approx(np.quantile([0.25, 0.5, 0.5, 0.75], 0.025))  # 0.26875
+    assert out["ci_high"] == pytest.approx(np.quantile([0.25, 0.5, 0.5, 0.75], 0.975))  # 0.73125
+    assert (out["ci_low"], out["ci_high"]) == (pytest.approx(0.26875), pytest.approx(0.73125))
+    # a draw whose curve improves past 1% stops there too (both sides)
+    better = boot.copy()
+    better[1, :] = 1.97
+    assert share_interval(counts, n, values, better, 0.01)["ci_high"] == 0.0
 
 
 def test_bisection_finds_the_crossing_to_one_head():
@@ -50,6 +91,15 @@ def test_bisection_finds_the_crossing_to_one_head():
     assert shares["1%"]["ci_low"] <= 0.10 <= shares["1%"]["ci_high"]
     heads = " ".join(rows["last_removed"].dropna()).split()
     assert len(heads) == len(set(heads)) == n  # each head removed exactly once along the curve
+
+
+def test_bisection_finds_a_crossing_for_the_better_too():
+    n = 100
+    curve = [1.0] + [1.0 - 0.001 * k + 0.0005 for k in range(1, n + 1)]  # 1% better from 11 heads, 5% from 51
+    removals = Scripted(curve)
+    rows, shares = metric_curve(removals, [(k, 0) for k in range(n)], 0.25, n_boot=50, seed=0, progress=False)
+    assert shares["1%"]["share"] == 0.10 and shares["5%"]["share"] == 0.50
+    assert improved(rows, "loss_prose") == {"by": pytest.approx(0.0995), "at": 1.0}
 
 
 def test_effect_curve_leaves_out_role_rows():
