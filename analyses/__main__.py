@@ -4,12 +4,16 @@ Each runs as its own ``python -m analyses.NAME`` process, exactly as a user woul
 in the order of ``EXPERIMENTS``, so that later ones load the models earlier ones trained (the
 shared grammar recipe). With no NAME, all six.
 
-``--stale`` keeps only the experiments whose write-up in the results folder is missing, or whose
-head labels came from another features version than the installed classifier's (as the
-write-up's data file, ``NAME.json``, records it): after a change
-to the features (``interp.collect.config.FEATURES_VERSION``), ``python -m analyses --stale`` redoes the
-experiments that read heads with the classifier and nothing else. Their trained models come
-from the cache, so only the labelling reruns.
+``--stale`` keeps only the experiments whose write-up in the results folder is missing, or was
+made under another version of anything its numbers depend on than the one installed now, as
+the write-up's data file, ``NAME.json``, records it (a version it does not record counts as
+another): the features (``interp.collect.config.FEATURES_VERSION``) and the classifier's
+reference bank (``interp.classify.reference.REFERENCE_VERSION``) for the experiments that label
+heads with the classifier, the ablate stage's default kind for those that ablate with it
+(``analyses._common.depends_on``). So after a change to the features or the bank,
+``python -m analyses --stale`` redoes the experiments that read heads with the classifier and
+nothing else; their trained models come from the cache, so only the labelling reruns. It says
+why each one is stale.
 
 The analyses of the packaged models (``division_of_labour``, ``sinks``, ``relabelled``,
 ``packaged``) are not experiments in this sense: each writes its section of analyses/RESULTS.md
@@ -24,19 +28,26 @@ import sys
 import time
 from pathlib import Path
 
-from analyses._common import EXPERIMENTS, QUICK_RESULTS, RESULTS, USES_CLASSIFIER, features_version
+from analyses._common import EXPERIMENTS, QUICK_RESULTS, RESULTS, dependency_versions, depends_on, write_up_data
 
 
 def stale(results: Path) -> list[str]:
-    """Experiments whose write-up under ``results`` is missing or labelled with another features version."""
-    from interp.collect.config import FEATURES_VERSION
+    """Experiments whose write-up under ``results`` is out of date (:func:`why_stale`)."""
+    now = dependency_versions()
+    return [name for name in EXPERIMENTS if why_stale(results, name, now)]
 
-    out = []
-    for name in EXPERIMENTS:
-        path = results / f"{name}.md"
-        if not path.exists() or (name in USES_CLASSIFIER and features_version(path) != FEATURES_VERSION):
-            out.append(name)
-    return out
+
+def why_stale(results: Path, name: str, now: dict | None = None) -> list[str]:
+    """Why experiment ``name``'s write-up under ``results`` is out of date (empty: it is not):
+    it is missing, or its data records another version of something it depends on than ``now``
+    (default: the installed :func:`analyses._common.dependency_versions`)."""
+    path = results / f"{name}.md"
+    if not path.exists():
+        return ["no write-up"]
+    now = dependency_versions() if now is None else now
+    made = write_up_data(path) or {}
+    return [f"{key} {made[key] if key in made else 'not recorded'}, now {now[key]}"
+            for key in depends_on(name) if made.get(key) != now[key]]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,8 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown experiment(s) {', '.join(unknown)}; choose from {', '.join(EXPERIMENTS)}")
     names = [n for n in EXPERIMENTS if n in args.names] if args.names else list(EXPERIMENTS)
     if args.stale:
-        old = stale(args.out or (QUICK_RESULTS if args.quick else RESULTS))
-        names = [n for n in names if n in old]
+        results = args.out or (QUICK_RESULTS if args.quick else RESULTS)
+        reasons = {n: why_stale(results, n) for n in names}
+        names = [n for n in names if reasons[n]]
+        for name in names:
+            print(f"{name}: stale ({'; '.join(reasons[name])})", flush=True)
     passed = ["--quick"] * args.quick
     for flag, value in (("--out", args.out), ("--cache", args.cache), ("--processes", args.processes)):
         passed += [flag, str(value)] if value is not None else []

@@ -42,6 +42,7 @@ QUICK_RESULTS = ROOT / "reports" / "analyses-quick"  # git-ignored
 # ones trained); those that label heads with the classifier must be rerun when its features change.
 EXPERIMENTS = ("specialisation", "one_head", "split_cost", "concat_mixing", "head_count", "pruning")
 USES_CLASSIFIER = ("specialisation", "concat_mixing")
+USES_ABLATE_DEFAULTS = ("pruning",)  # ablates with the ablate stage's default kind
 
 
 @dataclass
@@ -126,10 +127,27 @@ class Experiment:
         return path
 
 
+def dependency_versions() -> dict[str, Any]:
+    """The versions a write-up's numbers can depend on besides its own code, as installed now:
+    ``features_version`` and ``reference_version`` (the features and the reference bank the
+    classifier labels heads with) and ``ablation`` (the ablate stage's default kind)."""
+    from interp.ablate.config import AblateConfig
+    from interp.classify.reference import REFERENCE_VERSION
+    from interp.collect.config import FEATURES_VERSION
+
+    return {"features_version": FEATURES_VERSION, "reference_version": REFERENCE_VERSION,
+            "ablation": AblateConfig().ablations[0]}
+
+
+def depends_on(name: str) -> tuple[str, ...]:
+    """The keys of :func:`dependency_versions` that experiment ``name``'s write-up depends on."""
+    return ((("features_version", "reference_version") if name in USES_CLASSIFIER else ())
+            + (("ablation",) if name in USES_ABLATE_DEFAULTS else ()))
+
+
 def code_version() -> dict[str, Any]:
     """What a write-up was made with: ``commit`` (None outside a git checkout), ``uncommitted``
-    (changes to the code beside it) and ``features_version``."""
-    from interp.collect.config import FEATURES_VERSION
+    (changes to the code beside it) and :func:`dependency_versions`."""
     from interp.pipeline.provenance import git_hash
 
     commit = git_hash()
@@ -138,7 +156,7 @@ def code_version() -> dict[str, Any]:
         # the results folder itself is left out: rewriting it is what a run does
         changed = ["git", "diff", "--quiet", "HEAD", "--", "interp", "analyses", ":(exclude)analyses/results"]
         dirty = subprocess.run(changed, cwd=ROOT, capture_output=True).returncode != 0
-    return {"commit": commit, "uncommitted": dirty, "features_version": FEATURES_VERSION}
+    return {"commit": commit, "uncommitted": dirty, **dependency_versions()}
 
 
 def code_line(code: dict[str, Any]) -> str:

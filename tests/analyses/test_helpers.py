@@ -8,8 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from analyses.__main__ import main, stale
-from analyses._common import EXPERIMENTS, features_version, md, mean_ci, pm
+from analyses.__main__ import main, stale, why_stale
+from analyses._common import EXPERIMENTS, dependency_versions, depends_on, features_version, md, mean_ci, pm
 from analyses.specialisation import appearance, named_overlap, overlap
 
 
@@ -70,18 +70,32 @@ def test_features_version_is_read_from_the_write_ups_data(tmp_path):
     assert features_version(tmp_path / "a.md") == 7, "the data file, never the markdown"
 
 
-def test_stale_lists_missing_write_ups_and_labels_from_another_classifier(tmp_path):
-    from interp.collect.config import FEATURES_VERSION
-
+def test_stale_compares_every_version_a_write_up_depends_on(tmp_path):
+    now = dependency_versions()
     for name in EXPERIMENTS:
-        older = name in ("specialisation", "split_cost")
-        write_up(tmp_path, name, features_version=FEATURES_VERSION - older)
+        write_up(tmp_path, name, **now)
+    assert stale(tmp_path) == []
+    write_up(tmp_path, "specialisation", **(now | {"features_version": now["features_version"] - 1}))
+    write_up(tmp_path, "split_cost", **(now | {"features_version": now["features_version"] - 1}))
     (tmp_path / "head_count.md").unlink()
     # split_cost labels no heads, so its features version does not matter
     assert stale(tmp_path) == ["specialisation", "head_count"]
     (tmp_path / "concat_mixing.json").unlink()  # a write-up without its data: labels of unknown origin
     assert stale(tmp_path) == ["specialisation", "concat_mixing", "head_count"]
     assert stale(tmp_path / "nothing") == list(EXPERIMENTS)
+
+
+def test_stale_notices_a_new_reference_bank_and_another_default_ablation(tmp_path):
+    now = dependency_versions()
+    for name in EXPERIMENTS:
+        write_up(tmp_path, name, **now)
+    write_up(tmp_path, "concat_mixing", **(now | {"reference_version": "0.9.0"}))
+    write_up(tmp_path, "pruning", **{k: v for k, v in now.items() if k != "ablation"})  # from before it was recorded
+    write_up(tmp_path, "one_head", **(now | {"ablation": "resample"}))  # ablates nothing with the defaults
+    assert stale(tmp_path) == ["concat_mixing", "pruning"]
+    assert why_stale(tmp_path, "concat_mixing") == [f"reference_version 0.9.0, now {now['reference_version']}"]
+    assert why_stale(tmp_path, "pruning") == [f"ablation not recorded, now {now['ablation']}"]
+    assert depends_on("pruning") == ("ablation",) and depends_on("split_cost") == ()
 
 
 def test_the_runner_refuses_an_unknown_experiment(capsys):
