@@ -34,7 +34,9 @@ def test_loss_corpus_is_the_token_weighted_next_token_loss_of_the_users_even_lin
     config = AblateConfig(eval_corpus=str(eval_file), metrics=(CORPUS,), attribution=False, prune=False,
                           n_bootstrap=10, threads=1)
     result = ablate(llama, config, progress=False)
-    assert result.summary["corpus"] == {CORPUS: {"n_sequences": 2}}  # lines 0 and 2; 1 and 3 are held out
+    # lines 0 and 2 (1 and 3 are held out): 8 words each, every next token scored
+    assert result.summary["corpus"] == {CORPUS: {"n_sequences": 2, "n_scored": 16}}
+    assert (result.effects["n_tokens"] == 16).all()
     total, count = 0.0, 0
     for line in LINES[0::2]:
         tokens = torch.tensor([[llama.bos_token_id, *llama.tokenizer(line).input_ids]])
@@ -111,7 +113,9 @@ def test_a_task_reads_its_own_positions_with_its_own_metric(llama):
         logits = _logits(llama, ids)
         expected += [float(logits[p + 1, wrong] - logits[p + 1, ids[p + 2]]) for p in positions]
     exact = result.effects[result.effects["method"] == "exact"]
-    assert set(exact["metric"]) == {"my_task"} and result.summary["corpus"] == {"my_task": {"n_sequences": 2}}
+    assert set(exact["metric"]) == {"my_task"} and result.summary["corpus"] == {"my_task": {"n_sequences": 2,
+                                                                                           "n_scored": 3}}
+    assert (exact["n_tokens"] == 3).all()  # the positions the task reads, not every token of its sequences
     assert exact["baseline"].iloc[0] == pytest.approx(sum(expected) / len(expected), rel=1e-5)
 
 
