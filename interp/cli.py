@@ -26,6 +26,7 @@ from interp.errors import ConfigError
 from interp.model.spec import ModelSpec
 from interp.pipeline.options import RunOptions
 from interp.pipeline.stages import STAGES, Stage, stage_names
+from interp.report.show import show_command
 
 # Options of `interp run` itself, beside the stages' (a stage field with one of these flags is
 # reached as --<stage>-<flag> only).
@@ -313,7 +314,7 @@ def build_cli() -> click.Group:
     group.add_command(_run_command())
     for st in STAGES:
         group.add_command(_stage_command(st))
-    for extra_command in (models, tables, roles, compare):
+    for extra_command in (models, tables, roles, compare, show_command):
         group.add_command(extra_command)
     return group
 

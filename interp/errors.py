@@ -19,6 +19,10 @@ class CorpusError(InterpError):
     """A probe corpus is missing, empty or malformed; the message names file and line."""
 
 
+class PromptError(InterpError):
+    """A prompt of `interp show` is empty, cannot be encoded, or is longer than the model's context."""
+
+
 class RunError(InterpError):
     """The run directory cannot be used (not writable, a file, stale or incomplete)."""
 

@@ -5,7 +5,9 @@
 PNG, style and script are inline, nothing is fetched from the network, so it can be mailed or
 opened offline on a laptop or a phone) and ``report.pdf`` (:mod:`interp.report.pdf`, from the
 same content). ``compare_runs(a, b, out)`` puts two runs' role maps side by side and lists the
-heads whose primary role differs (two models, or two corpora on one model).
+heads whose primary role differs (two models, or two corpora on one model). The page also holds
+the attention explorer (:mod:`interp.report.explorer`, after the roles section): interactive,
+so HTML only.
 
 Corpus and model text is untrusted (a probe corpus can hold ``<script>``): the templates are
 rendered with autoescape on and no ``|safe`` anywhere.
@@ -23,6 +25,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from interp.collect import exemplars as stored
 from interp.report import content as C
+from interp.report import explorer as X
 from interp.report import plots
 from interp.report import summary as S
 from interp.report.document import compare_document, report_document
@@ -48,8 +51,51 @@ def image(block: C.FigureBlock) -> dict[str, Any]:
             "width": round(width * SCREEN), "height": round(height * SCREEN)}
 
 
-def render_html(doc: C.Document) -> str:
-    return environment().get_template("document.html.j2").render(doc=doc, image=image)
+def render_html(doc: C.Document, explorer: dict[str, Any] | None = None) -> str:
+    """The page of a content model; ``explorer`` (:func:`explorer_view`) adds the attention
+    explorer after the roles section (HTML only: it is interactive)."""
+    if explorer is not None:
+        ids = [s.id for s in doc.sections]
+        explorer = {**explorer, "after": "roles" if "roles" in ids else ids[0]}
+    return environment().get_template("document.html.j2").render(doc=doc, image=image, explorer=explorer)
+
+
+def explorer_view(data: dict[str, Any] | None,
+                  marked_label: str = "the heads worth a first look, by effect and by role") -> dict[str, Any] | None:
+    """What the explorer template needs from :func:`interp.report.explorer.explorer_data`."""
+    if data is None:
+        return None
+    kinds = {s["kind"] for s in data["sources"]}
+    return {"json": X.to_json(data), "cells": X.grid_cells(data), "sources": [s["name"] for s in data["sources"]],
+            "notes": data["notes"], "has_prompts": "prompt" in kinds, "has_probes": "probe" in kinds,
+            "marked_label": marked_label}
+
+
+def prompts_of(run_dir: Path) -> tuple[X.PromptSet | None, str | None]:
+    """The prompts `interp show` stored in the run, or None and a note saying why they are missing."""
+    try:
+        return X.read_prompts(run_dir), None
+    except X.PromptsUnreadable as exc:
+        log.warning("%s", exc)
+        return None, f"Your prompts are left out of the explorer: {exc}."
+
+
+def explorer_of(run_dir: str | Path) -> dict[str, Any] | None:
+    """The explorer of a run: its heads, and their patterns on the stored probes and on the
+    prompts `interp show` stored; None when the run has neither."""
+    run = load_run(run_dir)
+    found, _ = exemplars_of(run.path)
+    prompts, note = prompts_of(run.path)
+    data = X.explorer_data(run, found, prompts, marked=X.default_heads(run))
+    if data is not None and note:
+        data["notes"].insert(0, note)
+    return explorer_view(data)
+
+
+def render_explorer_page(data: dict[str, Any], title: str, lead: list[str]) -> str:
+    """A page of its own with the explorer only (`interp show --out`)."""
+    view = explorer_view(data, marked_label="the heads interp show printed")
+    return environment().get_template("explorer_page.html.j2").render(title=title, lead=lead, explorer=view)
 
 
 def exemplars_of(run_dir: Path) -> tuple[stored.Exemplars | None, str | None]:
@@ -81,7 +127,7 @@ def build_report(run_dir: str | Path, pdf: bool = True) -> Path:
     """
     doc = build_document(run_dir)
     out = Path(run_dir) / "report.html"
-    write_text(out, render_html(doc))
+    write_text(out, render_html(doc, explorer_of(run_dir)))
     if pdf:
         write_pdf(doc, Path(run_dir) / "report.pdf")
     return out

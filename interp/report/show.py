@@ -1,0 +1,143 @@
+"""``interp show RUN_DIR --prompt TEXT``: where a run's heads attend on the researcher's own prompts.
+
+The prompts run through the model the run recorded, once, with hooks
+(:mod:`interp.model.prompts`); every head's pattern is stored in ``RUN_DIR/prompts.npz``, so
+that ``interp report RUN_DIR`` shows them in the report's explorer. The command prints, for
+the chosen heads (by default the most important by effect and the most confident head of each
+role), the head's role and each query token's most attended tokens, and with ``--out`` writes
+a self-contained page of the explorer on the prompts.
+
+This module imports no torch: the model is loaded only when :func:`show` runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import click
+
+from interp.console import friendly
+from interp.errors import PromptError, RunError
+from interp.model.spec import DTYPES
+from interp.pipeline.results import load_run
+from interp.pipeline.rundir import check_out_file, write_text
+from interp.report import explorer as X
+from interp.report.summary import head_shape, model_name
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What :func:`show` did: the prompts' patterns, the heads printed and where files went."""
+
+    prompts: X.PromptSet
+    heads: tuple[X.Head, ...]
+    text: str  # the compact view of the heads' patterns
+    saved: Path  # RUN_DIR/prompts.npz
+    page: Path | None  # the --out page
+
+
+def read_prompt_file(path: str | Path) -> list[str]:
+    """One prompt per line of a UTF-8 text file; blank lines are skipped."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise PromptError(f"no such prompts file: {path}")
+    try:
+        lines = file.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise PromptError(f"{path}: bytes that are not UTF-8; re-save the prompts file as UTF-8") from None
+    prompts = [line for line in lines if line.strip()]
+    if not prompts:
+        raise PromptError(f"{path} holds no prompt (one prompt per line; blank lines are skipped)")
+    return prompts
+
+
+def show(run_dir: str | Path, prompts: Sequence[str], heads: str | Sequence[X.Head] | None = None,
+         out: str | Path | None = None, top: int = 3, model: Any = None, device: str | None = None,
+         dtype: str | None = None) -> Shown:
+    """Run ``prompts`` through the run's model and show where ``heads`` attend on them.
+
+    ``heads``: ``"18.6,L17H3"`` or [(18, 6), (17, 3)]; None: :func:`interp.report.explorer.default_heads`.
+    ``model``: a LoadedModel to use instead of loading the recorded one (a run made from a model
+    built in Python needs it); ``device`` and ``dtype`` change how the recorded one loads.
+    Writes ``RUN_DIR/prompts.npz`` (replacing earlier prompts) and, with ``out``, an HTML page.
+    """
+    run = load_run(run_dir)
+    texts = list(prompts)
+    if not texts:
+        raise PromptError("give a prompt: --prompt TEXT or --prompts FILE")
+    for i, text in enumerate(texts, 1):
+        if not text.strip():
+            raise PromptError(f"prompt {i} is empty: give some text")
+    shape = head_shape(run.manifest, run.roles, run.features, run.effects)
+    if isinstance(heads, str):
+        chosen = X.parse_heads(heads, shape)
+    elif heads:
+        chosen = X.parse_heads(",".join(f"{l}.{h}" for l, h in heads), shape)
+    else:
+        chosen = X.default_heads(run)
+    if not chosen:
+        raise RunError(f"{run.path} has no roles or effects table to choose heads from; name them with --heads, "
+                       "e.g. --heads 0.1,2.3")
+    page = check_out_file(out) if out is not None else None
+    loaded = model if model is not None else _load(run.path, run.manifest, device, dtype)
+    model_shape = (loaded.n_layers, loaded.n_heads)
+    if shape != (0, 0) and model_shape != shape:
+        raise RunError(f"the model has {model_shape[0]} layers x {model_shape[1]} heads, the run "
+                       f"{shape[0]} x {shape[1]}: give the model the run was made with")
+
+    from interp.model.prompts import prompt_patterns  # torch: only once a model runs
+
+    patterns = prompt_patterns(loaded, texts, lambda lengths: X.stored_heads(model_shape, lengths, chosen))
+    saved = X.write_prompts(run.path, patterns)
+    if page is not None:
+        from interp.report.html import render_explorer_page
+
+        data = X.explorer_data(run, prompts=patterns, selected=chosen[0], marked=chosen)
+        title = f"Attention of {model_name(run.manifest)} on your prompts"
+        lead = [f"Run {run.path.name}, {len(texts)} prompt(s)."]
+        write_text(page, render_explorer_page(data, title, lead))
+    return Shown(patterns, tuple(chosen), X.text_view(run, patterns, chosen, top), saved, page)
+
+
+def _load(run_dir: Path, manifest: dict[str, Any], device: str | None, dtype: str | None) -> Any:
+    """The model the run recorded, on ``device`` / in ``dtype`` where given."""
+    from interp.model.load import load_model
+    from interp.pipeline.execute import model_spec_of
+
+    facts = manifest.get("model") or {}
+    if facts.get("source") == "bridge":
+        raise RunError(f"{run_dir} was made with a model built in Python ({facts.get('name')}), which the command line "
+                       "cannot load: call interp.report.show.show(RUN_DIR, prompts, model=...) with that model")
+    spec = model_spec_of(run_dir)
+    changes = {k: v for k, v in (("device", device), ("dtype", dtype)) if v is not None}
+    return load_model(dataclasses.replace(spec, **changes) if changes else spec)
+
+
+@click.command("show")
+@click.argument("run_dir", type=click.Path())
+@click.option("--prompt", "prompt_texts", multiple=True, help="a prompt to run through the model (repeatable)")
+@click.option("--prompts", "prompts_file", type=click.Path(), default=None,
+              help="a UTF-8 text file with one prompt per line")
+@click.option("--heads", default=None,
+              help="heads to print, as layer.head or LlayerHhead separated by commas, e.g. 18.6,L17H3 "
+                   f"(default: the {X.DEFAULT_BY_EFFECT} most important by effect and the most confident head of each role)")
+@click.option("--top", type=click.IntRange(1, 50), default=3, show_default=True,
+              help="attended tokens printed per query token")
+@click.option("--out", "out_path", type=click.Path(), default=None,
+              help="also write a self-contained HTML page of the patterns (an .html file in an existing folder)")
+@click.option("--device", default=None, help="run on this device instead of the recorded one (cpu, cuda, cuda:N, mps)")
+@click.option("--dtype", type=click.Choice(DTYPES), default=None, help="load the model in this dtype instead of the recorded one")
+@friendly
+def show_command(run_dir: str, prompt_texts: tuple[str, ...], prompts_file: str | None, heads: str | None, top: int,
+                 out_path: str | None, device: str | None, dtype: str | None) -> None:
+    """Show where the run's heads attend on your own prompts: per head, its role and each token's
+    most attended tokens; stores the patterns for the report's explorer."""
+    texts = list(prompt_texts) + (read_prompt_file(prompts_file) if prompts_file else [])
+    shown = show(run_dir, texts, heads, out_path, top, device=device, dtype=dtype)
+    click.echo(shown.text, nl=False)
+    click.echo(f"patterns: {shown.saved} (`interp report {run_dir}` adds them to the report's explorer)")
+    if shown.page is not None:
+        click.echo(f"page: {shown.page}")
