@@ -132,7 +132,7 @@ def _exact_effects(model) -> pd.DataFrame:
     ablator = Ablator(model)
     store = SumStore(metric_sizes(corpus.sizes))
     heads = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
-    threads = choose_threads(None, lambda: probe_pass(ablator, corpus, cfg.max_tokens_per_batch))
+    threads = choose_threads(None, lambda: probe_pass(ablator, corpus, cfg.max_tokens_per_batch), model.bridge)
     with stage_threads(threads):
         exact_sweep(ablator, corpus, store, heads, ("zero", SINK), None, None, cfg.max_tokens_per_batch, progress=False)
     return effects_from_sums(store, "exact", cfg.n_bootstrap, cfg.seed)
