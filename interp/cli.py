@@ -23,10 +23,10 @@ from click.core import ParameterSource
 from interp.config import extra, fields_of, flag_of, help_of
 from interp.console import friendly
 from interp.errors import ConfigError
-from interp.model.spec import ModelSpec
+from interp.model.spec import DTYPES, ModelSpec
 from interp.pipeline.options import RunOptions
 from interp.pipeline.stages import STAGES, Stage, stage_names
-from interp.report.show import show_command
+from interp.report.explorer import DEFAULT_BY_EFFECT
 
 # Options of `interp run` itself, beside the stages' (a stage field with one of these flags is
 # reached as --<stage>-<flag> only).
@@ -217,16 +217,12 @@ def _stage_command(st: Stage) -> click.Command:
     if st.needs_model:
         command = click.option("--device", _model_dest("device"), default=None,
                                help="run on this device instead of the recorded one (cpu, cuda, cuda:N, mps)")(command)
-        command = click.option("--dtype", _model_dest("dtype"), type=click.Choice(_dtypes()), default=None,
+        command = click.option("--dtype", _model_dest("dtype"), type=click.Choice(DTYPES), default=None,
                                help="load the model in this dtype instead of the recorded one")(command)
     command = click.argument("run_dir", type=click.Path())(command)
     return click.command(st.name, help=command.__doc__)(command)
 
 
-def _dtypes() -> list[str]:
-    from interp.model.spec import DTYPES
-
-    return list(DTYPES)
 
 
 # --- reference and comparison ------------------------------------------------------------------
@@ -303,6 +299,49 @@ def compare(run_a, run_b, out_path):
     click.echo(f"comparison: {compare_runs(a, b, out)}")
 
 
+@click.command()
+@click.argument("study_file", type=click.Path())
+@click.option("--quiet", "-q", is_flag=True, help="no progress bars")
+@friendly
+def study(study_file: str, quiet: bool) -> None:
+    """Run a study: models x corpora x seeds x variants from a TOML file, skipping finished runs and
+    continuing stopped ones, then compare the runs (comparison/*.csv, study.html)."""
+    from interp.pipeline.study import read_study, run_study
+
+    root = run_study(read_study(study_file), progress=not quiet)
+    click.echo(f"study: {root}")
+    click.echo(f"comparison: {root / 'study.html'}")
+
+
+@click.command("show")
+@click.argument("run_dir", type=click.Path())
+@click.option("--prompt", "prompt_texts", multiple=True, help="a prompt to run through the model (repeatable)")
+@click.option("--prompts", "prompts_file", type=click.Path(), default=None,
+              help="a UTF-8 text file with one prompt per line")
+@click.option("--heads", default=None,
+              help="heads to print, as layer.head or LlayerHhead separated by commas, e.g. 18.6,L17H3 "
+                   f"(default: the {DEFAULT_BY_EFFECT} most important by effect and the most confident head of each role)")
+@click.option("--top", type=click.IntRange(1, 50), default=3, show_default=True,
+              help="attended tokens printed per query token")
+@click.option("--out", "out_path", type=click.Path(), default=None,
+              help="also write a self-contained HTML page of the patterns (an .html file in an existing folder)")
+@click.option("--device", default=None, help="run on this device instead of the recorded one (cpu, cuda, cuda:N, mps)")
+@click.option("--dtype", type=click.Choice(DTYPES), default=None, help="load the model in this dtype instead of the recorded one")
+@friendly
+def show_command(run_dir: str, prompt_texts: tuple[str, ...], prompts_file: str | None, heads: str | None, top: int,
+                 out_path: str | None, device: str | None, dtype: str | None) -> None:
+    """Show where the run's heads attend on your own prompts: per head, its role and each token's
+    most attended tokens; stores the patterns for the report's explorer."""
+    from interp.pipeline.show import read_prompt_file, show
+
+    texts = list(prompt_texts) + (read_prompt_file(prompts_file) if prompts_file else [])
+    shown = show(run_dir, texts, heads, out_path, top, device=device, dtype=dtype)
+    click.echo(shown.text, nl=False)
+    click.echo(f"patterns: {shown.saved} (`interp report {run_dir}` adds them to the report's explorer)")
+    if shown.page is not None:
+        click.echo(f"page: {shown.page}")
+
+
 def build_cli() -> click.Group:
     """The `interp` group, with `run` and one command per stage as the registry holds them now."""
 
@@ -314,7 +353,7 @@ def build_cli() -> click.Group:
     group.add_command(_run_command())
     for st in STAGES:
         group.add_command(_stage_command(st))
-    for extra_command in (models, tables, roles, compare, show_command):
+    for extra_command in (models, tables, roles, compare, show_command, study):
         group.add_command(extra_command)
     return group
 

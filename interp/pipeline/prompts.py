@@ -1,7 +1,7 @@
 """The researcher's own prompts through a model: tokenized the way the probes are, one pass
 with hooks, every stored head's attention pattern.
 
-``interp show`` (:mod:`interp.report.show`) calls :func:`prompt_patterns`; the patterns come
+``interp show`` (:mod:`interp.pipeline.show`) calls :func:`prompt_patterns`; the patterns come
 back as numpy arrays in an :class:`interp.report.explorer.PromptSet`, which the report reads
 without torch.
 """

@@ -1,7 +1,7 @@
 """``interp show RUN_DIR --prompt TEXT``: where a run's heads attend on the researcher's own prompts.
 
 The prompts run through the model the run recorded, once, with hooks
-(:mod:`interp.model.prompts`); every head's pattern is stored in ``RUN_DIR/prompts.npz``, so
+(:mod:`interp.pipeline.prompts`); every head's pattern is stored in ``RUN_DIR/prompts.npz``, so
 that ``interp report RUN_DIR`` shows them in the report's explorer. The command prints, for
 the chosen heads (by default the most important by effect and the most confident head of each
 role), the head's role and each query token's most attended tokens, and with ``--out`` writes
@@ -17,11 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-import click
-
-from interp.console import friendly
 from interp.errors import PromptError, RunError
-from interp.model.spec import DTYPES
 from interp.pipeline.results import load_run
 from interp.pipeline.rundir import check_out_file, write_text
 from interp.report import explorer as X
@@ -88,7 +84,7 @@ def show(run_dir: str | Path, prompts: Sequence[str], heads: str | Sequence[X.He
         raise RunError(f"the model has {model_shape[0]} layers x {model_shape[1]} heads, the run "
                        f"{shape[0]} x {shape[1]}: give the model the run was made with")
 
-    from interp.model.prompts import prompt_patterns  # torch: only once a model runs
+    from interp.pipeline.prompts import prompt_patterns  # torch: only once a model runs
 
     patterns = prompt_patterns(loaded, texts, lambda lengths: X.stored_heads(model_shape, lengths, chosen))
     saved = X.write_prompts(run.path, patterns)
@@ -110,34 +106,7 @@ def _load(run_dir: Path, manifest: dict[str, Any], device: str | None, dtype: st
     facts = manifest.get("model") or {}
     if facts.get("source") == "bridge":
         raise RunError(f"{run_dir} was made with a model built in Python ({facts.get('name')}), which the command line "
-                       "cannot load: call interp.report.show.show(RUN_DIR, prompts, model=...) with that model")
+                       "cannot load: call interp.pipeline.show.show(RUN_DIR, prompts, model=...) with that model")
     spec = model_spec_of(run_dir)
     changes = {k: v for k, v in (("device", device), ("dtype", dtype)) if v is not None}
     return load_model(dataclasses.replace(spec, **changes) if changes else spec)
-
-
-@click.command("show")
-@click.argument("run_dir", type=click.Path())
-@click.option("--prompt", "prompt_texts", multiple=True, help="a prompt to run through the model (repeatable)")
-@click.option("--prompts", "prompts_file", type=click.Path(), default=None,
-              help="a UTF-8 text file with one prompt per line")
-@click.option("--heads", default=None,
-              help="heads to print, as layer.head or LlayerHhead separated by commas, e.g. 18.6,L17H3 "
-                   f"(default: the {X.DEFAULT_BY_EFFECT} most important by effect and the most confident head of each role)")
-@click.option("--top", type=click.IntRange(1, 50), default=3, show_default=True,
-              help="attended tokens printed per query token")
-@click.option("--out", "out_path", type=click.Path(), default=None,
-              help="also write a self-contained HTML page of the patterns (an .html file in an existing folder)")
-@click.option("--device", default=None, help="run on this device instead of the recorded one (cpu, cuda, cuda:N, mps)")
-@click.option("--dtype", type=click.Choice(DTYPES), default=None, help="load the model in this dtype instead of the recorded one")
-@friendly
-def show_command(run_dir: str, prompt_texts: tuple[str, ...], prompts_file: str | None, heads: str | None, top: int,
-                 out_path: str | None, device: str | None, dtype: str | None) -> None:
-    """Show where the run's heads attend on your own prompts: per head, its role and each token's
-    most attended tokens; stores the patterns for the report's explorer."""
-    texts = list(prompt_texts) + (read_prompt_file(prompts_file) if prompts_file else [])
-    shown = show(run_dir, texts, heads, out_path, top, device=device, dtype=dtype)
-    click.echo(shown.text, nl=False)
-    click.echo(f"patterns: {shown.saved} (`interp report {run_dir}` adds them to the report's explorer)")
-    if shown.page is not None:
-        click.echo(f"page: {shown.page}")

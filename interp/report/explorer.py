@@ -3,7 +3,7 @@ researcher's own prompts, with what the run says about the head.
 
 Three consumers read what this module builds, none of them needs torch:
 
-- ``interp show RUN_DIR --prompt TEXT`` (:mod:`interp.report.show`) runs the prompts through the
+- ``interp show RUN_DIR --prompt TEXT`` (:mod:`interp.pipeline.show`) runs the prompts through the
   run's model once and stores every head's pattern in ``RUN_DIR/prompts.npz``
   (:func:`write_prompts`); it prints :func:`text_view` for the chosen heads and can write a page
   of its own (:func:`interp.report.html.render_explorer_page`).

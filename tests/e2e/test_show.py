@@ -70,7 +70,7 @@ def test_show_prints_the_heads_patterns_stores_them_and_writes_a_page(tiny_run, 
 
     # The stored and printed weights are the model's own pattern (TransformerLens' hook_pattern).
     from interp.model.load import load_model
-    from interp.model.prompts import encode_prompts
+    from interp.pipeline.prompts import encode_prompts
 
     model = load_model(str(model_dir))
     ids = torch.tensor(encode_prompts(model, [PROMPT]))

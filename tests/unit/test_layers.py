@@ -18,7 +18,8 @@ LAYERS = (
     ("interp.pipeline.tables", "interp.pipeline.rundir", "interp.pipeline.lock", "interp.pipeline.provenance",
      "interp.pipeline.results"),
     ("interp.collect", "interp.classify", "interp.ablate", "interp.report", "interp.synthetic"),  # the stages
-    ("interp.pipeline.stages", "interp.pipeline.options", "interp.pipeline.execute", "interp.pipeline.study"),  # the registry and the run
+    ("interp.pipeline.stages", "interp.pipeline.options", "interp.pipeline.execute", "interp.pipeline.study",
+     "interp.pipeline.show", "interp.pipeline.prompts"),  # the registry and the run
     ("interp.console", "interp.cli", "interp.__main__", "interp"),  # the public API and the command line
 )
 
