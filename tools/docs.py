@@ -17,7 +17,9 @@ script for their block.
 - ``troubleshooting``: the message catalogue, ``interp/troubleshooting.tsv``;
 - ``columns``: the table schemas (:mod:`interp.pipeline.tables`: each table's description, and
   every column with its type and meaning from ``interp/pipeline/tables.tsv``);
-- ``module-map``: the first paragraph of the docstring of every module under ``interp/``.
+- ``module-map``: the first paragraph of the docstring of every module under ``interp/``;
+- ``ray-overhead``: the summary of ``benchmarks/sections/ray-executor-overhead-on-one-machine.md``
+  (written by benchmarks/ray_overhead.py).
 
 ``benchmarks/RESULTS.md`` and ``analyses/RESULTS.md``: one block per file of their ``sections/``
 folder, named after it (``benchmarks/sections/run_time.md`` is ``generated:run_time``), which
@@ -173,6 +175,18 @@ def module_map(root: Path) -> str:
     return "\n".join(out)
 
 
+RAY_OVERHEAD = "benchmarks/sections/ray-executor-overhead-on-one-machine.md"
+
+
+def ray_overhead(root: Path) -> str:
+    """The Ray executor's overhead as its benchmark summed it up (the paragraph on the ratios), with its date."""
+    text = _read(root, RAY_OVERHEAD)
+    stamp = next(line for line in text.splitlines() if line.startswith("_")).strip("_").split(";")[0]
+    summary = next(p for p in text.split("\n\n") if p.startswith("Ray / local"))
+    return (f"Measured by `benchmarks/ray_overhead.py` ({stamp}; its table is in `benchmarks/RESULTS.md`, "
+            f"\"Ray executor overhead on one machine\"): {summary}")
+
+
 README_BLOCKS = (
     Block(README, "quickstart", f"{PACKAGED}/quickstart.md, written by analyses/packaged.py", quickstart),
     Block(README, "results", f"{PACKAGED}/results.md, written by analyses/packaged.py, and {REFERENCE}", results),
@@ -180,6 +194,7 @@ README_BLOCKS = (
     Block(README, "troubleshooting", "interp/troubleshooting.tsv", troubleshooting),
     Block(README, "columns", "interp/pipeline/tables.py and tables.tsv", columns),
     Block(README, "module-map", "the docstrings of interp/**/*.py", module_map),
+    Block(README, "ray-overhead", f"{RAY_OVERHEAD}, written by benchmarks/ray_overhead.py", ray_overhead),
 )
 
 

@@ -17,6 +17,8 @@ QUICK_MIN_HEADS = 5  # but at least 5 per list (a tiny model's circuit has more 
 AUDIT_SHARE = 0.25  # with top_k: a random sample of a quarter as many other heads (at least one), to audit the estimator
 QUICK_PRUNE_STEP = 0.1
 MAX_ROUNDS = 1000  # rounds of the sequential sweep: each adds sequences, so this is far beyond any budget
+# Where the exact sweep runs (interp.ablate.executor): placement only, the tables are the same.
+EXECUTORS = ("local", "ray")
 
 
 @config
@@ -82,6 +84,14 @@ class AblateConfig:
     """bootstrap replicates of the effect intervals"""
     threads: int | None = option(None, ge=1, le=4096)
     """torch intra-op threads; default: on <= 2 cores the faster of 1 and 2, measured"""
+    executor: Literal[EXECUTORS] = option("local", placement=True)
+    """where the exact sweep runs: this process, or Ray actors taking shards of whole layers (pip install
+    "interp[ray]"); the tables are the same"""
+    address: str | None = option(None, placement=True)
+    """with --executor ray: the Ray cluster to join (auto, or HOST:PORT); default: one started here for the stage"""
+    workers: int | None = option(None, ge=1, le=4096, placement=True)
+    """with --executor ray: actors, each loading the model once; default: as many as the cluster's CPUs hold, at most
+    one per layer"""
     quick: bool = option(False)
     """small evaluation corpus, exact ablation only of the top 2% (at least 5) per metric and estimator, 10% pruning
     steps"""
@@ -97,6 +107,8 @@ class AblateConfig:
         require(self, "metrics", CORPUS not in (self.metrics or ()) or bool(self.eval_corpus),
                 f"without {CORPUS} unless an eval_corpus is given (--eval-corpus FILE)")
         require(self, "repeated_lengths", bool(self.repeated_lengths) and min(self.repeated_lengths) >= 2, "lengths >= 2")
+        for name in ("address", "workers"):
+            require(self, name, getattr(self, name) is None or self.executor != "local", "left unset with --executor local")
 
     def for_quick(self, keep: tuple[str, ...] = ()) -> AblateConfig:
         """The config under ``interp run --quick`` (sizes are resolved once the model is known)."""

@@ -59,7 +59,8 @@ from interp.ablate.selection import annotate, audit_summary, choose, never_exact
 from interp.ablate.sequential import rounds, sequential_sweep
 from interp.ablate.stats import SumStore, effects_from_sums, sequence_tokens
 from interp.ablate.surprises import role_effects, surprises
-from interp.ablate.sweep import exact_sweep, pass_size, probe_pass
+from interp.ablate.executor import Executor, SweepJob, check_executor, open_executor, sweep_with
+from interp.ablate.sweep import pass_size, probe_pass
 from interp.ablate.threads import choose_threads, stage_threads
 from interp.ablate.values import MeanAccumulator
 from interp.ablate.config import AblateConfig
@@ -136,8 +137,8 @@ def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: t
     every = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
     chosen = choose(every, estimates, cfg.top_k, cfg.audit, cfg.ablations[0], metrics, cfg.seed)
     heads = sorted(chosen)
-    with _timed(timings, "exact"):
-        exact, reused, log = _exact(ablator, corpus, heads, cfg, means, progress)
+    with _timed(timings, "exact"), open_executor(cfg, ablator) as executor:
+        exact, reused, log = _exact(ablator, corpus, heads, cfg, means, executor, progress)
     timings["exact_per_head"] = timings["exact"] / max(len(heads) * len(cfg.ablations), 1)
     _done(progress, f"exact sweep {len(heads)} heads", timings["exact"])
     primary = None if estimates is None else estimates[estimates["method"] == cfg.estimator]
@@ -147,7 +148,8 @@ def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: t
         with _timed(timings, "pruning"):
             pruning, shares = _pruning(ablator, effects, cfg, metrics, means, roles, progress)
         _done(progress, f"pruning {len(shares)} metric(s)", timings["pruning"])
-    return effects, pruning, {"exact_heads": len(heads), "layer_reuse": reused, "rounds": log, "removable": shares}
+    return effects, pruning, {"exact_heads": len(heads), "layer_reuse": reused, "rounds": log,
+                              "executor": executor.record(), "removable": shares}
 
 
 def write(run_dir: Path, result: AblateResult) -> None:
@@ -157,7 +159,9 @@ def write(run_dir: Path, result: AblateResult) -> None:
 
 
 def check_inputs(config: AblateConfig) -> None:
-    """Read the evaluation corpus now, so that a bad one fails before the model loads."""
+    """Read the evaluation corpus now, and check that the executor can run here, so that a bad
+    one fails before the model loads."""
+    check_executor(config)
     if config.eval_corpus:
         read_eval_corpus(config.eval_corpus)
 
@@ -292,17 +296,19 @@ def _estimate(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, estimator
 
 
 def _exact(ablator: Ablator, corpus: EvalCorpus, heads: list[tuple[int, int]], cfg: AblateConfig,
-           means: torch.Tensor | None, progress: bool) -> tuple[pd.DataFrame, bool, list[dict[str, int]]]:
+           means: torch.Tensor | None, executor: Executor, progress: bool
+           ) -> tuple[pd.DataFrame, bool, list[dict[str, int]]]:
     """Exact effect rows of ``heads``, whether layer reuse held, and the heads each round ran per
-    family (one round unless ``max_rounds > 1``: then :mod:`interp.ablate.sequential`)."""
+    family (one round unless ``max_rounds > 1``: then :mod:`interp.ablate.sequential`); each
+    sweep's shards run on ``executor`` (:mod:`interp.ablate.executor`), their sums merged here."""
     store = SumStore(metric_sizes(corpus.sizes))
     if not heads:
         return pd.DataFrame(columns=EFFECTS.names), False, []
     tokens, reused = sequence_tokens(corpus), []
 
     def sweep(part: EvalCorpus, chosen: list[tuple[int, int]]) -> None:
-        reused.append(exact_sweep(ablator, part, store, chosen, cfg.ablations, means, cfg.heads_per_pass,
-                                  cfg.max_tokens_per_batch, progress=progress))
+        job = SweepJob(part, cfg.ablations, means, cfg.heads_per_pass, cfg.max_tokens_per_batch)
+        reused.append(sweep_with(executor, job, chosen, ablator.n_layers, store, progress))
 
     def table() -> pd.DataFrame:
         return effects_from_sums(store, "exact", cfg.n_bootstrap, cfg.seed, tokens)

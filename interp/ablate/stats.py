@@ -25,28 +25,65 @@ TOLERANCE = 0.01  # a head "matters" past 1% of the intact metric: the pruning c
 
 @dataclass
 class MetricSums:
-    """Per-sequence ``num`` of the intact model and of each ablated condition, for one metric."""
+    """Per-sequence ``num`` of the intact model and of each ablated condition, for one metric.
+
+    ``measured`` marks the sequences whose intact sums are in (a shard of a sweep, or a round of
+    a sequential one, sees only some); an ablated condition's unmeasured sequences are NaN.
+    """
 
     size: int
     base: torch.Tensor = field(init=False)
     den: torch.Tensor = field(init=False)
+    measured: torch.Tensor = field(init=False)
     ablated: dict[Condition, torch.Tensor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.base = torch.zeros(self.size, dtype=torch.float64)
         self.den = torch.zeros(self.size, dtype=torch.float64)
+        self.measured = torch.zeros(self.size, dtype=torch.bool)
 
     def add_base(self, per: PerSeq) -> None:
         self.base[per.index] = per.num.detach().double().cpu()
         self.den[per.index] = per.den.detach().double().cpu()
+        self.measured[per.index] = True
 
     def add(self, condition: Condition, per: PerSeq) -> None:
         row = self.ablated.setdefault(condition, torch.full((self.size,), float("nan"), dtype=torch.float64))
         row[per.index] = per.num.detach().double().cpu()
 
+    def merge(self, other: MetricSums, metric: str = "") -> None:
+        """Take in ``other``'s sums (another shard of the same sweep): values are copied, never
+        added, so the result equals one process having measured both. Both shards ran the intact
+        model on the sequences they share, and must have got the same sums; a (condition,
+        sequence) measured by both is refused (a head measured twice)."""
+        if other.size != self.size:
+            raise ValueError(f"{metric}: cannot merge sums over {other.size} sequences into {self.size}")
+        both = self.measured & other.measured
+        if not (_same(self.base[both], other.base[both]) and _same(self.den[both], other.den[both])):
+            raise ValueError(f"{metric}: two shards measured the intact model differently on the same sequences "
+                             "(different weights, dtype, thread count or library versions)")
+        new = other.measured & ~self.measured
+        self.base[new], self.den[new] = other.base[new], other.den[new]
+        self.measured |= other.measured
+        for condition, row in other.ablated.items():
+            mine = self.ablated.get(condition)
+            if mine is None:
+                self.ablated[condition] = row.clone()
+                continue
+            theirs = ~torch.isnan(row)
+            if (theirs & ~torch.isnan(mine)).any():
+                raise ValueError(f"{metric}: condition {condition} was measured by two shards on the same sequence")
+            mine[theirs] = row[theirs]
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal to the last bit, NaN equal to NaN."""
+    return bool(((a == b) | (a.isnan() & b.isnan())).all())
+
 
 class SumStore(dict):
-    """metric name -> MetricSums; ``add_base``/``add`` take a batch's ``{metric: PerSeq}``."""
+    """metric name -> MetricSums; ``add_base``/``add`` take a batch's ``{metric: PerSeq}``;
+    :meth:`merge` takes in another store of the same sweep (a shard's partial sums)."""
 
     def __init__(self, sizes: dict[str, int]):
         super().__init__({m: MetricSums(n) for m, n in sizes.items()})
@@ -58,6 +95,16 @@ class SumStore(dict):
     def add(self, condition: Condition, per_metric: dict[str, PerSeq]) -> None:
         for name, per in per_metric.items():
             self[name].add(condition, per)
+
+    def merge(self, other: SumStore) -> SumStore:
+        """This store with ``other``'s sums taken in (see :meth:`MetricSums.merge`); both must
+        hold the same metrics. Merging is exact and, shard by shard, gives the single process'
+        store (conditions in the same order too when whole-layer shards are merged in layer order)."""
+        if set(other) != set(self):
+            raise ValueError(f"cannot merge sums of metrics {sorted(other)} into {sorted(self)}")
+        for name, sums in other.items():
+            self[name].merge(sums, name)
+        return self
 
     def baseline(self, metric: str) -> float:
         sums = self[metric]

@@ -28,7 +28,7 @@ from interp.pipeline.provenance import file_hash
 from interp.ablate.config import AblateConfig
 from interp.classify.config import ClassifyConfig
 from interp.collect.config import CollectConfig
-from interp.config import file_fields
+from interp.config import file_fields, without_placement
 from interp.report.config import ReportConfig
 
 
@@ -78,14 +78,15 @@ class Stage:
                             after=self._upstream_ids(run_dir), **recorded)
 
     def done(self, run_dir: Path, config: Any, inputs: dict[str, Any] | None = None) -> bool:
-        """True when the manifest records this stage with the same config and inputs (not
-        compared when None), after the current runs of the stages it reads, and its outputs are
-        on disk and readable."""
+        """True when the manifest records this stage with the same config (placement fields
+        aside: where the work ran) and inputs (not compared when None), after the current runs
+        of the stages it reads, and its outputs are on disk and readable."""
         try:
             entry = rundir.read_manifest(run_dir).get("stages", {}).get(self.name)
         except rundir.RunError:
             return False
-        if not isinstance(entry, dict) or entry.get("config") != _json(config):
+        if not isinstance(entry, dict) or (without_placement(self.config, entry.get("config"))
+                                           != without_placement(self.config, _json(config))):
             return False
         if inputs is not None and entry.get("inputs", {}) != _json(inputs):
             return False
