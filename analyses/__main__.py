@@ -28,26 +28,13 @@ import sys
 import time
 from pathlib import Path
 
-from analyses._common import EXPERIMENTS, QUICK_RESULTS, RESULTS, dependency_versions, depends_on, write_up_data
+from analyses._common import EXPERIMENTS, QUICK_RESULTS, RESULTS, dependency_versions, why_stale
 
 
 def stale(results: Path) -> list[str]:
     """Experiments whose write-up under ``results`` is out of date (:func:`why_stale`)."""
     now = dependency_versions()
     return [name for name in EXPERIMENTS if why_stale(results, name, now)]
-
-
-def why_stale(results: Path, name: str, now: dict | None = None) -> list[str]:
-    """Why experiment ``name``'s write-up under ``results`` is out of date (empty: it is not):
-    it is missing, or its data records another version of something it depends on than ``now``
-    (default: the installed :func:`analyses._common.dependency_versions`)."""
-    path = results / f"{name}.md"
-    if not path.exists():
-        return ["no write-up"]
-    now = dependency_versions() if now is None else now
-    made = write_up_data(path) or {}
-    return [f"{key} {made[key] if key in made else 'not recorded'}, now {now[key]}"
-            for key in depends_on(name) if made.get(key) != now[key]]
 
 
 def main(argv: list[str] | None = None) -> int:

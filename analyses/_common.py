@@ -145,6 +145,19 @@ def depends_on(name: str) -> tuple[str, ...]:
             + (("ablation",) if name in USES_ABLATE_DEFAULTS else ()))
 
 
+def why_stale(results: Path, name: str, now: dict | None = None) -> list[str]:
+    """Why experiment ``name``'s write-up under ``results`` is out of date (empty: it is not):
+    it is missing, or its data records another version of something it depends on than ``now``
+    (default: the installed :func:`analyses._common.dependency_versions`)."""
+    path = results / f"{name}.md"
+    if not path.exists():
+        return ["no write-up"]
+    now = dependency_versions() if now is None else now
+    made = write_up_data(path) or {}
+    return [f"{key} {made[key] if key in made else 'not recorded'}, now {now[key]}"
+            for key in depends_on(name) if made.get(key) != now[key]]
+
+
 def code_version() -> dict[str, Any]:
     """What a write-up was made with: ``commit`` (None outside a git checkout), ``uncommitted``
     (changes to the code beside it) and :func:`dependency_versions`."""

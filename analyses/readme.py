@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 
-from analyses._common import EXPERIMENTS, write_up_data
+from analyses._common import EXPERIMENTS, why_stale, write_up_data
 
 QUICK_SECTION = Path("benchmarks") / "sections" / "analyses-quick.md"  # benchmarks/analyses_quick.py's
 
@@ -33,13 +33,15 @@ def section(results: Path, relative_to: Path) -> str:
              "and write-up (with the exact command, run time, seeds and error bars) into `analyses/results/`. "
              "The lines below are copied from those write-ups' data (`python tools/docs.py`; every full run "
              f"refreshes them). `python -m analyses` runs all six in order{total_time(results)}; "
-             "`python -m analyses --stale` reruns those whose head labels came from an older classifier "
-             f"(features version).{quick_time(relative_to)}", ""]
+             "`python -m analyses --stale` reruns those made under another version of what they depend on "
+             f"(the features, the reference classifier, the ablate stage's default kind); a line marked stale says which.{quick_time(relative_to)}", ""]
     for name in EXPERIMENTS:
         path = results / f"{name}.md"
         data = write_up_data(path)
         if data is not None and path.exists():
-            lines.append(claim_line(data, os.path.relpath(path, relative_to)))
+            reasons = why_stale(results, name)
+            stale = f" *Stale ({'; '.join(reasons)}): rerun with `python -m analyses --stale`.*" if reasons else ""
+            lines.append(claim_line(data, os.path.relpath(path, relative_to)) + stale)
         else:
             lines.append(f"- `{name}`: not run yet (`python -m analyses.{name}`)")
     return "\n".join(lines)
