@@ -5,10 +5,16 @@
 - Anything else is a bug, of the toolkit or of a library under it: one line saying so, the
   full traceback written to a file whose path the line gives, exit 70 (EX_SOFTWARE). A bug is
   never dressed up as a user error (a stray ValueError once read as "your input is wrong").
-- SIGINT and SIGTERM (what ``timeout`` and schedulers send) end the current stage: the stage
-  writes nothing more (every file is renamed into place whole), finished stages stay recorded,
-  and the command exits 130 or 143. A second signal during that clean-up is ignored so that the
-  clean-up completes.
+- SIGINT, SIGTERM (what ``timeout`` and schedulers send) and SIGHUP (a closed terminal) end the
+  current stage: the stage writes nothing more (every file is renamed into place whole),
+  finished stages stay recorded, and the command exits 130, 143 or 129; a run that had no
+  finished stage is removed, and the line says so instead of advising ``--resume``. A second
+  signal during that clean-up is ignored so that the clean-up completes. SIGPIPE never stops a
+  command (Python ignores it): a closed pipe is a failed write, below.
+- Output that cannot be written (a full disk behind stdout or stderr, a reader that went away:
+  ``interp run ... | head -c 20``) never stops the work: progress bars and messages are dropped,
+  the run finishes and is kept. A command whose work succeeded but whose stdout could not be
+  written ends with one line on stderr and exit 1 (141, silently, for a closed pipe).
 - Warnings: the toolkit's own (``InterpWarning``, or raised from an ``interp`` module) are
   shown once each as ``warning: ...``; a short list of known-noisy third-party warnings is
   filtered by category and module; everything else keeps Python's default filters.
@@ -35,9 +41,9 @@ import click
 
 from interp.errors import InterpError, InterpWarning
 
-EXIT_USER, EXIT_BUG, EXIT_SIGINT, EXIT_SIGTERM = 1, 70, 130, 143
+EXIT_USER, EXIT_BUG, EXIT_SIGINT, EXIT_SIGTERM, EXIT_SIGHUP = 1, 70, 130, 143, 129
 EXIT_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
-EXIT_FOR_SIGNAL = {signal.SIGINT: EXIT_SIGINT, signal.SIGTERM: EXIT_SIGTERM}
+EXIT_FOR_SIGNAL = {signal.SIGINT: EXIT_SIGINT, signal.SIGTERM: EXIT_SIGTERM, signal.SIGHUP: EXIT_SIGHUP}
 
 # (category, module regex) of third-party warnings that say nothing a user of the CLI can act on.
 NOISY_WARNINGS: tuple[tuple[type[Warning], str], ...] = (
@@ -53,7 +59,7 @@ NOISY_WARNINGS: tuple[tuple[type[Warning], str], ...] = (
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM arrived; ``signum`` says which."""
+    """SIGINT, SIGTERM or SIGHUP arrived; ``signum`` says which."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -62,7 +68,7 @@ class Interrupted(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def signals_interrupt() -> Iterator[None]:
-    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread for the block; a signal
+    """SIGINT, SIGTERM and SIGHUP raise :class:`Interrupted` in the main thread for the block; a signal
     the parent process set to be ignored stays ignored (as with ``nohup``)."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -158,8 +164,60 @@ def _first_line(exc: BaseException, limit: int = 200) -> str:
 
 
 def fail(message: str, code: int) -> None:
-    click.echo(" ".join(message.split()), err=True)  # one line, whatever the message holds
+    try:
+        click.echo(" ".join(message.split()), err=True)  # one line, whatever the message holds
+    except OSError:  # stderr itself cannot be written: the exit code still tells
+        pass
     sys.exit(code)
+
+
+class _Guarded:
+    """A text stream whose first failed write (a full disk, a reader that went away) is kept in
+    ``lost`` instead of raised; later writes are dropped. Everything else is the stream's."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.lost: OSError | None = None
+
+    def write(self, text: Any) -> int:
+        if self.lost is None:
+            try:
+                return self._stream.write(text)
+            except OSError as exc:
+                self.lost = exc
+        return len(text)
+
+    def flush(self) -> None:
+        if self.lost is None:
+            try:
+                self._stream.flush()
+            except OSError as exc:
+                self.lost = exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def guarded_output() -> Iterator[None]:
+    """Run the block with stdout and stderr guarded (:class:`_Guarded`): a failed write never
+    stops the work. If the block ends normally but stdout lost output, end with one line on
+    stderr and exit 1, or exit 141 for a closed pipe."""
+    saved = sys.stdout, sys.stderr
+    out, err = _Guarded(saved[0]), _Guarded(saved[1])
+    sys.stdout, sys.stderr = out, err  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+        for guard, stream in ((out, saved[0]), (err, saved[1])):
+            if guard.lost is not None:
+                _silence(stream)  # what is still buffered must not fail again at exit
+    if out.lost is not None:
+        if isinstance(out.lost, BrokenPipeError):
+            sys.exit(EXIT_PIPE)
+        fail(f"error: cannot write to standard output ({out.lost.strerror or out.lost}); the command's work "
+             f"is done and kept on disk", EXIT_USER)
 
 
 def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -167,40 +225,59 @@ def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            with signals_interrupt(), user_warnings():
-                return fn(*args, **kwargs)
-        except InterpError as exc:
-            fail(f"error: {exc}", EXIT_USER)
-        except Interrupted as exc:
-            fail(f"interrupted ({signal.Signals(exc.signum).name}): finished stages are kept; "
-                 f"rerun with --resume to continue", EXIT_FOR_SIGNAL[exc.signum])
-        except KeyboardInterrupt:
-            fail("interrupted: finished stages are kept; rerun with --resume to continue", EXIT_SIGINT)
-        except (click.exceptions.Exit, click.ClickException, SystemExit):
-            raise
-        except BrokenPipeError:  # the reader went away (`interp models --families | head`): nothing to report
-            _silence_stdout()
-            sys.exit(EXIT_PIPE)
-        except MemoryError:
-            fail("error: out of memory: lower --max-tokens-per-batch (or --max-seq-len), or use --dtype bfloat16",
-                 EXIT_USER)
-        except OSError as exc:
-            if exc.errno == errno.ENOSPC:
-                fail("error: disk full: free some disk space and rerun with --resume", EXIT_USER)
-            if exc.filename is not None:
-                fail(f"error: cannot use {exc.filename}: {exc.strerror}", EXIT_USER)
-            _bug(exc)
-        except Exception as exc:  # noqa: BLE001  (a bug: say so, keep the traceback)
-            _bug(exc)
+        with guarded_output():
+            return _handled(fn, *args, **kwargs)
 
     return wrapper
 
 
+def _handled(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn``, turning what it raises into one line and an exit code."""
+    try:
+        with signals_interrupt(), user_warnings():
+            return fn(*args, **kwargs)
+    except InterpError as exc:
+        fail(f"error: {exc}", EXIT_USER)
+    except Interrupted as exc:
+        name = signal.Signals(exc.signum).name
+        if getattr(exc, "run_removed", None):
+            fail(f"interrupted ({name}) before any stage finished: no run was kept; start it again",
+                 EXIT_FOR_SIGNAL[exc.signum])
+        fail(f"interrupted ({name}): finished stages are kept; "
+             f"rerun with --resume to continue", EXIT_FOR_SIGNAL[exc.signum])
+    except KeyboardInterrupt as exc:
+        if getattr(exc, "run_removed", None):
+            fail("interrupted before any stage finished: no run was kept; start it again", EXIT_SIGINT)
+        fail("interrupted: finished stages are kept; rerun with --resume to continue", EXIT_SIGINT)
+    except (click.exceptions.Exit, click.ClickException, SystemExit):
+        raise
+    except BrokenPipeError:  # the reader went away (`interp models --families | head`): nothing to report
+        _silence_stdout()
+        sys.exit(EXIT_PIPE)
+    except MemoryError:
+        fail("error: out of memory: lower --max-tokens-per-batch (or --max-seq-len), or use --dtype bfloat16",
+             EXIT_USER)
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            fail("error: disk full: free some disk space and rerun with --resume", EXIT_USER)
+        if exc.filename is not None:
+            fail(f"error: cannot use {exc.filename}: {exc.strerror}", EXIT_USER)
+        _bug(exc)
+    except Exception as exc:  # noqa: BLE001  (a bug: say so, keep the traceback)
+        _bug(exc)
+    return None
+
+
 def _silence_stdout() -> None:
     """Point stdout at /dev/null, so that flushing it at exit does not raise again."""
+    _silence(sys.stdout)
+
+
+def _silence(stream: Any) -> None:
+    """Point a standard stream's file descriptor at /dev/null, so that flushing what it still
+    buffers at exit does not fail again."""
     try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
     except (OSError, ValueError, AttributeError):  # no real file descriptor (a test runner's buffer)
         pass
 

@@ -23,22 +23,18 @@ end), cut to balance the blocks their heads rerun.
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Protocol
+from typing import Any, Protocol
 
 import torch
 from tqdm.auto import tqdm
 
-from interp.ablate.config import AblateConfig
 from interp.ablate.evaluation import EvalCorpus
 from interp.ablate.forward import Ablator
 from interp.ablate.metrics import metric_sizes
 from interp.ablate.stats import SumStore
 from interp.ablate.sweep import exact_sweep
-from interp.errors import ConfigError
 
 Head = tuple[int, int]
 SHARDS_PER_WORKER = 2
@@ -189,29 +185,6 @@ def sweep_with(executor: Executor, job: SweepJob, heads: list[Head], n_layers: i
     for result in results:
         store.merge(result.store)
     return all(r.reuse for r in results)
-
-
-def check_executor(config: AblateConfig) -> None:
-    """Fail before the model loads when the chosen executor cannot run here."""
-    if config.executor == "ray" and importlib.util.find_spec("ray") is None:
-        raise ConfigError('--executor ray needs Ray, an optional extra: pip install "interp[ray]"')
-
-
-@contextlib.contextmanager
-def open_executor(config: AblateConfig, ablator: Ablator) -> Iterator[Executor]:
-    """The executor ``config`` asks for, ready for the stage's sweeps, closed after them (Ray's
-    actors stopped, and a Ray started for the stage shut down)."""
-    if config.executor == "local":
-        yield LocalExecutor(ablator)
-        return
-    check_executor(config)
-    from interp.ablate.ray_executor import RayExecutor
-
-    executor = RayExecutor.start(ablator.model, config, torch.get_num_threads())
-    try:
-        yield executor
-    finally:
-        executor.close()
 
 
 def progress_bar(job: SweepJob, shards: list[Shard], progress: bool) -> tqdm:

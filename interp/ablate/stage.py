@@ -59,7 +59,8 @@ from interp.ablate.selection import annotate, audit_summary, choose, never_exact
 from interp.ablate.sequential import rounds, sequential_sweep
 from interp.ablate.stats import SumStore, effects_from_sums, sequence_tokens
 from interp.ablate.surprises import role_effects, surprises
-from interp.ablate.executor import Executor, SweepJob, check_executor, open_executor, sweep_with
+from interp.ablate.executor import Executor, SweepJob, sweep_with
+from interp.ablate.executors import check_executor, open_executor
 from interp.ablate.sweep import pass_size, probe_pass
 from interp.ablate.threads import choose_threads, stage_threads
 from interp.ablate.values import MeanAccumulator

@@ -41,6 +41,7 @@ from interp.classify.primary import label_heads
 from interp.classify.reference.fit import default_classifier, load_classifier, refit as refit_reference
 from interp.classify.stability import grid, stability
 from interp.collect.config import FEATURES_VERSION
+from interp.collect.measured import measured_mask
 from interp.classify.config import ClassifyConfig
 from interp.errors import RunError
 from interp.classify.reference import REFERENCE_VERSION
@@ -163,11 +164,29 @@ def classify(features: pd.DataFrame, replicates: np.ndarray | None = None, names
             replicates = replicates[: config.max_replicates]
         primary = pd.Series(roles["role"].to_numpy(), index=matrix.index)
         roles["stability"] = _stability(clf, features, replicates, list(names), sinks, primary)
+    ok = measured_mask(features, matrix.index)
+    roles = _unmeasured(roles, ok)
     roles = ROLES_TABLE.validate(roles.sort_values(["layer", "head"]).reset_index(drop=True))
-    clusters = cluster_unexplained(matrix.join(sinks[[SINK_MASS]]), pd.Series(roles["role"].to_numpy(), index=matrix.index),
-                                   config.cluster_distance, config.min_cluster_size)
+    clustered = pd.Series(np.where(ok, roles["role"].to_numpy(), "not measured"), index=matrix.index)
+    clusters = cluster_unexplained(matrix.join(sinks[[SINK_MASS]]), clustered, config.cluster_distance,
+                                   config.min_cluster_size)
     summary, confusion = role_summary(roles, truth)
     return ClassifyResult(roles, clusters, summary, confusion)
+
+
+def _unmeasured(roles: pd.DataFrame, ok: np.ndarray) -> pd.DataFrame:
+    """Heads whose attention was NaN (``ok`` False, see interp.collect.measured) get no role:
+    ``unexplained`` with NaN confidence, scores, second role and stability, and ``measured`` 0;
+    the classifier's answer on their imputed features would look sure and mean nothing."""
+    roles = roles.copy()
+    roles["measured"] = ok.astype(int)
+    lost = ~ok
+    if lost.any():
+        roles.loc[lost, "role"] = UNEXPLAINED
+        roles.loc[lost, "second_role"] = np.nan
+        scores = [c for c in roles.columns if c.startswith("score_")]
+        roles.loc[lost, ["confidence", "stability", *scores]] = np.nan
+    return roles
 
 
 def _stability(clf: HeadRoleClassifier, features: pd.DataFrame, replicates: np.ndarray, names: list[str],
@@ -193,8 +212,18 @@ def read_replicates(run_dir: Path) -> tuple[np.ndarray | None, list[str] | None]
     path = Path(run_dir) / REPLICATES_FILE
     if not path.exists():
         return None, None
-    with np.load(path, allow_pickle=False) as data:
-        return data["values"], [str(n) for n in data["names"]]
+    try:
+        if not path.is_file():  # a FIFO would block the reader
+            raise ValueError("not a regular file")
+        with np.load(path, allow_pickle=False) as data:
+            values, names = np.asarray(data["values"], dtype=float), [str(n) for n in data["names"]]
+    except Exception:  # noqa: BLE001  (random bytes, a pickle, a truncated zip: numpy and zipfile raise many types)
+        raise RunError(f"{path} is unreadable or malformed (not a NumPy archive of float arrays 'values' and "
+                       f"'names'); rerun the stage that writes it") from None
+    if values.ndim != 4 or values.shape[2] != len(names):
+        raise RunError(f"{path} is unreadable or malformed (values of shape {values.shape} for {len(names)} feature "
+                       f"names); rerun the stage that writes it")
+    return values, names
 
 
 def check_features_version(run_dir: Path) -> None:

@@ -14,6 +14,16 @@ from interp.config import MAX_INT, config, option, require
 # features, a sink_mass column).
 FEATURES_VERSION = 3
 SUITES = ("prose", "repeated", "syntax")
+# Generated probes are held in memory until collected (text, tokens, word spans: a few kB each),
+# and a forward pass costs about 1 s per 100 tokens on a small CPU: 100,000 generated sentences are
+# hours of collection and a few hundred MB, far beyond what any feature needs (800 by default).
+# A larger count is refused before a sentence is built, instead of filling memory.
+MAX_GENERATED = 100_000
+MAX_REPEATED_LENGTH = 100_000  # tokens of a repeated-token half; a model's context is far shorter
+# The first position (BOS / [CLS], the sink) plus three tokens: the shortest probe on which a query
+# has a content key before it other than itself. Truncated any shorter, every probe measures
+# next to nothing, however many there are.
+MIN_SEQ_LEN = 4
 
 
 @config
@@ -26,11 +36,11 @@ class CollectConfig:
     """extra probe corpus: .txt, .jsonl, .csv or .conllu (repeatable)"""
     text_column: str | None = option(None)
     """field / column holding the text in a .jsonl or .csv corpus"""
-    n_repeated: int = option(64, ge=0, le=MAX_INT)
+    n_repeated: int = option(64, ge=0, le=MAX_GENERATED)
     """repeated-random-token sequences"""
     repeated_lengths: tuple[int, ...] = option((16, 24, 32), flag="--repeated-length")
     """length of the random half of a repeated-token sequence (repeatable)"""
-    n_syntax: int = option(800, ge=0, le=MAX_INT)
+    n_syntax: int = option(800, ge=0, le=MAX_GENERATED)
     """generated syntax sentences"""
     max_sentences: int | None = option(None, ge=1, le=MAX_INT)
     """use at most this many sentences of the prose suite and of each corpus"""
@@ -50,7 +60,10 @@ class CollectConfig:
     """the version of the feature definitions (a run collected under another is not resumed)"""
 
     def __post_init__(self) -> None:
-        require(self, "repeated_lengths", bool(self.repeated_lengths) and min(self.repeated_lengths) >= 2, "lengths >= 2")
+        require(self, "max_seq_len", self.max_seq_len is None or self.max_seq_len >= MIN_SEQ_LEN,
+                f"at least {MIN_SEQ_LEN} tokens: shorter probes are too short to measure any feature")
+        require(self, "repeated_lengths", bool(self.repeated_lengths) and min(self.repeated_lengths) >= 2
+                and max(self.repeated_lengths) <= MAX_REPEATED_LENGTH, f"lengths from 2 to {MAX_REPEATED_LENGTH}")
 
     def for_quick(self, keep: tuple[str, ...] = ()) -> CollectConfig:
         """A smaller probe set for --quick: the same features on fewer sequences. Fields named in

@@ -26,6 +26,7 @@ from interp.collect.config import CollectConfig
 from interp.errors import CorpusError
 from interp.collect.exemplars import Exemplars, ExemplarRecorder, write_exemplars
 from interp.collect.features import DIRECTIONS, STATIC_FEATURES, context
+from interp.collect.measured import check_measured, measured
 from interp.model.lens import run_patterns
 from interp.model.load import LoadedModel
 from interp.probes.align import Aligner
@@ -134,8 +135,22 @@ def collect(model: LoadedModel, config: CollectConfig = CollectConfig(), suites:
             recorder.start_batch(group)
             run_patterns(model, batch.tokens, batch.attention_mask, on_pattern)
             bar.update(len(group))
-    return CollectResult(acc.table(), seqs, corpus_summary(seqs), relations, acc.replicates(), acc.names,
-                         recorder.result())
+    return CollectResult(unmeasured_as_nan(acc.table()), seqs, corpus_summary(seqs), relations, acc.replicates(),
+                         acc.names, recorder.result())
+
+
+def unmeasured_as_nan(features: pd.DataFrame) -> pd.DataFrame:
+    """Every value of a head whose attention was NaN or infinite set to NaN (interp.collect.measured):
+    an argmax over NaN attention still picks a word, and must not read as a syntactic score."""
+    ok = measured(features)
+    if ok.all():
+        return features
+    lost = ~ok.reindex(pd.MultiIndex.from_arrays([features["layer"].astype(int), features["head"].astype(int)])).to_numpy()
+    features = features.copy()
+    for column in ("value", "ci_low", "ci_high", "sink_mass"):
+        if column in features.columns:
+            features.loc[lost, column] = np.nan
+    return features
 
 
 def write(run_dir: Path, result: CollectResult) -> None:
@@ -158,6 +173,7 @@ def check_inputs(config: CollectConfig) -> None:
 def run_stage(run_dir: Path, model: LoadedModel, config: CollectConfig, progress: bool = True) -> dict[str, Any]:
     """The collect stage of a run: collect, then write the features and the exemplar patterns."""
     result = collect(model, config, progress=progress)
+    check_measured(result.features)  # most heads NaN: stop here, before any table is written
     write(run_dir, result)
     write_exemplars(run_dir, result.exemplars)
     return {}

@@ -4,10 +4,17 @@ Reading and dequantizing a GGUF takes most of a minute on a small CPU; the cache
 :func:`cache_root` loads in seconds and holds exactly the same fp32 weights. Its config.json
 names the architecture (transformers builds a GGUF's config without one: see
 :mod:`interp.model.families`), and a copy cached without one is repaired when it loads.
+
+The cache is keyed on content: the copy's folder is named by the sha256 of the GGUF file
+(hashed once per process, about 1 GB/s), and ``source.json`` beside the copy records that hash,
+which must match before the copy is used. Another file under the same name, size and time
+therefore never loads as the model that was cached.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -21,14 +28,46 @@ from interp.model.loading import boot, first_line, quiet
 from interp.model.weights import load_checked
 
 
+SOURCE = "source.json"  # beside a cached copy: the GGUF file's name, size and sha256
+
+
 def cache_root() -> Path:
-    """Where dequantized GGUF models are kept between runs (``$INTERP_CACHE`` or ~/.cache/interp)."""
-    return Path(os.environ.get("INTERP_CACHE", Path.home() / ".cache" / "interp"))
+    """Where dequantized GGUF models are kept between runs: ``$INTERP_CACHE``, or
+    ~/.cache/interp when it is unset or empty (an empty value never means the current folder)."""
+    given = os.environ.get("INTERP_CACHE", "").strip()
+    return Path(given).expanduser() if given else Path.home() / ".cache" / "interp"
 
 
 def cache_dir(path: Path) -> Path:
-    stat = path.stat()
-    return cache_root() / "gguf" / f"{path.stem}-{stat.st_size}-{int(stat.st_mtime)}"
+    """The folder of the cached copy of a GGUF file: its name and the start of its content hash."""
+    return cache_root() / "gguf" / f"{path.stem}-{content_hash(path)[:16]}"
+
+
+def content_hash(path: Path) -> str:
+    """sha256 of the file's bytes, computed once per process for a file unchanged on disk (its
+    change time is part of the key: a rewrite cannot put it back, as it can the modification time)."""
+    st = path.stat()
+    return _sha256(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+@functools.lru_cache(maxsize=16)
+def _sha256(path: str, size: int, mtime_ns: int, ctime_ns: int, inode: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def is_cached(path: Path) -> bool:
+    """Whether a cached copy of this very file (same content hash) is ready."""
+    cached = cache_dir(path)
+    try:
+        source = json.loads((cached / SOURCE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (isinstance(source, dict) and source.get("sha256") == content_hash(path)
+            and (cached / "config.json").exists())
 
 
 def load_gguf(path: Path, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
@@ -38,7 +77,7 @@ def load_gguf(path: Path, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
 
     fail = lambda why: ModelError(f"cannot load GGUF file {path}: {why}")  # noqa: E731
     cached = cache_dir(path)
-    if (cached / "config.json").exists():
+    if is_cached(path):
         with quiet():
             tok = AutoTokenizer.from_pretrained(cached)
             hf = load_checked(AutoModelForCausalLM, cached, path, False, dtype=dtype, attn_implementation="eager")
@@ -55,7 +94,7 @@ def load_gguf(path: Path, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
         hf = load_checked(AutoModelForCausalLM, path.parent, path, False, gguf_file=path.name, dtype=torch.float32,
                           attn_implementation="eager")
     families.name_architecture(hf.config, path)
-    _save_cache(hf, tok, cached)
+    _save_cache(hf, tok, cached, path)
     return boot(str(path.parent), device, dtype, hf.to(dtype), tok, fail), tok
 
 
@@ -84,8 +123,10 @@ def _save_config(hf: Any, target: Path) -> None:
     os.replace(tmp, target / "config.json")
 
 
-def _save_cache(hf: Any, tok: Any, target: Path) -> None:
-    """Write the dequantized model beside the others, atomically; a failure only costs speed."""
+def _save_cache(hf: Any, tok: Any, target: Path, source: Path) -> None:
+    """Write the dequantized model beside the others, atomically, with the hash of the file it
+    came from (``source.json``); a failure only costs speed. A folder of that name left by a
+    copy that did not verify is replaced."""
     import shutil
     import tempfile
 
@@ -97,6 +138,11 @@ def _save_cache(hf: Any, tok: Any, target: Path) -> None:
         _save_config(hf, tmp)
         save_model(hf, str(tmp / "model.safetensors"))  # handles the tied embedding / unembedding
         _save_tokenizer(tok, tmp)
+        st = source.stat()
+        (tmp / SOURCE).write_text(json.dumps({"file": source.name, "size": st.st_size,
+                                              "sha256": content_hash(source)}), encoding="utf-8")
+        if target.exists():
+            shutil.rmtree(target)
         os.replace(tmp, target)
     except (OSError, ValueError, RuntimeError):
         shutil.rmtree(tmp, ignore_errors=True) if "tmp" in locals() else None

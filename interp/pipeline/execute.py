@@ -21,57 +21,90 @@ from interp.pipeline import provenance, rundir
 from interp.config import from_jsonable
 from interp.errors import ConfigError, InterpWarning, RunError
 from interp.model.spec import ModelSpec, model_slug
+from interp.pipeline.lock import LOCK, run_lock
 from interp.pipeline.options import RunOptions
 from interp.pipeline.stages import STAGES, stage, stage_names
+from interp.pipeline.tables import TABLES
 
 if TYPE_CHECKING:  # the model stack loads only when a stage needs it (a report never does)
     from interp.model.load import LoadedModel
 
 
 def run_pipeline(options: RunOptions = RunOptions(), model: LoadedModel | None = None, progress: bool = True) -> Path:
-    """Run every stage the options ask for; return the run directory."""
+    """Run every stage the options ask for; return the run directory.
+
+    The run directory is made and locked (:mod:`interp.pipeline.lock`) before anything in it is
+    read: a second process on the same run ends with one line naming the holder. A run that
+    ends, however it ends, before any stage finished is removed with the folders made for it.
+    """
     from interp.model.load import load_model
 
     out = rundir.check_out_dir(options.out_dir)
     slug = model.slug if model is not None else model_slug(options.model.name)
-    run_dir = _target(out, slug, options)
-    check_corpora(options)
-    model = model or load_model(options.model)
-    options = dataclasses.replace(options, model=recorded_spec(model))
-    model_hash = provenance.model_hash(model.name, model.source)
-    made = rundir.make_dirs(run_dir)
+    run_dir, made = _claim(out, slug, options)
     try:
-        _start(run_dir, options, model, model_hash)
-        run_stages(run_dir, model, options, progress, model_hash)
+        with run_lock(run_dir):
+            try:
+                _check_target(run_dir, options)
+                check_corpora(options)
+                model = model or load_model(options.model)
+                options = dataclasses.replace(options, model=recorded_spec(model))
+                model_hash = provenance.model_hash(model.name, model.source)
+                _start(run_dir, options, model, model_hash)
+                run_stages(run_dir, model, options, progress, model_hash)
+            except BaseException as exc:
+                if run_dir in made and not _finished(run_dir):
+                    shutil.rmtree(run_dir, ignore_errors=True)  # nothing finished: leave nothing behind
+                    exc.run_removed = str(run_dir)  # type: ignore[attr-defined]  (the CLI says no run was kept)
+                raise
     except BaseException:
-        if run_dir in made and not _finished(run_dir):
-            shutil.rmtree(run_dir, ignore_errors=True)  # nothing finished: leave nothing behind
-            rundir.remove_dirs(made[:-1])
+        rundir.remove_dirs([p for p in made if p.exists()])  # the folders made for it, each only if empty
         raise
     return run_dir
 
 
-def _target(out: Path, slug: str, options: RunOptions) -> Path:
-    """The run directory these options name, checked against what is on disk."""
+def _claim(out: Path, slug: str, options: RunOptions) -> tuple[Path, list[Path]]:
+    """The run directory these options name, made now if missing, and the folders made for it
+    (outermost first). A run without a name takes the first timestamp name free on disk: the
+    folder is made exclusively, so two runs started in the same second never share one."""
+    if all(st.name in options.skip for st in STAGES):
+        raise RunError(f"every stage is skipped (--skip {' --skip '.join(options.skip)}): nothing would run; "
+                       f"leave out at least one --skip")
     if options.run_name is None:
         if options.resume:
             raise RunError("--resume continues a named run: give its --name")
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        names = (stamp, *(f"{stamp}-{i}" for i in range(2, 100)))
-        return next(p for p in (rundir.run_path(out, slug, n) for n in names) if not p.exists())
+        for name in (stamp, *(f"{stamp}-{i}" for i in range(2, 100))):
+            run_dir = rundir.run_path(out, slug, name)
+            made = rundir.make_dirs(run_dir.parent)
+            try:
+                run_dir.mkdir()
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                rundir.remove_dirs(made)
+                raise RunError(f"cannot create {run_dir}: {exc.strerror} (pass --out with a writable folder)") from None
+            return run_dir, [*made, run_dir]
+        raise RunError(f"cannot create {run_dir}: File exists (pass --out with a writable folder)")
     run_dir = rundir.run_path(out, slug, options.run_name)
-    started = (run_dir / rundir.MANIFEST).exists()
     if run_dir.exists() and not run_dir.is_dir():
         raise RunError(f"{run_dir} exists and is a file: choose another --name")
+    if options.resume and not (run_dir / rundir.MANIFEST).exists():
+        raise RunError(f"no run to resume at {run_dir}: check --out, --name and --model, or leave out --resume")
+    return run_dir, rundir.make_dirs(run_dir)
+
+
+def _check_target(run_dir: Path, options: RunOptions) -> None:
+    """The run directory, checked against what is on disk (under its lock)."""
+    started = (run_dir / rundir.MANIFEST).exists()
     if options.resume and not started:
         raise RunError(f"no run to resume at {run_dir}: check --out, --name and --model, or leave out --resume")
     if started and not options.resume:
         raise RunError(f"run {run_dir} exists: pass --resume to continue it or --name for a new one")
-    if not started and run_dir.is_dir() and any(p for p in run_dir.iterdir() if not p.name.endswith(".tmp")):
+    if not started and any(p for p in run_dir.iterdir() if not p.name.endswith(".tmp") and p.name != LOCK):
         raise RunError(f"{run_dir} exists and is not a run directory: choose another --name")
     if started:
         rundir.read_manifest(run_dir)  # a corrupt manifest fails now, before the model loads
-    return run_dir
 
 
 def check_corpora(options: RunOptions) -> None:
@@ -95,11 +128,25 @@ def _start(run_dir: Path, options: RunOptions, model: LoadedModel, model_hash: s
         })
         return
     rundir.clear_temporaries(run_dir)
+    _restore_csv_twins(run_dir)
     manifest = rundir.read_manifest(run_dir)
     manifest["options"] = rundir.jsonable(options)
     manifest.setdefault("provenance", {}).setdefault("resumed", []).append(
         dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
     rundir.write_manifest(run_dir, manifest)
+
+
+def _restore_csv_twins(run_dir: Path) -> None:
+    """Write again the csv twin of every declared table whose parquet reads back but whose csv is
+    gone (the parquet is the table; the csv is its copy for spreadsheets)."""
+    for name in TABLES:
+        if (run_dir / f"{name}.parquet").exists() and not (run_dir / f"{name}.csv").exists():
+            try:
+                frame = rundir.read_table(run_dir, name)
+            except RunError:
+                continue  # unreadable: the stage that writes it runs again, and writes both
+            with rundir.atomic_path(run_dir / f"{name}.csv") as tmp:
+                frame.to_csv(tmp, index=False)
 
 
 def _finished(run_dir: Path) -> bool:
@@ -141,6 +188,14 @@ def rerun_stage(run_dir: str | Path, name: str, config: Any = None, model: Loade
     settings) unless ``model`` is given.
     """
     run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        rundir.read_manifest(run_dir)  # says it is no run
+    with run_lock(run_dir):  # held to the end: no other process reads or writes the run meanwhile
+        _rerun_stage(run_dir, name, config, model, changes, device, dtype, progress)
+
+
+def _rerun_stage(run_dir: Path, name: str, config: Any, model: LoadedModel | None, changes: dict[str, Any] | None,
+                 device: str | None, dtype: str | None, progress: bool) -> None:
     rundir.read_manifest(run_dir)  # fail now, not after loading a model, if it is no run
     st = stage(name)
     config = recorded_config(run_dir, name) if config is None else config

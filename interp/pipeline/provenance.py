@@ -13,10 +13,12 @@ Hashing streams the file (about 1 GB/s): 0.09 s for the packaged SmolLM2 GGUF (9
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import functools
 import hashlib
 import os
 import platform
+import stat
 import subprocess
 from importlib import metadata
 from importlib.resources import files
@@ -73,8 +75,11 @@ def corpus_hash(texts: list[str]) -> str:
 
 
 def file_hash(path: str | Path) -> str:
-    """sha256 of a file's bytes, streamed; cached per (path, size, mtime, inode) in this process."""
+    """sha256 of a file's bytes, streamed; cached per (path, size, mtime, inode) in this process.
+    OSError for anything but a regular file: a FIFO would block the reader, a device never ends."""
     st = Path(path).stat()
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
     return _file_hash(str(Path(path).resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
 
 

@@ -65,14 +65,23 @@ def run_path(out_dir: str | Path, slug: str, run_name: str) -> Path:
     """``out_dir/slug/run_name``, refused unless it resolves to a place inside ``out_dir``."""
     out = Path(out_dir).expanduser()
     target = out / check_run_name(slug) / check_run_name(run_name)
-    if not target.resolve().is_relative_to(out.resolve()):
+    if not resolved(target).is_relative_to(resolved(out)):
         raise RunError(f"{target} leads outside {out} (through a symbolic link): choose another --out or --name")
     return target
+
+
+def resolved(path: Path) -> Path:
+    """``path.resolve()``, or a RunError for a loop of symbolic links (which has no place to resolve to)."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):  # Python 3.11 raises RuntimeError for a loop, 3.13 OSError (ELOOP)
+        raise RunError(f"{path} leads into a loop of symbolic links: remove the loop or choose another --out") from None
 
 
 def check_out_dir(out_dir: str | Path) -> Path:
     """Fail early (before loading a model) if runs cannot be written under ``out_dir``."""
     out = Path(out_dir).expanduser()
+    resolved(out)
     if out.exists() and not out.is_dir():
         raise RunError(f"output directory {out} is a file: pass --out with a folder")
     probe = out
@@ -90,7 +99,7 @@ def check_out_file(path: str | Path, suffix: str = ".html") -> Path:
     path = Path(path).expanduser()
     if any(ord(c) < 32 for c in str(path)) or path.suffix.lower() != suffix:
         raise RunError(f"--out {str(path)!r} must name a {suffix} file (no control characters in the name)")
-    target = path.resolve()
+    target = resolved(path)
     if not target.parent.is_dir() or not os.access(target.parent, os.W_OK | os.X_OK):
         raise RunError(f"--out {path}: folder {target.parent} does not exist or is not writable; create it or choose another --out")
     if target.exists():

@@ -65,17 +65,19 @@ class Stage:
     def run(self, run_dir: Path, model: Any, config: Any, progress: bool = True,
             inputs: dict[str, Any] | None = None) -> None:
         """Run the stage on a run directory, then record it: config, time, what it returned, its
-        ``inputs`` (content hashes, see :meth:`inputs`) and the ids of the records it read.
+        ``inputs`` (content hashes, see :meth:`inputs`) and the ids of the records it read, taken
+        at its start (the records it reads from, not whatever they are when it ends).
 
         Its old record goes at its first write (:func:`rundir.stage_writes`): a stage stopped
         half-way (a signal, a crash) never counts as done, although an older version of its
         outputs may still be on disk; a stage that fails before writing leaves the run as it was.
         """
+        after = self._upstream_ids(run_dir)
         start = time.perf_counter()
         with rundir.stage_writes(run_dir, self.name):
             recorded = self.function()(Path(run_dir), model, config, progress) or {}
         rundir.record_stage(run_dir, self.name, config, time.perf_counter() - start, inputs=inputs or {},
-                            after=self._upstream_ids(run_dir), **recorded)
+                            after=after, **recorded)
 
     def done(self, run_dir: Path, config: Any, inputs: dict[str, Any] | None = None) -> bool:
         """True when the manifest records this stage with the same config (placement fields

@@ -9,7 +9,9 @@ silently turn into wrong syntactic scores.
 Files are streamed line by line, never read whole: a reader holds one line (at most
 :data:`MAX_LINE_BYTES`) plus the sentences it keeps, and stops after ``limit`` sentences. Only
 regular files are opened (a FIFO would block the reader forever, a device never ends). Text must
-be UTF-8 (a leading byte-order mark is dropped) without NUL characters.
+be UTF-8 (a leading byte-order mark is dropped), or UTF-16 that starts with its byte-order mark
+(as Windows editors save "Unicode" text), without NUL characters. A line ends at ``\n``,
+``\r\n`` or a lone ``\r`` (files from classic Mac OS), as editors count lines.
 
 Every problem raises :class:`CorpusError` with one line of the form
 ``FILE:LINE: what is wrong; what to do``, which the CLI prints without a traceback.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import errno
+import io
 import itertools
 import json
 import os
@@ -58,10 +61,12 @@ def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     path = _check_file(path)
     try:
         with open(path, "rb") as f:
-            for number in itertools.count(1):
-                raw = f.readline(MAX_LINE_BYTES + 1)
-                if not raw:
-                    return
+            if f.read(2) in _UTF16_BOMS:
+                f.seek(0)
+                yield from _utf16_lines(path, f)
+                return
+            f.seek(0)
+            for number, raw in enumerate(_raw_lines(f), start=1):
                 yield number, _decode_line(path, number, raw)
     except OSError as exc:
         if exc.errno == errno.EISDIR:
@@ -69,8 +74,62 @@ def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
         raise CorpusError(f"{path}: cannot read the corpus file ({exc.strerror}); check the path and its permissions") from None
 
 
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+_CHUNK = 1 << 16
+
+
+def _raw_lines(f: io.BufferedReader) -> Iterator[bytes]:
+    """Each line of a binary file (a trailing ``\n`` may remain); a line ends at ``\n``, ``\r\n``
+    or a lone ``\r``. A line longer than MAX_LINE_BYTES comes out longer than that and is the last (the
+    caller refuses it): memory stays bounded whatever the file holds."""
+    carry = b""  # the start of a line after a lone \r, when a read stopped inside it
+    while True:
+        limit = MAX_LINE_BYTES + 1 - len(carry)
+        read = f.readline(limit)
+        raw = carry + read if carry else read
+        if not raw:
+            return
+        if b"\r" not in raw:  # the usual line: the caller drops its \n
+            carry = b""
+            yield raw
+            if len(read) == limit and not raw.endswith(b"\n"):
+                return  # too long: the caller refuses it
+            continue
+        ended = raw.endswith(b"\n")
+        body = raw[:-1] if ended else raw
+        pieces = body.removesuffix(b"\r").split(b"\r") if ended else body.split(b"\r")
+        carry = b"" if ended or len(read) < limit else pieces.pop()  # the last piece goes on in the next read
+        yield from pieces
+        if not pieces:  # no line end in MAX_LINE_BYTES bytes
+            yield carry
+            return
+
+
+def _utf16_lines(path: Path, f: io.BufferedReader) -> Iterator[tuple[int, str]]:
+    """Numbered lines of a UTF-16 file that starts with its byte-order mark, streamed."""
+    text = io.TextIOWrapper(f, encoding="utf-16", errors="strict", newline=None)
+    number = 0
+    while True:
+        try:
+            line = text.readline(MAX_LINE_BYTES + 1)
+        except UnicodeDecodeError:
+            raise CorpusError(f"{path}:{number + 1}: bytes that are not UTF-16, although the file starts with a "
+                              f"UTF-16 byte-order mark; re-save the file as UTF-8") from None
+        if not line:
+            return
+        number += 1
+        if "\0" in line:
+            raise CorpusError(f"{path}:{number}: NUL bytes: this looks like a binary file; give a UTF-8 text file")
+        if len(line) > MAX_LINE_BYTES and not line.endswith("\n"):
+            raise CorpusError(f"{path}:{number}: line longer than {MAX_LINE_BYTES:,} bytes; split it into sentences "
+                              f"(one probe per line)")
+        yield number, line.removesuffix("\n")
+
+
 def _decode_line(path: Path, number: int, raw: bytes) -> str:
     if b"\0" in raw:
+        if number == 1 and _looks_utf16(raw):
+            raise CorpusError(f"{path}:1: UTF-16 text without a byte-order mark; re-save the file as UTF-8")
         raise CorpusError(f"{path}:{number}: NUL bytes: this looks like a binary file; give a UTF-8 text file")
     if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
         raise CorpusError(f"{path}:{number}: line longer than {MAX_LINE_BYTES:,} bytes; split it into sentences "
@@ -81,7 +140,14 @@ def _decode_line(path: Path, number: int, raw: bytes) -> str:
         raise CorpusError(f"{path}:{number}: bytes that are not UTF-8; re-save the file as UTF-8") from None
     if number == 1:
         text = text.removeprefix("\ufeff")
-    return text.removesuffix("\n").removesuffix("\r")
+    return text.removesuffix("\n")
+
+
+def _looks_utf16(raw: bytes) -> bool:
+    """Text saved as UTF-16 without a byte-order mark: every other byte NUL (Latin script)."""
+    if len(raw) < 4 or raw.count(0) == len(raw):
+        return False
+    return any(half.count(0) >= 0.9 * len(half) for half in (raw[0::2], raw[1::2]))
 
 
 def _nonempty(path: Path, sentences: list[Sentence], what: str) -> list[Sentence]:

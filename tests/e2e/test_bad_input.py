@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -163,6 +165,51 @@ def compare_out(target: Callable[[Path], Path]) -> Callable[[Path], list[str]]:
     return setup
 
 
+def symlink_loop(tmp: Path) -> Path:
+    """tmp/loop/a -> b -> a: a path that resolves nowhere."""
+    (tmp / "loop").mkdir()
+    (tmp / "loop" / "a").symlink_to("b")
+    (tmp / "loop" / "b").symlink_to("a")
+    return tmp / "loop" / "a"
+
+
+def features_frame():
+    import pandas as pd
+
+    return pd.DataFrame({"layer": [0], "head": [0], "feature": ["first_token"], "value": [0.5], "baseline": [0.5],
+                         "sink_mass": [0.5], "ci_low": [0.4], "ci_high": [0.6], "n": [10]})
+
+
+def replicates_of_random_bytes(tmp: Path) -> list[str]:
+    return ["classify", str(run_dir(tmp, **{"features.parquet": table(features_frame()),
+                                            "feature_replicates.npz": os.urandom(4096)}))]
+
+
+def reference_fifo(tmp: Path) -> list[str]:
+    path = run_dir(tmp, **{"features.parquet": table(features_frame())})
+    os.mkfifo(tmp / "model.json")
+    return ["classify", str(path), "--reference", str(tmp / "model.json")]
+
+
+def manifest_naming(corpus: Callable[[Path], str]) -> Callable[[Path], list[str]]:
+    """`interp run --from-manifest` of a run whose recorded corpus hashes name ``corpus(tmp)``: a
+    device or a FIFO must be refused, not read (it would never end, or block forever)."""
+    def setup(tmp: Path) -> list[str]:
+        from interp.pipeline.options import RunOptions
+        from interp.pipeline.rundir import jsonable
+
+        manifest = {"model": {"name": "minilm-l6", "source": "packaged", "spec": None},
+                    "options": jsonable(RunOptions()), "stages": {},
+                    "provenance": {"corpus_hashes": {corpus(tmp): "0" * 64}}}
+        return ["run", "--from-manifest", str(run_dir(tmp, manifest=json.dumps(manifest))), "--out", str(tmp / "again")]
+    return setup
+
+
+def fifo_path(tmp: Path) -> str:
+    os.mkfifo(tmp / "corpus.txt")
+    return str(tmp / "corpus.txt")
+
+
 @pytest.fixture(scope="module")
 def llama_dir(tmp_path_factory):
     from tiny_models import save_tiny_llama
@@ -187,6 +234,15 @@ def _edit_tensors(change: Callable[[dict], dict]) -> Callable[[Path], None]:
     def edit(model: Path) -> None:
         save_file(change(load_file(model / "model.safetensors")), model / "model.safetensors")
     return edit
+
+
+def _poisoned(key: str, value: float) -> Callable[[dict], dict]:
+    """One value of one tensor replaced (a NaN or an infinity)."""
+    def change(tensors: dict) -> dict:
+        tensor = tensors[key].clone()
+        tensor.view(-1)[0] = value
+        return {**tensors, key: tensor}
+    return change
 
 
 def _truncate(model: Path) -> None:
@@ -282,6 +338,34 @@ CASES: dict[str, Callable] = {
     "--device cuda without a GPU": run_with("--device", "cuda"),
     "--device tpu": run_with("--device", "tpu"),
     "unknown model": lambda tmp: ["run", "--model", "no-such-model-anywhere", "--out", str(tmp / "runs")],
+    # issue 24: huge integers, refused before anything is built
+    "--n-syntax 100000000": run_with("--n-syntax", "100000000"),
+    "--seed 2**65": run_with("--seed", str(2**65)),
+    "--max-sentences 10**30": run_with("--max-sentences", str(10**30)),
+    "--max-rounds 10**30": run_with("--max-rounds", str(10**30)),
+    "--repeated-length 10**9": run_with("--repeated-length", str(10**9)),
+    "--max-seq-len 2": run_with("--max-seq-len", "2"),
+    "every stage skipped": lambda tmp: ["run", "--model", "minilm-l6", "--out", str(tmp / "runs"),
+                                        *(x for st in ("collect", "classify", "ablate", "report") for x in ("--skip", st))],
+    # issue 24: symbolic link loops, devices and FIFOs wherever a path is read
+    "--out through a symlink loop": lambda tmp: ["run", *FAST, "--out", str(symlink_loop(tmp))],
+    "--out below a symlink loop": lambda tmp: ["run", *FAST, "--out", str(symlink_loop(tmp) / "runs")],
+    "compare --out through a symlink loop": compare_out(lambda tmp: symlink_loop(tmp) / "page.html"),
+    "manifest names /dev/zero as a corpus": manifest_naming(lambda tmp: "/dev/zero"),
+    "manifest names a FIFO as a corpus": manifest_naming(fifo_path),
+    "eval corpus is a FIFO": lambda tmp: ["run", "--model", "minilm-l6", "--quick", "--skip", "classify", "--skip", "report",
+                                          "--out", str(tmp / "runs"), "--eval-corpus", fifo_path(tmp)],
+    "reference model is a FIFO": reference_fifo,
+    "feature_replicates.npz of random bytes": replicates_of_random_bytes,
+    # issue 24: CoNLL-U and text
+    "conllu HEAD of 5,000 digits": corpus("digits.conllu", CONLLU_OK.replace("\t2\tnsubj", "\t" + "9" * 5000 + "\tnsubj")),
+    "conllu word id of 5,000 digits": corpus("id.conllu", CONLLU_OK.replace("1\tdogs", "9" * 5000 + "\tdogs")),
+    "conllu range of 5,000 digits": corpus("rng.conllu", "1-" + "9" * 5000 + "\tx\t_\t_\t_\t_\t_\t_\t_\t_\n" + CONLLU_OK),
+    "conllu overlapping multiword ranges": corpus("overlap.conllu", "1-2\tab\t_\t_\t_\t_\t_\t_\t_\t_\n"
+                                                  "1\ta\ta\tX\t_\t_\t3\tdep\t_\t_\n2-3\tbc\t_\t_\t_\t_\t_\t_\t_\t_\n"
+                                                  "2\tb\tb\tX\t_\t_\t3\tdep\t_\t_\n3\tc\tc\tX\t_\t_\t0\troot\t_\t_\n"),
+    "conllu empty FORM": corpus("form.conllu", CONLLU_OK.replace("dogs\tdog", "\tdog")),
+    "UTF-16 without a byte-order mark": corpus("u16.txt", "hello there\nsecond line\n".encode("utf-16-le")),
 }
 
 WEIGHT_CASES: dict[str, Callable] = {
@@ -291,6 +375,8 @@ WEIGHT_CASES: dict[str, Callable] = {
     "weights truncated": weights(_truncate),
     "weights pickled with code": weights(_pickle),
     "config.json is not JSON": weights(lambda m: write(m / "config.json", "{not json")),
+    "weights hold NaN": weights(_edit_tensors(_poisoned("model.layers.1.self_attn.q_proj.weight", float("nan")))),
+    "weights hold inf": weights(_edit_tensors(_poisoned("model.embed_tokens.weight", float("inf")))),
     "gguf of random bytes": lambda tmp, llama: ["run", "--model", str(write(tmp / "m.gguf", os.urandom(4096))),
                                                 "--out", str(tmp / "runs")],
 }
@@ -351,3 +437,137 @@ def test_json_cases_name_the_line(tmp_path):
     assert "sys.set_int_max_str_digits" not in result.stderr
     result = CliRunner().invoke(main, corpus("json.jsonl", json.dumps({"text": 1}))(tmp_path / "b"))
     assert "is int, not text" in result.stderr
+
+
+# --- issue 24: cases that need a second process, a real stream or a model file ----------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+SMALL = ["--skip", "classify", "--skip", "ablate", "--skip", "report", "--n-syntax", "5", "--n-repeated", "4",
+         "--max-sentences", "10", "--n-bootstrap", "10"]
+
+
+def interp_process(*args: str, **popen) -> subprocess.Popen:
+    """``python -m interp ARGS`` as a process of its own (default signal handling)."""
+    popen.setdefault("stdout", subprocess.PIPE)
+    popen.setdefault("stderr", subprocess.PIPE)
+    return subprocess.Popen([sys.executable, "-m", "interp", *args], env=ENV, restore_signals=True, **popen)
+
+
+def finished(run: Path) -> dict:
+    return json.loads((run / "manifest.json").read_text())["stages"]
+
+
+def one_line(stderr: bytes | str) -> str:
+    text = stderr.decode() if isinstance(stderr, bytes) else stderr
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in text, text
+    assert find(lines[0]) is not None, f"not in the error catalogue: {lines[0]}"
+    return lines[0]
+
+
+@pytest.mark.timeout(300)
+def test_two_runs_on_one_name_never_merge(tmp_path, llama_dir):
+    out = tmp_path / "runs"
+    # the first collects long enough (400 syntax sentences) for the second to start while it holds the run
+    first = interp_process("run", "--model", str(llama_dir), "--skip", "classify", "--skip", "ablate", "--skip", "report",
+                           "--n-syntax", "400", "-q", "--out", str(out), "--name", "same")
+    lock = out / llama_dir.name / "same" / ".interp.lock"
+    deadline = time.monotonic() + 120
+    while not (lock.exists() and lock.stat().st_size):  # the first holds the run
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+        time.sleep(0.05)
+    other = write(tmp_path / "other.txt", "another corpus entirely\n")
+    second = interp_process("run", "--model", str(llama_dir), *SMALL, "-q", "--out", str(out), "--name", "same",
+                            "--corpus", str(other))
+    _, err = second.communicate(timeout=120)
+    assert second.returncode == 1
+    line = one_line(err)
+    assert "is in use by another interp process" in line and f"pid {first.pid} on " in line
+    _, err = first.communicate(timeout=240)
+    assert first.returncode == 0, err.decode()[-2000:]
+    manifest = json.loads((out / llama_dir.name / "same" / "manifest.json").read_text())
+    assert "collect" in manifest["stages"] and str(other) not in json.dumps(manifest)  # the first run's, whole
+    assert not lock.exists()
+    resumed = interp_process("run", "--model", str(llama_dir), *SMALL, "-q", "--out", str(out), "--name", "same", "--resume")
+    assert resumed.wait(timeout=240) == 0  # a lock left by a finished run never blocks it
+
+
+@pytest.mark.timeout(300)
+def test_a_gguf_of_other_content_under_the_same_name_size_and_time_is_not_the_cached_model(tmp_path, monkeypatch):
+    from interp.model.tiny import write_tiny_gguf
+
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("INTERP_CACHE", "")  # empty: the default folder under HOME, never the current one
+    monkeypatch.chdir(cwd)
+    path = write_tiny_gguf(tmp_path / "tiny.gguf", "llama", n_kv_heads=2)
+    args = ["run", "--model", str(path), *SMALL, "-q", "--out", str(tmp_path / "runs")]
+    result = CliRunner().invoke(main, [*args, "--name", "real"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    [cached] = (home / ".cache" / "interp" / "gguf").iterdir()
+    assert json.loads((cached / "source.json").read_text())["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert not any(cwd.iterdir())
+    st = path.stat()
+    path.write_bytes(bytes(st.st_size))  # zeros, same name and size ...
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # ... and the same modification time
+    before = snapshot(tmp_path)
+    result = CliRunner().invoke(main, [*args, "--name", "zeros"], catch_exceptions=False)
+    assert result.exit_code == 1
+    assert "cannot read GGUF file" in one_line(result.stderr)
+    assert snapshot(tmp_path) == before  # no run of the cached model under the zero file's name
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_a_full_output_stream_never_loses_the_run(tmp_path, llama_dir, stream):
+    out = tmp_path / "runs"
+    with open("/dev/full", "w") as full:
+        quiet = ["-q"] if stream == "stdout" else []  # a full stderr: progress bars too are lost, and must not stop it
+        proc = interp_process("run", "--model", str(llama_dir), *SMALL, *quiet, "--out", str(out), "--name", "r",
+                              **{stream: full})
+        stdout, stderr = proc.communicate(timeout=240)
+    run = out / llama_dir.name / "r"
+    assert "collect" in finished(run) and (run / "features.parquet").exists()
+    if stream == "stdout":  # the run is complete; its last line could not be printed
+        assert proc.returncode == 1
+        assert "cannot write to standard output" in one_line(stderr)
+    else:  # nothing could be said, and nothing needed to be
+        assert proc.returncode == 0 and stdout.decode().startswith("run: ")
+
+
+@pytest.mark.timeout(300)
+def test_a_closed_pipe_never_loses_the_run_and_resume_restores_its_csv(tmp_path, llama_dir):
+    out = tmp_path / "runs"
+    proc = interp_process("run", "--model", str(llama_dir), *SMALL, "--out", str(out), "--name", "r")
+    proc.stdout.close()  # the reader is gone before the run prints a word (`interp run ... | head -c 0`)
+    _, stderr = proc.communicate(timeout=240)
+    assert proc.returncode == 141 and "Traceback" not in stderr.decode()
+    run = out / llama_dir.name / "r"
+    assert "collect" in finished(run)
+    csv = (run / "features.csv").read_bytes()
+    (run / "features.csv").unlink()
+    resumed = interp_process("run", "--model", str(llama_dir), *SMALL, "-q", "--out", str(out), "--name", "r", "--resume")
+    assert resumed.wait(timeout=240) == 0
+    assert (run / "features.csv").read_bytes() == csv
+
+
+@pytest.mark.timeout(300)
+def test_sighup_in_the_first_stage_leaves_nothing_and_says_so(tmp_path, llama_dir):
+    out = tmp_path / "runs"
+    proc = interp_process("run", "--model", str(llama_dir), "--skip", "classify", "--skip", "ablate", "--skip", "report",
+                          "--n-syntax", "400", "--out", str(out), "--name", "h")
+    os.set_blocking(proc.stderr.fileno(), False)
+    seen, deadline = b"", time.monotonic() + 200
+    while b"collect" not in seen:
+        assert proc.poll() is None and time.monotonic() < deadline, seen.decode()
+        time.sleep(0.05)
+        seen += proc.stderr.read() or b""
+    proc.send_signal(signal.SIGHUP)
+    os.set_blocking(proc.stderr.fileno(), True)
+    seen += proc.stderr.read()
+    assert proc.wait(timeout=120) == 129
+    last = seen.decode().replace("\r", "\n").strip().splitlines()[-1]
+    assert last == "interrupted (SIGHUP) before any stage finished: no run was kept; start it again"
+    assert not out.exists()  # no manifest-only folder that would block the name

@@ -9,7 +9,8 @@ from tiny_models import N_HEADS, N_LAYERS
 
 from interp.ablate.config import AblateConfig
 from interp.ablate.evaluation import build_corpus
-from interp.ablate.executor import LocalExecutor, SweepJob, check_executor, partition, sweep_with
+from interp.ablate.executor import LocalExecutor, SweepJob, partition, sweep_with
+from interp.ablate.executors import check_executor
 from interp.ablate.forward import Ablator
 from interp.ablate.metrics import PerSeq, metric_sizes
 from interp.ablate.sequential import rounds

@@ -9,6 +9,7 @@ anything. ``refit()`` rebuilds both (about a minute on two cores); bump ``REFERE
 from __future__ import annotations
 
 import json
+import stat
 import time
 from functools import lru_cache
 from importlib.resources import files
@@ -59,15 +60,26 @@ def load_classifier(path: str | Path, version: str | None = REFERENCE_VERSION) -
     """A fitted classifier from its JSON file; refuse another reference version (None: any)."""
     path = Path(path)
     try:
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block, a device never ends
+            raise RunError(f"{path} is not a classifier model (not a regular file)")
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise RunError(f"no classifier model at {path}: run `interp classify RUN_DIR --refit`") from None
     except json.JSONDecodeError as exc:
         raise RunError(f"{path} is not a classifier model ({exc.msg})") from None
+    except UnicodeDecodeError:
+        raise RunError(f"{path} is not a classifier model (not UTF-8 text)") from None
+    except OSError as exc:
+        raise RunError(f"{path} is not a classifier model ({exc.strerror or exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
+        raise RunError(f"{path} is not a classifier model (no fitted model in it)")
     if version is not None and data.get("version") != version:
         raise RunError(f"{path} holds reference version {data.get('version')!r}, this interp needs {version!r}: "
                        f"rebuild it with `interp classify RUN_DIR --refit`")
-    return HeadRoleClassifier.from_dict(data["model"])
+    try:
+        return HeadRoleClassifier.from_dict(data["model"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RunError(f"{path} is not a classifier model ({type(exc).__name__}: {exc})") from None
 
 
 @lru_cache(maxsize=1)
