@@ -14,7 +14,7 @@ Steps, each with a progress bar (with the bars off, one line on stderr as each f
    it agrees best with exact ablation on the packaged models, benchmarks/estimators.py) or by
    integrated gradients over the clean -> ablated path (:mod:`interp.ablate.integrated`,
    ``ig_steps`` passes; it sees through a saturated downstream softmax, which attribution
-   cannot); rows with ``method`` the estimator's name. With ``top_k`` both run.
+   cannot); rows with ``estimator`` the estimator's name. With ``top_k`` both run.
 2. **exact** (:mod:`interp.ablate.sweep`): every head (or, with ``top_k``, each estimator's
    top k on each metric, their union, ties included, plus a random audit sample,
    :mod:`interp.ablate.selection`; the heads left out are listed in the summary)
@@ -65,7 +65,7 @@ from interp.ablate.sweep import pass_size, probe_pass
 from interp.ablate.threads import choose_threads, stage_threads
 from interp.ablate.values import MeanAccumulator
 from interp.ablate.config import AblateConfig
-from interp.errors import ConfigError
+from interp.errors import ConfigError, RunError
 from interp.model.load import LoadedModel
 from interp.pipeline.tables import EFFECTS, PRUNING
 
@@ -130,6 +130,7 @@ def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: t
             _done(progress, f"{name} estimate", timings[name])
             frames.append(frame)
         estimates = pd.concat(frames, ignore_index=True)
+        check_measured(estimates)
     elif set(cfg.ablations) & {"mean", "resample"}:
         with _timed(timings, "means"):
             means = head_means(ablator, corpus)
@@ -142,8 +143,9 @@ def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: t
         exact, reused, log = _exact(ablator, corpus, heads, cfg, means, executor, progress)
     timings["exact_per_head"] = timings["exact"] / max(len(heads) * len(cfg.ablations), 1)
     _done(progress, f"exact sweep {len(heads)} heads", timings["exact"])
-    primary = None if estimates is None else estimates[estimates["method"] == cfg.estimator]
+    primary = None if estimates is None else estimates[estimates["estimator"] == cfg.estimator]
     effects = _finish_effects([estimates, annotate(exact, primary, chosen)], metrics)
+    check_measured(effects)
     pruning, shares = pd.DataFrame(columns=PRUNING.names), {}
     if cfg.prune:
         with _timed(timings, "pruning"):
@@ -151,6 +153,17 @@ def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: t
         _done(progress, f"pruning {len(shares)} metric(s)", timings["pruning"])
     return effects, pruning, {"exact_heads": len(heads), "layer_reuse": reused, "rounds": log,
                               "executor": executor.record(), "removable": shares}
+
+
+def check_measured(effects: pd.DataFrame) -> None:
+    """RunError when the intact model's metrics are NaN or infinite (its output is: a NaN weight
+    of a model built in Python, an overflow in half precision). A sequence whose metric is NaN
+    counts as not measured (interp.ablate.stats), so such a model would leave an effects table
+    with no row, or rows that mean nothing, instead of failing."""
+    lost = effects.empty or "baseline" not in effects.columns or bool(effects["baseline"].isna().all())
+    if lost:
+        raise RunError("the model's output is NaN or infinite on the evaluation corpus: no effect can be measured; "
+                       "check the weights, or load the model with --dtype float32 if it overflows in half precision")
 
 
 def write(run_dir: Path, result: AblateResult) -> None:
@@ -358,7 +371,7 @@ def _finish_effects(frames: list[pd.DataFrame | None], metrics: tuple[str, ...])
     effects = pd.concat(frames, ignore_index=True)
     effects = effects[effects["metric"].isin(metrics)]
     effects = effects.astype({"layer": int, "head": int})
-    effects = effects.sort_values(["method", "ablation", "metric", "layer", "head"], kind="stable")
+    effects = effects.sort_values(["estimator", "ablation", "metric", "layer", "head"], kind="stable")
     return EFFECTS.validate(EFFECTS.finite(effects.reset_index(drop=True)))
 
 

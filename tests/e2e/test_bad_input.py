@@ -236,6 +236,11 @@ def _edit_tensors(change: Callable[[dict], dict]) -> Callable[[Path], None]:
     return edit
 
 
+def _edit_config(model: Path, **changes) -> None:
+    config = json.loads((model / "config.json").read_text())
+    write(model / "config.json", json.dumps({**config, **changes}))
+
+
 def _poisoned(key: str, value: float) -> Callable[[dict], dict]:
     """One value of one tensor replaced (a NaN or an infinity)."""
     def change(tensors: dict) -> dict:
@@ -375,6 +380,9 @@ WEIGHT_CASES: dict[str, Callable] = {
     "weights truncated": weights(_truncate),
     "weights pickled with code": weights(_pickle),
     "config.json is not JSON": weights(lambda m: write(m / "config.json", "{not json")),
+    "config.json with 0 heads": weights(lambda m: _edit_config(m, num_attention_heads=0)),
+    "config.json with a negative size": weights(lambda m: _edit_config(m, intermediate_size=-5)),
+    "config.json whose heads do not divide the width": weights(lambda m: _edit_config(m, num_attention_heads=5)),
     "weights hold NaN": weights(_edit_tensors(_poisoned("model.layers.1.self_attn.q_proj.weight", float("nan")))),
     "weights hold inf": weights(_edit_tensors(_poisoned("model.embed_tokens.weight", float("inf")))),
     "gguf of random bytes": lambda tmp, llama: ["run", "--model", str(write(tmp / "m.gguf", os.urandom(4096))),

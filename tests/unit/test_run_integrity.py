@@ -145,6 +145,23 @@ def test_a_model_whose_attention_is_mostly_nan_stops_at_collect(tmp_path):
     assert not any(tmp_path.iterdir())  # no table, no run folder
 
 
+def test_a_model_whose_output_is_nan_stops_at_ablate_and_keeps_what_finished(tmp_path):
+    import dataclasses
+
+    from interp.ablate.config import AblateConfig
+    from interp.pipeline.execute import run_pipeline
+
+    options = _options(tmp_path, "ablate")
+    options = dataclasses.replace(options, skip=("report",), stages={**options.stages, "ablate": AblateConfig(quick=True)})
+    model = _nan_llama("layers.2.", "q_proj")  # one head's NaN attention makes every output NaN
+    with pytest.warns(Warning, match="attention is NaN"), \
+            pytest.raises(RunError, match="output is NaN or infinite on the evaluation corpus"):
+        run_pipeline(options, model=model, progress=False)
+    run = tmp_path / "tiny-llama" / "ablate"
+    assert set(rundir.read_manifest(run)["stages"]) == {"collect", "classify"}
+    assert not (run / "effects.parquet").exists()
+
+
 # --- bounded inputs ---------------------------------------------------------------------------
 
 def test_a_10000_word_conllu_sentence_validates_in_under_5_s(tmp_path):
