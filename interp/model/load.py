@@ -36,7 +36,7 @@ from interp.model.loading import boot as _boot
 from interp.model.loading import first_line as _first_line
 from interp.model.loading import quiet as _quiet
 from interp.model.vocab import check_tokenizer, ordinary_ids
-from interp.model.weights import load_checked, model_class
+from interp.model.weights import check_config, load_checked, model_class
 
 @dataclass(frozen=True)
 class PackagedModel:
@@ -273,11 +273,19 @@ def _boot_checked(source: str, where: str | Path, device: str, dtype: torch.dtyp
 
     try:
         with _quiet():
-            tok = AutoTokenizer.from_pretrained(source)
             config = AutoConfig.from_pretrained(source)
+    except Exception as exc:
+        if (Path(source) / "config.json").is_file():  # a config error, not the weights' nor the network's
+            raise ModelError(f"{where}: config.json does not describe a model ({_first_line(exc)}); "
+                             f"fix config.json") from None
+        raise fail(_first_line(exc)) from None
+    try:
+        with _quiet():
+            tok = AutoTokenizer.from_pretrained(source)
     except Exception as exc:
         raise fail(_first_line(exc)) from None
     encoder = config.model_type in lens.ENCODER_MODEL_TYPES
+    check_config(config, where)
     families.name_architecture(config, where)
     # transformers reads safetensors directly and .bin only with torch.load(weights_only=True).
     with _quiet():

@@ -84,6 +84,28 @@ def check_complete(info: dict[str, Any], where: str | Path, encoder: bool) -> No
                          f"config.json describes another model than the weights; fix config.json or the weights")
 
 
+# Sizes a config.json gives that must be positive whole numbers for the model to exist at all.
+SIZES = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size",
+         "vocab_size", "head_dim", "max_position_embeddings", "n_embd", "n_layer", "n_head", "n_positions", "n_inner")
+
+
+def check_config(config: Any, where: str | Path) -> None:
+    """Raise ModelError naming the field when config.json gives a size that is no positive whole
+    number (0 heads, a negative width): building the model would fail deep inside transformers,
+    and say the weights were unreadable when the config is what is wrong."""
+    for name in SIZES:
+        value = getattr(config, name, None)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ModelError(f"{where}: config.json gives {name} = {value!r}, which must be a positive whole number; "
+                             f"fix config.json (it does not describe a model)")
+    heads, width = getattr(config, "num_attention_heads", None), getattr(config, "hidden_size", None)
+    if getattr(config, "head_dim", None) is None and heads and width and width % heads:
+        raise ModelError(f"{where}: config.json gives hidden_size = {width}, which num_attention_heads = {heads} does "
+                         f"not divide; fix config.json (it does not describe a model)")
+
+
 def check_finite(hf: Any, where: str | Path) -> None:
     """Raise ModelError naming the tensors that hold NaN or infinite values: every activation
     downstream of one would be NaN, and NaN attention read as features gives labels that look
