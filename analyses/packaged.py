@@ -97,7 +97,7 @@ def subject_verb(run: RunTables, top: int = 2) -> pd.DataFrame:
 
 def effect_precision(run: RunTables) -> pd.DataFrame:
     """Per (ablation, metric) of the exact effects: heads, how many CIs exclude zero, median CI width."""
-    exact = run.effects[run.effects["method"] == "exact"].dropna(subset=["delta"])
+    exact = run.effects[run.effects["estimator"] == "exact"].dropna(subset=["delta"])
     rows = []
     for (ablation, metric), part in exact.groupby(["ablation", "metric"], sort=False):
         width = part["ci_high"] - part["ci_low"]

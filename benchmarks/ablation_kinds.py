@@ -61,7 +61,7 @@ def main() -> None:
     model = load_model("smollm2-135m")
     cfg = AblateConfig(ablations=KINDS, attribution=False, prune=False)
     result = ablate(model, cfg)
-    pairs, kinds = compare(result.effects[result.effects["method"] == "exact"])
+    pairs, kinds = compare(result.effects[result.effects["estimator"] == "exact"])
     print(pairs.round(3).to_string(index=False))
     print(kinds.round(4).to_string(index=False))
     if args.no_write:

@@ -112,7 +112,7 @@ def interleaved_heads_per_pass(ablator: Ablator, corpus, layer: int, n_heads: in
 def agreement(effects: pd.DataFrame, top: int = 20) -> pd.DataFrame:
     rows = []
     for metric, group in effects[effects["ablation"] == "zero"].groupby("metric"):
-        wide = group.pivot_table(index=["layer", "head"], columns="method", values="delta").dropna()
+        wide = group.pivot_table(index=["layer", "head"], columns="estimator", values="delta").dropna()
         if not {"exact", "attribution"} <= set(wide.columns):
             continue
         top_exact = set(wide["exact"].nlargest(top).index)

@@ -32,8 +32,8 @@ SCRIPT = "benchmarks/effect_precision.py"
 
 def precision_rows(effects: pd.DataFrame, rounds: int, seconds: float) -> list[dict]:
     rows = []
-    exact = effects[effects["method"] == "exact"]
-    estimated = effects[effects["method"] != "exact"]
+    exact = effects[effects["estimator"] == "exact"]
+    estimated = effects[effects["estimator"] != "exact"]
     for metric, part in exact.groupby("metric"):
         top = part.reindex(part["delta"].abs().sort_values(ascending=False).index[:20])
         half = (top["ci_high"] - top["ci_low"]) / 2

@@ -27,7 +27,7 @@ import interp  # noqa: E402
 from interp.collect.features import STATIC_FEATURES  # noqa: E402
 
 SCRIPT = "benchmarks/gpu_check.py"
-KEYS = ["layer", "head", "ablation", "metric", "method"]
+KEYS = ["layer", "head", "ablation", "metric", "estimator"]
 
 
 def make(model: str, device: str, dtype: str, out: Path) -> interp.RunTables:
@@ -40,7 +40,7 @@ def agreement(reference: interp.RunTables, other: interp.RunTables) -> dict[str,
     features = reference.features.merge(other.features, on=["layer", "head", "feature"], suffixes=("", "_b"))
     mass = features["feature"].isin(STATIC_FEATURES)
     gap = (features["value"] - features["value_b"]).abs()
-    exact = reference.effects[reference.effects["method"] == "exact"]
+    exact = reference.effects[reference.effects["estimator"] == "exact"]
     effects = exact.merge(other.effects, on=KEYS, suffixes=("", "_b"))
     scale = effects["delta"].abs().max()
     roles = reference.roles.merge(other.roles, on=["layer", "head"], suffixes=("", "_b"))

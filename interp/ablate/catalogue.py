@@ -9,7 +9,7 @@ from __future__ import annotations
 
 KINDS = ("zero", "mean", "resample")
 
-# Estimators of every head's effect (the ``method`` of their effects rows), the default first:
+# Estimators of every head's effect (the ``estimator`` of their effects rows), the default first:
 # the one that agreed best with exact ablation on the packaged models (benchmarks/estimators.py).
 # attribution: first-order attribution patching (interp.ablate.attribution);
 # integrated: integrated gradients over the clean -> ablated path (interp.ablate.integrated).

@@ -53,7 +53,7 @@ def pruning_order(effects: pd.DataFrame, heads: list[Head], metric: str, kind: s
     score: dict[Head, float] = {}
     rows = effects[(effects["metric"] == metric) & (effects["ablation"] == kind)]
     for exact in (False, True):  # exact overwrites the estimate
-        part = rows[(rows["method"] == "exact") == exact]
+        part = rows[(rows["estimator"] == "exact") == exact]
         score.update({(int(r.layer), int(r.head)): float(r.delta) for r in part.itertuples()})
     known = sorted((h for h in heads if h in score), key=lambda h: (score[h], h))
     return [h for h in heads if h not in score] + known

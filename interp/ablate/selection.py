@@ -54,7 +54,7 @@ def top_heads(rows: pd.DataFrame, k: int) -> set[Head]:
     """The union over (method, metric) of ``rows`` of the ``k`` heads with the largest
     |delta|, every head tied with the ``k``-th included (NaN estimates rank nowhere)."""
     out: set[Head] = set()
-    for _, group in rows.groupby(["method", "metric"]):
+    for _, group in rows.groupby(["estimator", "metric"]):
         size = group.set_index(["layer", "head"])["delta"].abs().dropna().sort_values(ascending=False)
         if size.empty:
             continue
@@ -66,7 +66,7 @@ def top_heads(rows: pd.DataFrame, k: int) -> set[Head]:
 def never_exact(effects: pd.DataFrame, n_layers: int, n_heads: int) -> list[str]:
     """The heads with no exact row in ``effects``, as ``L{layer}H{head}`` in layer order: their
     effects are estimates only (what the manifest and the report list)."""
-    exact = effects[effects["method"] == "exact"] if "method" in effects.columns else effects.iloc[:0]
+    exact = effects[effects["estimator"] == "exact"] if "estimator" in effects.columns else effects.iloc[:0]
     done = set(zip(exact["layer"].astype(int), exact["head"].astype(int)))
     return [f"L{layer}H{head}" for layer in range(n_layers) for head in range(n_heads) if (layer, head) not in done]
 
@@ -94,7 +94,7 @@ def audit_summary(effects: pd.DataFrame) -> dict[str, dict[str, float | int]]:
     """
     if "selected" not in effects.columns:
         return {}
-    rows = effects[(effects["method"] == "exact") & effects["estimate"].notna()]
+    rows = effects[(effects["estimator"] == "exact") & effects["estimate"].notna()]
     out: dict[str, dict[str, float | int]] = {}
     for (kind, metric), group in rows.groupby(["ablation", "metric"]):
         audit = group[group["selected"] == AUDIT]

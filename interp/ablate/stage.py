@@ -298,7 +298,7 @@ def _fit_memory(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...],
 
 def _estimate(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, estimator: str, means: torch.Tensor | None,
               progress: bool) -> tuple[pd.DataFrame, torch.Tensor | None]:
-    """Every head's estimated effect rows (``method`` the estimator's name) and the heads' means
+    """Every head's estimated effect rows (``estimator`` the estimator's name) and the heads' means
     (None where no kind needs them and no estimator computed them anyway)."""
     if estimator == "attribution":
         attr = attribute(ablator, corpus, cfg.ablations, progress)

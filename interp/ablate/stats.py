@@ -131,7 +131,7 @@ def bootstrap_weights(n: int, n_boot: int, seed: int) -> np.ndarray:
     return weights
 
 
-def effects_from_sums(store: SumStore, method: str, n_boot: int, seed: int,
+def effects_from_sums(store: SumStore, estimator: str, n_boot: int, seed: int,
                       tokens: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
     """One ``effects`` row per (condition, metric) in ``store``; delta oriented worse = positive.
 
@@ -161,7 +161,7 @@ def effects_from_sums(store: SumStore, method: str, n_boot: int, seed: int,
                     "layer": layer, "head": head, "ablation": kind, "metric": metric, "baseline": baseline,
                     "ablated": baseline + ORIENTATION.get(metric, 1) * delta[j], "delta": delta[j],
                     "delta_rel": delta[j] / abs(baseline) if baseline != 0 else np.nan,
-                    "ci_low": lo[j], "ci_high": hi[j], "method": method,
+                    "ci_low": lo[j], "ci_high": hi[j], "estimator": estimator,
                     "n_tokens": int(n_tok[mask].sum()) if n_tok is not None else np.nan,
                 })
     frame = pd.DataFrame(rows)

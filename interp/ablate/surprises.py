@@ -2,7 +2,7 @@
 
 Both functions take the ``roles`` table (None when the classify stage has not run: they then
 return an empty frame with their columns) and the ``effects`` table. Where a head has an exact
-effect it is used, otherwise its attribution estimate; the ``method`` column says which.
+effect it is used, otherwise its attribution estimate; the ``estimator`` column says which.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-ROLE_EFFECT_COLUMNS = ["role", "ablation", "metric", "method", "n_heads", "mean_delta", "median_delta",
+ROLE_EFFECT_COLUMNS = ["role", "ablation", "metric", "estimator", "n_heads", "mean_delta", "median_delta",
                        "q25_delta", "q75_delta", "max_delta", "share_important"]
-SURPRISE_COLUMNS = ["layer", "head", "role", "confidence", "surprise", "ablation", "metric", "method",
+SURPRISE_COLUMNS = ["layer", "head", "role", "confidence", "surprise", "ablation", "metric", "estimator",
                     "delta", "ci_low", "ci_high", "delta_rank", "reason"]
 UNEXPLAINED = "unexplained"
 TOP_SHARE = 0.10  # "important": among the top 10% of heads by delta on some metric...
@@ -21,7 +21,7 @@ LABEL_CONFIDENCE = 0.5  # "labelled": the classifier's primary role at least thi
 
 def best_effects(effects: pd.DataFrame) -> pd.DataFrame:
     """One row per (layer, head, ablation, metric): exact where present, attribution otherwise."""
-    ranked = effects.assign(_exact=(effects["method"] == "exact").astype(int))
+    ranked = effects.assign(_exact=(effects["estimator"] == "exact").astype(int))
     ranked = ranked.sort_values("_exact", ascending=False, kind="stable")
     return ranked.drop_duplicates(["layer", "head", "ablation", "metric"]).drop(columns="_exact")
 
@@ -47,7 +47,7 @@ def role_effects(roles: pd.DataFrame | None, effects: pd.DataFrame) -> pd.DataFr
     if roles is None or roles.empty or effects is None or effects.empty:
         return pd.DataFrame(columns=ROLE_EFFECT_COLUMNS)
     merged = mark_important(effects).merge(roles[["layer", "head", "role"]], on=["layer", "head"], how="inner")
-    grouped = merged.groupby(["role", "ablation", "metric", "method"])
+    grouped = merged.groupby(["role", "ablation", "metric", "estimator"])
     out = grouped.agg(
         n_heads=("delta", "size"), mean_delta=("delta", "mean"), median_delta=("delta", "median"),
         q25_delta=("delta", lambda d: d.quantile(0.25)), q75_delta=("delta", lambda d: d.quantile(0.75)),
@@ -85,6 +85,6 @@ def surprises(roles: pd.DataFrame | None, effects: pd.DataFrame) -> pd.DataFrame
 def _row(r: pd.Series, surprise: str, reason: str) -> dict:
     # r["head"], not r.head: a Series' .head is its method.
     return {"layer": int(r["layer"]), "head": int(r["head"]), "role": r["role"], "confidence": float(r["confidence"]),
-            "surprise": surprise, "ablation": r["ablation"], "metric": r["metric"], "method": r["method"],
+            "surprise": surprise, "ablation": r["ablation"], "metric": r["metric"], "estimator": r["estimator"],
             "delta": float(r["delta"]), "ci_low": float(r["ci_low"]), "ci_high": float(r["ci_high"]),
             "delta_rank": int(r["delta_rank"]), "reason": reason}

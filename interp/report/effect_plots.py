@@ -38,7 +38,7 @@ def _grid(data: pd.DataFrame, col: str, n_facets: int, height: float, aspect: fl
 
 def _method_note(rows: pd.DataFrame, n_heads: int) -> str:
     """How a facet's cells were measured: 'exact', 'estimates', or both, and how many heads."""
-    n_exact = int((rows["method"] == "exact").sum())
+    n_exact = int((rows["estimator"] == "exact").sum())
     if n_exact == len(rows):
         note = "exact"
     else:
@@ -61,8 +61,8 @@ def _effect_maps_figure(best: pd.DataFrame, shape: tuple[int, int], ablation: st
         annotate = n_layers * n_heads <= MAX_ANNOTATED_CELLS
         head_heatmap(ax, delta, span=symmetric_span(delta), annot=value_labels(delta) if annotate else False, fmt="",
                      cbar_label=WORSE, **facet_ticks(n_layers, n_heads))
-        if (rows["method"] != "exact").any():
-            for row in rows[rows["method"] == "exact"].itertuples():
+        if (rows["estimator"] != "exact").any():
+            for row in rows[rows["estimator"] == "exact"].itertuples():
                 ax.add_patch(Rectangle((row.head, row.layer), 1, 1, fill=False, edgecolor="black", linewidth=1.2))
         ax.set_title(f"{metric}\n{_method_note(rows, n_layers * n_heads)}", fontsize=9)
     return finish_facets(grid, f"Effect of ablating each head, per metric ({ablation} ablation)")
@@ -101,7 +101,7 @@ def _role_panel(ax, rows: pd.DataFrame, order: list[str]) -> None:
         low = (part["delta"] - part["ci_low"]).clip(lower=0).fillna(0)
         high = (part["ci_high"] - part["delta"]).clip(lower=0).fillna(0)
         ax.errorbar(xs, part["delta"], yerr=[low, high], fmt="none", ecolor=colour, elinewidth=0.8, alpha=0.8)
-        exact = (part["method"] == "exact").to_numpy()
+        exact = (part["estimator"] == "exact").to_numpy()
         ax.scatter(xs[exact], part["delta"][exact], s=22, color=colour, edgecolor="black", linewidth=0.3, zorder=3)
         ax.scatter(xs[~exact], part["delta"][~exact], s=22, facecolor="white", edgecolor=colour, linewidth=0.9, zorder=3)
     ax.axhline(0, color="black", linewidth=0.7)
@@ -218,7 +218,7 @@ def plot_score_vs_effect(roles: pd.DataFrame | None, effects: pd.DataFrame | Non
     choice = S.choose_effect(effects)
     if choice is None or roles is None or roles.empty:
         return None
-    data = _with_roles(S.head_effects(effects, choice).assign(metric=choice.metric, method=choice.method), roles)
+    data = _with_roles(S.head_effects(effects, choice).assign(metric=choice.metric, estimator=choice.estimator), roles)
     if data.empty:
         return None
     data = data.assign(x=role_score(data))

@@ -252,7 +252,7 @@ def head_facts(run: RunTables) -> dict[str, dict[str, Any]]:
     best = S.best_effects(run.effects)
     if best is not None:
         for (layer, head), rows in best.groupby(["layer", "head"], sort=False):
-            of(layer, head)["effects"] = [[str(r.metric), _num(r.delta), _num(r.ci_low), _num(r.ci_high), str(r.method)]
+            of(layer, head)["effects"] = [[str(r.metric), _num(r.delta), _num(r.ci_low), _num(r.ci_high), str(r.estimator)]
                                           for r in rows.itertuples()]
     return facts
 

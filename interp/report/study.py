@@ -88,7 +88,7 @@ def effect_spread(runs: dict[str, RunTables]) -> pd.DataFrame:
             continue
         choice = S.choose_effect(run.effects)
         for metric in sorted(run.effects["metric"].dropna().unique()):
-            picked = S.EffectChoice(choice.ablation, metric, choice.method)
+            picked = S.EffectChoice(choice.ablation, metric, choice.estimator)
             delta = S.head_effects(run.effects, picked)
             if delta.empty:
                 continue

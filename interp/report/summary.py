@@ -4,7 +4,7 @@ Pure functions from a run's tables to small frames and a summary dict; plots, th
 the PDF all read these, so a figure and the sentence under it cannot disagree.
 
 Which effect is "the" effect of a head: the effects table can hold several ablations (zero, mean,
-resample), several metrics and two methods (exact ablation; an estimate, by first-order attribution
+resample), several metrics and two estimators (exact ablation; an estimate, by first-order attribution
 or integrated gradients). The report shows one of them, chosen by :func:`choose_effect`: exact rows if the run has any, then the first
 ablation and metric present in the preference orders below.
 """
@@ -34,15 +34,15 @@ TOLERANCES = (0.01, 0.05)
 
 @dataclass(frozen=True)
 class EffectChoice:
-    """The (ablation, metric, method) slice of the effects table that the report shows."""
+    """The (ablation, metric, estimator) slice of the effects table that the report shows."""
 
     ablation: str
     metric: str
-    method: str
+    estimator: str
 
     @property
     def label(self) -> str:
-        return f"{self.metric}, {self.ablation} ablation, {self.method}"
+        return f"{self.metric}, {self.ablation} ablation, {self.estimator}"
 
 
 def _first_present(preference: tuple[str, ...], present: pd.Series) -> str:
@@ -58,32 +58,32 @@ def choose_effect(effects: pd.DataFrame | None, exact_only: bool = False) -> Eff
     if effects is None or effects.empty:
         return None
     rows = effects.dropna(subset=["delta"])
-    exact = rows[rows["method"] == "exact"]
+    exact = rows[rows["estimator"] == "exact"]
     if not exact.empty:
-        rows, method = exact, "exact"
+        rows, estimator = exact, "exact"
     elif exact_only:
         return None
     else:
-        method = estimator_of(rows)
-        rows = rows[rows["method"] == method]
+        estimator = estimator_of(rows)
+        rows = rows[rows["estimator"] == estimator]
     if rows.empty:
         return None
     ablation = _first_present(ABLATION_PREFERENCE, rows["ablation"])
     rows = rows[rows["ablation"] == ablation]
-    return EffectChoice(ablation, _first_present(METRIC_PREFERENCE, rows["metric"]), method)
+    return EffectChoice(ablation, _first_present(METRIC_PREFERENCE, rows["metric"]), estimator)
 
 
 def estimator_of(effects: pd.DataFrame) -> str:
     """The estimator whose rows the report shows: the first of ``ESTIMATORS`` (the default first)
     that the table holds (a ``--top-k`` run holds both)."""
-    estimated = effects.loc[effects["method"] != "exact", "method"]
+    estimated = effects.loc[effects["estimator"] != "exact", "estimator"]
     return _first_present(ESTIMATORS, estimated) if len(estimated) else ESTIMATORS[0]
 
 
 def head_effects(effects: pd.DataFrame, choice: EffectChoice) -> pd.DataFrame:
     """One row per head of the chosen slice: layer, head, delta, delta_rel, ci_low, ci_high."""
     mask = ((effects["ablation"] == choice.ablation) & (effects["metric"] == choice.metric)
-            & (effects["method"] == choice.method))
+            & (effects["estimator"] == choice.estimator))
     cols = ["delta", "delta_rel", "ci_low", "ci_high"]
     # Duplicate (layer, head) rows would come from a rerun appended to the table: average them.
     return effects.loc[mask, ["layer", "head", *cols]].groupby(["layer", "head"], as_index=False)[cols].mean()
@@ -103,8 +103,8 @@ def best_effects(effects: pd.DataFrame | None) -> pd.DataFrame | None:
     if ablation is None:
         return None
     rows = effects[(effects["ablation"] == ablation)].dropna(subset=["delta"])
-    rows = rows.assign(rank=(rows["method"] != "exact").astype(int)).sort_values(["metric", "layer", "head", "rank"])
-    cols = ["metric", "layer", "head", "delta", "ci_low", "ci_high", "method"]
+    rows = rows.assign(rank=(rows["estimator"] != "exact").astype(int)).sort_values(["metric", "layer", "head", "rank"])
+    cols = ["metric", "layer", "head", "delta", "ci_low", "ci_high", "estimator"]
     return rows.drop_duplicates(["metric", "layer", "head"], keep="first")[cols].reset_index(drop=True)
 
 
@@ -117,7 +117,7 @@ def audit_pairs(effects: pd.DataFrame | None) -> pd.DataFrame | None:
         return None
     rows = effects[effects["ablation"] == ablation].dropna(subset=["delta"])
     keys = ["metric", "layer", "head"]
-    wide = rows.pivot_table(index=keys, columns="method", values="delta", aggfunc="mean")
+    wide = rows.pivot_table(index=keys, columns="estimator", values="delta", aggfunc="mean")
     estimator = estimator_of(rows) if len(rows) else ESTIMATORS[0]
     if not {"exact", estimator} <= set(wide.columns):
         return None
@@ -125,7 +125,7 @@ def audit_pairs(effects: pd.DataFrame | None) -> pd.DataFrame | None:
     if pairs.empty:
         return None
     if "selected" in rows.columns:
-        why = rows[rows["method"] == "exact"].drop_duplicates(keys).set_index(keys)["selected"]
+        why = rows[rows["estimator"] == "exact"].drop_duplicates(keys).set_index(keys)["selected"]
         return pairs[[*keys, "estimate", "exact"]].join(why, on=keys)
     return pairs[[*keys, "estimate", "exact"]]
 

@@ -67,7 +67,7 @@ def test_a_family_without_architectures_runs_every_stage(family, tmp_path):
     roles = classify(features.features, features.replicates, features.names).roles
     assert len(roles) == len(heads) and roles["role"].notna().all()
     result = ablate(model, ABLATE, progress=False)
-    exact = result.effects[result.effects["method"] == "exact"]
+    exact = result.effects[result.effects["estimator"] == "exact"]
     assert len(exact) == len(heads) * len(result.summary["metrics"])
     assert np.isfinite(exact["baseline"]).all() and np.isfinite(exact["ablated"]).all()
     # the directory is the user's: the derived architecture is never written back into it

@@ -35,7 +35,7 @@ ATOL = 1e-6
 KEYS = {
     "features": ("layer", "head", "feature"),
     "roles": ("layer", "head"),
-    "effects": ("layer", "head", "ablation", "metric", "method"),
+    "effects": ("layer", "head", "ablation", "metric", "estimator"),
     "pruning": ("metric", "removed_by", "heads_removed"),
 }
 # Columns that only say which heads a pruning step removed, or what it measured on them.
@@ -171,7 +171,7 @@ def _scores(effects: pd.DataFrame, metric: str) -> dict[str, float]:
     assert rows["ablation"].nunique() <= 1, "one ablation kind per golden run"
     score: dict[str, float] = {}
     for exact in (False, True):
-        part = rows[(rows["method"] == "exact") == exact]
+        part = rows[(rows["estimator"] == "exact") == exact]
         score.update({f"L{int(r.layer)}H{int(r.head)}": float(r.delta) for r in part.itertuples()})
     return score
 

@@ -34,7 +34,7 @@ def test_quick_finds_the_previous_token_and_the_induction_head(toy):
     features = collect(toy, probes, suites=[], progress=False).features
     previous, induction = best_head(features, "previous_token", 0), best_head(features, "induction", 1)
     out = ablate(toy, AblateConfig(quick=True, threads=1), progress=False)
-    exact = out.effects[out.effects["method"] == "exact"]
+    exact = out.effects[out.effects["estimator"] == "exact"]
     chosen = set(exact.loc[exact["selected"] == "top_k", ["layer", "head"]].itertuples(index=False, name=None))
     assert len(chosen) < toy.n_layers * toy.n_heads  # a selection, not every head
     assert {previous, induction} <= chosen, (previous, induction, chosen)

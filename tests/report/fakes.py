@@ -65,7 +65,7 @@ def fake_effects(roles: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
                     rows.append({"layer": head["layer"], "head": head["head"], "ablation": ablation,
                                  "metric": metric, "baseline": base, "ablated": ablated, "delta": delta,
                                  "delta_rel": delta / base, "ci_low": delta * 0.8, "ci_high": delta * 1.2,
-                                 "method": method})
+                                 "estimator": method})
     return pd.DataFrame(rows)
 
 

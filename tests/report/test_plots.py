@@ -79,7 +79,7 @@ def test_few_features_on_a_small_grid_are_annotated(make_fake_run, tmp_path):
 
 def effects_of(rows):
     cols = ["layer", "head", "ablation", "metric", "baseline", "ablated", "delta", "delta_rel", "ci_low", "ci_high",
-            "method"]
+            "estimator"]
     return pd.DataFrame([dict(zip(cols, r)) for r in rows])
 
 
@@ -114,7 +114,7 @@ def test_effect_vs_role_draws_each_heads_interval():
 
 
 def test_estimator_audit_pairs_only_heads_measured_both_ways(tmp_path):
-    assert E.plot_estimator_audit(QUICK[QUICK["method"] == "exact"], None, tmp_path) is None
+    assert E.plot_estimator_audit(QUICK[QUICK["estimator"] == "exact"], None, tmp_path) is None
     saved = E.plot_estimator_audit(QUICK, None, tmp_path)
     assert saved is not None and saved.png.exists()
 

@@ -12,7 +12,7 @@ from interp.report import summary as S
 
 
 def effects_frame(rows):
-    cols = ["layer", "head", "ablation", "metric", "baseline", "ablated", "delta", "delta_rel", "ci_low", "ci_high", "method"]
+    cols = ["layer", "head", "ablation", "metric", "baseline", "ablated", "delta", "delta_rel", "ci_low", "ci_high", "estimator"]
     return pd.DataFrame([dict(zip(cols, r)) for r in rows])
 
 
@@ -31,7 +31,7 @@ def test_choose_effect_prefers_exact_then_mean_then_loss_prose():
         (0, 0, "mean", "loss_prose", 2.0, 2.1, 0.1, 0.05, 0.0, 0.2, "attribution"),
     ])
     assert S.choose_effect(eff) == S.EffectChoice("mean", "loss_repeated", "exact")
-    only_attr = eff[eff["method"] == "attribution"]
+    only_attr = eff[eff["estimator"] == "attribution"]
     assert S.choose_effect(only_attr) == S.EffectChoice("mean", "loss_prose", "attribution")
     assert S.choose_effect(only_attr, exact_only=True) is None
     assert S.choose_effect(None) is None and S.choose_effect(eff.iloc[:0]) is None
@@ -131,9 +131,9 @@ def test_best_effects_takes_the_exact_row_where_a_head_has_one():
         (0, 1, "mean", "loss_prose", 2.0, 2.2, 0.2, 0.1, 0.1, 0.3, "exact"),  # preferred ablation
     ])
     best = S.best_effects(eff)
-    assert best[["layer", "head", "delta", "method"]].values.tolist() == [[0, 1, 0.2, "exact"]]
+    assert best[["layer", "head", "delta", "estimator"]].values.tolist() == [[0, 1, 0.2, "exact"]]
     best = S.best_effects(eff[eff["ablation"] == "zero"])
-    assert best[["head", "delta", "ci_low", "method"]].values.tolist() == [[0, 0.1, 0.0, "attribution"],
+    assert best[["head", "delta", "ci_low", "estimator"]].values.tolist() == [[0, 0.1, 0.0, "attribution"],
                                                                            [1, 0.9, 0.8, "exact"]]
     assert S.best_effects(None) is None
 

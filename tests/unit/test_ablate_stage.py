@@ -40,10 +40,10 @@ def result(llama):
 def test_effects_schema_and_coverage(result):
     e = result.effects
     assert list(e.columns[: len(EFFECTS.names)]) == EFFECTS.names
-    assert set(e["method"]) == {"exact", "attribution"}
+    assert set(e["estimator"]) == {"exact", "attribution"}
     assert set(e["metric"]) == {"loss_prose", "loss_repeated", "sv_logit_diff"}
     for method in ("exact", "attribution"):
-        assert len(e[e["method"] == method]) == N * 2 * 3
+        assert len(e[e["estimator"] == method]) == N * 2 * 3
     assert not e[["baseline", "ablated", "delta", "ci_low", "ci_high"]].isna().any().any()
     assert (e["ci_low"] <= e["ci_high"]).all()
 
@@ -55,21 +55,21 @@ def test_delta_is_oriented_so_positive_is_worse(result):
     np.testing.assert_allclose(loss["delta"], loss["ablated"] - loss["baseline"], atol=1e-9)
     np.testing.assert_allclose(sv["delta"], sv["baseline"] - sv["ablated"], atol=1e-9)
     np.testing.assert_allclose(e["delta_rel"], e["delta"] / e["baseline"].abs(), atol=1e-9)
-    assert e.groupby(["metric", "method"])["baseline"].nunique().eq(1).all()
+    assert e.groupby(["metric", "estimator"])["baseline"].nunique().eq(1).all()
 
 
 def test_heads_per_pass_changes_speed_not_results(llama, result):
     stacked = ablate(llama, dataclasses.replace(SMALL, heads_per_pass=1, attribution=False, prune=False), progress=False)
-    a = result.effects[result.effects["method"] == "exact"].reset_index(drop=True)
+    a = result.effects[result.effects["estimator"] == "exact"].reset_index(drop=True)
     b = stacked.effects.reset_index(drop=True)
     np.testing.assert_allclose(a["delta"], b["delta"], atol=1e-5)
 
 
 def test_exact_rows_carry_the_estimate(result):
     e = result.effects
-    exact = e[e["method"] == "exact"]
-    assert (exact["selected"] == "all").all() and e.loc[e["method"] != "exact", "selected"].isna().all()
-    merged = exact.merge(e[e["method"] == "attribution"], on=["layer", "head", "ablation", "metric"])
+    exact = e[e["estimator"] == "exact"]
+    assert (exact["selected"] == "all").all() and e.loc[e["estimator"] != "exact", "selected"].isna().all()
+    merged = exact.merge(e[e["estimator"] == "attribution"], on=["layer", "head", "ablation", "metric"])
     np.testing.assert_array_equal(merged["estimate_x"], merged["delta_y"])
     assert set(result.summary["audit"]) == {f"{k}/{m}" for k in ("zero", "mean")
                                             for m in ("loss_prose", "loss_repeated", "sv_logit_diff")}
@@ -79,12 +79,12 @@ def test_exact_rows_carry_the_estimate(result):
 def test_top_k_runs_exact_ablation_on_the_top_heads_and_an_audit_sample(llama, estimator):
     out = ablate(llama, dataclasses.replace(SMALL, ablations=("zero",), top_k=1, audit=2, prune=False,
                                             estimator=estimator), progress=False)
-    exact = out.effects[out.effects["method"] == "exact"]
-    estimated = out.effects[out.effects["method"] != "exact"]
-    assert set(estimated["method"]) == {"attribution", "integrated"}  # top_k ranks by both
+    exact = out.effects[out.effects["estimator"] == "exact"]
+    estimated = out.effects[out.effects["estimator"] != "exact"]
+    assert set(estimated["estimator"]) == {"attribution", "integrated"}  # top_k ranks by both
     # the top 1 of every (estimator, metric): their union
     best = {(int(g.loc[g["delta"].abs().idxmax(), "layer"]), int(g.loc[g["delta"].abs().idxmax(), "head"]))
-            for _, g in estimated.groupby(["method", "metric"])}
+            for _, g in estimated.groupby(["estimator", "metric"])}
     assert set(exact.loc[exact["selected"] == "top_k", ["layer", "head"]].itertuples(index=False, name=None)) == best
     chosen = exact.drop_duplicates(["layer", "head"])["selected"].value_counts().to_dict()
     assert chosen == {"top_k": len(best), "audit": 2}
@@ -93,7 +93,7 @@ def test_top_k_runs_exact_ablation_on_the_top_heads_and_an_audit_sample(llama, e
     assert len(out.summary["never_exact"]) == N - len(best) - 2
     audit = out.summary["audit"]["zero/loss_prose"]
     assert audit["n_audit"] == 2 and audit["max_abs_error"] >= audit["mean_abs_error"] >= 0
-    own = estimated[estimated["method"] == estimator]
+    own = estimated[estimated["estimator"] == estimator]
     merged = exact.merge(own, on=["layer", "head", "ablation", "metric"])
     np.testing.assert_array_equal(merged["estimate_x"], merged["delta_y"])  # the estimate column is the chosen one's
 
@@ -111,7 +111,7 @@ def test_encoder_stage(bert):
     out = ablate(bert, dataclasses.replace(SMALL, ablations=("zero", "resample")), progress=False)
     e = out.effects
     assert set(e["metric"]) == {"embedding_cosine", "retrieval_margin"}
-    estimated = e[e["method"] == "attribution"]
+    estimated = e[e["estimator"] == "attribution"]
     assert set(estimated["metric"]) == {"retrieval_margin"}  # no gradient at the intact model
     cosine = e[e["metric"] == "embedding_cosine"]
     assert (cosine["baseline"] == 0).all() and cosine["delta_rel"].isna().all()
@@ -204,7 +204,7 @@ def test_stacked_pruning_steps_equal_one_step_per_pass(llama, kind):
 @pytest.mark.parametrize("metric", ["loss_prose", "loss_repeated", "sv_logit_diff"])
 def test_each_metric_removes_its_own_least_important_head_first(result, llama, metric):
     e = result.effects
-    exact = e[(e["method"] == "exact") & (e["metric"] == metric) & (e["ablation"] == "zero")]
+    exact = e[(e["estimator"] == "exact") & (e["metric"] == metric) & (e["ablation"] == "zero")]
     first = exact.sort_values(["delta", "layer", "head"]).iloc[0]
     p = result.pruning[result.pruning["metric"] == metric]
     step = p[p["heads_removed"] == 1]
@@ -326,7 +326,7 @@ def test_ablate_stage_writes_tables_and_records_the_stage(llama, tmp_path):
 
 def _effects(deltas: dict[tuple[int, int], float]) -> pd.DataFrame:
     rows = [{"layer": l, "head": h, "ablation": "zero", "metric": "loss_prose", "baseline": 3.0, "ablated": 3.0 + d,
-             "delta": d, "delta_rel": d / 3, "ci_low": d - 0.01, "ci_high": d + 0.01, "method": "exact"}
+             "delta": d, "delta_rel": d / 3, "ci_low": d - 0.01, "ci_high": d + 0.01, "estimator": "exact"}
             for (l, h), d in deltas.items()]
     return pd.DataFrame(rows)
 
@@ -367,9 +367,9 @@ def test_exact_effects_win_over_attribution():
     from interp.ablate.surprises import best_effects
 
     exact = _effects({(0, 0): 0.2})
-    attribution = exact.assign(method="attribution", delta=0.9)
+    attribution = exact.assign(estimator="attribution", delta=0.9)
     best = best_effects(pd.concat([attribution, exact]))
-    assert len(best) == 1 and best["method"].iloc[0] == "exact"
+    assert len(best) == 1 and best["estimator"].iloc[0] == "exact"
 
 
 def test_group_ablation_and_the_role_check(llama):

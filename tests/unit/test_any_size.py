@@ -69,7 +69,7 @@ def test_every_stage_runs_and_covers_every_head(shape):
     roles = classify(features.features, features.replicates, features.names).roles
     assert len(roles) == heads and roles["role"].notna().all()
     result = ablate(model, ABLATE, progress=False)
-    exact = result.effects[result.effects["method"] == "exact"]
+    exact = result.effects[result.effects["estimator"] == "exact"]
     assert len(exact) == heads * len(result.summary["metrics"])
     assert np.isfinite(exact["baseline"]).all() and np.isfinite(exact["ablated"]).all()
     assert len(result.pruning) and result.summary["layer_reuse"] == (model.n_layers > 1)

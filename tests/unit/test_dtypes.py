@@ -15,7 +15,7 @@ from tiny_models import save_tiny_llama
 
 FEATURE_TOL = 1e-3  # measured on this model: 2.8e-5 (bfloat16), 5.1e-6 (float16)
 EFFECT_TOL = 0.05  # of the largest |effect|; measured: 2.0% (bfloat16), 0.4% (float16)
-KEYS = ["layer", "head", "ablation", "metric", "method"]
+KEYS = ["layer", "head", "ablation", "metric", "estimator"]
 
 
 @pytest.fixture(scope="module")

@@ -75,7 +75,7 @@ def test_estimates_add_up_to_ablating_every_head():
 
 def estimates_frame(deltas: dict[str, list[float]], method: str = "attribution") -> pd.DataFrame:
     heads = [(0, 0), (0, 1), (1, 0), (1, 1)]
-    return pd.DataFrame([{"layer": l, "head": h, "ablation": "zero", "metric": m, "delta": d, "method": method}
+    return pd.DataFrame([{"layer": l, "head": h, "ablation": "zero", "metric": m, "delta": d, "estimator": method}
                          for m, ds in deltas.items() for (l, h), d in zip(heads, ds)])
 
 
@@ -112,14 +112,14 @@ def test_ties_at_the_kth_head_are_all_included():
 
 def test_heads_never_ablated_exactly_are_named():
     est = estimates_frame({"a": [0.1, 0.2, 0.3, 0.4]})
-    exact = est[est["head"] == 1].assign(method="exact")
+    exact = est[est["head"] == 1].assign(estimator="exact")
     assert never_exact(pd.concat([est, exact]), 2, 2) == ["L0H0", "L1H0"]
     assert never_exact(est, 2, 2) == ["L0H0", "L0H1", "L1H0", "L1H1"]
 
 
 def test_audit_summary_reports_error_and_misses():
     est = estimates_frame({"a": [1.0, 0.8, 0.1, 0.0]})
-    exact = est.assign(delta=[0.9, 0.5, 0.7, 0.1], method="exact")
+    exact = est.assign(delta=[0.9, 0.5, 0.7, 0.1], estimator="exact")
     chosen = {(0, 0): "top_k", (0, 1): "top_k", (1, 0): "audit", (1, 1): "audit"}
     rows = annotate(exact, est, chosen)
     assert rows["estimate"].tolist() == [1.0, 0.8, 0.1, 0.0]

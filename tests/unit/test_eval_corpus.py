@@ -112,7 +112,7 @@ def test_a_task_reads_its_own_positions_with_its_own_metric(llama):
         ids = [llama.bos_token_id, *tok(text).input_ids]
         logits = _logits(llama, ids)
         expected += [float(logits[p + 1, wrong] - logits[p + 1, ids[p + 2]]) for p in positions]
-    exact = result.effects[result.effects["method"] == "exact"]
+    exact = result.effects[result.effects["estimator"] == "exact"]
     assert set(exact["metric"]) == {"my_task"} and result.summary["corpus"] == {"my_task": {"n_sequences": 2,
                                                                                            "n_scored": 3}}
     assert (exact["n_tokens"] == 3).all()  # the positions the task reads, not every token of its sequences
@@ -134,7 +134,7 @@ def test_a_tasks_effect_is_the_metric_with_the_head_zeroed(llama):
         losses = [F.cross_entropy(_logits(llama, s)[:-1], torch.tensor(s[1:]), reduction="sum") for s in (ids[0], ids[2])]
     finally:
         weight.data[:, cols] = saved
-    row = result.effects.query("method == 'exact' and layer == 1 and head == 2").iloc[0]
+    row = result.effects.query("estimator == 'exact' and layer == 1 and head == 2").iloc[0]
     assert row["ablated"] == pytest.approx(float(sum(losses)) / (5 + 3), rel=1e-5)
 
 
