@@ -8,6 +8,7 @@ from typing import Literal
 
 from interp.ablate.catalogue import CORPUS, ESTIMATORS, KINDS, METRICS
 from interp.ablate.tasks import Task
+from interp.collect.config import MAX_GENERATED, MAX_REPEATED_LENGTH  # the same caps as collect's probes
 from interp.config import MAX_INT, config, option, require
 from interp.model.spec import DTYPES
 
@@ -41,13 +42,13 @@ class AblateConfig:
     """ablation kind (repeatable; the first orders the pruning curve)"""
     metrics: tuple[str, ...] | None = option(None, flag="--metric")
     """metric to measure (repeatable; the first orders the pruning curve); default: all of the model's kind"""
-    n_prose: int = option(6, ge=0, le=MAX_INT)
+    n_prose: int = option(6, ge=0, le=MAX_GENERATED)
     """prose lines (every second line of the shipped corpus)"""
-    n_repeated: int = option(6, ge=0, le=MAX_INT)
+    n_repeated: int = option(6, ge=0, le=MAX_GENERATED)
     """repeated-random-token sequences (causal only)"""
     repeated_lengths: tuple[int, ...] = option((10,), flag="--repeated-length")
     """length of the random half of a repeated-token sequence (repeatable)"""
-    n_syntax: int = option(16, ge=0, le=MAX_INT)
+    n_syntax: int = option(16, ge=0, le=MAX_GENERATED)
     """syntax sentences for subject-verb agreement (causal only)"""
     eval_corpus: str | None = option(None, file=True)
     """your own evaluation sequences (.txt one a line, .jsonl / .csv a text field): a causal LM adds the metric
@@ -106,7 +107,8 @@ class AblateConfig:
                 f"None or a non-empty subset of {', '.join(known)}")
         require(self, "metrics", CORPUS not in (self.metrics or ()) or bool(self.eval_corpus),
                 f"without {CORPUS} unless an eval_corpus is given (--eval-corpus FILE)")
-        require(self, "repeated_lengths", bool(self.repeated_lengths) and min(self.repeated_lengths) >= 2, "lengths >= 2")
+        require(self, "repeated_lengths", bool(self.repeated_lengths) and min(self.repeated_lengths) >= 2
+                and max(self.repeated_lengths) <= MAX_REPEATED_LENGTH, f"lengths from 2 to {MAX_REPEATED_LENGTH}")
         for name in ("address", "workers"):
             require(self, name, getattr(self, name) is None or self.executor != "local", "left unset with --executor local")
 

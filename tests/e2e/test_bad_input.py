@@ -345,6 +345,7 @@ CASES: dict[str, Callable] = {
     "unknown model": lambda tmp: ["run", "--model", "no-such-model-anywhere", "--out", str(tmp / "runs")],
     # issue 24: huge integers, refused before anything is built
     "--n-syntax 100000000": run_with("--n-syntax", "100000000"),
+    "--ablate-n-syntax 100000000": run_with("--ablate-n-syntax", "100000000"),
     "--seed 2**65": run_with("--seed", str(2**65)),
     "--max-sentences 10**30": run_with("--max-sentences", str(10**30)),
     "--max-rounds 10**30": run_with("--max-rounds", str(10**30)),
