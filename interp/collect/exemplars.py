@@ -36,7 +36,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from interp.pipeline.rundir import write_bytes
+from interp.pipeline.rundir import read_archive, write_bytes
 
 FILE = "exemplars.npz"
 LEGACY_FILE = "exemplars.json"  # one pattern per feature, written by an extra pass (before format 1)
@@ -170,15 +170,9 @@ def read_exemplars(run_dir: Path) -> Exemplars | None:
     """The run's stored exemplars; None if it has none (an older run may have exemplars.json,
     which the report does not read). Raises :class:`ExemplarsUnreadable` for a damaged file."""
     path = Path(run_dir) / FILE
-    if not path.exists():
-        return None
     try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {name: data[name] for name in FIELDS}
-        version = int(arrays["version"])
-        if version != FORMAT_VERSION:
-            raise ValueError(f"format {version}, this version reads {FORMAT_VERSION}")
-        return Exemplars(tuple(_probes(arrays)))
+        arrays = read_archive(path, FIELDS, FORMAT_VERSION)
+        return None if arrays is None else Exemplars(tuple(_probes(arrays)))
     except (OSError, ValueError, KeyError, IndexError, EOFError, zipfile.BadZipFile) as exc:
         raise ExemplarsUnreadable(f"{path} is unreadable ({exc}); rerun `interp collect {run_dir}`") from None
 

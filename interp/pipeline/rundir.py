@@ -29,11 +29,12 @@ import re
 import stat
 import tempfile
 import uuid
+import zipfile
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+import numpy as np
 import pandas as pd
 
 from interp.errors import RunError
@@ -240,6 +241,21 @@ def read_table(run_dir: Path, name: str) -> pd.DataFrame | None:
         return TABLES[name].validate(frame) if name in TABLES else frame
     except (OSError, ValueError, TypeError, KeyError) as exc:  # pyarrow's errors are among these
         raise RunError(f"{path} is unreadable or malformed ({_first_line(exc)}); rerun the stage that writes it") from None
+
+
+def read_archive(path: Path, fields: tuple[str, ...], version: int) -> dict[str, Any] | None:
+    """The named arrays of a versioned ``.npz`` a stage wrote (no pickles), None when the file is
+    not there; a damaged file, a missing field or another format version is a ValueError."""
+    if not Path(path).exists():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {name: data[name] for name in fields}
+    except (OSError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        raise ValueError(_first_line(exc)) from None
+    if int(arrays["version"]) != version:
+        raise ValueError(f"format {int(arrays['version'])}, this version reads {version}")
+    return arrays
 
 
 def read_csv_table(run_dir: Path, name: str) -> pd.DataFrame | None:

@@ -46,7 +46,7 @@ import pandas as pd
 
 from interp.errors import ConfigError
 from interp.pipeline.results import RunTables
-from interp.pipeline.rundir import write_bytes
+from interp.pipeline.rundir import read_archive, write_bytes
 from interp.report import summary as S
 from interp.roles import ROLES, UNEXPLAINED, palette
 
@@ -142,13 +142,10 @@ def read_prompts(run_dir: str | Path) -> PromptSet | None:
     """The prompts ``interp show`` stored in the run; None if it stored none. Raises
     :class:`PromptsUnreadable` for a damaged file."""
     path = Path(run_dir) / FILE
-    if not path.exists():
-        return None
     try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {name: data[name] for name in FIELDS}
-        if int(arrays["version"]) != FORMAT_VERSION:
-            raise ValueError(f"format {int(arrays['version'])}, this version reads {FORMAT_VERSION}")
+        arrays = read_archive(path, FIELDS, FORMAT_VERSION)
+        if arrays is None:
+            return None
         heads = tuple((int(l), int(h)) for l, h in arrays["heads"].reshape(-1, 2).tolist())
         prompts = []
         for k, n in enumerate(arrays["n_tokens"].tolist()):

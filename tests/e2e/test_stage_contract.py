@@ -15,19 +15,7 @@ from interp.cli import build_cli
 from interp.pipeline.stages import Stage, register, unregister
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "unit"))
 sys.path.insert(0, str(HERE))
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    from tiny_models import tiny_llama_hf
-
-    path = tmp_path_factory.mktemp("tiny-llama")
-    hf, tok = tiny_llama_hf()
-    hf.save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
 
 
 def invoke(cli, *args):

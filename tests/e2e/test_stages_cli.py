@@ -4,29 +4,13 @@ directory, then every stage command again on it, and a comparison of two runs.""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pandas as pd
-import pytest
 from click.testing import CliRunner
 
 from interp.cli import main
 from interp.pipeline.stages import stage_names
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    """A tiny grouped-query Llama and its tokenizer, saved the way a user's model would be."""
-    from tiny_models import tiny_llama_hf
-
-    path = tmp_path_factory.mktemp("tiny-llama")
-    hf, tok = tiny_llama_hf()
-    hf.save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
 
 
 def invoke(*args):
