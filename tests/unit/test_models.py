@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 import torch
 
+import interp.model.gguf as gguf_cache
 import interp.model.load as models
 from interp import ModelSpec
 from interp.errors import ModelError
@@ -169,6 +171,8 @@ def test_prepare_converts_only_what_is_missing(monkeypatch, tmp_path):
         cache = models._gguf_cache_dir(gguf)
         cache.mkdir(parents=True)
         (cache / "config.json").write_text("{}")
+        # what a conversion records beside the copy: the hash of the file it came from
+        (cache / gguf_cache.SOURCE).write_text(json.dumps({"sha256": gguf_cache.content_hash(gguf)}))
 
     monkeypatch.setattr(models, "load_model", fake_load)
     first = dict(models.prepare_packaged())
