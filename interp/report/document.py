@@ -141,7 +141,7 @@ def report_document(run: RunTables, summary: dict[str, Any], figures: list[Saved
 # --- two runs side by side ---------------------------------------------------------------------
 
 def compare_document(label_a: str, label_b: str, maps: list[C.FigureBlock], notes: list[str],
-                     diff: pd.DataFrame | None, n_heads: int) -> C.Document:
+                     diff: pd.DataFrame | None, n_heads: int, changes: pd.DataFrame | None = None) -> C.Document:
     """Two runs' role maps and the heads whose primary role differs (``diff``: see ``role_differences``)."""
     counted = f"Heads whose primary role differs: {len(diff)} of {n_heads}." if diff is not None else None
     sections = [
@@ -150,6 +150,12 @@ def compare_document(label_a: str, label_b: str, maps: list[C.FigureBlock], note
         C.section("differences", "Heads whose primary role differs",
                   C.table(diff, "diff-table", role_columns=("role_a", "role_b"), filter="Filter heads:")
                   if diff is not None and not diff.empty else None),
+        C.section("changes", "Matching heads: what changed",
+                  C.Text("Every head in both runs: confidence and effect (the slice run A's report shows, read from both "
+                         "runs) and the role score that moved most, the heads whose effect changed most first.")
+                  if changes is not None and not changes.empty else None,
+                  C.table(changes, "changes-table", role_columns=("role_a", "role_b"), filter="Filter heads:")
+                  if changes is not None and not changes.empty else None),
     ]
     return C.Document("Role maps compared", f"Role maps: {label_a} vs {label_b}", (f"A: {label_a}", f"B: {label_b}"),
                       tuple(s for s in sections if s is not None))

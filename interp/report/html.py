@@ -27,6 +27,7 @@ from interp.collect import exemplars as stored
 from interp.report import content as C
 from interp.report import explorer as X
 from interp.report import plots
+from interp.report import study
 from interp.report import summary as S
 from interp.report.document import compare_document, report_document
 from interp.report.figures import png_bytes
@@ -157,14 +158,15 @@ def _map(run: RunTables, letter: str, legend: list[str]) -> C.FigureBlock | None
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path, out_path: str | Path) -> Path:
-    """Write an HTML page with both runs' role maps and the heads whose primary role differs.
+    """Write an HTML page with both runs' role maps, the heads whose primary role differs, and
+    every matching head's confidence, effect and role scores in both runs (what changed most first).
 
     The difference table needs both runs to have a roles table and the same layers x heads
     shape; otherwise the page says why and shows the maps it can.
     """
     a, b = load_run(run_a), load_run(run_b)
     shape_a, shape_b = S.head_shape(a.manifest, a.roles), S.head_shape(b.manifest, b.roles)
-    notes, diff = [], None
+    notes, diff, changes = [], None, None
     for run in (a, b):
         if run.roles is None or run.roles.empty:
             notes.append(f"{_label(run)} has no roles table (the classify stage has not run).")
@@ -173,10 +175,11 @@ def compare_runs(run_a: str | Path, run_b: str | Path, out_path: str | Path) -> 
                      "so heads cannot be matched one to one; compare the maps by eye.")
     elif not notes:
         diff = role_differences(a.roles, b.roles)
+        changes = study.head_differences(a, b)
     legend = S.role_order(pd.concat([r["role"] for r in (a.roles, b.roles) if r is not None and not r.empty]
                                     or [pd.Series(dtype=str)]))
     maps = [m for m in (_map(a, "A", legend), _map(b, "B", legend)) if m is not None]
-    doc = compare_document(_label(a), _label(b), maps, notes, diff, shape_a[0] * shape_a[1])
+    doc = compare_document(_label(a), _label(b), maps, notes, diff, shape_a[0] * shape_a[1], changes)
     out = Path(out_path)
     write_text(out, render_html(doc))
     return out

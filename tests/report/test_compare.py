@@ -19,9 +19,28 @@ def test_lists_the_one_head_that_differs(make_fake_run, tmp_path):
     assert html.count('src="data:image/png;base64,') == 2
     assert "Heads whose primary role differs: 1 of 12." in html
     rows = re.findall(r"<tr><td class=\"num\" data-sort=\"[^\"]*\">(\d+)</td><td class=\"num\" data-sort=\"[^\"]*\">(\d+)</td>",
-                      html.split('id="diff-table"', 1)[1])
+                      html.split('id="diff-table"', 1)[1].split("</table>", 1)[0])
     assert rows == [("1", "1")]
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)" in html
+    changes = html.split('id="changes-table"', 1)[1].split("</table>", 1)[0]
+    assert changes.count("<tr>") == 1 + 12  # the header and every matching head
+
+
+def test_head_differences_put_the_largest_change_first(make_fake_run, tmp_path):
+    from interp.report.study import head_differences
+
+    a = load_run(make_fake_run(tmp_path, "a", tables=("roles", "effects"), exemplars=False, clusters=False))
+    b = load_run(make_fake_run(tmp_path, "b", tables=("roles", "effects"), exemplars=False, clusters=False,
+                               roles_override={(1, 1): "induction"}))
+    b.tables["effects"] = b.effects.assign(delta=b.effects["delta"].where(
+        ~((b.effects["layer"] == 2) & (b.effects["head"] == 0)), b.effects["delta"] + 5.0))
+    changes = head_differences(a, b)
+    assert len(changes) == 12
+    first = changes.iloc[0]
+    assert (first["layer"], first["head"]) == (2, 0) and abs(first["effect_change"] - 5.0) < 1e-9
+    assert changes.loc[(changes["layer"] == 1) & (changes["head"] == 1), "role_b"].item() == "induction"
+    unchanged = changes[~changes[["layer", "head"]].apply(tuple, axis=1).isin([(2, 0), (1, 1)])]  # (1, 1): another role
+    assert (unchanged["effect_change"].abs() < 1e-12).all()
 
 
 def test_different_shapes_show_both_maps_and_say_why(make_fake_run, tmp_path):
