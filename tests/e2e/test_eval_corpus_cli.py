@@ -28,7 +28,7 @@ def test_an_eval_corpus_is_measured_recorded_and_replayed(tmp_path):
     invoke(*run)
     run_dir = runs / "tiny-llama" / "t"
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["options"]["ablate"]["eval_corpus"] == str(task)
+    assert manifest["options"]["stages"]["ablate"]["eval_corpus"] == str(task)
     assert manifest["stages"]["ablate"]["inputs"]["files"][str(task)] == manifest["provenance"]["corpus_hashes"][str(task)]
     effects = pd.read_parquet(run_dir / "effects.parquet")
     assert "loss_corpus" in set(effects["metric"])

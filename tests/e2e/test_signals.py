@@ -129,7 +129,7 @@ def test_from_manifest_reproduces_the_run(tmp_path, reference):
     assert_identical(again, expected)
     a, b = (json.loads((d / "manifest.json").read_text()) for d in (run_dir, again))
     assert a["provenance"]["model_hash"] == b["provenance"]["model_hash"] is not None
-    assert a["options"]["collect"] == b["options"]["collect"]
+    assert a["options"]["stages"]["collect"] == b["options"]["stages"]["collect"]
 
 
 def test_the_manifest_records_what_reproduces_the_run(reference):
@@ -137,5 +137,5 @@ def test_the_manifest_records_what_reproduces_the_run(reference):
     prov = manifest["provenance"]
     assert prov["seed"] == 0 and len(prov["model_hash"]) == 64 and len(prov["data_hash"]) == 64
     assert prov["versions"]["torch"] and prov["versions"]["transformers"] and prov["python"]
-    assert manifest["options"]["collect"]["n_syntax"] == 60 and manifest["format"] == 2
+    assert manifest["options"]["stages"]["collect"]["n_syntax"] == 60 and manifest["format"] == 2
     assert all(s["inputs"]["model"] == prov["model_hash"] for n, s in manifest["stages"].items() if n in ("collect", "ablate"))
