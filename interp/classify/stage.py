@@ -249,6 +249,13 @@ def write(run_dir: Path, result: ClassifyResult) -> None:
     rundir.write_text(run_dir / "role_summary.csv", result.summary.to_csv(index=False))
 
 
+def check_inputs(config: ClassifyConfig) -> None:
+    """Read the classifier model a config names now, so that a bad one (missing, a FIFO, another
+    reference version) fails before the model loads."""
+    if config.reference:
+        load_classifier(config.reference, config.reference_version)
+
+
 def run_stage(run_dir: Path, model: object = None, config: ClassifyConfig = ClassifyConfig(),
               progress: bool = True) -> dict[str, object]:
     """The classify stage of a run: read ``features.parquet`` (+ ``feature_replicates.npz``),

@@ -175,7 +175,8 @@ register(Stage("collect", "Gather every head's attention features over the probe
                CollectConfig, "interp.collect.stage:run_stage", needs_model=True, check="interp.collect.stage:check_inputs",
                outputs=("features.parquet", "feature_replicates.npz", "exemplars.npz")))
 register(Stage("classify", "Label every head with a role (writes roles, clusters).",
-               ClassifyConfig, "interp.classify.stage:run_stage", reads=("collect",), outputs=("roles.parquet",)))
+               ClassifyConfig, "interp.classify.stage:run_stage", reads=("collect",), outputs=("roles.parquet",),
+               check="interp.classify.stage:check_inputs"))
 register(Stage("ablate", "Measure each head's causal effect (writes effects, pruning).",
                AblateConfig, "interp.ablate.stage:run_stage", needs_model=True, check="interp.ablate.stage:check_inputs",
                outputs=("effects.parquet", "pruning.parquet")))

@@ -230,3 +230,16 @@ def test_an_empty_interp_cache_is_the_default_folder(monkeypatch, tmp_path):
     for empty in ("", "  "):
         monkeypatch.setenv("INTERP_CACHE", empty)
         assert cache_root() == tmp_path / ".cache" / "interp"
+
+
+def test_a_fifo_reference_fails_before_the_model_loads(tmp_path):
+    from click.testing import CliRunner
+
+    from interp.cli import main
+
+    fifo = tmp_path / "model.json"
+    os.mkfifo(fifo)
+    result = CliRunner().invoke(main, ["run", "--model", str(tmp_path / "no-such-model"), "--out", str(tmp_path / "runs"),
+                                       "--classify-reference", str(fifo)])
+    assert result.exit_code == 1 and "is not a classifier model (not a regular file)" in result.output
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("manifest.json"))
