@@ -96,8 +96,8 @@ class LoadedModel:
 
 
 # What a stage command says for a run whose model was built in Python.
-RELOAD_HINT = ("interp.pipeline.execute.rerun_stage(RUN_DIR, STAGE, "
-               "model=interp.model.load.load_model(bridge, tokenizer=tokenizer, name=NAME))")
+RELOAD_HINT = ("interp.rerun_stage(RUN_DIR, STAGE, "
+               "model=interp.load_model(bridge, tokenizer=tokenizer, name=NAME))")
 
 
 def packaged_path(model: PackagedModel) -> Path | None:

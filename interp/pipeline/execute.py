@@ -256,10 +256,10 @@ def model_spec_of(run_dir: Path, stage_name: str | None = None) -> ModelSpec:
     if "name" not in facts:
         raise RunError(f"{run_dir}/manifest.json names no model; rerun `interp run`")
     if facts.get("source") == "bridge":
-        load = f"interp.model.load.load_model(bridge, tokenizer=tokenizer, name={facts['name']!r})"
-        again = (f"rerun the {stage_name} stage from Python: interp.pipeline.execute.rerun_stage({str(run_dir)!r}, "
+        load = f"interp.load_model(bridge, tokenizer=tokenizer, name={facts['name']!r})"
+        again = (f"rerun the {stage_name} stage from Python: interp.rerun_stage({str(run_dir)!r}, "
                  f"{stage_name!r}, model={load})" if stage_name else
-                 f"make the run again from Python: interp.pipeline.execute.run_pipeline(options, model={load})")
+                 f"make the run again from Python: interp.run(options, model={load})")
         raise RunError(f"{run_dir} was made with a model built in Python ({facts['name']}), which the command line "
                        f"cannot load: {again}")
     spec = facts.get("spec")

@@ -70,7 +70,7 @@ def test_a_run_of_a_model_built_in_python_says_how_to_rerun_its_stages(model_dir
     [line] = result.output.strip().splitlines()
     assert line.startswith(f"error: {run_dir} was made with a model built in Python (my-qwen), which the command "
                            f"line cannot load: rerun the ablate stage from Python: ")
-    snippet = re.search(r"interp\.pipeline\.rerun_stage\(.*\)$", line).group(0)
+    snippet = re.search(r"interp\.rerun_stage\(.*\)$", line).group(0)
     exec(snippet, {"interp": interp, "bridge": bridge, "tokenizer": tokenizer})  # the line, as a user would paste it
     assert "ablate" in manifest(run_dir)["stages"]
     assert "make the run again from Python" in invoke("run", "--from-manifest", run_dir, ok=False).output
