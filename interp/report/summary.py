@@ -232,7 +232,7 @@ def prunable_table(pruning: pd.DataFrame | None, effects: pd.DataFrame | None,
 def improvement_notes(prunable: list[dict[str, Any]] | None) -> list[str]:
     """One plain sentence per metric that got better than the intact model as heads were removed."""
     return [f"{r['metric']} improves as heads are removed: {percent(r['improved_by'])} better than the intact model "
-            f"with {percent(r['improved_at'])} of the heads removed. The prunable shares count only steps within "
+            f"with {small_percent(r['improved_at'])} of the heads removed. The prunable shares count only steps within "
             f"{' / '.join(f'±{t:.0%}' for t in TOLERANCES)} of the intact model, on either side."
             for r in prunable or [] if isinstance(r.get("improved_by"), float) and not math.isnan(r["improved_by"])]
 
@@ -327,6 +327,13 @@ def fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3g}" if abs(value) >= 1e-3 else f"{value:.2e}"
     return str(value)
+
+
+def small_percent(value: float | None) -> str:
+    """A share that may be a single head of hundreds: one decimal below 1% (0.4%, not 0%)."""
+    if isinstance(value, float) and 0 < value < 0.01:
+        return f"{value:.1%}"
+    return percent(value)
 
 
 def percent(value: float | None) -> str:

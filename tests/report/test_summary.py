@@ -16,6 +16,12 @@ def effects_frame(rows):
     return pd.DataFrame([dict(zip(cols, r)) for r in rows])
 
 
+def test_a_share_of_one_head_in_hundreds_is_not_shown_as_none():
+    from interp.report.summary import small_percent
+
+    assert small_percent(1 / 270) == "0.4%" and small_percent(0.67) == "67%" and small_percent(0.0) == "0%"
+
+
 def test_preference_orders_name_only_what_the_ablate_stage_writes():
     from interp.ablate.catalogue import METRICS
     from interp.ablate.catalogue import KINDS
