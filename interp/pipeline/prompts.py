@@ -17,7 +17,7 @@ from interp.errors import PromptError
 from interp.model import lens
 from interp.probes.align import Aligner, Unencodable
 from interp.probes.base import NATURAL, Sentence, Suite
-from interp.report.explorer import Head, Prompt, PromptSet
+from interp.report.prompt_store import Head, Prompt, PromptSet
 
 BATCH = 8  # prompts per forward pass
 

@@ -21,6 +21,7 @@ from interp.errors import PromptError, RunError
 from interp.pipeline.results import load_run
 from interp.pipeline.rundir import check_out_file, write_text
 from interp.report import explorer as X
+from interp.report import prompt_store as P
 from interp.report.summary import head_shape, model_name
 
 
@@ -28,7 +29,7 @@ from interp.report.summary import head_shape, model_name
 class Shown:
     """What :func:`show` did: the prompts' patterns, the heads printed and where files went."""
 
-    prompts: X.PromptSet
+    prompts: P.PromptSet
     heads: tuple[X.Head, ...]
     text: str  # the compact view of the heads' patterns
     saved: Path  # RUN_DIR/prompts.npz
@@ -86,8 +87,8 @@ def show(run_dir: str | Path, prompts: Sequence[str], heads: str | Sequence[X.He
 
     from interp.pipeline.prompts import prompt_patterns  # torch: only once a model runs
 
-    patterns = prompt_patterns(loaded, texts, lambda lengths: X.stored_heads(model_shape, lengths, chosen))
-    saved = X.write_prompts(run.path, patterns)
+    patterns = prompt_patterns(loaded, texts, lambda lengths: P.stored_heads(model_shape, lengths, chosen))
+    saved = P.write_prompts(run.path, patterns)
     if page is not None:
         from interp.report.html import render_explorer_page
 

@@ -5,7 +5,7 @@ Three consumers read what this module builds, none of them needs torch:
 
 - ``interp show RUN_DIR --prompt TEXT`` (:mod:`interp.pipeline.show`) runs the prompts through the
   run's model once and stores every head's pattern in ``RUN_DIR/prompts.npz``
-  (:func:`write_prompts`); it prints :func:`text_view` for the chosen heads and can write a page
+  (:func:`interp.report.prompt_store.write_prompts`); it prints :func:`text_view` for the chosen heads and can write a page
   of its own (:func:`interp.report.html.render_explorer_page`).
 - The HTML report: :func:`explorer_data` packs the run's heads (role, features, effects) and the
   patterns of ``exemplars.npz`` and ``prompts.npz`` into one JSON object that the page's inline
@@ -15,30 +15,15 @@ Three consumers read what this module builds, none of them needs torch:
 - Notebooks: :func:`circuitsvis_export` gives a head's patterns in the shape circuitsvis'
   ``attention_heads`` and ``attention_patterns`` take.
 
-Stored format of ``prompts.npz`` (``numpy.savez_compressed``, plain arrays, no pickles)::
-
-    version      int                                    FORMAT_VERSION
-    shape        int     [2]                            the model's (n_layers, n_heads)
-    heads        int     [stored, 2]                    (layer, head) of every stored head
-    patterns     float16 [prompt, stored, q, k]         zero beyond a prompt's tokens
-    n_tokens     int     [prompt]
-    tokens       str     [prompt]                       JSON list of the tokens, each as the tokenizer decodes it
-    text         str     [prompt]                       the prompt as given
-
-Every head is stored when the patterns fit :data:`STORE_CELLS`; longer prompts keep the heads
-``interp show`` printed only.
+The prompts are stored by :mod:`interp.report.prompt_store`.
 """
 
 from __future__ import annotations
 
 import base64
-import io
 import json
 import math
 import re
-import zipfile
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterable, Protocol, Sequence
 
 import numpy as np
@@ -46,19 +31,14 @@ import pandas as pd
 
 from interp.errors import ConfigError
 from interp.pipeline.results import RunTables
-from interp.pipeline.rundir import read_archive, write_bytes
 from interp.report import summary as S
+from interp.report.prompt_store import Head, PromptSet
 from interp.roles import ROLES, UNEXPLAINED, palette
 
-FILE = "prompts.npz"
-FORMAT_VERSION = 1
-FIELDS = ("version", "shape", "heads", "patterns", "n_tokens", "tokens", "text")
-STORE_CELLS = 50_000_000  # float16 cells of prompts.npz (100 MB) before only the printed heads are kept
 PAGE_CELLS = 6_000_000  # pattern cells one HTML page embeds (one byte each, about 8 MB as base64)
 N_FEATURES = 8  # features shown per head: those furthest above their baseline
 DEFAULT_BY_EFFECT = 3  # heads `interp show` picks by effect, before one per role
 DEFAULT_LIMIT = 10
-Head = tuple[int, int]
 
 
 class HasPatterns(Protocol):
@@ -67,97 +47,6 @@ class HasPatterns(Protocol):
     tokens: tuple[str, ...]
 
     def pattern(self, layer: int, head: int) -> np.ndarray: ...
-
-
-# --- the user's prompts ------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Prompt:
-    """One prompt of ``interp show`` and the attention of the stored heads on it."""
-
-    text: str
-    tokens: tuple[str, ...]
-    heads: tuple[Head, ...]  # (layer, head) of each slice of ``patterns``
-    patterns: np.ndarray  # float16 [stored, q, k], q = k = len(tokens)
-
-    def has(self, layer: int, head: int) -> bool:
-        return (layer, head) in self.heads
-
-    def pattern(self, layer: int, head: int) -> np.ndarray:
-        """float32 [q, k]: row q is where query token q attends."""
-        if not self.has(layer, head):
-            raise KeyError(f"L{layer}H{head} is not stored for this prompt")
-        return self.patterns[self.heads.index((layer, head))].astype(np.float32)
-
-
-@dataclass(frozen=True)
-class PromptSet:
-    """The prompts ``interp show`` ran, with the model's shape."""
-
-    shape: Head  # (n_layers, n_heads)
-    prompts: tuple[Prompt, ...]
-
-    @property
-    def heads(self) -> tuple[Head, ...]:
-        return self.prompts[0].heads if self.prompts else ()
-
-
-def stored_heads(shape: Head, lengths: Sequence[int], shown: Sequence[Head]) -> tuple[Head, ...]:
-    """Every head when the prompts' patterns fit :data:`STORE_CELLS`, else the ``shown`` ones."""
-    width = max(lengths, default=0)
-    every = tuple((l, h) for l in range(shape[0]) for h in range(shape[1]))
-    return every if len(lengths) * len(every) * width * width <= STORE_CELLS else tuple(shown)
-
-
-def to_bytes(prompts: PromptSet) -> bytes:
-    """The npz file of the module docstring."""
-    heads = prompts.heads
-    width = max((len(p.tokens) for p in prompts.prompts), default=0)
-    patterns = np.zeros((len(prompts.prompts), len(heads), width, width), dtype=np.float16)
-    for k, p in enumerate(prompts.prompts):
-        n = len(p.tokens)
-        patterns[k, :, :n, :n] = p.patterns
-    buffer = io.BytesIO()
-    np.savez_compressed(
-        buffer, version=np.int64(FORMAT_VERSION), shape=np.array(prompts.shape, dtype=np.int64),
-        heads=np.array(heads, dtype=np.int64).reshape(-1, 2), patterns=patterns,
-        n_tokens=np.array([len(p.tokens) for p in prompts.prompts], dtype=np.int64),
-        tokens=np.array([json.dumps(list(p.tokens)) for p in prompts.prompts], dtype=str),
-        text=np.array([json.dumps(p.text) for p in prompts.prompts], dtype=str))
-    return buffer.getvalue()
-
-
-def write_prompts(run_dir: Path, prompts: PromptSet) -> Path:
-    """Write ``RUN_DIR/prompts.npz`` atomically (replacing the prompts of an earlier call)."""
-    path = Path(run_dir) / FILE
-    write_bytes(path, to_bytes(prompts))
-    return path
-
-
-class PromptsUnreadable(ValueError):
-    """``prompts.npz`` exists but cannot be read (the report says so and leaves the prompts out)."""
-
-
-def read_prompts(run_dir: str | Path) -> PromptSet | None:
-    """The prompts ``interp show`` stored in the run; None if it stored none. Raises
-    :class:`PromptsUnreadable` for a damaged file."""
-    path = Path(run_dir) / FILE
-    try:
-        arrays = read_archive(path, FIELDS, FORMAT_VERSION)
-        if arrays is None:
-            return None
-        heads = tuple((int(l), int(h)) for l, h in arrays["heads"].reshape(-1, 2).tolist())
-        prompts = []
-        for k, n in enumerate(arrays["n_tokens"].tolist()):
-            tokens = tuple(str(t) for t in json.loads(str(arrays["tokens"][k])))
-            if len(tokens) != n:
-                raise ValueError(f"prompt {k} has {len(tokens)} token labels for {n} tokens")
-            prompts.append(Prompt(str(json.loads(str(arrays["text"][k]))), tokens, heads,
-                                  arrays["patterns"][k, :, :n, :n]))
-        shape = tuple(int(x) for x in arrays["shape"].tolist())
-        return PromptSet((shape[0], shape[1]), tuple(prompts))
-    except (OSError, ValueError, KeyError, IndexError, EOFError, zipfile.BadZipFile) as exc:
-        raise PromptsUnreadable(f"{path} is unreadable ({exc}); run `interp show {run_dir}` again") from None
 
 
 # --- which heads -------------------------------------------------------------------------------

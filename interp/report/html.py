@@ -26,6 +26,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from interp.collect import exemplars as stored
 from interp.report import content as C
 from interp.report import explorer as X
+from interp.report import prompt_store as P
 from interp.report import plots
 from interp.report import study
 from interp.report import summary as S
@@ -72,11 +73,11 @@ def explorer_view(data: dict[str, Any] | None,
             "marked_label": marked_label}
 
 
-def prompts_of(run_dir: Path) -> tuple[X.PromptSet | None, str | None]:
+def prompts_of(run_dir: Path) -> tuple[P.PromptSet | None, str | None]:
     """The prompts `interp show` stored in the run, or None and a note saying why they are missing."""
     try:
-        return X.read_prompts(run_dir), None
-    except X.PromptsUnreadable as exc:
+        return P.read_prompts(run_dir), None
+    except P.PromptsUnreadable as exc:
         log.warning("%s", exc)
         return None, f"Your prompts are left out of the explorer: {exc}."
 

@@ -19,6 +19,7 @@ from interp.model.tiny import build_tiny
 from interp.pipeline import rundir
 from interp.pipeline.results import load_run
 from interp.report import explorer as X
+from interp.report import prompt_store as P
 from interp.troubleshooting import find
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
@@ -62,7 +63,7 @@ def test_show_prints_the_heads_patterns_stores_them_and_writes_a_page(tiny_run, 
     assert out[0].startswith("L0H1  first_token; confidence ") and "effect " in out[0]
     assert any(line.startswith("L1H2  current_token") for line in out)
     assert f' prompt 1: "{PROMPT}"' in out
-    stored = X.read_prompts(tiny_run)
+    stored = P.read_prompts(tiny_run)
     prompt = stored.prompts[0]
     assert prompt.tokens[0] == "[BOS]" and prompt.tokens[1:3] == ("the", "cat")
     assert len(stored.heads) == 8  # short prompts: every head is stored, for the report
@@ -84,7 +85,7 @@ def test_show_prints_the_heads_patterns_stores_them_and_writes_a_page(tiny_run, 
     assert first_key.startswith(f'"{prompt.tokens[top_key]}"@') and prompt.tokens[top_key] in last
 
     # The page: the explorer on the prompt, self-contained.
-    assert f"page: {page}" in result.output and f"patterns: {tiny_run / X.FILE}" in result.output
+    assert f"page: {page}" in result.output and f"patterns: {tiny_run / P.FILE}" in result.output
     html = page.read_text(encoding="utf-8")
     assert 'id="explorer-root"' in html and html.count("<script") == 1 and "your prompt 1" in html
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", html, re.I)
@@ -104,7 +105,7 @@ def test_without_heads_the_run_chooses_them_and_a_file_gives_the_prompts(tiny_ru
     assert heads == [X.head_name(*h) for h in X.default_heads(load_run(tiny_run))]
     assert ' prompt 2: "the dog ran ."' in result.output
     assert all(len(re.findall(r"@\d+ ", line)) == 1 for line in query_lines(result.output))  # --top 1
-    assert len(X.read_prompts(tiny_run).prompts) == 2
+    assert len(P.read_prompts(tiny_run).prompts) == 2
 
 
 @pytest.mark.parametrize("case, args, text", [
@@ -122,7 +123,7 @@ def test_bad_input_is_one_line(tiny_run, tmp_path, case, args, text):
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code == 1 and len(lines) == 1, result.output
     assert lines[0].startswith("error: ") and text in lines[0] and find(lines[0]), lines[0]
-    assert not (tiny_run / X.FILE).exists()
+    assert not (tiny_run / P.FILE).exists()
 
 
 def test_a_run_without_a_loadable_model_says_so(tmp_path):
@@ -148,7 +149,7 @@ def test_an_induction_head_of_the_packaged_model_attends_after_the_earlier_copy(
     result = invoke(run_dir, "--prompt", words + words, "--heads", "18.6", "--top", "1")
     assert result.exit_code == 0, result.output
     assert result.output.startswith("L18H6  ")
-    prompt = X.read_prompts(run_dir).prompts[0]
+    prompt = P.read_prompts(run_dir).prompts[0]
     tokens, pattern = prompt.tokens, prompt.pattern(18, 6)
     half = (len(tokens) - 1) // 2  # [BOS] + two copies of `half` tokens
     assert tokens[1:half + 1] == tokens[half + 1:]

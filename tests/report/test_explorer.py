@@ -14,25 +14,26 @@ from interp.collect.exemplars import read_exemplars
 from interp.errors import ConfigError
 from interp.pipeline.results import load_run
 from interp.report import explorer as X
+from interp.report import prompt_store as P
 
 PROMPT_TOKENS = ("<s>", "When", " Mary", " and", " John", XSS, " John", " gave", "\n to")
 
 
-def fake_prompts(n_layers: int = 4, n_heads: int = 3, heads: tuple | None = None) -> X.PromptSet:
+def fake_prompts(n_layers: int = 4, n_heads: int = 3, heads: tuple | None = None) -> P.PromptSet:
     """Two prompts; head (l, h) attends (l + h) % 4 tokens back, as the fake exemplars do."""
     heads = heads or tuple((l, h) for l in range(n_layers) for h in range(n_heads))
     prompts = []
     for text, tokens in (("When Mary and John ... gave to", PROMPT_TOKENS), ("a b c d a b c d", REPEATED)):
         n = len(tokens)
         patterns = np.stack([offset_pattern(n, (l + h) % 4) for l, h in heads]).astype(np.float16)
-        prompts.append(X.Prompt(text, tokens, heads, patterns))
-    return X.PromptSet((n_layers, n_heads), tuple(prompts))
+        prompts.append(P.Prompt(text, tokens, heads, patterns))
+    return P.PromptSet((n_layers, n_heads), tuple(prompts))
 
 
 def test_prompts_round_trip_through_the_run(fake_run):
     written = fake_prompts(heads=((0, 1), (3, 2)))
-    X.write_prompts(fake_run, written)
-    read = X.read_prompts(fake_run)
+    P.write_prompts(fake_run, written)
+    read = P.read_prompts(fake_run)
     assert read.shape == (4, 3) and read.heads == ((0, 1), (3, 2))
     for a, b in zip(written.prompts, read.prompts):
         assert (a.text, a.tokens) == (b.text, b.tokens)  # the planted tag and the line break survive
@@ -43,16 +44,16 @@ def test_prompts_round_trip_through_the_run(fake_run):
 
 
 def test_a_damaged_prompts_file_is_reported_not_raised_raw(fake_run):
-    (fake_run / X.FILE).write_bytes(b"not a zip")
-    with pytest.raises(X.PromptsUnreadable, match="is unreadable"):
-        X.read_prompts(fake_run)
-    assert X.read_prompts(fake_run.parent) is None  # no file: no prompts
+    (fake_run / P.FILE).write_bytes(b"not a zip")
+    with pytest.raises(P.PromptsUnreadable, match="is unreadable"):
+        P.read_prompts(fake_run)
+    assert P.read_prompts(fake_run.parent) is None  # no file: no prompts
 
 
 def test_every_head_is_stored_unless_the_prompts_are_too_long(monkeypatch):
-    assert len(X.stored_heads((4, 3), [9, 12], [(0, 1)])) == 12
-    monkeypatch.setattr(X, "STORE_CELLS", 100)
-    assert X.stored_heads((4, 3), [9, 12], [(0, 1), (2, 2)]) == ((0, 1), (2, 2))
+    assert len(P.stored_heads((4, 3), [9, 12], [(0, 1)])) == 12
+    monkeypatch.setattr(P, "STORE_CELLS", 100)
+    assert P.stored_heads((4, 3), [9, 12], [(0, 1), (2, 2)]) == ((0, 1), (2, 2))
 
 
 def test_heads_are_parsed_in_either_spelling():
@@ -127,7 +128,7 @@ def test_page_data_put_prompts_first_and_leave_out_what_does_not_fit(fake_run):
 def test_the_report_page_carries_the_explorer_and_fetches_nothing(report_doc, fake_run):
     from interp.report.html import explorer_of, render_html
 
-    X.write_prompts(fake_run, fake_prompts())
+    P.write_prompts(fake_run, fake_prompts())
     page = render_html(report_doc, explorer_of(fake_run))
     assert page.count("<script") == 1 and 'id="explorer-root"' in page and 'href="#explorer"' in page
     assert page.index('<section id="roles">') < page.index('<section id="explorer">') < page.index('<section id="features">')

@@ -11,6 +11,7 @@ from test_explorer import PROMPT_TOKENS, fake_prompts
 
 from interp.pipeline.results import load_run
 from interp.report import explorer as X
+from interp.report import prompt_store as P
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is not installed (make browser)")
 
@@ -73,7 +74,7 @@ def probe_state(stdout: str) -> dict:
 
 
 def test_a_click_on_a_head_shows_its_pattern(fake_run, tmp_path):
-    X.write_prompts(fake_run, fake_prompts())
+    P.write_prompts(fake_run, fake_prompts())
     page = page_with_probe(fake_run, tmp_path, "explorer.html")
     run = chromium(page, tmp_path, "--dump-dom")
     assert console_lines(run.stderr, page) == []
@@ -100,7 +101,7 @@ def test_a_click_on_a_head_shows_its_pattern(fake_run, tmp_path):
 
 def test_a_head_not_stored_for_a_prompt_says_so(fake_run, tmp_path):
     first = X.default_heads(load_run(fake_run))[0]
-    X.write_prompts(fake_run, fake_prompts(heads=(first,)))
+    P.write_prompts(fake_run, fake_prompts(heads=(first,)))
     page = page_with_probe(fake_run, tmp_path, "subset.html")
     run = chromium(page, tmp_path, "--dump-dom")
     assert console_lines(run.stderr, page) == []
