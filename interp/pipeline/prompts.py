@@ -2,7 +2,7 @@
 with hooks, every stored head's attention pattern.
 
 ``interp show`` (:mod:`interp.pipeline.show`) calls :func:`prompt_patterns`; the patterns come
-back as numpy arrays in an :class:`interp.report.explorer.PromptSet`, which the report reads
+back as numpy arrays in an :class:`interp.report.prompt_store.PromptSet`, which the report reads
 without torch.
 """
 
