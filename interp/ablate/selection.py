@@ -84,6 +84,25 @@ def annotate(exact: pd.DataFrame, estimates: pd.DataFrame | None, chosen: dict[H
     return out.merge(est, on=keys, how="left")
 
 
+def flag_estimates(estimates: pd.DataFrame | None, exact: pd.DataFrame) -> pd.DataFrame | None:
+    """Estimate rows with ``vs_exact``: ``inside`` / ``outside`` where the same head, kind and
+    metric was also ablated exactly and its exact delta lies in / outside the estimate's
+    interval; NaN where it was not. An estimate's interval covers the sampling of evaluation
+    sequences only, not the estimator's own error (first-order attribution puts a head whose
+    effect runs through a saturated softmax near zero, with a tight interval), so ``outside``
+    says plainly where the interval would mislead."""
+    if estimates is None or estimates.empty:
+        return estimates
+    keys = ["layer", "head", "ablation", "metric"]
+    truth = exact[keys + ["delta"]].rename(columns={"delta": "_exact"}) if len(exact) else None
+    if truth is None:
+        return estimates.assign(vs_exact=np.nan)
+    out = estimates.merge(truth, on=keys, how="left")
+    inside = (out["_exact"] >= out["ci_low"]) & (out["_exact"] <= out["ci_high"])
+    out["vs_exact"] = np.where(out["_exact"].isna(), None, np.where(inside, "inside", "outside"))
+    return out.drop(columns="_exact")
+
+
 def audit_summary(effects: pd.DataFrame) -> dict[str, dict[str, float | int]]:
     """Per (kind, metric) of the exact rows that carry an estimate: the audit heads' error.
 

@@ -55,7 +55,7 @@ from interp.ablate.forward import Ablator
 from interp.ablate.metrics import family_metrics, metric_sizes
 from interp.ablate.pruning import Removals, metric_curve, pruning_order, role_rows, step_sizes
 from interp.ablate.removable import improved
-from interp.ablate.selection import annotate, audit_summary, choose, never_exact
+from interp.ablate.selection import annotate, audit_summary, choose, flag_estimates, never_exact
 from interp.ablate.sequential import rounds, sequential_sweep
 from interp.ablate.stats import SumStore, effects_from_sums, sequence_tokens
 from interp.ablate.surprises import role_effects, surprises
@@ -144,7 +144,7 @@ def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: t
     timings["exact_per_head"] = timings["exact"] / max(len(heads) * len(cfg.ablations), 1)
     _done(progress, f"exact sweep {len(heads)} heads", timings["exact"])
     primary = None if estimates is None else estimates[estimates["estimator"] == cfg.estimator]
-    effects = _finish_effects([estimates, annotate(exact, primary, chosen)], metrics)
+    effects = _finish_effects([flag_estimates(estimates, exact), annotate(exact, primary, chosen)], metrics)
     check_measured(effects)
     pruning, shares = pd.DataFrame(columns=PRUNING.names), {}
     if cfg.prune:

@@ -50,6 +50,12 @@ def _notes(summary: dict[str, Any], exemplar_note: str | None) -> list[C.Text]:
         n_layers, n_heads = summary["shape"]
         notes.append(C.Text(f"{len(summary['never_exact'])} of {n_layers * n_heads} heads were never ablated exactly; "
                             f"their effects are estimates only: {' '.join(summary['never_exact'])}.", "note"))
+    misses = summary.get("estimate_misses") or []
+    if misses:
+        notes.append(C.Text(f"{len(misses)} estimate(s) have an interval that excludes the same head's exact effect "
+                            f"(an estimate's interval covers the sampling of sequences only, not the estimator's own "
+                            f"error; the effects table's vs_exact says outside): {'; '.join(misses[:20])}"
+                            f"{' …' if len(misses) > 20 else ''}.", "note"))
     return notes + ([C.Text(exemplar_note, "note")] if exemplar_note else [])
 
 

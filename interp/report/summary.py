@@ -245,6 +245,15 @@ def unmeasured_heads(effects: pd.DataFrame | None, n_layers: int, n_heads: int) 
     return never_exact(effects, n_layers, n_heads)
 
 
+def estimate_misses(effects: pd.DataFrame | None) -> list[str]:
+    """Estimate rows whose interval excludes the same head's exact effect (``vs_exact`` outside),
+    as ``L{layer}H{head} metric (estimator)``: an estimate's interval covers sampling only."""
+    if effects is None or "vs_exact" not in effects.columns:
+        return []
+    rows = effects[effects["vs_exact"] == "outside"]
+    return [f"L{int(r.layer)}H{int(r.head)} {r.metric} ({r.estimator}, {r.ablation})" for r in rows.itertuples()]
+
+
 def role_pruning_table(pruning: pd.DataFrame | None, effects: pd.DataFrame | None) -> pd.DataFrame | None:
     """One row per (role, metric) whose heads the ablate stage removed all at once: role, heads,
     metric, and ``worse`` (relative change for the worse against the intact model, with its
@@ -294,6 +303,7 @@ def report_summary(run: RunTables) -> dict[str, Any]:
         "stages": dict(manifest.get("stages") or {}),
         "role_counts": None, "share_unexplained": None, "prunable": None, "role_pruning": None,
         "effect": None, "exact_effect": None, "never_exact": unmeasured_heads(run.effects, n_layers, n_heads),
+        "estimate_misses": estimate_misses(run.effects),
     }
     if run.roles is not None and not run.roles.empty:
         counts = role_counts(run.roles)

@@ -42,3 +42,11 @@ def test_quick_finds_the_previous_token_and_the_induction_head(toy):
     repeated = exact[(exact["metric"] == "loss_repeated") & (exact["layer"] == previous[0])
                      & (exact["head"] == previous[1])]
     assert repeated["ci_low"].item() > 0
+    # no estimate of either head claims an interval that excludes its exact effect unflagged
+    keys = ["layer", "head", "ablation", "metric"]
+    estimates = out.effects[out.effects["estimator"] != "exact"]
+    pairs = estimates.merge(exact[keys + ["delta"]].rename(columns={"delta": "exact"}), on=keys)
+    pairs = pairs[pairs[["layer", "head"]].apply(tuple, axis=1).isin([previous, induction])]
+    assert len(pairs) >= 4
+    excludes = (pairs["exact"] < pairs["ci_low"]) | (pairs["exact"] > pairs["ci_high"])
+    assert (pairs.loc[excludes, "vs_exact"] == "outside").all() and (pairs.loc[~excludes, "vs_exact"] == "inside").all()

@@ -88,6 +88,13 @@ def test_heads_never_ablated_exactly_are_listed():
     assert S.unmeasured_heads(None, 2, 2) is None
 
 
+def test_estimates_whose_interval_excludes_the_exact_effect_are_listed():
+    eff = effects_frame([(0, h, "mean", "loss_repeated", 2.0, 2.0, 1e-5, 0.0, 0.9e-5, 1.1e-5, "attribution")
+                         for h in range(2)]).assign(vs_exact=["outside", np.nan])
+    assert S.estimate_misses(eff) == ["L0H0 loss_repeated (attribution, mean)"]
+    assert S.estimate_misses(eff.drop(columns="vs_exact")) == [] and S.estimate_misses(None) == []
+
+
 def test_head_table_joins_main_exact_effect():
     roles = pd.DataFrame({"layer": [0, 0], "head": [0, 1], "role": ["induction", "unexplained"],
                           "confidence": [0.9, 0.4], "second_role": [np.nan, np.nan], "stability": [1.0, 0.5]})

@@ -13,7 +13,7 @@ from interp.ablate.evaluation import build_corpus
 from interp.ablate.forward import Ablator, Edit
 from interp.ablate.integrated import integrate, midpoints, path_terms
 from interp.ablate.metrics import batch_metrics
-from interp.ablate.selection import annotate, audit_summary, choose, never_exact, top_heads
+from interp.ablate.selection import annotate, audit_summary, choose, flag_estimates, never_exact, top_heads
 from interp.ablate.values import replacement
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -127,6 +127,16 @@ def test_audit_summary_reports_error_and_misses():
     assert summary["n_audit"] == 2 and summary["missed"] == 1  # (1, 0): 0.7 beats the top's 0.5
     assert summary["mean_abs_error"] == pytest.approx(0.35) and summary["max_abs_error"] == pytest.approx(0.6)
     assert summary["spearman"] == pytest.approx(0.8)
+
+
+def test_an_estimate_whose_interval_misses_the_exact_effect_says_so():
+    # the toy circuit's case: attribution near zero with a tight interval, exact effect large
+    est = estimates_frame({"a": [1e-5, 0.5, 0.3, 0.0]}).assign(ci_low=[0.9e-5, 0.4, 0.2, -0.1], ci_high=[1.1e-5, 0.6, 0.4, 0.1])
+    exact = est[est["head"] == 0].assign(delta=[0.54, 0.35], estimator="exact")  # heads (0, 0) and (1, 0)
+    flagged = flag_estimates(est, exact)
+    assert flagged["vs_exact"].fillna("-").tolist() == ["outside", "-", "inside", "-"]
+    assert flagged.drop(columns="vs_exact").equals(est)
+    assert flag_estimates(est, exact.iloc[:0])["vs_exact"].isna().all()
 
 
 # --- effects with stated precision ---------------------------------------------------------------
