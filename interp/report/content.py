@@ -66,7 +66,11 @@ class Table:
     numeric: tuple[bool, ...]
     rows: tuple[tuple[Cell, ...], ...]
     filter: str | None = None  # label of the page's filter box (HTML), None: no box
+    wrap: tuple[bool, ...] = ()  # per column: long text that wraps (a description); default: none wraps
     kind: ClassVar[str] = "table"
+
+    def wraps(self, j: int) -> bool:
+        return j < len(self.wrap) and self.wrap[j]
 
 
 @dataclass(frozen=True)
@@ -125,20 +129,39 @@ class Document:
 
 # --- building blocks from data -----------------------------------------------------------------
 
+def _missing(value: object) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
 def table(frame: pd.DataFrame, id: str, *, percent_columns: tuple[str, ...] = (),
-          role_columns: tuple[str, ...] = ("role", "second_role"), filter: str | None = None) -> Table:
-    """A DataFrame as a table block: cell text (``fmt``/``percent``), numeric sort keys, role swatches."""
-    numeric = tuple(frame[c].dtype.kind in NUMERIC_KINDS for c in frame.columns)
+          role_columns: tuple[str, ...] = ("role", "second_role"), filter: str | None = None,
+          intervals: dict[str, tuple[str, str]] | None = None, wrap_columns: tuple[str, ...] = ()) -> Table:
+    """A DataFrame as a table block: cell text (``fmt``/``percent``), numeric sort keys, role swatches.
+
+    ``intervals`` maps a column to its (low, high) columns: those two are not shown, and the
+    column's cells read "12% (8 … 15%)" (sorted by the value). ``wrap_columns``: long text
+    that wraps instead of widening the table.
+    """
+    intervals = intervals or {}
+    hidden = {c for pair in intervals.values() for c in pair}
+    shown = [c for c in frame.columns if c not in hidden]
+    numeric = tuple(frame[c].dtype.kind in NUMERIC_KINDS for c in shown)
     rows = []
-    for record in frame.itertuples(index=False):
+    for record in frame.to_dict("records"):
         cells = []
-        for col, is_num, value in zip(frame.columns, numeric, record):
-            missing = value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
-            text = percent(value) if col in percent_columns else fmt(value)
-            cells.append(Cell(text, ("" if missing else repr(float(value))) if is_num else None,
-                              role_colour(str(value)) if col in role_columns and not missing else None))
+        for col, is_num in zip(shown, numeric):
+            value = record[col]
+            text = as_text = percent(value) if col in percent_columns else fmt(value)
+            if col in intervals and not _missing(value):
+                low, high = (record[c] for c in intervals[col])
+                if not (_missing(low) or _missing(high)):
+                    bound = percent if col in percent_columns else fmt
+                    text = f"{as_text} ({bound(low)} … {bound(high)})"
+            cells.append(Cell(text, ("" if _missing(value) else repr(float(value))) if is_num else None,
+                              role_colour(str(value)) if col in role_columns and not _missing(value) else None))
         rows.append(tuple(cells))
-    return Table(id, tuple(str(c) for c in frame.columns), numeric, tuple(rows), filter)
+    wrap = tuple(c in wrap_columns for c in shown)
+    return Table(id, tuple(str(c) for c in shown), numeric, tuple(rows), filter, wrap if any(wrap) else ())
 
 
 def figure(saved: SavedFigure) -> FigureBlock:

@@ -47,9 +47,7 @@ def _notes(summary: dict[str, Any], exemplar_note: str | None) -> list[C.Text]:
                     "note") for name, stage in STAGE_OF.items() if not summary["tables"][name]]
     notes += [C.Text(text, "note") for text in S.improvement_notes(summary["prunable"])]
     if summary.get("never_exact"):
-        n_layers, n_heads = summary["shape"]
-        notes.append(C.Text(f"{len(summary['never_exact'])} of {n_layers * n_heads} heads were never ablated exactly; "
-                            f"their effects are estimates only: {' '.join(summary['never_exact'])}.", "note"))
+        notes.append(C.Text(_exact_note(summary["never_exact"], summary["shape"]), "note"))
     misses = summary.get("estimate_misses") or []
     if misses:
         notes.append(C.Text(f"{len(misses)} estimate(s) have an interval that excludes the same head's exact effect "
@@ -59,34 +57,82 @@ def _notes(summary: dict[str, Any], exemplar_note: str | None) -> list[C.Text]:
     return notes + ([C.Text(exemplar_note, "note")] if exemplar_note else [])
 
 
+def _prunable_table(prunable: pd.DataFrame) -> C.Table:
+    """metric, then per tolerance the prunable share with its interval in one cell."""
+    keys = [f"within_{t:.0%}" for t in S.TOLERANCES]
+    frame = prunable[["metric", *(f"{k}{end}" for k in keys for end in ("", "_low", "_high"))]]
+    frame = frame.rename(columns=lambda c: c.replace("within_", "within "))
+    return C.table(frame, "prunable", percent_columns=tuple(c for c in frame.columns if c != "metric"),
+                   intervals={k.replace("_", " "): (f"{k.replace('_', ' ')}_low", f"{k.replace('_', ' ')}_high")
+                              for k in keys})
+
+
+def role_pruning_wide(by_role: pd.DataFrame) -> pd.DataFrame:
+    """One row per role (catalogue order): role, heads, and per metric how much worse it gets
+    without the role's heads (columns METRIC, METRIC low, METRIC high)."""
+    metrics = list(dict.fromkeys(by_role["metric"]))
+    wide = by_role.set_index(["role", "heads", "metric"])[["worse", "worse_low", "worse_high"]].unstack("metric")
+    out = pd.DataFrame(index=wide.index)
+    for m in metrics:
+        out[m], out[f"{m} low"], out[f"{m} high"] = (wide[(v, m)] for v in ("worse", "worse_low", "worse_high"))
+    out = out.reset_index()
+    order = {r: i for i, r in enumerate(S.role_order(out["role"]))}
+    return out.sort_values("role", key=lambda r: r.map(order), kind="stable").reset_index(drop=True)
+
+
+def _role_pruning_table(by_role: pd.DataFrame) -> C.Table:
+    wide = role_pruning_wide(by_role)
+    metrics = [c for c in wide.columns[2:] if not c.endswith((" low", " high"))]
+    return C.table(wide, "role-pruning", percent_columns=tuple(wide.columns[2:]),
+                   intervals={m: (f"{m} low", f"{m} high") for m in metrics})
+
+
+def _exact_note(never: list[str], shape: tuple[int, int]) -> str:
+    """Which heads' effects are estimates only, naming the shorter list: the heads never ablated
+    exactly, or, when those are most of them, the heads that were."""
+    n_layers, n_heads = shape
+    total = n_layers * n_heads
+    if len(never) <= total / 2:
+        return (f"{len(never)} of {total} heads were never ablated exactly; their effects are estimates only: "
+                f"{' '.join(never)}.")
+    missing = set(never)
+    exact = [f"L{l}H{h}" for l in range(n_layers) for h in range(n_heads) if f"L{l}H{h}" not in missing]
+    return (f"{len(never)} of {total} heads were never ablated exactly; their effects are estimates only. "
+            f"The {len(exact)} measured exactly: {' '.join(exact) if exact else 'none'}.")
+
+
 def _summary_section(summary: dict[str, Any], exemplar_note: str | None) -> C.Section | None:
+    """Cards and notes, then the summary tables, two to a row where the page has room: each fits
+    its column (intervals share their value's cell), so none scrolls sideways at laptop width;
+    the per-role table, one column per metric, gets a row of its own."""
     counts = pd.DataFrame(summary["role_counts"]) if summary["role_counts"] else None
     prunable = pd.DataFrame(summary["prunable"]) if summary["prunable"] else None
     by_role = pd.DataFrame(summary["role_pruning"]) if summary.get("role_pruning") else None
     corpora = [{"suite": suite, "sequences": (info or {}).get("n_sequences"), "tokens": (info or {}).get("n_tokens"),
                 "hash": (info or {}).get("hash")} for suite, info in summary["corpora"].items()]
     model = summary["model"]
-    columns = C.group(
+    roles_and_pruning = C.group(
         C.titled("Heads per primary role",
                  C.table(counts, "role-counts", percent_columns=("share",)) if counts is not None else None),
         C.titled("How much can be pruned",
                  C.Text("Largest share of heads removed (least important first) while the metric stays within 1% "
                         "or 5% of the intact model on either side, measured on held-out sequences, not the ones that "
-                        "ranked the heads; _low .. _high: its 95% interval over resampled sequences; improved_by: how "
-                        "much better than intact the metric got instead, with improved_at of the heads removed.")
+                        "ranked the heads; in parentheses: its 95% interval over resampled sequences.")
                  if prunable is not None else None,
-                 C.table(prunable, "prunable", percent_columns=tuple(c for c in prunable.columns if c != "metric"))
-                 if prunable is not None else None),
-        C.titled("Removing one role's heads",
-                 C.Text("Every head of one primary role ablated at once, on the held-out sequences: how much worse "
-                        "each metric gets (relative to the intact model, with its 95% interval).")
-                 if by_role is not None else None,
-                 C.table(by_role, "role-pruning", percent_columns=("worse", "worse_low", "worse_high"))
-                 if by_role is not None else None),
+                 _prunable_table(prunable) if prunable is not None else None),
+    )
+    removing = C.titled(
+        "Removing one role's heads",
+        C.Text("Every head of one primary role ablated at once, on the held-out sequences: how much worse each metric "
+               "gets, relative to the intact model (negative: better), with its 95% interval in parentheses.")
+        if by_role is not None else None,
+        _role_pruning_table(by_role) if by_role is not None else None)
+    facts = C.group(
         C.titled("Model", C.key_values([(k, model[k]) for k in MODEL_FACTS if k in model]) if model else None),
         C.titled("Probe corpora", C.table(pd.DataFrame(corpora), "corpora") if corpora else None),
     )
-    return C.section("summary", "Summary", _cards(summary), *_notes(summary, exemplar_note), columns)
+    return C.section("summary", "Summary", _cards(summary), *_notes(summary, exemplar_note), roles_and_pruning,
+                     removing, facts)
 
 
 def _figures_of(figures: list[SavedFigure], names: tuple[str, ...]) -> list[C.FigureBlock]:
@@ -98,7 +144,8 @@ def _figures_of(figures: list[SavedFigure], names: tuple[str, ...]) -> list[C.Fi
 def _provenance_section(summary: dict[str, Any]) -> C.Section:
     prov = summary["provenance"]
     keys = ("created", "seed", "git_hash", "machine", "python")
-    pairs = [(k, S.fmt(prov.get(k)) or "unknown") for k in keys if k in prov]
+    pairs = [("model", summary["model_path"])] if summary.get("model_path") else []  # the title shows its stem
+    pairs += [(k, S.fmt(prov.get(k)) or "unknown") for k in keys if k in prov]
     pairs += [(k, v) for k, v in prov.items() if k not in keys and k != "versions" and not isinstance(v, (dict, list))]
     versions = [(k, S.fmt(v) or "not installed") for k, v in (prov.get("versions") or {}).items()]
     stages = summary["stages"]
@@ -129,8 +176,9 @@ def report_document(run: RunTables, summary: dict[str, Any], figures: list[Saved
         C.Text("For each role, the head that fits it best, on a stored probe of the family its feature reads. "
                "Every head's pattern on these probes is in exemplars.npz (interp.collect.exemplars.read_exemplars).")
         if exemplars else None, C.group(*exemplars, layout="grid")))
-    effect = f"; Δ columns: {summary['exact_effect']} (positive = the model gets worse without the head)" \
-        if summary["exact_effect"] else ""
+    effect = (f"; Δ METRIC: the head's exact effect on each metric ({summary['exact_ablation']} ablation; positive = "
+              "the model gets worse without the head; blank: not ablated exactly, its estimate is in the explorer)"
+              if summary.get("exact_ablation") else "")
     sections.append(C.section(
         "heads", "Heads", C.Text(f"One row per head{effect}. Click a header to sort.") if heads is not None else None,
         C.table(heads, "head-table", filter="Filter heads:") if heads is not None else None))

@@ -12,6 +12,7 @@ ablation and metric present in the preference orders below.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any
 
 import math
@@ -137,9 +138,36 @@ def rank_agreement(pairs: pd.DataFrame) -> float:
     return float(pairs["estimate"].rank().corr(pairs["exact"].rank()))
 
 
+# Sources whose name is a path on the machine that made the run (interp.model.load).
+PATH_SOURCES = ("gguf", "hf-dir")
+
+
+def _is_path(name: str, source: object) -> bool:
+    return source in PATH_SOURCES or name.startswith(("/", "./", "../", "~")) or name.lower().endswith(".gguf")
+
+
 def model_name(manifest: dict[str, Any]) -> str:
-    """The model a run was made with, as its manifest names it (not the run's folder)."""
-    return str((manifest.get("model") or {}).get("name") or "an unnamed model")
+    """The model a run was made with, for titles: its name as the manifest records it (a
+    packaged, Hub or Python-given name; never the run's folder), or, for a model loaded from a
+    file or folder, that file's stem or the folder's name (the full path is
+    :func:`model_path`)."""
+    facts = manifest.get("model") or {}
+    name = str(facts.get("name") or "")
+    if not name:
+        return "an unnamed model"
+    if not _is_path(name, facts.get("source")):
+        return name
+    path = PurePosixPath(name.replace("\\", "/").rstrip("/"))
+    return (path.stem if path.suffix.lower() == ".gguf" else path.name) or name
+
+
+def model_path(manifest: dict[str, Any]) -> str | None:
+    """The full path of a model loaded from a file or folder (the one a rerun loads), else None."""
+    facts = manifest.get("model") or {}
+    name = str(facts.get("name") or "")
+    if not name or not _is_path(name, facts.get("source")):
+        return None
+    return str((facts.get("spec") or {}).get("name") or name)
 
 
 def head_shape(manifest: dict[str, Any], *frames: pd.DataFrame | None) -> tuple[int, int]:
@@ -274,14 +302,31 @@ def role_pruning_table(pruning: pd.DataFrame | None, effects: pd.DataFrame | Non
     return pd.DataFrame(rows) if rows else None
 
 
+def metric_order(metrics: pd.Series) -> list[str]:
+    """Metrics present, in ``METRIC_PREFERENCE`` order; others after them, sorted."""
+    present = set(metrics.dropna().astype(str))
+    return [m for m in METRIC_PREFERENCE if m in present] + sorted(present - set(METRIC_PREFERENCE))
+
+
+def effect_column(metric: str) -> str:
+    """The heads table's column of one metric's effect."""
+    return f"Δ {metric}"
+
+
 def head_table(roles: pd.DataFrame | None, effects: pd.DataFrame | None) -> pd.DataFrame | None:
-    """One row per head: its roles, joined with its main exact effect when the run has one."""
+    """One row per head: its roles, and its exact effect on every metric (``Δ METRIC``, one
+    column each, of the ablation :func:`choose_effect` picks) when the run has exact effects.
+    A head of one role can matter for one metric only (a previous-token head for repeated text),
+    so no single metric stands for all."""
     base_cols = ["layer", "head", "role", "confidence", "second_role", "stability", "sink_mass"]
     table = roles[[c for c in base_cols if c in roles.columns]].copy() if roles is not None else None
     choice = choose_effect(effects, exact_only=True)
     if choice is not None:
-        eff = head_effects(effects, choice)
-        table = eff if table is None else table.merge(eff, on=["layer", "head"], how="left")
+        rows = effects[(effects["ablation"] == choice.ablation) & (effects["estimator"] == choice.estimator)]
+        wide = (rows.pivot_table(index=["layer", "head"], columns="metric", values="delta", aggfunc="mean")
+                .reindex(columns=metric_order(rows["metric"])))
+        wide = wide.rename(columns=effect_column).rename_axis(columns=None).reset_index()
+        table = wide if table is None else table.merge(wide, on=["layer", "head"], how="left")
     if table is None or table.empty:
         return None
     return table.sort_values(["layer", "head"]).reset_index(drop=True)
@@ -294,7 +339,8 @@ def report_summary(run: RunTables) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "run": run.path.name,
         "model_name": model_name(manifest),
-        "model": dict(manifest.get("model") or {}),
+        "model_path": model_path(manifest),
+        "model": {**manifest["model"], "name": model_name(manifest)} if manifest.get("model") else {},
         "shape": (n_layers, n_heads),
         "corpora": dict(manifest.get("corpora") or {}),
         "tables": {name: getattr(run, name) is not None
@@ -316,9 +362,10 @@ def report_summary(run: RunTables) -> dict[str, Any]:
     by_role = role_pruning_table(run.pruning, run.effects)
     if by_role is not None:
         summary["role_pruning"] = by_role.to_dict("records")
-    for key, exact in (("effect", False), ("exact_effect", True)):
-        choice = choose_effect(run.effects, exact_only=exact)
-        summary[key] = choice.label if choice else None
+    shown, exact = choose_effect(run.effects), choose_effect(run.effects, exact_only=True)
+    summary["effect"] = shown.label if shown else None
+    summary["exact_effect"] = exact.label if exact else None
+    summary["exact_ablation"] = exact.ablation if exact else None
     return summary
 
 
@@ -347,4 +394,7 @@ def small_percent(value: float | None) -> str:
 
 
 def percent(value: float | None) -> str:
-    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.0%}"
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    text = f"{value:.0%}"
+    return "0%" if text == "-0%" else text  # a change that rounds to nothing has no sign

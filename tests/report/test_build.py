@@ -68,6 +68,25 @@ def test_title_names_the_model_not_the_folder(make_fake_run, tmp_path):
     assert "<h1>Attention heads of Qwen2-0.5B &amp; friends</h1>" in html
 
 
+def test_a_model_file_is_titled_by_its_stem_and_its_path_is_in_the_provenance(make_fake_run, tmp_path):
+    from interp.pipeline import rundir
+    from interp.report.html import build_document
+
+    run_dir = make_fake_run(tmp_path, "r", tables=("roles",), exemplars=False, clusters=False)
+    manifest = rundir.read_manifest(run_dir)
+    path = "/very/long/folder/of/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+    manifest["model"].update(name=path, source="gguf", spec={"name": path})
+    rundir.write_manifest(run_dir, manifest)
+    doc = build_document(run_dir)
+    assert doc.title == "Attention heads of SmolLM2-135M-Instruct.Q4_1"
+    summary = next(s for s in doc.sections if s.id == "summary")
+    model = next(b for g in summary.blocks if getattr(g, "kind", "") == "group" for col in g.blocks
+                 for b in getattr(col, "blocks", ()) if b.kind == "keyvalues")
+    assert dict(model.pairs)["name"] == "SmolLM2-135M-Instruct.Q4_1"
+    provenance = next(s for s in doc.sections if s.id == "provenance")
+    assert provenance.blocks[0].pairs[0] == ("model", path)
+
+
 @pytest.mark.parametrize("tables", [("features",), ("features", "roles"), ()])
 def test_partial_runs_still_get_a_report(make_fake_run, tmp_path, tables):
     run_dir = make_fake_run(tmp_path, tables=tables, exemplars=False, clusters=False)

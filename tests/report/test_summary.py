@@ -95,14 +95,20 @@ def test_estimates_whose_interval_excludes_the_exact_effect_are_listed():
     assert S.estimate_misses(eff.drop(columns="vs_exact")) == [] and S.estimate_misses(None) == []
 
 
-def test_head_table_joins_main_exact_effect():
+def test_head_table_has_one_exact_effect_column_per_metric():
     roles = pd.DataFrame({"layer": [0, 0], "head": [0, 1], "role": ["induction", "unexplained"],
                           "confidence": [0.9, 0.4], "second_role": [np.nan, np.nan], "stability": [1.0, 0.5]})
     eff = effects_frame([(0, 1, "mean", "loss_prose", 2.0, 2.3, 0.3, 0.15, 0.2, 0.4, "exact"),
-                         (0, 0, "mean", "loss_prose", 2.0, 2.9, 0.9, 0.45, 0.8, 1.0, "attribution")])
+                         (0, 1, "mean", "loss_repeated", 1.0, 4.0, 3.0, 3.0, 2.5, 3.5, "exact"),
+                         (0, 1, "zero", "loss_repeated", 1.0, 9.0, 8.0, 8.0, 7.5, 8.5, "exact"),  # not the ablation shown
+                         (0, 0, "mean", "loss_prose", 2.0, 2.9, 0.9, 0.45, 0.8, 1.0, "attribution"),
+                         (0, 0, "mean", "sv_logit_diff", 1.0, 0.5, 0.5, 0.5, 0.4, 0.6, "attribution")])
     table = S.head_table(roles, eff)
-    assert table["delta"].tolist()[1] == pytest.approx(0.3)
-    assert math.isnan(table["delta"].tolist()[0]), "attribution rows are not the head's exact effect"
+    # a previous-token head can matter for repeated text only: every metric has its column
+    assert table.columns.tolist() == ["layer", "head", "role", "confidence", "second_role", "stability",
+                                      "Δ loss_prose", "Δ loss_repeated"]
+    assert table.loc[1, ["Δ loss_prose", "Δ loss_repeated"]].tolist() == pytest.approx([0.3, 3.0])
+    assert table.loc[0, ["Δ loss_prose", "Δ loss_repeated"]].isna().all(), "estimates are not the head's exact effect"
     assert S.head_table(None, None) is None
 
 
@@ -168,6 +174,18 @@ def test_audit_pairs_and_rank_agreement():
 def test_model_name_comes_from_the_manifest():
     assert S.model_name({"model": {"name": "smollm2-135m"}}) == "smollm2-135m"
     assert S.model_name({}) == "an unnamed model"
+
+
+def test_a_model_loaded_from_a_path_is_named_by_its_stem_and_keeps_its_path():
+    gguf = {"model": {"name": "../models/SmolLM2-135M-Instruct.Q4_1.gguf", "source": "gguf",
+                      "spec": {"name": "/home/me/models/SmolLM2-135M-Instruct.Q4_1.gguf"}}}
+    folder = {"model": {"name": "/data/ckpt/my-llama/", "source": "hf-dir", "spec": {"name": "/data/ckpt/my-llama"}}}
+    hub = {"model": {"name": "HuggingFaceTB/SmolLM2-135M-Instruct", "source": "hub"}}
+    assert S.model_name(gguf) == "SmolLM2-135M-Instruct.Q4_1"
+    assert S.model_path(gguf) == "/home/me/models/SmolLM2-135M-Instruct.Q4_1.gguf"  # the one a rerun loads
+    assert (S.model_name(folder), S.model_path(folder)) == ("my-llama", "/data/ckpt/my-llama")
+    assert (S.model_name(hub), S.model_path(hub)) == ("HuggingFaceTB/SmolLM2-135M-Instruct", None)
+    assert S.model_path({"model": {"name": "smollm2-135m", "source": "packaged"}}) is None
 
 
 def test_role_pruning_table_reads_the_role_rows():
