@@ -5,6 +5,7 @@ per-sequence sums are folded into running totals and dropped. Confidence interva
 Poisson bootstrap (each sequence gets an independent Poisson(1) weight in each replicate),
 which resamples sequences without keeping them. A score is a ratio of sums (mass on the targets
 over the head's non-sink mass, see interp.collect.features), so each replicate keeps both sums per head.
+The raw share (``raw``) is a mean of per-sequence shares: its sum and the count of sequences (no interval).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ class FeatureAccumulator:
         # (non-sink) mass they are divided by, and the mass on the first position
         self.value, self.base, self.weight, self.sink = (torch.zeros(shape, dtype=torch.float64) for _ in range(4))
         self.count = torch.zeros(n_feat, dtype=torch.float64)
+        # mass features' raw shares (interp.collect.features), summed over the sequences each reads
+        self.raw = torch.zeros((n_layers, self.n_static, n_heads), dtype=torch.float64)
+        self.raw_sequences = torch.zeros(self.n_static, dtype=torch.float64)
         self.rep_value = torch.zeros((n_bootstrap,) + shape, dtype=torch.float64)
         self.rep_weight = torch.zeros((n_bootstrap,) + shape, dtype=torch.float64)
         self.rule_hits: dict[tuple[int, tuple], int] = {}  # fixed-rule syntactic baseline
@@ -43,7 +47,9 @@ class FeatureAccumulator:
         self._weights = torch.poisson(torch.ones(self.rep_value.shape[0], n, dtype=torch.float64), generator=self._gen)
         self._layers_seen = set()
         dummy = ctx.batch.valid.new_zeros((n, 1, 1, 1), dtype=torch.float32).expand(n, 1, *ctx.allowed.shape[1:])
-        count = [fn(dummy, ctx).count for fn in MASS_FEATURES.values()]
+        static = [fn(dummy, ctx) for fn in MASS_FEATURES.values()]
+        count = [s.count for s in static]
+        self.raw_sequences += torch.stack([(s.rows > 0).double() for s in static], 1).sum(0)
         _, arcs = syntactic(dummy, ctx)
         self.count += torch.cat([torch.stack(count, 1), arcs], 1).sum(0)
         for key, c in fixed_rule_counts(ctx).items():
@@ -69,6 +75,7 @@ class FeatureAccumulator:
         self.sink[layer] += per_seq("sink", arc_sink(pattern, ctx)).sum(0)
         self.rep_value[:, layer] += torch.einsum("rb,bfh->rfh", self._weights, value)
         self.rep_weight[:, layer] += torch.einsum("rb,bfh->rfh", self._weights, weight)
+        self.raw[layer] += torch.stack([s.raw / s.rows.clamp(min=1)[:, None] for s in sums], 1).sum(0)
 
     def table(self) -> pd.DataFrame:
         """The tidy features table (see interp.pipeline.tables.FEATURES)."""
@@ -79,12 +86,14 @@ class FeatureAccumulator:
             baseline = _ratio(self.base, self.weight)
             baseline[:, self.n_static:] = best_rule_share(self.rule_hits, count[self.n_static:])[None, :, None]
             sink = self.sink.numpy() / count[None, :, None]
+            raw = np.full(value.shape, np.nan)
+            raw[:, : self.n_static] = _ratio(self.raw, self.raw_sequences[None, :, None].expand_as(self.raw))
             reps = self.replicates()
             lo, hi = np.nanquantile(reps, [0.025, 0.975], axis=0) if np.isfinite(reps).any() else (value * np.nan,) * 2
         layer, feat, head = np.meshgrid(np.arange(self.n_layers), np.arange(len(self.names)), np.arange(self.n_heads), indexing="ij")
         frame = pd.DataFrame({
             "layer": layer.ravel(), "head": head.ravel(), "feature": np.array(self.names)[feat.ravel()],
-            "value": value.ravel(), "baseline": baseline.ravel(), "sink_mass": sink.ravel(),
+            "value": value.ravel(), "raw": raw.ravel(), "baseline": baseline.ravel(), "sink_mass": sink.ravel(),
             "ci_low": lo.ravel(), "ci_high": hi.ravel(), "n": np.broadcast_to(count[None, :, None], value.shape).ravel().astype(int),
         })
         return frame.sort_values(["layer", "head", "feature"], kind="stable").reset_index(drop=True)

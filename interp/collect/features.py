@@ -16,9 +16,7 @@ than the noise of its crumbs), and ``baseline = sum(non-sink mass * targets / no
 sum(non-sink mass)``: what the head would score if it spread its non-sink mass uniformly over
 the non-sink keys (any head that does so scores its baseline exactly, however much it sinks).
 ``first_token`` is the sink itself: the mean mass on the first position. Each row also records
-``sink_mass``: the mean mass on the first position over that feature's eligible queries, so the raw
-mass on the targets is ``value * (1 - sink)`` (for duplicate_token and induction, which also set
-the query's own position aside, see there).
+``sink_mass``: the mean mass on the first position over that feature's eligible queries.
 
 Only the first position is a sink. Measured on SmolLM2-135M and MiniLM-L6 over the default
 probes (analyses/sinks.py, analyses/RESULTS.md "Attention sinks"): heads put less mass on
@@ -28,11 +26,27 @@ either), and what a head reads from them, its value through W_O, is 0.75-0.88 of
 token's (median head), against 0.27 (SmolLM2) and 0.05 (MiniLM) at the first position, which
 draws 0.54 / 0.43 of all attention: delimiters are ordinary keys in both models.
 
+Raw share. ``raw`` is how much of *all* its attention the head puts on the targets, sink
+included: per sequence the feature reads, the mass on the targets summed over every query row
+(the first position, rows without a target, special tokens) over the number of rows; then the
+mean over those sequences (a sum of shares over a count of sequences: it streams). That is
+TransformerLens' ``detect_head`` with its defaults (``error_measure`` "mul": the mass on the
+detection pattern over the pattern's total, one per row; prompts averaged), and for
+``previous_token``, ``duplicate_token`` and ``induction`` the targets are its detection patterns,
+which reach a little further than ``value``'s: q-1 for every q >= 1 (the first position too),
+every earlier k with tok[k] == tok[q] (the first position, special tokens), every k <= q with
+tok[k-1] == tok[q] (q itself when tok[q-1] == tok[q]). Other mass features: ``value``'s targets on
+its eligible queries. Rows without a target count, so an ideal induction head scores about 0.5 on
+``[BOS] r r``: compare heads on one feature, not features with each other. ``broad`` (an entropy)
+and syntactic features (an accuracy over arcs) are no share of attention: ``raw`` is NaN.
+
 Which score should you read? ``value`` is the share of the head's non-sink attention on the
 targets (a perfect previous-token head scores 1.0 on ``previous_token``, however much it also
-sinks); ``value - baseline`` is the preference over chance. Syntactic features follow Clark et
-al. (2019): the share of arcs whose most-attended word is the gold partner (the sink is no
-word, so it needs no renormalising), next to the accuracy of the best fixed rule.
+sinks); ``value - baseline`` is the preference over chance; what the classifier reads. ``raw`` is
+how much the head attends there (a head with 0.9 on the sink and 0.09 on the targets: ``value``
+0.9, ``raw`` 0.09): rank heads by it, compare it with detect_head and the papers. Syntactic features
+follow Clark et al. (2019): the share of arcs whose most-attended word is the gold partner (the
+sink is no word, so it needs no renormalising), next to the accuracy of the best fixed rule.
 """
 
 from __future__ import annotations
@@ -104,13 +118,16 @@ def families_of(feature: str) -> tuple[str, ...]:
 @dataclass
 class FeatureSums:
     """Per-sequence sums over a feature's eligible queries. ``value / weight`` is the score,
-    ``baseline / weight`` the no-preference score, ``sink / count`` the mass on the first position."""
+    ``baseline / weight`` the no-preference score, ``sink / count`` the mass on the first position;
+    ``raw / rows`` the sequence's raw share (averaged over sequences, see the module docstring)."""
 
     value: Float[Tensor, "batch head"]  # mass on the targets
     baseline: Float[Tensor, "batch head"]  # the same mass spread uniformly over the counted keys
     weight: Float[Tensor, "batch head"]  # mass on the counted keys (non-sink)
     sink: Float[Tensor, "batch head"]  # mass on the first position
     count: Float[Tensor, "batch"]  # eligible queries
+    raw: Float[Tensor, "batch head"]  # mass on the raw targets over every query row (NaN: no raw share)
+    rows: Float[Tensor, "batch"]  # query rows of the sequences the feature reads (0: not read)
 
 
 @dataclass
@@ -173,11 +190,12 @@ def _flatten_arcs(batch: ProbeBatch, n_relations: int) -> tuple[Tensor, Tensor, 
 
 
 def _sums(pattern: Pattern, ctx: FeatureContext, mass: Float[Tensor, "batch head q"], queries: Bool[Tensor, "batch q"],
-          n_targets: Float[Tensor, "batch q"] | Int[Tensor, "batch q"], skip_self: bool = False) -> FeatureSums:
+          n_targets: Float[Tensor, "batch q"] | Int[Tensor, "batch q"], feature: str, skip_self: bool = False,
+          raw: Float[Tensor, "batch head"] | None = None) -> FeatureSums:
     """Sum over eligible ``queries`` of the ``mass`` each puts on its ``n_targets`` target keys.
 
     The counted keys are the visible non-sink keys (and not the query itself with ``skip_self``);
-    a query needs at least one of them.
+    a query needs at least one of them. The raw mass is that same mass unless ``raw`` is given.
     """
     sink = pattern[..., 0].double()
     counted = (1.0 - sink).clamp(min=0.0)
@@ -188,8 +206,28 @@ def _sums(pattern: Pattern, ctx: FeatureContext, mass: Float[Tensor, "batch head
     queries = queries & (n_keys >= 1)
     q = queries.double()[:, None, :]
     share = (n_targets.double() / n_keys.clamp(min=1))[:, None, :]
-    return FeatureSums((mass.double() * q).sum(-1), (counted * share * q).sum(-1), (counted * q).sum(-1),
-                       (sink * q).sum(-1), queries.sum(-1).double())
+    value = (mass.double() * q).sum(-1)
+    return FeatureSums(value, (counted * share * q).sum(-1), (counted * q).sum(-1), (sink * q).sum(-1),
+                       queries.sum(-1).double(), value if raw is None else raw, _rows(ctx, feature))
+
+
+def _rows(ctx: FeatureContext, feature: str) -> Float[Tensor, "batch"]:
+    """Every query row (valid position) of the sequences the feature reads: raw's denominator."""
+    return (ctx.batch.valid & ctx.family_gate(feature)[:, None]).sum(-1).double()
+
+
+def _detection_mass(pattern: Pattern, ctx: FeatureContext, targets: Bool[Tensor, "batch q k"],
+                    feature: str) -> Float[Tensor, "batch head"]:
+    """detect_head's numerator: the mass on a detection pattern ``targets`` summed over every query
+    row of the sequences the feature reads (valid keys only: padding is no key)."""
+    rows = ctx.batch.valid & ctx.family_gate(feature)[:, None]
+    cells = targets & rows[:, :, None] & ctx.batch.valid[:, None, :]
+    return torch.einsum("bhqk,bqk->bh", pattern, cells.to(pattern.dtype)).double()
+
+
+def _earlier(ctx: FeatureContext) -> Bool[Tensor, "q k"]:
+    """k < q."""
+    return torch.ones_like(ctx.allowed[0]).tril(-1)
 
 
 def _offset_mass(pattern: Pattern, offset: int) -> Float[Tensor, "batch head q"]:
@@ -224,17 +262,24 @@ def _queries(ctx: FeatureContext, feature: str) -> Bool[Tensor, "batch q"]:
 # --- mask-based features ----------------------------------------------------------------
 
 
-def _offset_feature(pattern: Pattern, ctx: FeatureContext, offset: int, feature: str) -> FeatureSums:
+def _offset_feature(pattern: Pattern, ctx: FeatureContext, offset: int, feature: str,
+                    raw: Float[Tensor, "batch head"] | None = None) -> FeatureSums:
     target_ok = _shifted(ctx.content & ~ctx.sink, offset)
     if ctx.batch.causal and offset > 0:
         target_ok = torch.zeros_like(target_ok)
     queries = _queries(ctx, feature) & target_ok & (ctx.n_open >= 2)
-    return _sums(pattern, ctx, _offset_mass(pattern, offset), queries, torch.ones_like(ctx.n_open))
+    return _sums(pattern, ctx, _offset_mass(pattern, offset), queries, torch.ones_like(ctx.n_open), feature, raw=raw)
 
 
 def previous_token(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
-    """Mass on q-1, over content queries whose predecessor is a content token (not BOS)."""
-    return _offset_feature(pattern, ctx, -1, "previous_token")
+    """Mass on q-1, over content queries whose predecessor is a content token (not BOS).
+
+    Raw: detect_head's previous-token pattern, q-1 for every row q >= 1.
+    """
+    at = torch.arange(ctx.allowed.shape[-1])
+    targets = (at[:, None] - at[None, :] == 1)[None]  # k = q-1
+    raw = _detection_mass(pattern, ctx, targets, "previous_token")
+    return _offset_feature(pattern, ctx, -1, "previous_token", raw)
 
 
 def current_token(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
@@ -254,16 +299,17 @@ def first_token(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
     sink = (pattern[..., 0].double() * q).sum(-1)
     count = queries.sum(-1).double()
     heads = torch.ones_like(sink)
-    return FeatureSums(sink, (q / ctx.n_allowed[:, None, :]).sum(-1) * heads, count[:, None] * heads, sink, count)
+    return FeatureSums(sink, (q / ctx.n_allowed[:, None, :]).sum(-1) * heads, count[:, None] * heads, sink, count,
+                       sink, _rows(ctx, "first_token"))
 
 
 def _mask_feature(pattern: Pattern, ctx: FeatureContext, targets: Bool[Tensor, "batch q k"], feature: str,
-                  skip_self: bool = False) -> FeatureSums:
+                  skip_self: bool = False, raw: Float[Tensor, "batch head"] | None = None) -> FeatureSums:
     """The feature whose targets are a key mask per query (visible non-sink keys)."""
     n_targets = targets.sum(-1)
     queries = _queries(ctx, feature) & (n_targets > 0)
     mass = torch.einsum("bhqk,bqk->bhq", pattern, targets.to(pattern.dtype))
-    return _sums(pattern, ctx, mass, queries, n_targets, skip_self)
+    return _sums(pattern, ctx, mass, queries, n_targets, feature, skip_self, raw)
 
 
 def _open_keys(ctx: FeatureContext) -> Bool[Tensor, "batch q k"]:
@@ -283,26 +329,29 @@ def duplicate_token(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
 
     Renormalised over the keys other than the sink *and q itself*: a token matches itself, so a
     duplicate-token head often keeps some mass there, which says nothing about copies (and is
-    what ``current_token`` measures). Raw mass = value * (1 - sink - mass on q).
+    what ``current_token`` measures). Raw: detect_head's pattern, every earlier k holding q's token.
     """
     tok = ctx.batch.tokens
-    earlier = _open_keys(ctx) & torch.ones_like(ctx.allowed[0]).tril(-1)
-    targets = earlier & (tok[:, :, None] == tok[:, None, :]) & ctx.content[:, None, :]
-    return _mask_feature(pattern, ctx, targets, "duplicate_token", skip_self=True)
+    same = tok[:, :, None] == tok[:, None, :]
+    raw = _detection_mass(pattern, ctx, same & _earlier(ctx), "duplicate_token")
+    targets = _open_keys(ctx) & _earlier(ctx) & same & ctx.content[:, None, :]
+    return _mask_feature(pattern, ctx, targets, "duplicate_token", skip_self=True, raw=raw)
 
 
 def induction(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
     """Mass on keys k < q whose predecessor holds q's token: the token that followed an earlier copy.
 
     Renormalised over the keys other than the sink and q itself, like duplicate_token (for a
-    token right after its own copy the "token that followed" is q itself: not counted).
+    token right after its own copy the "token that followed" is q itself: not counted). Raw:
+    detect_head's pattern, every k in 1..q after a copy of q's token (q itself included).
     """
     tok = ctx.batch.tokens
-    prev_tok = torch.roll(tok, 1, dims=1)
+    follows = tok[:, :, None] == torch.roll(tok, 1, dims=1)[:, None, :]  # tok[k-1] == tok[q]
+    upto_q = torch.ones_like(ctx.allowed[0]).tril() & (torch.arange(tok.shape[1]) >= 1)  # 1 <= k <= q
+    raw = _detection_mass(pattern, ctx, follows & upto_q, "induction")
     prev_content = _shifted(ctx.content, -1)
-    earlier = _open_keys(ctx) & torch.ones_like(ctx.allowed[0]).tril(-1)
-    targets = earlier & (tok[:, :, None] == prev_tok[:, None, :]) & prev_content[:, None, :]
-    return _mask_feature(pattern, ctx, targets, "induction", skip_self=True)
+    targets = _open_keys(ctx) & _earlier(ctx) & follows & prev_content[:, None, :]
+    return _mask_feature(pattern, ctx, targets, "induction", skip_self=True, raw=raw)
 
 
 def local(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
@@ -320,7 +369,7 @@ def local(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
     targets = content_keys & near
     queries = _queries(ctx, "local") & (targets.sum(-1) > 0) & (content_keys & ~near).any(-1)
     mass = torch.einsum("bhqk,bqk->bhq", pattern, targets.to(pattern.dtype))
-    return _sums(pattern, ctx, mass, queries, targets.sum(-1))
+    return _sums(pattern, ctx, mass, queries, targets.sum(-1), "local")
 
 
 def broad(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
@@ -340,7 +389,8 @@ def broad(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
     q = queries.double()[:, None, :]
     value = (mass * entropy / torch.log(n_keys.clamp(min=2))[:, None, :] * q).sum(-1)
     weight = (mass * q).sum(-1)
-    return FeatureSums(value, weight.clone(), weight, (pattern[..., 0].double() * q).sum(-1), queries.sum(-1).double())
+    return FeatureSums(value, weight.clone(), weight, (pattern[..., 0].double() * q).sum(-1), queries.sum(-1).double(),
+                       torch.full_like(value, torch.nan), _rows(ctx, "broad"))  # an entropy: no raw share
 
 
 def position(pattern: Pattern, ctx: FeatureContext, k: int | None = None, from_end: int | None = None) -> FeatureSums:
@@ -368,7 +418,7 @@ def position(pattern: Pattern, ctx: FeatureContext, k: int | None = None, from_e
     visible = ctx.allowed[rows, :, safe]  # [batch, q]
     queries = _queries(ctx, name) & far & visible & ok[:, None]
     mass = pattern[rows, :, :, safe]  # [batch, head, q]
-    return _sums(pattern, ctx, mass, queries, torch.ones_like(ctx.n_open))
+    return _sums(pattern, ctx, mass, queries, torch.ones_like(ctx.n_open), name)
 
 
 def _position_fn(k: int | None = None, from_end: int | None = None) -> Callable[[Pattern, FeatureContext], FeatureSums]:
