@@ -11,13 +11,13 @@ table; for ``syntactic``, its best relation); without a features table, the high
 feature is measured on (:data:`SHOWN_ON`): repeated random tokens for induction and duplicate
 heads, syntax sentences for syntactic heads, natural text for the rest.
 
-Tokens are corpus text: they are drawn as plain text (mathtext off, so ``$`` is literal),
-non-printable characters become visible marks, and long tokens are cut.
+Tokens are corpus text: they are drawn as plain text (mathtext off, so ``$`` is literal), in a
+chain of fonts with wide coverage, with a visible stand-in for whatever no font of the chain
+draws (:mod:`interp.report.glyphs`), so that no token shows as an empty box; long tokens are cut.
 """
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,10 +28,10 @@ from matplotlib.figure import Figure
 
 from interp.collect.exemplars import Exemplars, Probe
 from interp.report.figures import SavedFigure, new_figure, save, styled
+from interp.report.glyphs import token_fonts, token_text
 from interp.roles import FEATURE_FAMILY_PREFIX, ROLES, UNEXPLAINED
 
 TOKEN_WIDTH = 14
-VISIBLE = {"\n": "↵", "\r": "↵", "\t": "→"}
 # The probe family each role's feature reads (interp.collect.features.FEATURE_FAMILIES, restated here
 # because that module needs torch; a test keeps the two in step). Other roles: natural text.
 SHOWN_ON = {"duplicate_token": "repeated", "induction": "repeated", "syntactic": "syntax"}
@@ -50,8 +50,9 @@ class Pick:
 
 
 def token_label(token: object) -> str:
-    """A token as a tick label: control characters shown as marks, blank tokens visible, long ones cut."""
-    text = "".join(VISIBLE.get(ch, ch if ch.isprintable() else "·") for ch in str(token))
+    """A token as a tick label: what no font draws shown as a mark or code (``token_text``), blank
+    tokens visible, long ones cut."""
+    text = token_text(token)
     if not text.strip():
         text = "␣" * len(text) if text else "∅"
     return text if len(text) <= TOKEN_WIDTH else text[: TOKEN_WIDTH - 1] + "…"
@@ -110,6 +111,8 @@ def exemplar_figure(probe: Probe, layer: int, head: int, title: str | None = Non
     ax.tick_params(length=0, labelsize=font)
     ax.tick_params(axis="x", labelrotation=90)
     ax.tick_params(axis="y", labelrotation=0)
+    for label in (*ax.get_xticklabels(), *ax.get_yticklabels()):
+        label.set_fontfamily(token_fonts())
     ax.set_xlabel("key (attended-to token)")
     ax.set_ylabel("query token")
     cut = f", first {n} of {probe.full_length} tokens" if probe.cut else ""
@@ -124,18 +127,15 @@ def plot_exemplars(exemplars: Exemplars | None, roles: pd.DataFrame | None, feat
         return None
     n_layers, n_heads = exemplars.shape
     saved = []
-    with warnings.catch_warnings():
-        # Tokens in scripts the default font lacks (CJK, emoji) draw as boxes; say nothing.
-        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
-        for pick in strongest_heads(roles, features):
-            probe = probe_for(pick.role, exemplars)
-            if probe is None or not (pick.layer < n_layers and pick.head < n_heads):
-                continue
-            name = pick.role.replace("_", " ")
-            cut = f", first {len(probe.tokens)} of {probe.full_length} tokens" if probe.cut else ""
-            fig = exemplar_figure(probe, pick.layer, pick.head, f"{name}: L{pick.layer}H{pick.head} on {probe.suite}{cut}")
-            saved.append(save(fig, fig_dir, f"exemplar_{pick.role}", f"{name} head L{pick.layer}H{pick.head}",
-                              f"Attention of L{pick.layer}H{pick.head}, the {name} head with the largest "
-                              f"{pick.measure} ({pick.strength:.2f}), on a {probe.suite} probe: row = query token, "
-                              "column = the token it attends to; darker = more attention.", kind="exemplar"))
+    for pick in strongest_heads(roles, features):
+        probe = probe_for(pick.role, exemplars)
+        if probe is None or not (pick.layer < n_layers and pick.head < n_heads):
+            continue
+        name = pick.role.replace("_", " ")
+        cut = f", first {len(probe.tokens)} of {probe.full_length} tokens" if probe.cut else ""
+        fig = exemplar_figure(probe, pick.layer, pick.head, f"{name}: L{pick.layer}H{pick.head} on {probe.suite}{cut}")
+        saved.append(save(fig, fig_dir, f"exemplar_{pick.role}", f"{name} head L{pick.layer}H{pick.head}",
+                          f"Attention of L{pick.layer}H{pick.head}, the {name} head with the largest "
+                          f"{pick.measure} ({pick.strength:.2f}), on a {probe.suite} probe: row = query token, "
+                          "column = the token it attends to; darker = more attention.", kind="exemplar"))
     return saved or None

@@ -131,16 +131,50 @@ def test_pruning_draws_a_ci_band_only_when_the_table_has_one(make_fake_run, tmp_
 def test_token_labels_are_plain_visible_text():
     assert X.token_label("<script>alert(1)</script>") == "<script>alert…"
     assert X.token_label("new\nline") == "new↵line"
-    assert X.token_label("\x00a") == "·a"
+    assert X.token_label("\x00a") == "<0x00>a"
     assert X.token_label("  ") == "␣␣" and X.token_label("") == "∅"
     assert X.token_label("$x$") == "$x$"  # mathtext is off: drawn as written
+
+
+# Tokens that drew as empty boxes or as nothing: newline, tab, control and byte tokens, SentencePiece
+# and byte-level BPE spaces, a replacement character, invisible format characters, a lone vowel
+# sign, CJK, emoji, other spaces.
+HARD_TOKENS = ("\n", "\t", "a\r\n", "\x1b[0m", "<0x0A>", "▁the", "Ġhello\u010a", "\ufffd", "zero\u200bwidth",
+               "\ufeff", "\u0940", "猫", "🙂", "\u00a0x\u3000", "\ue000")
+
+
+def test_hard_tokens_get_exact_stand_ins_with_only_the_shipped_fonts():
+    from interp.report.glyphs import token_text
+
+    shipped = ("DejaVu Sans", "STIXGeneral")  # what matplotlib itself ships: the same on every machine
+    assert [token_text(t, shipped) for t in HARD_TOKENS] == [
+        "↵", "→", "a↵↵", "<0x1B>[0m", "<0x0A>", "▁the", "ĠhelloĊ", "\ufffd", "zero<U+200B>width", "<U+FEFF>",
+        "<U+0940>", "<U+732B>", "<U+1F642>", "␣x␣", "<U+E000>"]
+    assert token_text("\u0301e", ("DejaVu Sans",)) == "◌\u0301e"  # a mark that opens a token gets a base
+
+
+def test_no_token_label_is_an_empty_box():
+    """Every character of every label has a glyph in the fonts the labels are drawn in, and
+    matplotlib draws them without a missing-glyph warning (the warning that comes with a box)."""
+    from interp.report.glyphs import drawable
+
+    labels = [X.token_label(t) for t in HARD_TOKENS]
+    assert all(drawable(ch) for label in labels for ch in label), labels
+    assert all(label.strip() for label in labels)
+    n = len(HARD_TOKENS)
+    probe = Probe("prose", "natural", HARD_TOKENS, n, np.eye(n)[None, None])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Glyph ... missing from font(s)" would fail here
+        fig = X.exemplar_figure(probe, 0, 0)
+        assert png_bytes(fig).startswith(b"\x89PNG")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == labels
 
 
 def test_exemplar_with_dollars_and_control_chars_renders():
     probe = Probe("repeated", "repeated", ("$", "$x^2$", "\\frac", "\x07", "漢"), 5, np.eye(5)[None, None])
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # a mathtext error or any warning would fail here
-        warnings.filterwarnings("ignore", message="Glyph .* missing")
+        warnings.simplefilter("error")  # a mathtext error, a missing glyph or any warning would fail here
         assert png_bytes(X.exemplar_figure(probe, 0, 0)).startswith(b"\x89PNG")
 
 
