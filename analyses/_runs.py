@@ -124,8 +124,9 @@ def _exact_effects(model) -> pd.DataFrame:
     from interp.ablate.threads import choose_threads, stage_threads
     from interp.ablate.values import SINK
     from interp import AblateConfig
+    from interp.ablate.config import CPU_TOKENS_PER_PASS
 
-    cfg = AblateConfig()
+    cfg = AblateConfig(max_tokens_per_batch=CPU_TOKENS_PER_PASS)
     corpus = build_corpus(model, n_prose=cfg.n_prose, n_repeated=cfg.n_repeated if model.causal else 0,
                           repeated_lengths=cfg.repeated_lengths, n_syntax=cfg.n_syntax if model.causal else 0,
                           seed=cfg.seed, max_tokens=cfg.max_tokens_per_batch)

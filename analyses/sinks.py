@@ -70,7 +70,7 @@ def key_class_stats(model) -> pd.DataFrame:
     mass, norms = np.zeros((n_layers, n_heads, n_cls)), np.zeros((n_layers, n_heads, n_cls))
     share, n_keys, n_queries = np.zeros(n_cls), np.zeros(n_cls), 0.0
     pad = model.tokenizer.pad_token_id or 0
-    for group in bucket(seqs, config.max_tokens_per_batch):
+    for group in bucket(seqs, config.cpu_batch_tokens):
         batch = make_batch([seqs[i] for i in group], group, model.causal, pad)
         ctx = context(batch)
         cls = key_classes(batch)

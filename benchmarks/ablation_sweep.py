@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import markdown, write_section  # noqa: E402
 
 from interp.ablate.stage import AblateConfig, ablate  # noqa: E402
+from interp.ablate.config import CPU_TOKENS_PER_PASS  # noqa: E402
 from interp.ablate.threads import stage_threads  # noqa: E402
 from interp.ablate.evaluation import build_corpus  # noqa: E402
 from interp.ablate.forward import Edit, Ablator  # noqa: E402
@@ -135,7 +136,7 @@ def main() -> None:
     t = time.perf_counter()
     model = load_model("smollm2-135m")
     load_s = time.perf_counter() - t
-    cfg = AblateConfig(estimator="attribution")  # this benchmark times attribution; estimators.py compares both
+    cfg = AblateConfig(estimator="attribution", max_tokens_per_batch=CPU_TOKENS_PER_PASS)  # this benchmark times attribution; estimators.py compares both
     n_total = model.n_layers * model.n_heads
     result = ablate(model, cfg, progress=True)
     timings = result.timings

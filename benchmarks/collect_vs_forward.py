@@ -42,7 +42,7 @@ def main() -> None:
     seqs, aligner = encode_all(model, config, build_suites(config))
     relations = tuple(aligner.relations)
     pad = model.tokenizer.pad_token_id or 0
-    batches = [make_batch([seqs[i] for i in g], g, model.causal, pad) for g in bucket(seqs, config.max_tokens_per_batch)]
+    batches = [make_batch([seqs[i] for i in g], g, model.causal, pad) for g in bucket(seqs, config.cpu_batch_tokens)]
     n_tokens = sum(len(s) for s in seqs)
 
     def plain() -> None:

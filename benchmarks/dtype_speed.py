@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
 
 from interp.ablate.stage import AblateConfig  # noqa: E402
+from interp.ablate.config import CPU_TOKENS_PER_PASS  # noqa: E402
 from interp.ablate.evaluation import build_corpus  # noqa: E402
 from interp.ablate.forward import Ablator  # noqa: E402
 from interp import ModelSpec  # noqa: E402
@@ -35,7 +36,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
-    cfg = AblateConfig()
+    cfg = AblateConfig(max_tokens_per_batch=CPU_TOKENS_PER_PASS)
     ablators, batches = {}, {}
     for dtype in ("float32", "bfloat16", "float16"):
         model = load_model(ModelSpec(name="smollm2-135m", dtype=dtype))

@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import markdown, write_section  # noqa: E402
 
 from interp.ablate.stage import AblateConfig  # noqa: E402
+from interp.ablate.config import CPU_TOKENS_PER_PASS  # noqa: E402
 from interp.ablate.attribution import attribute  # noqa: E402
 from interp.ablate.evaluation import build_corpus  # noqa: E402
 from interp.ablate.forward import Ablator  # noqa: E402
@@ -137,7 +138,7 @@ def main() -> None:
     parser.add_argument("--kind", default=AblateConfig().ablations[0], help="ablation kind  [default: the stage's]")
     parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md alone")
     args = parser.parse_args()
-    cfg = AblateConfig()
+    cfg = AblateConfig(max_tokens_per_batch=CPU_TOKENS_PER_PASS)
     rows = []
     with stage_threads(torch.get_num_threads()):
         for name, model in models(args.models.split(",")):

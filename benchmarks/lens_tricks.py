@@ -49,6 +49,7 @@ from interp.ablate.forward import Ablator, Edit  # noqa: E402
 from interp.ablate.sweep import pass_size  # noqa: E402
 from interp.collect.stage import build_suites, encode_all  # noqa: E402
 from interp import AblateConfig, CollectConfig  # noqa: E402
+from interp.ablate.config import CPU_TOKENS_PER_PASS  # noqa: E402
 from interp.model.load import load_model  # noqa: E402
 from interp.probes.batch import bucket, make_batch  # noqa: E402
 
@@ -84,7 +85,7 @@ def collect_pass(model, rounds: int) -> tuple[dict[str, float], str]:
     config = CollectConfig(n_repeated=16, n_syntax=100, max_sentences=60)
     seqs, _ = encode_all(model, config, build_suites(config))
     pad = model.tokenizer.pad_token_id or 0
-    batches = [make_batch([seqs[i] for i in g], g, model.causal, pad) for g in bucket(seqs, config.max_tokens_per_batch)]
+    batches = [make_batch([seqs[i] for i in g], g, model.causal, pad) for g in bucket(seqs, config.cpu_batch_tokens)]
     last = model.n_layers - 1
 
     def lens_pass(b) -> None:
@@ -117,7 +118,7 @@ def public_restart():
 
 
 def restart(model, layers: list[int], rounds: int) -> tuple[dict[int, dict[str, float]], float, str]:
-    cfg = AblateConfig()
+    cfg = AblateConfig(max_tokens_per_batch=CPU_TOKENS_PER_PASS)
     corpus = build_corpus(model, cfg.n_prose, cfg.n_repeated, cfg.repeated_lengths, cfg.n_syntax, cfg.seed,
                           cfg.max_tokens_per_batch)
     ablator = Ablator(model)
@@ -172,7 +173,7 @@ def encoder_readout(model, rounds: int) -> tuple[dict[str, float], str]:
 
 
 def causal_readout(model, rounds: int) -> dict[str, float]:
-    cfg = AblateConfig()
+    cfg = AblateConfig(max_tokens_per_batch=CPU_TOKENS_PER_PASS)
     corpus = build_corpus(model, cfg.n_prose, cfg.n_repeated, cfg.repeated_lengths, cfg.n_syntax, cfg.seed,
                           cfg.max_tokens_per_batch)
 

@@ -17,6 +17,7 @@ QUICK_TOP_SHARE = 0.02  # quick mode: exact ablation of the 2% of heads each est
 QUICK_MIN_HEADS = 5  # but at least 5 per list (a tiny model's circuit has more than one head)
 AUDIT_SHARE = 0.25  # with top_k: a random sample of a quarter as many other heads (at least one), to audit the estimator
 QUICK_PRUNE_STEP = 0.1
+CPU_TOKENS_PER_PASS = 2048  # the ablate stage's pass on a CPU, and where an accelerator's pass starts growing
 MAX_ROUNDS = 1000  # rounds of the sequential sweep: each adds sequences, so this is far beyond any budget
 # Where the exact sweep runs (interp.ablate.executor): placement only, the tables are the same.
 EXECUTORS = ("local", "ray")
@@ -55,8 +56,9 @@ class AblateConfig:
     loss_corpus (first: it orders the pruning curve), an encoder reads them instead of the prose"""
     tasks: tuple[Task, ...] = option((), cli=False)
     """your own metrics, in Python (interp.Task); causal LMs only"""
-    max_tokens_per_batch: int = option(2048, ge=1, le=MAX_INT)
-    """padded tokens per forward pass (batch x stacked heads): lower it when memory is short"""
+    max_tokens_per_batch: int | None = option(None, ge=1, le=MAX_INT)
+    """padded tokens per forward pass (batch x stacked heads); default: 2048 on a CPU, on an accelerator as many as
+    its free memory holds (interp.model.memory); lower it when memory is short"""
     dtype: Literal[DTYPES] | None = option(None, cli=False)
     """run the ablations in this dtype instead of the model's (on the command line: the stage's --dtype, which loads
     the model in that dtype)"""
@@ -125,7 +127,10 @@ class AblateConfig:
         return self
 
     def resolved(self, n_heads: int) -> AblateConfig:
-        """The settings actually used: ``quick`` applied for a model with ``n_heads`` heads."""
+        """The settings actually used: the pass size filled in (2048 where none is configured) and ``quick``
+        applied for a model with ``n_heads`` heads."""
+        if self.max_tokens_per_batch is None:  # an accelerator's pass grows from here (interp.ablate.stage)
+            return dataclasses.replace(self, max_tokens_per_batch=CPU_TOKENS_PER_PASS).resolved(n_heads)
         if not self.quick:
             return self
         sizes = {k: min(getattr(self, k), v) for k, v in QUICK_ABLATE_SIZES.items()}

@@ -24,7 +24,10 @@ tensors halve while the features still work in float32, so the estimate is then 
 
 :func:`collect_budget` turns the estimate into a batch: the configured token budget if its
 largest batch fits into the memory this process may still use, else the largest budget that
-fits (with a warning), else a MemoryBudgetError that names the flag to change.
+fits (with a warning), else a MemoryBudgetError that names the flag to change. Where no budget
+was configured and the model is on an accelerator, the budget also *grows* (:func:`grown`):
+doubled while the batches still change and their peak still fits, so that a GPU's free memory
+sets the batch, not a token count chosen for a CPU.
 """
 
 from __future__ import annotations
@@ -126,14 +129,29 @@ def ablate_peak(shape: Shape, batches: Sequence[tuple[int, int, int, int]]) -> f
     return ABLATE_FIXED + max((ablate_batch_peak(shape, *b) for b in batches), default=0.0)
 
 
+MAX_GROWN = 2**20  # tokens: a budget never grows past this, whatever the memory
+
+
+def grown(budget: int, batches: Callable[[int], list], fits: Callable[[list], bool]) -> int:
+    """``budget`` doubled while doubling still changes the batches (``batches(budget)``: their
+    shapes under a budget; the same shapes mean one batch already holds all) and they still fit."""
+    while budget < MAX_GROWN:
+        now, bigger = batches(budget), batches(2 * budget)
+        if bigger == now or not fits(bigger):
+            break
+        budget *= 2
+    return budget
+
+
 def ablate_budget(shape: Shape, budget: int, batches: Callable[[int], list[tuple[int, int, int, int]]],
-                  device: str = "cpu", available: float | None = None) -> int:
-    """The padded tokens per forward to ablate with: ``budget`` if it fits, else the largest
-    halving of it that does (with a warning), else a MemoryBudgetError naming --dtype."""
+                  device: str = "cpu", available: float | None = None, grow: bool = False) -> int:
+    """The padded tokens per forward to ablate with: ``budget`` if it fits (grown to the memory
+    with ``grow``, see :func:`grown`), else the largest halving of it that does (with a
+    warning), else a MemoryBudgetError naming --dtype."""
     room = HEADROOM * (available_bytes(device) if available is None else available)
     need = ablate_peak(shape, batches(budget))
     if need <= room:
-        return budget
+        return grown(budget, batches, lambda b: ablate_peak(shape, b) <= room) if grow else budget
     smaller = budget
     while smaller > 16:
         smaller //= 2
@@ -179,14 +197,16 @@ def _cgroup_available() -> int | None:
 
 def collect_budget(shape: Shape, lengths: Sequence[int], budget: int, n_features: int, n_bootstrap: int,
                    group: Callable[[int], list[tuple[int, int]]], device: str = "cpu",
-                   available: float | None = None) -> int:
-    """The token budget per batch to collect with: ``budget`` if its batches fit, else the
-    largest power-of-two fraction of it that does (with a warning); a MemoryBudgetError naming
-    --max-seq-len when not even the longest probe fits alone. ``group(budget)`` gives the
-    (sequences, width) of each batch under a budget."""
+                   available: float | None = None, grow: bool = False) -> int:
+    """The token budget per batch to collect with: ``budget`` if its batches fit (grown to the
+    memory with ``grow``, see :func:`grown`), else the largest power-of-two fraction of it that
+    does (with a warning); a MemoryBudgetError naming --max-seq-len when not even the longest
+    probe fits alone. ``group(budget)`` gives the (sequences, width) of each batch under a budget."""
     room = HEADROOM * (available_bytes(device) if available is None else available)
     need = collect_peak(shape, group(budget), n_features, n_bootstrap)
     if need <= room:
+        if grow:
+            return grown(budget, group, lambda b: collect_peak(shape, b, n_features, n_bootstrap) <= room)
         return budget
     longest = max(lengths, default=1)
     smaller = budget

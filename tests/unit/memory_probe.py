@@ -41,7 +41,7 @@ def collect_case(model, kwargs: dict) -> tuple[float, object]:
 
     config = CollectConfig(**kwargs)
     seqs, aligner = encode_all(model, config, build_suites(config))
-    groups = [(len(g), max(len(seqs[i]) for i in g)) for g in bucket(seqs, config.max_tokens_per_batch)]
+    groups = [(len(g), max(len(seqs[i]) for i in g)) for g in bucket(seqs, config.cpu_batch_tokens)]
     n_features = len(STATIC_FEATURES) + len(DIRECTIONS) * len(aligner.relations)
     estimate = memory.collect_peak(memory.Shape.of(model), groups, n_features, config.n_bootstrap)
     return estimate, lambda: collect(model, config, progress=False)

@@ -13,6 +13,7 @@ from tiny_models import N_HEADS, N_LAYERS, tiny_native
 
 from interp.pipeline import rundir
 from interp.pipeline.results import load_run
+from interp.ablate.config import CPU_TOKENS_PER_PASS
 from interp.ablate.stage import AblateConfig, ablate, role_effects, surprises
 from interp.pipeline.execute import rerun_stage
 from interp.pipeline.stages import stage
@@ -241,7 +242,7 @@ def held_out_value(model, metric, heads):
     from interp.ablate.metrics import batch_metrics
 
     corpus = build_corpus(model, SMALL.n_prose, SMALL.n_repeated, SMALL.repeated_lengths, SMALL.n_syntax, SMALL.seed,
-                          SMALL.max_tokens_per_batch, split=1)
+                          CPU_TOKENS_PER_PASS, split=1)
     ablator, num, den = Ablator(model), 0.0, 0.0
     for batch in corpus.batches:
         out = ablator.run(batch, [Edit(layer, head, torch.zeros(())) for layer, head in heads])
@@ -304,7 +305,8 @@ def test_quick_mode_resolution():
     q = AblateConfig(quick=True).resolved(270)
     assert q.top_k == 6 and q.prune_step == 0.1 and q.n_prose <= 3 and q.n_bootstrap <= 200  # 2% per list
     assert AblateConfig(quick=True).resolved(12).top_k == 5
-    assert AblateConfig().resolved(270) == AblateConfig()
+    assert AblateConfig().resolved(270) == AblateConfig(max_tokens_per_batch=CPU_TOKENS_PER_PASS)  # filled in
+    assert AblateConfig(max_tokens_per_batch=512).resolved(270) == AblateConfig(max_tokens_per_batch=512)
 
 
 def test_ablate_stage_writes_tables_and_records_the_stage(llama, tmp_path):
@@ -378,7 +380,7 @@ def test_group_ablation_and_the_role_check(llama):
     from interp.ablate.groups import group_value, role_vs_random
 
     corpus = build_corpus(llama, SMALL.n_prose, SMALL.n_repeated, SMALL.repeated_lengths, SMALL.n_syntax, SMALL.seed,
-                          SMALL.max_tokens_per_batch, split=1)
+                          CPU_TOKENS_PER_PASS, split=1)
     ablator = Ablator(llama)
     for heads in ([], [(1, 2)], [(0, 1), (2, 3)]):
         assert group_value(ablator, corpus, "loss_prose", heads) == pytest.approx(

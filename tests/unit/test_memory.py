@@ -70,6 +70,29 @@ def test_the_configured_batch_is_kept_when_it_fits():
     assert memory.collect_budget(SHAPE, lengths, 4096, 30, 200, batches(lengths), available=2**40) == 4096
 
 
+def test_an_unconfigured_batch_grows_to_fill_the_memory_and_stops_at_one_batch():
+    lengths = [64] * 200  # 12,800 tokens: one batch from a budget of 16,384 on
+    group = batches(lengths)
+    # plenty of memory: doubled until one batch holds every probe, no further
+    assert memory.collect_budget(SHAPE, lengths, 4096, 30, 200, group, available=2**40, grow=True) == 16384
+    # memory for batches of 8192 tokens but not 16384: stops there
+    room = memory.collect_peak(SHAPE, group(8192), 30, 200)
+    assert memory.collect_peak(SHAPE, group(16384), 30, 200) > room
+    chosen = memory.collect_budget(SHAPE, lengths, 4096, 30, 200, group, available=room / memory.HEADROOM, grow=True)
+    assert chosen == 8192
+    # without grow (a configured budget, or a CPU) the budget is kept
+    assert memory.collect_budget(SHAPE, lengths, 4096, 30, 200, group, available=2**40) == 4096
+
+
+def test_an_unconfigured_ablate_pass_grows_the_same_way():
+    def shapes(budget):  # (sequences, width, scored rows, replicas): 9 heads stacked while they fit
+        return [(n, 32, 31 * n, min(9, max(1, budget // (32 * n)))) for n, _ in batches([32] * 64)(budget)]
+
+    # all 9 heads of a layer stacked on the whole corpus (64 x 32 x 9 = 18,432 tokens) first fit in 32,768
+    assert memory.ablate_budget(SHAPE, 2048, shapes, available=2**40, grow=True) == 32768
+    assert memory.ablate_budget(SHAPE, 2048, shapes, available=2**40) == 2048
+
+
 def test_a_smaller_batch_is_chosen_with_a_warning_when_memory_is_short():
     lengths = [64] * 200
     need = memory.collect_peak(SHAPE, batches(lengths)(4096), 30, 200)
