@@ -4,7 +4,9 @@ Every consumer (the classifier's label set, the CLI's choices, the report's pale
 reads this one mapping, so adding a role is one entry here plus the feature that measures it.
 Every role but ``first_token`` describes what a head does with its *non-sink* attention (see
 interp.collect.features); ``first_token`` is kept for heads whose attention off the first position is
-too little to do anything else (interp.classify.primary).
+too little to do anything else (interp.classify.primary). Two labels name no archetype:
+``unexplained`` (the classifier's: none holds) and ``unmeasured`` (no role can be given: the
+features that could decide it were not measured, interp.classify.unmeasured).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class Role:
 
 
 UNEXPLAINED = "unexplained"
+UNMEASURED = "unmeasured"
 
 ROLES: dict[str, Role] = {
     role.name: role
@@ -39,6 +42,8 @@ ROLES: dict[str, Role] = {
         Role("positional", "positional", "attends to a fixed position: absolute k != 0, or a fixed distance before the end", "#bcbd22"),
         Role("broad", "broad", "spreads attention evenly over the context; averages", "#e377c2"),
         Role(UNEXPLAINED, None, "no archetype holds with confidence", "#b0b0b0"),
+        Role(UNMEASURED, None, "no role can be given: features that could decide it were not measured (a probe suite "
+                               "skipped or not asked for; the roles column unmeasured names them)", "#e4e4e4"),
     ]
 }
 
@@ -46,8 +51,11 @@ ROLES: dict[str, Role] = {
 # features' names (interp.collect.features names them; the report, which has no torch, reads this).
 FEATURE_FAMILY_PREFIX: dict[str, str] = {"syntactic": "syntactic:", "positional": "position:"}
 
-ROLE_NAMES: tuple[str, ...] = tuple(ROLES)
-NAMED_ROLES: tuple[str, ...] = tuple(name for name in ROLES if name != UNEXPLAINED)
+ROLE_NAMES: tuple[str, ...] = tuple(ROLES)  # every label a head can carry
+NO_ROLE: tuple[str, ...] = (UNEXPLAINED, UNMEASURED)  # labels that name no archetype
+NAMED_ROLES: tuple[str, ...] = tuple(name for name in ROLES if name not in NO_ROLE)
+# what the classifier and the sink rule name, each with a score_<role> column in the roles table
+SCORED_ROLES: tuple[str, ...] = tuple(name for name in ROLES if name != UNMEASURED)
 
 
 def palette() -> dict[str, str]:

@@ -36,7 +36,7 @@ import pandas as pd
 
 from interp.classify.estimator import NO_SECOND, HeadRoleClassifier
 from interp.classify.matrix import COLUMNS, SINK_MASS, SINK_ROLE
-from interp.roles import ROLE_NAMES
+from interp.roles import SCORED_ROLES
 
 NONSINK_MIN = 0.05
 SECOND_SINK = 0.5
@@ -49,7 +49,7 @@ class Labels:
 
     primary: np.ndarray  # str [head]
     confidence: np.ndarray  # float [head]
-    scores: np.ndarray  # float [head, role], roles in ROLE_NAMES order
+    scores: np.ndarray  # float [head, role], roles in SCORED_ROLES order
     second: np.ndarray  # object [head]: a role or NaN
 
 
@@ -81,8 +81,8 @@ def label_heads(clf: HeadRoleClassifier, matrix: pd.DataFrame, sinks: pd.DataFra
     classes = clf.classes_.astype(str)
     named = classes[proba.argmax(1)]
     down = sunk(named, sinks, nonsink_min)
-    scores = np.zeros((len(X), len(ROLE_NAMES)))
-    role_index = {r: j for j, r in enumerate(ROLE_NAMES)}
+    scores = np.zeros((len(X), len(SCORED_ROLES)))
+    role_index = {r: j for j, r in enumerate(SCORED_ROLES)}
     for k, c in enumerate(classes):
         scores[~down, role_index[c]] = proba[~down, k]
     scores[down, role_index[SINK_ROLE]] = 1.0

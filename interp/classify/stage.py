@@ -1,8 +1,10 @@
 """Classify stage: features table -> roles table (+ clusters of unexplained heads, a summary).
 
 Every head gets a primary role from the catalogue (interp.roles) or ``unexplained``, a
-calibrated confidence, a second role where one holds, its sink mass, per-role scores and, when
-bootstrap replicates of the features are available, a stability. The method:
+calibrated confidence, a second role where one holds, its sink mass (overall and per probe suite),
+per-role scores and, when bootstrap replicates of the features are available, a stability; a head
+whose role could be decided by features the run did not measure is ``unmeasured`` instead
+(interp.classify.unmeasured). The method:
 
 1. :func:`~interp.classify.matrix.head_frames` turns the features table into one row per
    head: each role's feature, read on the head's attention off the sink (the first position),
@@ -19,7 +21,9 @@ bootstrap replicates of the features are available, a stability. The method:
    head's attention off the sink is substantial; a head with too little is ``first_token``.
 4. Stability: the share of bootstrap replicates (``feature_replicates.npz``) on which the head
    keeps its primary role.
-5. Unexplained heads are clustered by attention profile; recurring groups are described.
+5. What was not measured (a probe suite skipped or not asked for, NaN attention) is named per
+   head, and a label it could have overturned becomes ``unmeasured`` (interp.classify.unmeasured).
+6. Unexplained heads are clustered by attention profile; recurring groups are described.
 
 ``interp classify RUN_DIR [--refit]`` calls :func:`run_stage`.
 """
@@ -40,12 +44,13 @@ from interp.classify.matrix import SINK_MASS, head_frames, head_matrix, table_ar
 from interp.classify.primary import label_heads
 from interp.classify.reference.fit import default_classifier, load_classifier, refit as refit_reference
 from interp.classify.stability import grid, stability
+from interp.classify.unmeasured import mark
 from interp.collect.config import FEATURES_VERSION
 from interp.collect.measured import measured_mask
 from interp.classify.config import ClassifyConfig
 from interp.errors import RunError
 from interp.classify.reference import REFERENCE_VERSION
-from interp.roles import ROLE_NAMES, UNEXPLAINED
+from interp.roles import ROLE_NAMES, SCORED_ROLES, UNEXPLAINED, UNMEASURED
 from interp.pipeline.tables import ROLES_TABLE
 
 __all__ = ["ClassifyConfig", "ClassifyResult", "HeadRoleClassifier", "classify", "head_matrix", "run_stage", "write"]
@@ -86,6 +91,10 @@ class ClassifyResult:
         counts = self.counts[self.counts > 0]
         lines = [f"{len(self.roles)} heads: " + ", ".join(f"{role} {n}" for role, n in counts.items()),
                  f"unexplained: {self.share_unexplained:.0%}"]
+        if "unmeasured" in self.roles.columns and self.roles["unmeasured"].notna().any():
+            named = self.roles["unmeasured"].dropna().value_counts().index[0]
+            lines.append(f"not measured: {named} ({int((self.roles['role'] == UNMEASURED).sum())} heads whose role "
+                         f"they could decide are {UNMEASURED})")
         stability = self.roles["stability"]
         if stability.notna().any():
             lines.append(f"mean stability: {stability.mean():.2f}")
@@ -104,7 +113,8 @@ def _classifier(config: ClassifyConfig) -> HeadRoleClassifier:
 
 
 def roles_table(clf: HeadRoleClassifier, matrix: pd.DataFrame, sinks: pd.DataFrame) -> pd.DataFrame:
-    """layer, head, role, confidence, second_role, sink_mass, score_<role> for every role (stability added later)."""
+    """layer, head, role, confidence, second_role, sink_mass, score_<role> for every role the
+    classifier names (stability added later)."""
     labels = label_heads(clf, matrix, sinks)
     frame = pd.DataFrame({
         "layer": matrix.index.get_level_values("layer").astype(int),
@@ -113,9 +123,18 @@ def roles_table(clf: HeadRoleClassifier, matrix: pd.DataFrame, sinks: pd.DataFra
         "second_role": pd.Series(labels.second, dtype=object).to_numpy(),
         "sink_mass": sinks[SINK_MASS].to_numpy(), "stability": np.nan,
     })
-    for j, role in enumerate(ROLE_NAMES):
+    for j, role in enumerate(SCORED_ROLES):
         frame[f"score_{role}"] = labels.scores[:, j]
     return frame
+
+
+def suite_sinks(roles: pd.DataFrame, sinks: pd.DataFrame | None) -> pd.DataFrame:
+    """The roles table with ``sink_mass_<suite>`` per suite of the ``sinks`` table (interp.collect.sinks), if any."""
+    if sinks is None or sinks.empty:
+        return roles
+    wide = sinks.pivot_table(index=["layer", "head"], columns="suite", values="sink_mass", aggfunc="mean", dropna=False)
+    wide.columns = [f"sink_mass_{suite}" for suite in wide.columns]
+    return roles.join(wide, on=["layer", "head"])
 
 
 def role_summary(roles: pd.DataFrame, truth: Mapping[tuple[int, int], str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
@@ -143,7 +162,8 @@ def role_summary(roles: pd.DataFrame, truth: Mapping[tuple[int, int], str] | Non
 
 def classify(features: pd.DataFrame, replicates: np.ndarray | None = None, names: list[str] | None = None,
              config: ClassifyConfig = ClassifyConfig(), truth: Mapping[tuple[int, int], str] | None = None,
-             classifier: HeadRoleClassifier | None = None) -> ClassifyResult:
+             classifier: HeadRoleClassifier | None = None, sinks: pd.DataFrame | None = None,
+             causal: bool | None = None) -> ClassifyResult:
     """Label every head of a features table.
 
     replicates: bootstrap replicates of the values, float [replicate, layer, feature, head] with
@@ -151,42 +171,31 @@ def classify(features: pd.DataFrame, replicates: np.ndarray | None = None, names
     truth: known roles of some heads, (layer, head) -> role (planted models): adds recall rows to
         the summary and a confusion table.
     classifier: a fitted HeadRoleClassifier to use instead of the one ``config`` names.
+    sinks: the sinks table (every head's sink mass per probe suite, interp.collect.sinks): adds the
+        roles table's ``sink_mass_<suite>`` columns.
+    causal: whether the model is causal (a causal model cannot have next_token, which is then not
+        missing; None: told from the features, see interp.classify.unmeasured).
     """
     clf = classifier if classifier is not None else _classifier(config)
     if config.second_min_lift is not None:  # a copy: the shipped model is cached and shared
         clf = copy.deepcopy(clf).set_params(second_min_lift=config.second_min_lift)
-    matrix, sinks = head_frames(features)
-    roles = roles_table(clf, matrix, sinks)
+    matrix, shares = head_frames(features)
+    roles = roles_table(clf, matrix, shares)
     if replicates is not None:
         if names is None:
             raise ValueError("replicates need their feature names: pass names=...")
         if config.max_replicates is not None:
             replicates = replicates[: config.max_replicates]
         primary = pd.Series(roles["role"].to_numpy(), index=matrix.index)
-        roles["stability"] = _stability(clf, features, replicates, list(names), sinks, primary)
+        roles["stability"] = _stability(clf, features, replicates, list(names), shares, primary)
     ok = measured_mask(features, matrix.index)
-    roles = _unmeasured(roles, ok)
+    roles = suite_sinks(mark(roles, features, matrix, clf, ok, causal), sinks)
     roles = ROLES_TABLE.validate(roles.sort_values(["layer", "head"]).reset_index(drop=True))
-    clustered = pd.Series(np.where(ok, roles["role"].to_numpy(), "not measured"), index=matrix.index)
-    clusters = cluster_unexplained(matrix.join(sinks[[SINK_MASS]]), clustered, config.cluster_distance,
+    clustered = pd.Series(roles["role"].to_numpy(), index=matrix.index)
+    clusters = cluster_unexplained(matrix.join(shares[[SINK_MASS]]), clustered, config.cluster_distance,
                                    config.min_cluster_size)
     summary, confusion = role_summary(roles, truth)
     return ClassifyResult(roles, clusters, summary, confusion)
-
-
-def _unmeasured(roles: pd.DataFrame, ok: np.ndarray) -> pd.DataFrame:
-    """Heads whose attention was NaN (``ok`` False, see interp.collect.measured) get no role:
-    ``unexplained`` with NaN confidence, scores, second role and stability, and ``measured`` 0;
-    the classifier's answer on their imputed features would look sure and mean nothing."""
-    roles = roles.copy()
-    roles["measured"] = ok.astype(int)
-    lost = ~ok
-    if lost.any():
-        roles.loc[lost, "role"] = UNEXPLAINED
-        roles.loc[lost, "second_role"] = np.nan
-        scores = [c for c in roles.columns if c.startswith("score_")]
-        roles.loc[lost, ["confidence", "stability", *scores]] = np.nan
-    return roles
 
 
 def _stability(clf: HeadRoleClassifier, features: pd.DataFrame, replicates: np.ndarray, names: list[str],
@@ -276,6 +285,8 @@ def run_stage(run_dir: Path, model: object = None, config: ClassifyConfig = Clas
     classifier = None
     if config.refit:
         classifier = refit_reference(run_dir, held_out_seed=None, model_name=REFIT_MODEL_FILE, bank_name=REFIT_BANK_FILE)
-    result = classify(features, replicates, names, config, classifier=classifier)
+    causal = (rundir.read_manifest(run_dir).get("model") or {}).get("causal")
+    result = classify(features, replicates, names, config, classifier=classifier,
+                      sinks=rundir.read_table(run_dir, "sinks"), causal=causal if isinstance(causal, bool) else None)
     write(run_dir, result)
     return {"reference_version": REFERENCE_VERSION, "share_unexplained": round(result.share_unexplained, 4)}

@@ -5,12 +5,18 @@ The model runs batch by batch under ``torch.inference_mode()``; a hook on every 
 neither the corpus' patterns nor even one batch's 30 layers are ever held at once. Nothing else
 is cached, and no logits are computed: features only need attention, so the unembedding (a fifth
 of SmolLM2's forward, with its 49k-token vocabulary) does no work (:func:`interp.model.lens.run_patterns`).
+
+The same hook sums every head's sink mass per suite (:mod:`interp.collect.sinks`: the ``sinks``
+table). A suite asked for but skipped (a tokenizer that cannot express it, see
+:mod:`interp.probes.align`) is recorded with the reason in the manifest
+(``stages.collect.skipped_suites``); the features it feeds are NaN, and the classify stage says
+which heads' roles they could have decided.
 """
 
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +33,7 @@ from interp.errors import CorpusError
 from interp.collect.exemplars import Exemplars, ExemplarRecorder, write_exemplars
 from interp.collect.features import DIRECTIONS, STATIC_FEATURES, context
 from interp.collect.measured import check_measured, measured
+from interp.collect.sinks import SuiteSinks
 from interp.model.lens import run_patterns
 from interp.model.load import LoadedModel
 from interp.probes.align import Aligner
@@ -44,6 +51,8 @@ class CollectResult:
     replicates: np.ndarray  # float [replicate, layer, feature, head]: bootstrap values
     names: list[str]  # feature names, in the replicates' feature order
     exemplars: Exemplars | None = None  # every head's pattern on a few short probes (the report draws them)
+    sinks: pd.DataFrame | None = None  # the sinks table: every head's sink mass per suite
+    skipped: dict[str, str] = field(default_factory=dict)  # suites asked for but skipped -> why (interp.probes.align)
 
 
 def build_suites(config: CollectConfig) -> list[Suite]:
@@ -122,8 +131,10 @@ def collect(model: LoadedModel, config: CollectConfig = CollectConfig(), suites:
     acc = FeatureAccumulator(model.n_layers, model.n_heads, relations, config.n_bootstrap, config.seed)
     pad = model.tokenizer.pad_token_id or 0
     recorder = ExemplarRecorder(seqs, config.exemplar_tokens, model.n_layers, model.n_heads, model.tokenizer)
+    sinks = SuiteSinks(model.n_layers, model.n_heads, [s.suite for s in seqs])
 
     def on_pattern(layer: int, pattern: torch.Tensor) -> None:  # during the pass of the current batch (ctx)
+        sinks.add_layer(layer, pattern, ctx)
         acc.add_layer(layer, pattern, ctx)
         recorder.add_layer(layer, pattern)
 
@@ -133,10 +144,12 @@ def collect(model: LoadedModel, config: CollectConfig = CollectConfig(), suites:
             ctx = context(batch, relations, config.local_window)
             acc.start_batch(ctx)
             recorder.start_batch(group)
+            sinks.start_batch(ctx)
             run_patterns(model, batch.tokens, batch.attention_mask, on_pattern)
             bar.update(len(group))
     return CollectResult(unmeasured_as_nan(acc.table()), seqs, corpus_summary(seqs), relations, acc.replicates(),
-                         acc.names, recorder.result())
+                         acc.names, recorder.result(), sinks=sinks.table(),
+                         skipped=dict(aligner.skipped))
 
 
 def unmeasured_as_nan(features: pd.DataFrame) -> pd.DataFrame:
@@ -147,7 +160,7 @@ def unmeasured_as_nan(features: pd.DataFrame) -> pd.DataFrame:
         return features
     lost = ~ok.reindex(pd.MultiIndex.from_arrays([features["layer"].astype(int), features["head"].astype(int)])).to_numpy()
     features = features.copy()
-    for column in ("value", "ci_low", "ci_high", "sink_mass"):
+    for column in ("value", "raw", "ci_low", "ci_high", "sink_mass"):
         if column in features.columns:
             features.loc[lost, column] = np.nan
     return features
@@ -156,6 +169,8 @@ def unmeasured_as_nan(features: pd.DataFrame) -> pd.DataFrame:
 def write(run_dir: Path, result: CollectResult) -> None:
     """Write the features table, its bootstrap replicates and the corpus facts into the run."""
     rundir.write_table(run_dir, "features", result.features)
+    if result.sinks is not None:
+        rundir.write_table(run_dir, "sinks", result.sinks)
     buffer = io.BytesIO()
     np.savez_compressed(buffer, values=result.replicates.astype(np.float32), names=np.array(result.names))
     rundir.write_bytes(run_dir / "feature_replicates.npz", buffer.getvalue())
@@ -176,4 +191,4 @@ def run_stage(run_dir: Path, model: LoadedModel, config: CollectConfig, progress
     check_measured(result.features)  # most heads NaN: stop here, before any table is written
     write(run_dir, result)
     write_exemplars(run_dir, result.exemplars)
-    return {}
+    return {"skipped_suites": result.skipped}

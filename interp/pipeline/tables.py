@@ -114,6 +114,10 @@ FEATURES = _table("features", (
     "One row per (layer, head, feature): how much attention the head puts where the feature "
     "looks."
 ))
+SINKS = _table("sinks", (
+    "One row per (layer, head, probe suite): how much of its attention the head parks on the first "
+    "position in that suite (written by collect)."
+))
 ROLES_TABLE = _table("roles", (
     "One row per head: its primary role, how sure, a second role, its sink mass, and how "
     "stable under resampled probes."
@@ -127,7 +131,7 @@ PRUNING = _table("pruning", (
     "role whose heads are removed together."
 ))
 
-TABLES: dict[str, Table] = {t.name: t for t in (FEATURES, ROLES_TABLE, EFFECTS, PRUNING)}
+TABLES: dict[str, Table] = {t.name: t for t in (FEATURES, SINKS, ROLES_TABLE, EFFECTS, PRUNING)}
 
 
 def describe() -> str:

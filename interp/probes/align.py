@@ -10,7 +10,8 @@ the whole word from every sub-token). Attention *to* a word is the sum over its 
 Not every text fits every model (the tokenizer contract is in :mod:`interp.model.vocab`). A probe
 the tokenizer cannot encode (no UNK token for an unknown word), or that holds an id beyond the
 model's embedding, is left out; a suite of which more than half is left out or unknown tokens
-cannot be expressed in the model's vocabulary and is skipped; each with a warning. Probes
+cannot be expressed in the model's vocabulary and is skipped; each with a warning (a skipped
+suite and why are kept in :attr:`Aligner.skipped`, which the collect stage records). Probes
 longer than the context are cut to it (warned); repeated random-token probes are drawn from the
 model's own ordinary ids and sized to its context.
 """
@@ -58,6 +59,7 @@ class Aligner:
         self.max_len = min(max_len or model.n_ctx, model.n_ctx)
         self.offsets = bool(getattr(self.tok, "is_fast", False))  # character offsets: fast tokenizers only
         self.relations: dict[str, int] = {}
+        self.skipped: dict[str, str] = {}  # suite -> why it was skipped
         self.n_truncated = 0
         vocab = self.tok.convert_ids_to_tokens(list(range(len(self.tok))))
         self._punct = torch.tensor([is_punctuation(t or "") for t in vocab], dtype=torch.bool)
@@ -130,9 +132,8 @@ class Aligner:
         """The suite's probes for this model; [] (with a warning) when the suite cannot be
         expressed in its vocabulary or needs word offsets the tokenizer does not give."""
         if any(s.words for s in suite.sentences) and not self.offsets:
-            warnings.warn(f"probe suite {suite.name!r} skipped: its features need word positions, and the tokenizer gives no "
-                          f"character offsets (use a fast tokenizer: transformers.PreTrainedTokenizerFast)",
-                          InterpWarning, stacklevel=2)
+            self._skip(suite.name, "its features need word positions, and the tokenizer gives no character offsets",
+                       " (use a fast tokenizer: transformers.PreTrainedTokenizerFast)")
             return []
         seqs: list[ProbeSequence] = []
         failed: list[str] = []
@@ -152,6 +153,11 @@ class Aligner:
                           f"(the model's context, or --max-seq-len) and were truncated", InterpWarning, stacklevel=2)
         return seqs
 
+    def _skip(self, suite: str, why: str, advice: str) -> None:
+        """Record a suite as skipped (why), and warn (why, then ``advice``)."""
+        self.skipped[suite] = why
+        warnings.warn(f"probe suite {suite!r} skipped: {why}{advice}", InterpWarning, stacklevel=3)
+
     def _expressible(self, suite: Suite, seqs: list[ProbeSequence], failed: list[str]) -> bool:
         """False (with a warning) when more than ``SKIP_UNKNOWN`` of the suite's tokens are unknown
         or more than ``SKIP_LOST`` of its probes cannot be encoded; a smaller share warns and the
@@ -163,8 +169,8 @@ class Aligner:
         if unknown > SKIP_UNKNOWN or lost > SKIP_LOST:
             why = (f"{unknown:.0%} of its tokens are unknown ({self.tok.unk_token})" if unknown > SKIP_UNKNOWN
                    else f"{len(failed)} of {len(failed) + len(seqs)} probes cannot be encoded: {failed[0]}")
-            warnings.warn(f"probe suite {suite.name!r} skipped: it cannot be expressed in this model's vocabulary ({why}); "
-                          f"give probes written in the model's vocabulary (--corpus)", InterpWarning, stacklevel=2)
+            self._skip(suite.name, f"it cannot be expressed in this model's vocabulary ({why})",
+                       "; give probes written in the model's vocabulary (--corpus)")
             return False
         if failed:
             warnings.warn(f"{len(failed)} of {len(failed) + len(seqs)} probes of suite {suite.name!r} cannot be encoded for this "
@@ -211,6 +217,7 @@ class Aligner:
         if longest < 2 or n_pool < 2:
             why = (f"the context of {self.max_len} tokens leaves no room for two halves of 2 tokens" if longest < 2
                    else f"the vocabulary has {n_pool} ordinary token(s) to draw from")
+            self.skipped[REPEATED] = why
             warnings.warn(f"no repeated-token probes: {why}", InterpWarning, stacklevel=2)
             return ()
         if max(lengths) > longest:

@@ -4,10 +4,13 @@ The patterns come from ``RUN_DIR/exemplars.npz`` (every head on a few short prob
 captured by the collect stage: :mod:`interp.collect.exemplars`), so any head can be drawn without the
 model: :func:`exemplar_figure` takes a stored probe and a (layer, head).
 
-The strongest head of a role is, among the heads whose primary role it is, the one whose
-attention exceeds the baseline most on the role's feature (``value - baseline`` in the features
-table; for ``syntactic``, its best relation); without a features table, the highest
-``score_<role>`` (else confidence) in the roles table. It is drawn on a probe of the family its
+The strongest head of a role is, among the heads whose primary role it is, the one that puts the
+largest share of all its attention on the role's targets (the features table's ``raw``, sink
+included, as detect_head measures it; positional: its best position), not of its attention off
+the sink, which would crown a head that parks 0.9 on the first token and 0.09 on the targets.
+Where there is no raw share (``broad``, ``syntactic``, a table written before it), the one that
+exceeds the baseline most (``value - baseline``; syntactic: its best relation); without a
+features table, the highest ``score_<role>`` (else confidence) in the roles table. It is drawn on a probe of the family its
 feature is measured on (:data:`SHOWN_ON`): repeated random tokens for induction and duplicate
 heads, syntax sentences for syntactic heads, natural text for the rest.
 
@@ -29,7 +32,7 @@ from matplotlib.figure import Figure
 from interp.collect.exemplars import Exemplars, Probe
 from interp.report.figures import SavedFigure, new_figure, save, styled
 from interp.report.glyphs import token_fonts, token_text
-from interp.roles import FEATURE_FAMILY_PREFIX, ROLES, UNEXPLAINED
+from interp.roles import FEATURE_FAMILY_PREFIX, NO_ROLE, ROLES
 
 TOKEN_WIDTH = 14
 # The probe family each role's feature reads (interp.collect.features.FEATURE_FAMILIES, restated here
@@ -45,7 +48,7 @@ class Pick:
     role: str
     layer: int
     head: int
-    strength: float  # lift on the role's feature, or the role's score
+    strength: float  # raw share or lift on the role's feature, or the role's score
     measure: str  # what strength is
 
 
@@ -58,29 +61,33 @@ def token_label(token: object) -> str:
     return text if len(text) <= TOKEN_WIDTH else text[: TOKEN_WIDTH - 1] + "…"
 
 
-def _lift(features: pd.DataFrame, role: str) -> pd.Series:
-    """Per (layer, head), the lift on the role's feature (a family's: its best, e.g. over relations)."""
+def _strength(features: pd.DataFrame, role: str) -> tuple[pd.Series, str]:
+    """Per (layer, head), the raw share on the role's feature, else its lift (a family's: its best,
+    e.g. over positions or relations), and what it is."""
     feature = ROLES[role].feature
     prefix = FEATURE_FAMILY_PREFIX.get(role, f"{feature}:")
     mine = features[(features["feature"] == feature) | features["feature"].str.startswith(prefix)]
-    return (mine["value"] - mine["baseline"]).groupby([mine["layer"], mine["head"]]).max().dropna()
+    raw = "raw" in mine.columns and mine["raw"].notna().any()
+    score = mine["raw"] if raw else mine["value"] - mine["baseline"]
+    return score.groupby([mine["layer"], mine["head"]]).max().dropna(), f"{feature} {'raw share' if raw else 'lift'}"
 
 
 def strongest_heads(roles: pd.DataFrame | None, features: pd.DataFrame | None) -> list[Pick]:
-    """One head per role present (catalogue order, unexplained left out); see the module docstring."""
+    """One head per role present (catalogue order, unexplained and unmeasured left out); see the module docstring."""
     if roles is None or roles.empty:
         return []
     picks = []
     for role in ROLES:
-        if role == UNEXPLAINED:
+        if role in NO_ROLE:
             continue
         heads = roles[roles["role"] == role]
         if heads.empty:
             continue
         keys = pd.MultiIndex.from_arrays([heads["layer"], heads["head"]])
-        lift = _lift(features, role).reindex(keys).dropna() if features is not None and not features.empty else None
-        if lift is not None and not lift.empty:
-            (layer, head), value, measure = lift.idxmax(), float(lift.max()), f"{ROLES[role].feature} lift"
+        strength, measure = _strength(features, role) if features is not None and not features.empty else (None, "")
+        strength = strength.reindex(keys).dropna() if strength is not None else None
+        if strength is not None and not strength.empty:
+            (layer, head), value = strength.idxmax(), float(strength.max())
         else:
             column = f"score_{role}" if f"score_{role}" in heads.columns else "confidence"
             best = heads.loc[heads[column].fillna(-np.inf).idxmax()]

@@ -33,10 +33,10 @@ from interp.errors import ConfigError
 from interp.pipeline.results import RunTables
 from interp.report import summary as S
 from interp.report.prompt_store import Head, PromptSet
-from interp.roles import ROLES, UNEXPLAINED, palette
+from interp.roles import NO_ROLE, ROLES, palette
 
 PAGE_CELLS = 6_000_000  # pattern cells one HTML page embeds (one byte each, about 8 MB as base64)
-N_FEATURES = 8  # features shown per head: those furthest above their baseline
+N_FEATURES = 8  # features shown per head: those furthest above their baseline (with their raw share)
 DEFAULT_BY_EFFECT = 3  # heads `interp show` picks by effect, before one per role
 DEFAULT_LIMIT = 10
 
@@ -95,7 +95,7 @@ def default_heads(run: RunTables, by_effect: int = DEFAULT_BY_EFFECT, limit: int
     roles = run.roles
     if roles is not None and not roles.empty:
         ranked = roles.sort_values("confidence", ascending=False, kind="stable")
-        for role in [r for r in ROLES if r != UNEXPLAINED]:
+        for role in [r for r in ROLES if r not in NO_ROLE]:
             best = ranked[ranked["role"] == role].head(1)
             chosen += [(int(r.layer), int(r.head)) for r in best.itertuples()]
     return list(dict.fromkeys(chosen))[:limit]
@@ -117,8 +117,9 @@ def _text(value: Any) -> str | None:
 
 
 def head_facts(run: RunTables) -> dict[str, dict[str, Any]]:
-    """``"layer.head"`` -> role, confidence, second role, stability, sink mass, the features
-    furthest above their baseline and the effect per metric (exact where measured)."""
+    """``"layer.head"`` -> role, confidence, second role, stability, sink mass, what was not
+    measured, the features furthest above their baseline (feature, raw share: how much of all its
+    attention goes there, value, baseline) and the effect per metric (exact where measured)."""
     facts: dict[str, dict[str, Any]] = {}
 
     def of(layer: Any, head: Any) -> dict[str, Any]:
@@ -128,12 +129,12 @@ def head_facts(run: RunTables) -> dict[str, dict[str, Any]]:
         for r in run.roles.to_dict("records"):
             of(r["layer"], r["head"]).update(
                 role=_text(r.get("role")), confidence=_num(r.get("confidence")), second=_text(r.get("second_role")),
-                stability=_num(r.get("stability")), sink=_num(r.get("sink_mass")))
+                stability=_num(r.get("stability")), sink=_num(r.get("sink_mass")), unmeasured=_text(r.get("unmeasured")))
     if run.features is not None and not run.features.empty:
         feats = run.features.assign(excess=run.features["value"] - run.features["baseline"])
         feats = feats.sort_values("excess", ascending=False, kind="stable")
         for (layer, head), rows in feats.groupby(["layer", "head"], sort=False):
-            of(layer, head)["features"] = [[str(r.feature), _num(r.value), _num(r.baseline)]
+            of(layer, head)["features"] = [[str(r.feature), _num(getattr(r, "raw", None)), _num(r.value), _num(r.baseline)]
                                            for r in rows.head(N_FEATURES).itertuples()]
     best = S.best_effects(run.effects)
     if best is not None:

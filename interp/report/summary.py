@@ -23,7 +23,7 @@ import pandas as pd
 from interp.ablate.catalogue import ESTIMATORS, ORIENTATION
 from interp.ablate.removable import effect_curve, improved, removable_fraction
 from interp.ablate.selection import never_exact
-from interp.roles import ROLES, UNEXPLAINED
+from interp.roles import ROLES, UNEXPLAINED, UNMEASURED
 from interp.pipeline.results import RunTables
 
 # Mean ablation keeps the head's average output, so it measures what the head adds on top of
@@ -350,6 +350,7 @@ def report_summary(run: RunTables) -> dict[str, Any]:
         "role_counts": None, "share_unexplained": None, "prunable": None, "role_pruning": None,
         "effect": None, "exact_effect": None, "never_exact": unmeasured_heads(run.effects, n_layers, n_heads),
         "estimate_misses": estimate_misses(run.effects),
+        "measurement_notes": measurement_notes(manifest, run.roles),
     }
     if run.roles is not None and not run.roles.empty:
         counts = role_counts(run.roles)
@@ -367,6 +368,21 @@ def report_summary(run: RunTables) -> dict[str, Any]:
     summary["exact_effect"] = exact.label if exact else None
     summary["exact_ablation"] = exact.ablation if exact else None
     return summary
+
+
+def measurement_notes(manifest: dict[str, Any], roles: pd.DataFrame | None) -> list[str]:
+    """What the run did not measure: each probe suite the collect stage skipped, and why (the
+    manifest's ``stages.collect.skipped_suites``); the classifier inputs left unmeasured and how
+    many heads they leave ``unmeasured`` (the roles table's ``unmeasured``)."""
+    skipped = ((manifest.get("stages") or {}).get("collect") or {}).get("skipped_suites") or {}
+    notes = [f"Probe suite {suite} was skipped: {why}. The features it feeds were not measured." for suite, why in skipped.items()]
+    if roles is not None and "unmeasured" in roles.columns and roles["unmeasured"].notna().any():
+        missing = roles["unmeasured"].dropna().value_counts().index[0]
+        n = int((roles["role"] == UNMEASURED).sum())
+        notes.append(f"Not measured, so imputed as no preference: {missing.replace(' ', ', ')}. {n} of {len(roles)} heads "
+                     f"whose role these could decide are marked {UNMEASURED} (no role, no confidence); a head whose role "
+                     f"rests on a measured feature keeps it (the roles table's unmeasured column names what was not).")
+    return notes
 
 
 # --- values as text (shared by the HTML and the PDF) ---------------------------------------

@@ -107,6 +107,22 @@ def test_circuitsvis_export_has_the_shapes_circuitsvis_takes(fake_run):
         X.circuitsvis_export(prompt, [])
 
 
+def test_head_facts_give_the_raw_share_beside_value_and_what_was_not_measured():
+    from pathlib import Path
+
+    import pandas as pd
+
+    from interp.pipeline.results import RunTables
+
+    features = pd.DataFrame({"layer": 0, "head": 0, "feature": ["induction", "broad"], "value": [0.9, 0.5],
+                             "raw": [0.09, np.nan], "baseline": [0.05, 1.0]})
+    roles = pd.DataFrame({"layer": [0], "head": [0], "role": ["induction"], "confidence": [0.8], "second_role": [np.nan],
+                          "stability": [1.0], "sink_mass": [0.9], "unmeasured": ["syntactic"]})
+    facts = X.head_facts(RunTables(Path("run"), {}, {"features": features, "roles": roles, "effects": None}))["0.0"]
+    assert facts["features"] == [["induction", 0.09, 0.9, 0.05], ["broad", None, 0.5, 1.0]]
+    assert facts["unmeasured"] == "syntactic" and facts["sink"] == 0.9
+
+
 def test_page_data_put_prompts_first_and_leave_out_what_does_not_fit(fake_run):
     run = load_run(fake_run)
     exemplars = read_exemplars(fake_run)

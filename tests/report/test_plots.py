@@ -192,6 +192,20 @@ def test_strongest_head_per_role_by_lift_among_heads_of_that_role():
                                                                ("syntactic", 2, "confidence")]
 
 
+def test_strongest_head_by_raw_share_where_the_table_has_it():
+    """A head that parks 0.9 on the sink and 0.09 on the induction targets scores 0.9 renormalised:
+    the raw share (how much it attends) picks the head that attends there most; syntactic has no
+    raw share and keeps its lift; unmeasured heads are never picked."""
+    roles = pd.DataFrame({"layer": [0, 1, 2, 3], "head": 0, "confidence": 0.9,
+                          "role": ["induction", "induction", "syntactic", "unmeasured"]})
+    features = pd.DataFrame({"layer": [0, 1, 2, 3], "head": 0, "baseline": 0.1, "value": [0.9, 0.5, 0.6, 0.99],
+                             "raw": [0.09, 0.4, np.nan, 0.5],
+                             "feature": ["induction", "induction", "syntactic:nsubj:head2dep", "induction"]})
+    picks = X.strongest_heads(roles, features)
+    assert [(p.role, p.layer, p.strength, p.measure) for p in picks] == [
+        ("induction", 1, pytest.approx(0.4), "induction raw share"), ("syntactic", 2, pytest.approx(0.5), "syntactic lift")]
+
+
 def test_each_role_is_shown_on_the_family_its_feature_reads():
     from interp.collect.features import FEATURE_FAMILIES, position_name
     from interp.probes.base import NATURAL, SYNTAX

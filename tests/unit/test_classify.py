@@ -19,7 +19,7 @@ from interp.classify.stage import ClassifyConfig, ClassifyResult, classify, run_
 from interp.collect.config import FEATURES_VERSION
 from interp.errors import RunError
 from interp.collect.features import STATIC_FEATURES
-from interp.roles import ROLE_NAMES, UNEXPLAINED
+from interp.roles import SCORED_ROLES, UNEXPLAINED
 from interp.pipeline.tables import ROLES_TABLE
 
 # What a head with no preference scores on each static feature (a causal model: next_token and
@@ -136,8 +136,8 @@ def test_idealised_heads_get_their_roles(result):
 
 def test_roles_table_schema(result):
     roles = result.roles
-    assert list(roles.columns) == ROLES_TABLE.names + [f"score_{r}" for r in ROLE_NAMES]
-    scores = roles[[f"score_{r}" for r in ROLE_NAMES]].to_numpy()
+    assert list(roles.columns) == ROLES_TABLE.names + [f"score_{r}" for r in SCORED_ROLES]
+    scores = roles[[f"score_{r}" for r in SCORED_ROLES]].to_numpy()
     np.testing.assert_allclose(scores.sum(1), 1.0, rtol=1e-6)
     np.testing.assert_allclose(roles["confidence"], scores.max(1))
     assert roles["stability"].isna().all()  # no replicates

@@ -130,7 +130,8 @@ def test_a_head_with_nan_attention_gets_no_role(tmp_path):
     kept = features[(features["layer"] == 2) & (features["head"] == 1) & (features["feature"] == "first_token")]
     assert kept["value"].notna().all()
     roles = pd.read_parquet(run_dir / "roles.parquet").set_index(["layer", "head"])
-    assert roles.loc[(2, 0), "measured"] == 0 and roles.loc[(2, 0), "role"] == "unexplained"
+    assert roles.loc[(2, 0), "measured"] == 0 and roles.loc[(2, 0), "role"] == "unmeasured"
+    assert roles.loc[(2, 0), "unmeasured"].split()[:2] == ["previous_token", "current_token"]  # every input
     assert np.isnan(roles.loc[(2, 0), "confidence"]) and np.isnan(roles.loc[(2, 0), "stability"])
     assert roles.filter(like="score_").loc[(2, 0)].isna().all()
     assert (roles.drop(index=(2, 0))["measured"] == 1).all() and roles.drop(index=(2, 0))["confidence"].notna().all()

@@ -50,8 +50,9 @@
     if (facts.second) role.push("second role " + facts.second);
     if (facts.stability !== null && facts.stability !== undefined) role.push("stability " + fmt(facts.stability, 2));
     if (facts.sink !== null && facts.sink !== undefined) role.push("sink mass " + fmt(facts.sink, 2));
+    if (facts.unmeasured) role.push("not measured: " + facts.unmeasured);
     byId("explorer-role").textContent = role.length ? role.join(" · ") : "The run has no roles table for this head.";
-    fill("explorer-features", (facts.features || []).map(function (f) { return [[f[0]], [fmt(f[1]), 1], [fmt(f[2]), 1]]; }));
+    fill("explorer-features", (facts.features || []).map(function (f) { return [[f[0]], [fmt(f[1]), 1], [fmt(f[2]), 1], [fmt(f[3]), 1]]; }));
     fill("explorer-effects", (facts.effects || []).map(function (e) {
       return [[e[0]], [signed(e[1]), 1], [e[2] === null ? "" : signed(e[2]) + " … " + signed(e[3]), 1], [e[4]]];
     }));
