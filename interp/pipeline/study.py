@@ -19,7 +19,8 @@ made by :func:`interp.pipeline.execute.run_pipeline` with ``--resume``: a run wh
 all recorded with the planned configs is skipped without loading its model, and one that was
 stopped half-way continues from its last finished stage, so a study survives being stopped and
 started again. A run that fails with a user error is recorded as failed and the study goes on.
-Each model is loaded once for all its runs. The coordinator alone writes ``study.json`` (the plan
+Each model is loaded once for all its runs. With ``--executor ray`` the pending runs are Ray
+tasks instead, several at once, each loading its model (:mod:`interp.pipeline.study_ray`). The coordinator alone writes ``study.json`` (the plan
 and each run's state, after every run) and, at the end, the cross-run comparison
 (:mod:`interp.report.study`): tables under ``comparison/`` and ``study.html``.
 """
@@ -143,21 +144,58 @@ def complete(run_dir: Path, options: RunOptions) -> bool:
     return True
 
 
-def run_study(study: StudyConfig, progress: bool = True) -> Path:
-    """Run (or continue) every run of the study, then write the comparison; return the study folder."""
-    from interp.model.load import load_model  # torch, only when a run is made
+def run_study(study: StudyConfig, progress: bool = True, executor: str = "local", address: str | None = None,
+              workers: int | None = None) -> Path:
+    """Run (or continue) every run of the study, then write the comparison; return the study folder.
 
+    ``executor="ray"``: the pending runs are Ray tasks, several at once (:mod:`interp.pipeline.study_ray`),
+    on the cluster at ``address`` (None: one started here), at most ``workers`` at a time."""
     root = rundir.check_out_dir(study.out) / study.name
     root.mkdir(parents=True, exist_ok=True)
     entries = plan(study)
-    models: dict[str, Any] = {}
+    pending = []
     for entry in entries:
         options = run_options(study, entry)
         target = run_dir_of(options)
         entry["run_dir"] = str(target)
         if complete(target, options):
             entry["status"] = "complete"
-            continue
+        else:
+            pending.append((entry, options))
+    if executor == "ray":
+        _on_ray(root, study, entries, pending, address, workers)
+    else:
+        _locally(root, study, entries, pending, progress)
+    _record(root, study, entries)
+    write_comparison(root, study, entries)
+    failed = [e for e in entries if e.get("status") == "failed"]
+    if failed:
+        raise RunError(f"{len(failed)} of {len(entries)} runs of study {study.name} failed (first: {label(failed[0])}: "
+                       f"{failed[0]['error']}); fix it and run `interp study` again: finished runs are kept")
+    return root
+
+
+def _on_ray(root: Path, study: StudyConfig, entries: list[dict[str, Any]], pending: list, address: str | None,
+            workers: int | None) -> None:
+    from interp.pipeline.study_ray import run_all
+
+    def done(entry: dict[str, Any], outcome: dict[str, Any]) -> None:
+        entry.update(outcome)
+        if outcome["status"] == "failed":
+            print(f"study {study.name}: run {entry['run']} of {entry['model']} failed: {outcome['error']}", file=sys.stderr)
+        _record(root, study, entries)
+
+    record = run_all(pending, address, workers, done)
+    for entry, _ in pending:
+        entry["executor"] = record
+
+
+def _locally(root: Path, study: StudyConfig, entries: list[dict[str, Any]], pending: list, progress: bool) -> None:
+    from interp.model.load import load_model  # torch, only when a run is made
+
+    models: dict[str, Any] = {}
+    for entry, options in pending:
+        target = Path(entry["run_dir"])
         start = time.perf_counter()
         try:
             if entry["model"] not in models:
@@ -170,13 +208,6 @@ def run_study(study: StudyConfig, progress: bool = True) -> Path:
             print(f"study {study.name}: run {entry['run']} of {entry['model']} failed: {exc}", file=sys.stderr)
         entry["seconds"] = round(time.perf_counter() - start, 1)
         _record(root, study, entries)
-    _record(root, study, entries)
-    write_comparison(root, study, entries)
-    failed = [e for e in entries if e.get("status") == "failed"]
-    if failed:
-        raise RunError(f"{len(failed)} of {len(entries)} runs of study {study.name} failed (first: {label(failed[0])}: "
-                       f"{failed[0]['error']}); fix it and run `interp study` again: finished runs are kept")
-    return root
 
 
 def _resumed(options: RunOptions, target: Path) -> RunOptions:

@@ -106,3 +106,34 @@ def test_a_bad_study_file_is_one_line(tmp_path):
     bad.write_text('models = ["m"]\nseeds = ["zero"]\n')
     with pytest.raises(ConfigError, match=r"StudyConfig\.seeds\.0: input should be a valid integer"):
         read_study(bad)
+
+
+def test_a_study_on_ray_makes_the_same_runs_as_tasks(study_file, tmp_path):
+    pytest.importorskip("ray")
+    import ray
+
+    invoke("study", study_file, "-q")  # the local study, for comparison
+    local_root = Path(read_study(study_file).out) / "pair"
+    on_ray = tmp_path / "ray.toml"
+    on_ray.write_text(study_file.read_text().replace(f'out = "{Path(read_study(study_file).out)}"',
+                                                     f'out = "{tmp_path / "runs"}"'))
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20, log_to_driver=False)
+    try:
+        result = invoke("study", on_ray, "--executor", "ray", "--workers", "2", "-q")
+    finally:
+        ray.shutdown()
+    assert result.exit_code == 0, result.output
+    root = tmp_path / "runs" / "pair"
+    state = json.loads((root / "study.json").read_text())
+    assert [r["status"] for r in state["runs"]] == ["complete"] * 4
+    assert {r["executor"]["executor"] for r in state["runs"]} == {"ray"} and state["runs"][0]["executor"]["workers"] == 2
+    for run in ("tiny-a/builtin-seed0", "tiny-b/lines-seed0"):
+        for table in ("features", "roles"):
+            a, b = (pd.read_csv(r / run / f"{table}.csv") for r in (local_root, root))
+            pd.testing.assert_frame_equal(a, b, rtol=1e-6)
+    assert (root / "study.html").is_file() and (root / "comparison" / "matched_heads.csv").is_file()
+
+
+def test_study_placement_flags_without_ray_are_refused(study_file):
+    result = CliRunner().invoke(main, ["study", str(study_file), "--workers", "2"])
+    assert result.exit_code == 1 and "go with --executor ray" in result.output

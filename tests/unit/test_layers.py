@@ -19,6 +19,7 @@ LAYERS = (
      "interp.pipeline.results"),
     ("interp.collect", "interp.classify", "interp.ablate", "interp.report", "interp.synthetic"),  # the stages
     ("interp.pipeline.stages", "interp.pipeline.options", "interp.pipeline.execute", "interp.pipeline.study",
+     "interp.pipeline.study_ray",
      "interp.pipeline.show", "interp.pipeline.prompts"),  # the registry and the run
     ("interp.console", "interp.cli", "interp.__main__", "interp"),  # the public API and the command line
 )
