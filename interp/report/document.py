@@ -12,10 +12,12 @@ from typing import Any
 
 import pandas as pd
 
+from interp.classify import clusters as K
 from interp.report import content as C
 from interp.report import summary as S
 from interp.report.figures import SavedFigure
 from interp.pipeline.results import RunTables
+from interp.roles import UNEXPLAINED
 
 MODEL_FACTS = ("name", "source", "causal", "n_layers", "n_heads", "n_kv_heads", "d_head", "n_ctx", "bos_policy",
                "dtype", "device")
@@ -48,7 +50,6 @@ def _notes(summary: dict[str, Any], exemplar_note: str | None) -> list[C.Text]:
     notes += [C.Text(text, "note") for text in S.improvement_notes(summary["prunable"])]
     if summary.get("never_exact"):
         notes.append(C.Text(_exact_note(summary["never_exact"], summary["shape"]), "note"))
-    notes += [C.Text(text, "note") for text in summary.get("measurement_notes") or []]
     misses = summary.get("estimate_misses") or []
     if misses:
         notes.append(C.Text(f"{len(misses)} estimate(s) have an interval that excludes the same head's exact effect "
@@ -142,6 +143,22 @@ def _figures_of(figures: list[SavedFigure], names: tuple[str, ...]) -> list[C.Fi
     return [C.figure(f) for f in figures if f.kind == "main" and wanted(f.name)]
 
 
+def _clusters_section(clusters: pd.DataFrame | None, summary: dict[str, Any]) -> C.Section | None:
+    """One row per group of unexplained heads, and whether the groups separate at all."""
+    if clusters is None or clusters.empty:
+        return None
+    unexplained = sum(r["heads"] for r in summary["role_counts"] or [] if r["role"] == UNEXPLAINED) or None
+    verdict = K.verdict(clusters, unexplained)
+    return C.section(
+        "clusters", "Unexplained-head clusters",
+        C.Text("Heads no archetype explains, grouped by their attention profiles; each group is described by the "
+               "features that set it apart from the other unexplained heads. silhouette: how much nearer the group's "
+               "heads are to one another than to the next group (1: far apart, 0 or less: no gap). Every head's "
+               "group is in clusters.csv."),
+        C.Text(verdict, "p" if K.separates(clusters) else "note"),
+        C.table(K.overview(clusters), "cluster-table", filter="Filter clusters:", wrap_columns=("description", "members")))
+
+
 def _provenance_section(summary: dict[str, Any]) -> C.Section:
     prov = summary["provenance"]
     keys = ("created", "seed", "git_hash", "machine", "python")
@@ -183,11 +200,7 @@ def report_document(run: RunTables, summary: dict[str, Any], figures: list[Saved
     sections.append(C.section(
         "heads", "Heads", C.Text(f"One row per head{effect}. Click a header to sort.") if heads is not None else None,
         C.table(heads, "head-table", filter="Filter heads:") if heads is not None else None))
-    clusters = run.clusters if run.clusters is not None and not run.clusters.empty else None
-    sections.append(C.section(
-        "clusters", "Unexplained-head clusters",
-        C.Text("Heads no archetype explains, grouped by the similarity of their features.") if clusters is not None else None,
-        C.table(clusters, "cluster-table", filter="Filter clusters:") if clusters is not None else None))
+    sections.append(_clusters_section(run.clusters, summary))
     sections.append(_provenance_section(summary))
     return C.Document(f"Attention heads of {name}", f"{name} · attention heads · {summary['run']}", lead,
                       tuple(s for s in sections if s is not None))

@@ -134,8 +134,9 @@ def make_fake_run(tmp_path: Path, name: str = "run", n_layers: int = 4, n_heads:
     for table in tables:
         rundir.write_table(run_dir, table, frames[table])
     if clusters:
-        rundir.write_text(run_dir / "clusters.csv",
-                        "cluster,layer,head,size,top_feature\n0,0,3,2,local\n0,2,1,2,local\n1,3,2,1," + XSS + "\n")
+        described = "more delimiter (lift 0.30 vs 0.01) " + XSS  # one group: the two unexplained heads of 4 x 3
+        rundir.write_text(run_dir / "clusters.csv", "cluster,layer,head,description,silhouette\n"
+                          f"0,1,0,{described},\n0,3,1,{described},\n")
     if exemplars == "legacy":
         rundir.write_text(run_dir / "exemplars.json", json.dumps(LEGACY_EXEMPLARS))
     elif exemplars:

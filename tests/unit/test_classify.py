@@ -11,7 +11,7 @@ import pytest
 
 from interp.pipeline import rundir
 from interp.pipeline.results import load_run
-from interp.classify.clusters import cluster_unexplained
+from interp.classify.clusters import NO_STRUCTURE, cluster_unexplained, overview, verdict
 from interp.classify.matrix import BROAD_MISSING, COLUMNS, head_matrix, matrix_from_arrays, sink_shares
 from interp.classify.reference.fit import default_classifier
 from interp.classify.stability import stability
@@ -242,14 +242,46 @@ def test_unexplained_heads_cluster_by_profile():
     matrix += rng.normal(0, 0.01, matrix.shape)
     roles = pd.Series(["unexplained"] * 7 + ["broad"] * 3, index=index)
     clusters = cluster_unexplained(matrix, roles, distance=3.0)
-    assert list(clusters.columns) == ["cluster", "layer", "head", "description"]
+    assert list(clusters.columns) == ["cluster", "layer", "head", "description", "silhouette"]
     groups = {frozenset(g["head"]) for _, g in clusters.groupby("cluster")}
     assert groups == {frozenset({0, 1, 2}), frozenset({3, 4, 5})}
+    # described by what sets each group apart from the other unexplained heads (heads 3-6 for the first)
     first = clusters[clusters["head"] == 0]["description"].iloc[0]
-    assert "more sink_mass" in first and "less broad" in first
+    assert first == ("more sink_mass (mass 0.60 vs 0.20), less delimiter (lift 0.00 vs 0.22), "
+                     "less induction (lift 0.00 vs 0.13)")
+    assert clusters["silhouette"].between(0.7, 0.9).all()  # two tight groups far apart
+    assert verdict(clusters, 7) == ("6 heads of the 7 unexplained heads fall into 2 groups. The groups separate "
+                                    "(mean silhouette 0.80; 1: far apart, 0: on the border between two groups).")
     # silhouette-chosen groups find the same two
     auto = cluster_unexplained(matrix, roles)
     assert {frozenset(g["head"]) for _, g in auto.groupby("cluster")} == groups
+
+
+def test_groups_cut_from_one_cloud_are_said_not_to_separate():
+    """Unexplained heads drawn from one cloud (no groups at all): the silhouette still picks a
+    number of groups, and the verdict says they do not separate; one group holding most heads is
+    named as such."""
+    index = pd.MultiIndex.from_tuples([(layer, head) for layer in range(8) for head in range(5)], names=["layer", "head"])
+    rng = np.random.default_rng(1)
+    matrix = pd.DataFrame(rng.normal(0.3, 0.1, (40, len(COLUMNS) + 1)), index=index, columns=list(COLUMNS) + ["sink_mass"])
+    clusters = cluster_unexplained(matrix, pd.Series(["unexplained"] * 40, index=index))
+    mean = clusters["silhouette"].mean()
+    assert clusters["cluster"].nunique() >= 2 and mean < NO_STRUCTURE
+    assert verdict(clusters, 40).endswith(f"The groups do not separate (mean silhouette {mean:.2f}, under 0.25): the "
+                                          "unexplained heads vary along a continuum that these groups only cut, so "
+                                          "read each description as a tendency, not a kind of head.")
+    lopsided = pd.DataFrame({"cluster": [0] * 26 + [1] * 2, "layer": range(28), "head": 0, "description": "d",
+                             "silhouette": 0.1})
+    assert verdict(lopsided, 28).startswith("28 heads of the 28 unexplained heads fall into 2 groups. One group holds "
+                                            "26 of them: on these features most unexplained heads look alike. The "
+                                            "groups do not separate (mean silhouette 0.10")
+    assert verdict(lopsided.assign(silhouette=0.3)).endswith(
+        "The groups separate only weakly (mean silhouette 0.30, under 0.5): a structure this weak may be an artefact "
+        "of the clustering, so read each description as a tendency.")
+    assert "no silhouette" in verdict(lopsided.drop(columns="silhouette"))
+    table = overview(lopsided)
+    assert table[["cluster", "heads", "layers"]].values.tolist() == [[0, 26, "L0–L25"], [1, 2, "L26–L27"]]
+    assert table["members"].iloc[0] == " ".join(f"L{l}H0" for l in range(12)) + " … and 14 more"
 
 
 def test_too_few_unexplained_heads_give_no_clusters():
@@ -289,7 +321,7 @@ def test_classify_run_writes_tables_and_records_stage(tmp_path, with_replicates)
     loaded = load_run(run_dir)
     pd.testing.assert_frame_equal(loaded.roles, result.roles, check_dtype=False)
     assert (run_dir / "roles.csv").exists() and (run_dir / "role_summary.csv").exists()
-    assert list(pd.read_csv(run_dir / "clusters.csv").columns) == ["cluster", "layer", "head", "description"]
+    assert list(pd.read_csv(run_dir / "clusters.csv").columns) == ["cluster", "layer", "head", "description", "silhouette"]
     summary = pd.read_csv(run_dir / "role_summary.csv")
     assert set(summary["scope"]) == {"model", "layer"}
     stage = json.loads((run_dir / "manifest.json").read_text())["stages"]["classify"]
