@@ -50,6 +50,7 @@ def _notes(summary: dict[str, Any], exemplar_note: str | None) -> list[C.Text]:
     notes += [C.Text(text, "note") for text in S.improvement_notes(summary["prunable"])]
     if summary.get("never_exact"):
         notes.append(C.Text(_exact_note(summary["never_exact"], summary["shape"]), "note"))
+    notes += [C.Text(text, "note") for text in summary.get("measurement_notes") or []]
     misses = summary.get("estimate_misses") or []
     if misses:
         notes.append(C.Text(f"{len(misses)} estimate(s) have an interval that excludes the same head's exact effect "
