@@ -132,8 +132,10 @@ class Aligner:
         """The suite's probes for this model; [] (with a warning) when the suite cannot be
         expressed in its vocabulary or needs word offsets the tokenizer does not give."""
         if any(s.words for s in suite.sentences) and not self.offsets:
-            self._skip(suite.name, "its features need word positions, and the tokenizer gives no character offsets",
-                       " (use a fast tokenizer: transformers.PreTrainedTokenizerFast)")
+            self.skipped[suite.name] = "its features need word positions, and the tokenizer gives no character offsets"
+            warnings.warn(f"probe suite {suite.name!r} skipped: its features need word positions, and the tokenizer gives no "
+                          f"character offsets (use a fast tokenizer: transformers.PreTrainedTokenizerFast)",
+                          InterpWarning, stacklevel=2)
             return []
         seqs: list[ProbeSequence] = []
         failed: list[str] = []
@@ -153,11 +155,6 @@ class Aligner:
                           f"(the model's context, or --max-seq-len) and were truncated", InterpWarning, stacklevel=2)
         return seqs
 
-    def _skip(self, suite: str, why: str, advice: str) -> None:
-        """Record a suite as skipped (why), and warn (why, then ``advice``)."""
-        self.skipped[suite] = why
-        warnings.warn(f"probe suite {suite!r} skipped: {why}{advice}", InterpWarning, stacklevel=3)
-
     def _expressible(self, suite: Suite, seqs: list[ProbeSequence], failed: list[str]) -> bool:
         """False (with a warning) when more than ``SKIP_UNKNOWN`` of the suite's tokens are unknown
         or more than ``SKIP_LOST`` of its probes cannot be encoded; a smaller share warns and the
@@ -169,8 +166,9 @@ class Aligner:
         if unknown > SKIP_UNKNOWN or lost > SKIP_LOST:
             why = (f"{unknown:.0%} of its tokens are unknown ({self.tok.unk_token})" if unknown > SKIP_UNKNOWN
                    else f"{len(failed)} of {len(failed) + len(seqs)} probes cannot be encoded: {failed[0]}")
-            self._skip(suite.name, f"it cannot be expressed in this model's vocabulary ({why})",
-                       "; give probes written in the model's vocabulary (--corpus)")
+            self.skipped[suite.name] = f"it cannot be expressed in this model's vocabulary ({why})"
+            warnings.warn(f"probe suite {suite.name!r} skipped: it cannot be expressed in this model's vocabulary ({why}); "
+                          f"give probes written in the model's vocabulary (--corpus)", InterpWarning, stacklevel=2)
             return False
         if failed:
             warnings.warn(f"{len(failed)} of {len(failed) + len(seqs)} probes of suite {suite.name!r} cannot be encoded for this "
