@@ -18,6 +18,8 @@ QUICK_MIN_HEADS = 5  # but at least 5 per list (a tiny model's circuit has more 
 AUDIT_SHARE = 0.25  # with top_k: a random sample of a quarter as many other heads (at least one), to audit the estimator
 QUICK_PRUNE_STEP = 0.1
 CPU_TOKENS_PER_PASS = 2048  # the ablate stage's pass on a CPU, and where an accelerator's pass starts growing
+DEFAULT_ROUNDS = 3  # the sequential sweep is on by default: heads still open after a round get new sequences
+QUICK_BUDGET = 60.0  # quick mode: seconds of exact sweep before no further round starts
 MAX_ROUNDS = 1000  # rounds of the sequential sweep: each adds sequences, so this is far beyond any budget
 # Where the exact sweep runs (interp.ablate.executor): placement only, the tables are the same.
 EXECUTORS = ("local", "ray")
@@ -74,9 +76,12 @@ class AblateConfig:
     audit: int | None = option(None, ge=1, le=MAX_INT)
     """with top_k: heads ablated exactly at random besides the top ones, always at least one; default: a quarter as
     many as the top ones"""
-    max_rounds: int = option(1, ge=1, le=MAX_ROUNDS)
+    max_rounds: int = option(DEFAULT_ROUNDS, ge=1, le=MAX_ROUNDS)
     """exact sweep in up to this many rounds of new evaluation sequences: after each, only heads whose effect is not
-    yet settled (interval vs the tolerance, precision) go on"""
+    yet settled (interval vs the tolerance, precision) go on; 1: one sweep of every chosen head"""
+    time_budget: float | None = option(300.0, gt=0, le=1e9)
+    """seconds the exact sweep may spend before no further round starts (round 0 always runs in full; in Python,
+    None: no limit)"""
     heads_per_pass: int | None = option(None, ge=1, le=MAX_INT)
     """heads of a layer per forward (stacked batch copies); default: all that fit"""
     prune: bool = option(True)
@@ -96,8 +101,8 @@ class AblateConfig:
     """with --executor ray: actors, each loading the model once; default: as many as the cluster's CPUs hold, at most
     one per layer"""
     quick: bool = option(False)
-    """small evaluation corpus, exact ablation only of the top 2% (at least 5) per metric and estimator, 10% pruning
-    steps"""
+    """small evaluation corpus, exact ablation only of the top 2% (at least 5) per metric and estimator, a 60 s time
+    budget for its rounds, 10% pruning steps"""
     seed: int = option(0, ge=0, le=MAX_INT)
     """seed of the evaluation sequences, the audit sample and the bootstrap"""
 
@@ -137,4 +142,5 @@ class AblateConfig:
         return dataclasses.replace(
             self, **sizes, top_k=self.top_k or max(QUICK_MIN_HEADS, math.ceil(QUICK_TOP_SHARE * n_heads)),
             prune_step=self.prune_step or QUICK_PRUNE_STEP, n_bootstrap=min(self.n_bootstrap, 200),
+            time_budget=min(self.time_budget or QUICK_BUDGET, QUICK_BUDGET),
         )

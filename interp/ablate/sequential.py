@@ -10,7 +10,10 @@ pruning tolerance (wholly above, wholly below, or wholly within +-tolerance; see
 ``vs_tolerance``) and, for a head that matters (above), when the interval is also tight:
 half-width at most ``max(REL_PRECISION * |delta|, ABS_PRECISION)``. Heads that are clearly
 irrelevant stop after one round; heads near the tolerance or important but imprecise go on,
-up to the last round. Each row's ``n_tokens`` says how many tokens its effect rests on.
+up to the last round, or until the stage's time budget for the sweep is spent (no round starts
+after it; round 0 always runs in full). Each row's ``n_tokens`` says how many tokens its effect
+rests on, and ``precision`` whether it met the rule (``met``) or what stopped it first
+(``rounds``, ``budget``).
 
 This is a racing design, not a fixed-size test: the intervals of heads that stop early are
 slightly optimistic (stopping when the interval looks settled favours intervals that happen to
@@ -20,6 +23,7 @@ be narrow), the usual price of racing; the undecided share that remains is repor
 from __future__ import annotations
 
 import math
+import time
 from typing import Callable
 
 import numpy as np
@@ -69,13 +73,26 @@ def open_heads(effects: pd.DataFrame, family: str) -> set[Head]:
     return {(int(layer), int(head)) for layer, head in zip(rows["layer"], rows["head"])}
 
 
+MET, ROUNDS, BUDGET = "met", "rounds", "budget"  # the effects table's ``precision``
+
+
+def precision(effects: pd.DataFrame, stopped_by: str) -> pd.DataFrame:
+    """Exact rows with ``precision``: ``met`` where the effect is settled, else why the rounds
+    stopped before it was (``rounds``: the last round ran; ``budget``: the time budget ran out)."""
+    return effects.assign(precision=np.where(settled(effects), MET, stopped_by))
+
+
 def sequential_sweep(parts: list[EvalCorpus], heads: list[Head], sweep: Callable[[EvalCorpus, list[Head]], None],
-                     effects: Callable[[], pd.DataFrame]) -> list[dict[str, int]]:
-    """Run ``sweep(corpus, heads)`` round by round on the heads still open per family; returns,
-    per round, the number of heads each family's sweep ran (what the manifest records)."""
+                     effects: Callable[[], pd.DataFrame], deadline: float | None = None) -> tuple[list[dict[str, int]], str]:
+    """Run ``sweep(corpus, heads)`` round by round on the heads still open per family, starting no
+    round after ``deadline`` (``time.perf_counter()`` seconds; round 0 always runs). Returns, per
+    round, the number of heads each family's sweep ran (what the manifest records), and what
+    stopped the rounds for the heads still open: ``rounds`` or ``budget``."""
     log = []
     todo = {family: list(heads) for family in parts[0].sizes}
     for r, part in enumerate(parts):
+        if r and deadline is not None and time.perf_counter() > deadline:
+            return log, BUDGET
         ran = {}
         for family in part.sizes:
             chosen = sorted(todo.get(family, []))
@@ -88,4 +105,4 @@ def sequential_sweep(parts: list[EvalCorpus], heads: list[Head], sweep: Callable
             todo = {family: sorted(open_heads(table, family) & set(heads)) for family in parts[0].sizes}
             if not any(todo.values()):
                 break
-    return log
+    return log, ROUNDS

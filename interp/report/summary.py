@@ -282,6 +282,17 @@ def estimate_misses(effects: pd.DataFrame | None) -> list[str]:
     return [f"L{int(r.layer)}H{int(r.head)} {r.metric} ({r.estimator}, {r.ablation})" for r in rows.itertuples()]
 
 
+def precision_counts(effects: pd.DataFrame | None) -> list[dict[str, Any]]:
+    """Per (ablation, metric) of the exact rows: how many effects met the precision rule and how
+    many the rounds or the time budget left open (the effects table's ``precision``)."""
+    if effects is None or "precision" not in effects.columns:
+        return []
+    exact = effects[(effects["estimator"] == "exact") & effects["precision"].notna()]
+    counts = exact.groupby(["ablation", "metric"])["precision"].value_counts().unstack(fill_value=0)
+    return [{"ablation": kind, "metric": metric, **{k: int(v) for k, v in row.items()}}
+            for (kind, metric), row in counts.iterrows()]
+
+
 def role_pruning_table(pruning: pd.DataFrame | None, effects: pd.DataFrame | None) -> pd.DataFrame | None:
     """One row per (role, metric) whose heads the ablate stage removed all at once: role, heads,
     metric, and ``worse`` (relative change for the worse against the intact model, with its
@@ -350,6 +361,7 @@ def report_summary(run: RunTables) -> dict[str, Any]:
         "role_counts": None, "share_unexplained": None, "prunable": None, "role_pruning": None,
         "effect": None, "exact_effect": None, "never_exact": unmeasured_heads(run.effects, n_layers, n_heads),
         "estimate_misses": estimate_misses(run.effects),
+        "precision": precision_counts(run.effects),
         "measurement_notes": measurement_notes(manifest, run.roles),
     }
     if run.roles is not None and not run.roles.empty:

@@ -44,7 +44,7 @@ def test_settled_needs_a_decision_and_precision_where_the_head_matters():
 
 def test_sequential_sweep_spends_tokens_on_open_heads_only(llama):
     seq = ablate(llama, dataclasses.replace(BASE, max_rounds=3), progress=False)
-    flat = ablate(llama, dataclasses.replace(BASE, n_prose=9, n_repeated=9, n_syntax=12), progress=False)
+    flat = ablate(llama, dataclasses.replace(BASE, n_prose=9, n_repeated=9, n_syntax=12, max_rounds=1), progress=False)
     a = seq.effects.set_index(["layer", "head", "metric"]).sort_index()
     b = flat.effects.set_index(["layer", "head", "metric"]).sort_index()
     assert (a["n_tokens"] <= b["n_tokens"]).all()
@@ -56,3 +56,24 @@ def test_sequential_sweep_spends_tokens_on_open_heads_only(llama):
     assert settled(stopped.reset_index()).all()  # a head stops only once its effects are settled
     log = seq.summary["rounds"]
     assert log[0] == {f: len(a.reset_index()[["layer", "head"]].drop_duplicates()) for f in log[0]}
+
+
+def test_the_time_budget_stops_the_rounds_and_the_table_says_so(llama):
+    # a budget already spent when round 0 ends: no further round, open heads say "budget"
+    out = ablate(llama, dataclasses.replace(BASE, max_rounds=3, time_budget=1e-9), progress=False)
+    assert len(out.summary["rounds"]) == 1
+    exact = out.effects
+    ok = settled(exact)
+    assert (~ok).any() and (exact.loc[ok, "precision"] == "met").all() and (exact.loc[~ok, "precision"] == "budget").all()
+    # without a budget the rounds go on, and heads still open after the last say "rounds"
+    free = ablate(llama, dataclasses.replace(BASE, max_rounds=2, time_budget=None), progress=False).effects
+    assert len(free) and set(free["precision"]) <= {"met", "rounds"}
+    assert (free.loc[~settled(free), "precision"] == "rounds").all()
+
+
+def test_precision_marks_settled_rows_met():
+    from interp.ablate.sequential import precision
+
+    rows = pd.DataFrame({"delta": [1.0, 1.0], "ci_low": [0.95, 0.5], "ci_high": [1.05, 1.5],
+                         "vs_tolerance": ["above", "above"]})
+    assert precision(rows, "budget")["precision"].tolist() == ["met", "budget"]
