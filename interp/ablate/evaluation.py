@@ -31,7 +31,7 @@ removal happened to help those few sequences would make pruning look free.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -60,6 +60,7 @@ class EvalItem:
     wrong: torch.Tensor | None = None  # long [row]: the wrong verb form (sv only)
     is_view: bool = False  # encoder: the word-deleted copy of sentence ``index``
     score: Any = None  # a user task's metric (interp.ablate.tasks); None: the family's own
+    fields: dict[str, int | float] = field(default_factory=dict)  # a task's per-sequence data (Task.fields)
 
 
 @dataclass
@@ -77,6 +78,7 @@ class EvalBatch:
     row_target: torch.Tensor  # long [row]
     row_wrong: torch.Tensor | None  # long [row] (sv only)
     score: Any = None  # a user task's metric (interp.ablate.tasks); None: the family's own
+    row_fields: dict[str, torch.Tensor] = field(default_factory=dict)  # a task's fields, one value per row
 
     @property
     def valid(self) -> torch.Tensor:
@@ -152,21 +154,28 @@ def causal_items(model, n_prose: int, n_repeated: int, repeated_lengths: tuple[i
 
 def task_items(aligner: Any, task: Task, split: int, d_vocab: int) -> list[Any]:
     """The EvalItems of one half of a task (sequences ``split``, ``split + 2``, ...)."""
-    suite = Suite(f"task:{task.name}", NATURAL)
     items = []
     for i in range(split, len(task.sequences), 2):
-        sequence = task.sequences[i]
-        if isinstance(sequence, str):
-            seq = aligner.encode(Sentence(sequence), suite)
-            tokens, shift, special = seq.tokens, int(aligner.bos_policy == "prepend"), seq.is_special
-        else:
-            tokens, shift = torch.tensor(sequence, dtype=torch.long), 0
-            special = torch.zeros(len(tokens), dtype=torch.bool)
-        if len(tokens) and not 0 <= int(tokens.min()) <= int(tokens.max()) < d_vocab:
-            raise ConfigError(f"task {task.name!r}, sequence {i}: token ids outside the model's {d_vocab}-id embedding")
+        tokens, shift, special = encode_task_sequence(aligner, task, i, d_vocab)
         rows = _task_rows(task, i, tokens, special, shift)
-        items.append(EvalItem(tokens, task.name, len(items), rows, tokens[rows + 1], score=task.metric))
+        items.append(EvalItem(tokens, task.name, len(items), rows, tokens[rows + 1], score=task.metric,
+                              fields=task.fields_of(i)))
     return items
+
+
+def encode_task_sequence(aligner: Any, task: Task, i: int, d_vocab: int) -> tuple[Any, int, Any]:
+    """Sequence ``i`` of a task as the model sees it: (tokens ``[pos]``, the shift from a position
+    as written to one in ``tokens`` (1 where a BOS is prepended), which tokens are special)."""
+    sequence = task.sequences[i]
+    if isinstance(sequence, str):
+        seq = aligner.encode(Sentence(sequence), Suite(f"task:{task.name}", NATURAL))
+        tokens, shift, special = seq.tokens, int(aligner.bos_policy == "prepend"), seq.is_special
+    else:
+        tokens, shift = torch.tensor(sequence, dtype=torch.long), 0
+        special = torch.zeros(len(tokens), dtype=torch.bool)
+    if len(tokens) and not 0 <= int(tokens.min()) <= int(tokens.max()) < d_vocab:
+        raise ConfigError(f"task {task.name!r}, sequence {i}: token ids outside the model's {d_vocab}-id embedding")
+    return tokens, shift, special
 
 
 def _task_rows(task: Task, i: int, tokens: Any, special: Any, shift: int) -> Any:
@@ -195,7 +204,7 @@ def scorable(items: list[EvalItem], vocab_out: int) -> list[EvalItem]:
         if it.family == SV and not bool(keep.all()):
             continue  # its one row cannot be read: the sentence leaves the family
         out.append(EvalItem(it.tokens, it.family, it.index, it.rows[keep], it.targets[keep],
-                            None if it.wrong is None else it.wrong[keep], it.is_view, it.score))
+                            None if it.wrong is None else it.wrong[keep], it.is_view, it.score, it.fields))
     if dropped:
         warnings.warn(f"{dropped} scored token(s) lie outside the model's {vocab_out} output logits "
                       "and are not scored", stacklevel=3)
@@ -354,7 +363,18 @@ def _pad(family: str, members: list[EvalItem], pad_id: int) -> EvalBatch:
         row_batch=cat([torch.full((len(it.rows),), i) for i, it in rows]),
         row_pos=cat([it.rows for _, it in rows]), row_target=cat([it.targets for _, it in rows]),
         row_wrong=cat([it.wrong for _, it in rows]) if family == SV else None, score=members[0].score,
+        row_fields=_row_fields(members),
     )
+
+
+def _row_fields(members: list[EvalItem]) -> dict[str, torch.Tensor]:
+    """Each task field as one value per scored row (in row order): its sequence's value, repeated
+    over its rows (long for whole numbers, float64 otherwise: the dtype tasks.Task settled)."""
+    out = {}
+    for name, first in members[0].fields.items():
+        dtype = torch.long if isinstance(first, int) else torch.float64
+        out[name] = torch.cat([torch.full((len(it.rows),), it.fields[name], dtype=dtype) for it in members])
+    return out
 
 
 def derangement(group: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,8 @@ Causal LMs (logits read at the scored rows only):
 - ``loss_prose`` / ``loss_repeated``: cross-entropy of the next token, in nats.
 - ``sv_logit_diff``: logit(correct verb form) - logit(wrong form) before the verb.
 - ``loss_corpus`` (``--eval-corpus``): the next-token loss of the user's own sequences.
-- a user task (:mod:`interp.ablate.tasks`): its own function of the logits at its positions.
+- a user task (:mod:`interp.ablate.tasks`): its own function of the logits at its positions, and
+  of its per-sequence fields, one value per row.
 
 Encoders (the MLM head of a sentence-embedding model is untrained, so logits are never used;
 the sentence embedding is the mean of the final hidden states over valid tokens):
@@ -68,7 +69,8 @@ def causal_metric(logits: torch.Tensor, batch: EvalBatch) -> PerSeq:
     rows = torch.arange(len(batch.row_target), device=logits.device)
     target = logits[rows, batch.row_target.to(logits.device)]
     if batch.score is not None:  # a user task: higher = worse, one value per scored row
-        value = batch.score(logits, batch.row_target.to(logits.device)).to(logits.dtype)
+        fields = {name: values.to(logits.device) for name, values in batch.row_fields.items()}
+        value = batch.score(logits, batch.row_target.to(logits.device), **fields).to(logits.dtype)
     elif batch.family == SV:
         value = target - logits[rows, batch.row_wrong.to(logits.device)]
     else:

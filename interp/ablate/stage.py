@@ -26,6 +26,9 @@ Steps, each with a progress bar (with the bars off, one line on stderr as each f
    removable within each (either side of the intact value), with intervals, and how much a
    metric improved where it did; and every head of one role removed at once.
 
+A task that names positions (:mod:`interp.ablate.tasks`) also gets the ``task_attention`` table:
+every head's attention between its named positions (:mod:`interp.ablate.task_attention`).
+
 :func:`role_effects` and :func:`surprises` relate the effects to the classifier's roles.
 """
 
@@ -62,6 +65,7 @@ from interp.ablate.surprises import role_effects, surprises
 from interp.ablate.executor import Executor, SweepJob, sweep_with
 from interp.ablate.executors import check_executor, open_executor
 from interp.ablate.sweep import pass_size, probe_pass
+from interp.ablate.task_attention import task_attention
 from interp.ablate.threads import choose_threads, stage_threads
 from interp.ablate.values import MeanAccumulator
 from interp.ablate.config import AblateConfig
@@ -79,6 +83,7 @@ class AblateResult:
     pruning: pd.DataFrame  # the `pruning` table (empty when prune=False)
     timings: dict[str, float]  # seconds per step, plus per-head and per-pass figures
     summary: dict[str, Any] = field(default_factory=dict)  # corpus sizes, removable fractions, settings used
+    task_attention: pd.DataFrame | None = None  # the `task_attention` table; None: no task names positions
 
 
 def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: bool = True,
@@ -94,6 +99,9 @@ def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: 
             cfg, corpus = _fit_memory(m, cfg, metrics, corpus)
         metrics = _scorable(_measurable(metrics, corpus, cfg), corpus, m)
         _done(progress, f"evaluation corpus {corpus.n_tokens} tokens", timings["corpus"])
+        with _timed(timings, "task_attention"):  # where heads attend between the tasks' named positions
+            attention = task_attention(m, tuple(t for t in cfg.tasks if t.name in metrics), cfg.n_bootstrap, cfg.seed,
+                                       cfg.max_tokens_per_batch)
         ablator = Ablator(m)
         with _timed(timings, "threads"):
             threads = choose_threads(cfg.threads or pinned_threads(),
@@ -112,7 +120,7 @@ def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: 
         "audit": audit_summary(effects),
         "resolved_config": dataclasses.asdict(cfg),
     }
-    return AblateResult(effects, PRUNING.validate(PRUNING.finite(pruning)), timings, summary)
+    return AblateResult(effects, PRUNING.validate(PRUNING.finite(pruning)), timings, summary, attention)
 
 
 def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: tuple[str, ...],
@@ -167,9 +175,14 @@ def check_measured(effects: pd.DataFrame) -> None:
 
 
 def write(run_dir: Path, result: AblateResult) -> None:
-    """Write the ``effects`` and ``pruning`` tables into the run."""
+    """Write the ``effects`` and ``pruning`` tables into the run, and ``task_attention`` when a
+    task names positions (else an earlier run's copy goes: it would describe other tasks)."""
     rundir.write_table(run_dir, "effects", result.effects)
     rundir.write_table(run_dir, "pruning", result.pruning)
+    if result.task_attention is not None:
+        rundir.write_table(run_dir, "task_attention", result.task_attention)
+    else:
+        rundir.remove_table(run_dir, "task_attention")
 
 
 def check_inputs(config: AblateConfig) -> None:

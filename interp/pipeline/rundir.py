@@ -7,6 +7,7 @@ A run lives in ``reports/<model-slug>/<run-name>/``::
     roles.parquet / .csv
     effects.parquet / .csv
     pruning.parquet / .csv
+    task_attention.parquet / .csv   (ablate, for tasks with named positions)
     clusters.csv             unexplained-head clusters (classify stage)
     figures/                 PNG + SVG
     report.html, report.pdf
@@ -227,6 +228,16 @@ def write_table(run_dir: Path, name: str, frame: pd.DataFrame) -> None:
         frame.to_parquet(tmp, index=False)
     with atomic_path(Path(run_dir) / f"{name}.csv") as tmp:
         frame.to_csv(tmp, index=False)
+
+
+def remove_table(run_dir: Path, name: str) -> None:
+    """Delete a table's parquet and csv (a stage whose new run writes no such table: an older
+    copy would describe what that stage no longer measured)."""
+    for suffix in (".parquet", ".csv"):
+        path = Path(run_dir) / f"{name}{suffix}"
+        if path.exists():
+            _before_write(path)
+            _unlink(str(path))
 
 
 def read_table(run_dir: Path, name: str) -> pd.DataFrame | None:

@@ -131,7 +131,13 @@ PRUNING = _table("pruning", (
     "role whose heads are removed together."
 ))
 
-TABLES: dict[str, Table] = {t.name: t for t in (FEATURES, SINKS, ROLES_TABLE, EFFECTS, PRUNING)}
+TASK_ATTENTION = _table("task_attention", (
+    "One row per (task, layer, head, query, key), for tasks that name positions (interp.Task's "
+    "named_positions): how much the head attends from one named position to another on the "
+    "task's own sequences (written by ablate)."
+))
+
+TABLES: dict[str, Table] = {t.name: t for t in (FEATURES, SINKS, ROLES_TABLE, EFFECTS, PRUNING, TASK_ATTENTION)}
 
 
 def describe() -> str:

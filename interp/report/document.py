@@ -16,6 +16,7 @@ from interp.classify import clusters as K
 from interp.report import content as C
 from interp.report import summary as S
 from interp.report.figures import SavedFigure
+from interp.report.task_attention import task_attention_section
 from interp.pipeline.results import RunTables
 from interp.roles import UNEXPLAINED
 
@@ -189,6 +190,7 @@ def report_document(run: RunTables, summary: dict[str, Any], figures: list[Saved
             "and how much the model needs it (its ablation effect).",)
     sections = [_summary_section(summary, exemplar_note)]
     sections += [C.section(sid, title, *_figures_of(figures, names)) for sid, title, names in FIGURE_SECTIONS]
+    sections.append(task_attention_section(run.tables.get("task_attention")))
     exemplars = [C.figure(f) for f in figures if f.kind == "exemplar"]
     sections.append(C.section(
         "exemplars", "Exemplar attention patterns",
