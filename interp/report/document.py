@@ -211,22 +211,46 @@ def report_document(run: RunTables, summary: dict[str, Any], figures: list[Saved
 
 # --- two runs side by side ---------------------------------------------------------------------
 
+def _present(frame: pd.DataFrame | None) -> bool:
+    return frame is not None and not frame.empty
+
+
+def _spaced(frame: pd.DataFrame) -> pd.DataFrame:
+    """Column names that wrap in a header: score_moved_most -> score moved most, role_a -> role A."""
+    def name(column: str) -> str:
+        stem, _, side = column.rpartition("_")
+        return f"{stem.replace('_', ' ')} {side.upper()}" if side in ("a", "b") and stem else column.replace("_", " ")
+    return frame.rename(columns=lambda c: name(c) if " " not in c else c)
+
+
 def compare_document(label_a: str, label_b: str, maps: list[C.FigureBlock], notes: list[str],
-                     diff: pd.DataFrame | None, n_heads: int, changes: pd.DataFrame | None = None) -> C.Document:
-    """Two runs' role maps and the heads whose primary role differs (``diff``: see ``role_differences``)."""
+                     diff: pd.DataFrame | None, n_heads: int, scores: pd.DataFrame | None = None,
+                     effects: pd.DataFrame | None = None, effect_label: str | None = None) -> C.Document:
+    """Two runs' role maps, the heads whose primary role differs (``diff``), and what changed for
+    every matching head: ``scores`` and ``effects`` (:mod:`interp.report.compare`)."""
     counted = f"Heads whose primary role differs: {len(diff)} of {n_heads}." if diff is not None else None
     sections = [
         C.section("maps", "Role maps", *[C.Text(n, "note") for n in notes],
                   C.Text(counted) if counted else None, C.group(*maps, layout="cols")),
         C.section("differences", "Heads whose primary role differs",
                   C.table(diff, "diff-table", role_columns=("role_a", "role_b"), filter="Filter heads:")
-                  if diff is not None and not diff.empty else None),
-        C.section("changes", "Matching heads: what changed",
-                  C.Text("Every head in both runs: confidence and effect (the slice run A's report shows, read from both "
-                         "runs) and the role score that moved most, the heads whose effect changed most first.")
-                  if changes is not None and not changes.empty else None,
-                  C.table(changes, "changes-table", role_columns=("role_a", "role_b"), filter="Filter heads:")
-                  if changes is not None and not changes.empty else None),
+                  if _present(diff) else None),
+        C.section("changes", "Matching heads: role scores and features",
+                  C.Text("Every head in both runs: its role and confidence in each, the role score (the classifier's "
+                         "probability of a role) that moved most and the feature whose lift (value - baseline) moved "
+                         "most, each with its change B - A; heads whose role changed first, then the largest moves.")
+                  if _present(scores) else None,
+                  C.table(_spaced(scores), "changes-table", role_columns=("role A", "role B"), filter="Filter heads:")
+                  if _present(scores) else None),
+        C.section("effect-changes", "Matching heads: effects",
+                  C.Text(f"Every head's effect on each metric in run A and its change B - A ({effect_label}, the slice "
+                         "run A's report shows, read from both runs; positive = the model gets worse without the head; "
+                         "blank: not measured that way in that run); role: run A's; the heads whose effect changed "
+                         "most, against the metric's largest effect, first. Run B's effects: "
+                         "interp.report.compare.effect_differences.") if _present(effects) else None,
+                  C.table(_spaced(effects[[c for c in effects.columns if c != "role_b" and not c.endswith(" B")]]),
+                          "effect-changes-table", role_columns=("role A",), filter="Filter heads:")
+                  if _present(effects) else None),
     ]
     return C.Document("Role maps compared", f"Role maps: {label_a} vs {label_b}", (f"A: {label_a}", f"B: {label_b}"),
                       tuple(s for s in sections if s is not None))

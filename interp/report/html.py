@@ -4,8 +4,9 @@
 (:mod:`interp.report.document`), ``report.html`` (one file: the figures are embedded as base64
 PNG, style and script are inline, nothing is fetched from the network, so it can be mailed or
 opened offline on a laptop or a phone) and ``report.pdf`` (:mod:`interp.report.pdf`, from the
-same content). ``compare_runs(a, b, out)`` puts two runs' role maps side by side and lists the
-heads whose primary role differs (two models, or two corpora on one model). The page also holds
+same content). ``compare_runs(a, b, out)`` puts two runs' role maps side by side (two models, or
+two corpora on one model) and lists what changed for their matching heads (roles, role scores,
+feature lifts, effects: :mod:`interp.report.compare`). The page also holds
 the attention explorer (:mod:`interp.report.explorer`, after the roles section): interactive,
 so HTML only.
 
@@ -28,8 +29,8 @@ from interp.report import content as C
 from interp.report import explorer as X
 from interp.report import prompt_store as P
 from interp.report import plots
-from interp.report import study
 from interp.report import summary as S
+from interp.report.compare import effect_differences, role_differences, score_differences
 from interp.report.document import compare_document, report_document
 from interp.report.figures import png_bytes
 from interp.report.pdf import write_pdf
@@ -141,14 +142,6 @@ def _label(run: RunTables) -> str:
     return f"{S.model_name(run.manifest)} / {run.path.name}"
 
 
-def role_differences(roles_a: pd.DataFrame, roles_b: pd.DataFrame) -> pd.DataFrame:
-    """Heads whose primary role differs: layer, head, role_a, confidence_a, role_b, confidence_b."""
-    cols = ["layer", "head", "role", "confidence"]
-    both = roles_a[cols].merge(roles_b[cols], on=["layer", "head"], how="outer", suffixes=("_a", "_b"))
-    differs = both["role_a"].fillna("(none)") != both["role_b"].fillna("(none)")
-    return both[differs].sort_values(["layer", "head"]).reset_index(drop=True)
-
-
 def _map(run: RunTables, letter: str, legend: list[str]) -> C.FigureBlock | None:
     if run.roles is None or run.roles.empty:
         return None
@@ -160,14 +153,15 @@ def _map(run: RunTables, letter: str, legend: list[str]) -> C.FigureBlock | None
 
 def compare_runs(run_a: str | Path, run_b: str | Path, out_path: str | Path) -> Path:
     """Write an HTML page with both runs' role maps, the heads whose primary role differs, and
-    every matching head's confidence, effect and role scores in both runs (what changed most first).
+    for every matching head what changed: its role scores and feature lifts, and its effect on
+    each metric (:mod:`interp.report.compare`; the largest changes first).
 
-    The difference table needs both runs to have a roles table and the same layers x heads
+    The difference tables need both runs to have a roles table and the same layers x heads
     shape; otherwise the page says why and shows the maps it can.
     """
     a, b = load_run(run_a), load_run(run_b)
     shape_a, shape_b = S.head_shape(a.manifest, a.roles), S.head_shape(b.manifest, b.roles)
-    notes, diff, changes = [], None, None
+    notes, diff, scores, effects = [], None, None, None
     for run in (a, b):
         if run.roles is None or run.roles.empty:
             notes.append(f"{_label(run)} has no roles table (the classify stage has not run).")
@@ -175,12 +169,13 @@ def compare_runs(run_a: str | Path, run_b: str | Path, out_path: str | Path) -> 
         notes.append(f"The shapes differ ({shape_a[0]} × {shape_a[1]} vs {shape_b[0]} × {shape_b[1]} layers × heads), "
                      "so heads cannot be matched one to one; compare the maps by eye.")
     elif not notes:
-        diff = role_differences(a.roles, b.roles)
-        changes = study.head_differences(a, b)
+        diff, scores, effects = role_differences(a.roles, b.roles), score_differences(a, b), effect_differences(a, b)
     legend = S.role_order(pd.concat([r["role"] for r in (a.roles, b.roles) if r is not None and not r.empty]
                                     or [pd.Series(dtype=str)]))
     maps = [m for m in (_map(a, "A", legend), _map(b, "B", legend)) if m is not None]
-    doc = compare_document(_label(a), _label(b), maps, notes, diff, shape_a[0] * shape_a[1], changes)
+    choice = S.choose_effect(a.effects)
+    doc = compare_document(_label(a), _label(b), maps, notes, diff, shape_a[0] * shape_a[1], scores, effects,
+                           f"{choice.ablation} ablation, {choice.estimator}" if choice else None)
     out = Path(out_path)
     write_text(out, render_html(doc))
     return out

@@ -25,7 +25,6 @@ from interp.pipeline.results import RunTables
 from interp.report import content as C
 from interp.report import summary as S
 from interp.report.figures import role_colour, save
-from interp.roles import ROLE_NAMES
 
 DEPTHS = ("early", "middle", "late")  # relative depth in thirds of the model's layers
 
@@ -110,7 +109,7 @@ def matched_heads(runs: dict[str, RunTables], model_of: dict[str, str]) -> pd.Da
     for label, run in runs.items():
         if run.roles is None or run.roles.empty:
             continue
-        scores = [c for c in run.roles.columns if c in ROLE_NAMES]
+        scores = [c for c in run.roles.columns if c.startswith("score_")]
         frame = run.roles[["layer", "head", "role", "confidence", *scores]].copy()
         effects, choice = _shown_effects(run)
         if effects is not None and not effects.empty:
@@ -121,36 +120,6 @@ def matched_heads(runs: dict[str, RunTables], model_of: dict[str, str]) -> pd.Da
         frame.insert(0, "model", model_of[label])
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["model", "run", "layer", "head"])
-
-
-def head_differences(a: RunTables, b: RunTables) -> pd.DataFrame:
-    """Matching heads of two runs of one shape: role, confidence and effect in each (the effect
-    slice run A's report shows, read from both runs), the change of the effect, and the role score
-    that moved most; the heads whose effect changed most first."""
-    choice = S.choose_effect(a.effects)
-    frames = []
-    for run in (a, b):
-        scores = [c for c in run.roles.columns if c in ROLE_NAMES]
-        frame = run.roles[["layer", "head", "role", "confidence", *scores]].copy()
-        effects = S.head_effects(run.effects, choice) if choice is not None and run.effects is not None else None
-        if effects is not None and not effects.empty:
-            frame = frame.merge(effects[["layer", "head", "delta"]].rename(columns={"delta": "effect"}),
-                                on=["layer", "head"], how="left")
-        else:
-            frame["effect"] = np.nan
-        frames.append(frame)
-    both = frames[0].merge(frames[1], on=["layer", "head"], suffixes=("_a", "_b"))
-    shared = [c for c in ROLE_NAMES if f"{c}_a" in both and f"{c}_b" in both]
-    moves = pd.DataFrame({c: both[f"{c}_b"] - both[f"{c}_a"] for c in shared}, index=both.index)
-    moved = moves.abs().fillna(-1).idxmax(axis=1) if shared else pd.Series(None, index=both.index, dtype=object)
-    both["score_moved_most"] = moved
-    both["score_change"] = [moves.at[i, c] if isinstance(c, str) else np.nan for i, c in moved.items()]
-    both["effect_change"] = both["effect_b"] - both["effect_a"]
-    both = both.assign(_order=both["effect_change"].abs().fillna(-1), _score=both["score_change"].abs().fillna(-1))
-    both = both.sort_values(["_order", "_score"], ascending=False, kind="stable")
-    columns = ["layer", "head", "role_a", "role_b", "confidence_a", "confidence_b", "effect_a", "effect_b",
-               "effect_change", "score_moved_most", "score_change"]
-    return both[columns].reset_index(drop=True)
 
 
 def shares_figure(shares: pd.DataFrame, fig_dir: Path) -> C.FigureBlock | None:
