@@ -17,6 +17,7 @@ invariant mode (no timestamp or random id), so the same content gives the same b
 from __future__ import annotations
 
 import io
+import math
 import textwrap
 from pathlib import Path
 from xml.sax.saxutils import escape
@@ -40,6 +41,7 @@ FONT, BOLD, MONO = "DejaVuSans", "DejaVuSans-Bold", "DejaVuSansMono"
 MARGIN = 1.5 * cm
 WIDTH, HEIGHT = A4[0] - 2 * MARGIN, A4[1] - 2 * MARGIN
 CELL_FONT, CELL_PAD = 7.5, 3
+TIGHT_PAD = 1.5  # cell padding of a table too wide for the page at CELL_PAD
 CODE_WRAP = 110  # characters per line of preformatted text
 LONG_TABLE_ROWS = 40
 INK, MUTED, LINE, SOFT = (colors.HexColor(c) for c in ("#1d1d1f", "#5f6368", "#dadce0", "#f6f7f9"))
@@ -77,17 +79,31 @@ def _para(text: str, style: str) -> Paragraph:
 
 # --- blocks ------------------------------------------------------------------------------------
 
-def _column_widths(t: C.Table, width: float) -> list[float]:
-    """Each column as wide as its longest text; text columns share what is left when that is too wide."""
+def _column_widths(t: C.Table, width: float, cell_pad: float = CELL_PAD) -> list[float]:
+    """Each column as wide as its longest text (a header wraps at its spaces); when that is too
+    wide, text columns share what is left, each first getting its longest word where there is
+    room, so that a role name wraps between words, not inside one."""
+    pad = 2 * cell_pad + 2
+
+    def longest(texts: list[str], font: str, words: bool = False) -> float:
+        pieces = [w for text in texts for w in (text.split() if words else [text])]
+        return max((pdfmetrics.stringWidth(p, font, CELL_FONT) for p in pieces), default=0.0)
+
     def natural(j: int) -> float:
-        cells = [pdfmetrics.stringWidth(row[j].text, FONT, CELL_FONT) for row in t.rows]
-        return max([pdfmetrics.stringWidth(t.columns[j], BOLD, CELL_FONT), *cells]) + 2 * CELL_PAD + 2
+        return max(longest([t.columns[j]], BOLD, words=True), longest([row[j].text for row in t.rows], FONT)) + pad
     widths = [natural(j) for j in range(len(t.columns))]
     if sum(widths) <= width:
         return widths
     fixed = sum(w for w, num in zip(widths, t.numeric) if num)
     text = [j for j, num in enumerate(t.numeric) if not num]
     room = max(width - fixed, 1.5 * cm * len(text))
+    floors = {j: min(widths[j], pad + max(longest([t.columns[j]], BOLD, words=True),
+                                          longest([row[j].text for row in t.rows], FONT, words=True))) for j in text}
+    if sum(floors.values()) <= room:
+        spare, grow = room - sum(floors.values()), {j: widths[j] - floors[j] for j in text}
+        for j in text:
+            widths[j] = floors[j] + spare * grow[j] / (sum(grow.values()) or 1.0)
+        return widths
     total = sum(widths[j] for j in text) or 1.0
     for j in text:
         widths[j] = max(1.5 * cm, room * widths[j] / total)
@@ -95,15 +111,16 @@ def _column_widths(t: C.Table, width: float) -> list[float]:
 
 
 def _table(t: C.Table, width: float = WIDTH) -> Grid:
-    widths = _column_widths(t, width)
-    wrap = [not num and w < max(pdfmetrics.stringWidth(r[j].text, FONT, CELL_FONT) for r in t.rows) + 2 * CELL_PAD
+    pad = CELL_PAD if sum(_column_widths(t, math.inf)) <= width else TIGHT_PAD
+    widths = _column_widths(t, width, pad)
+    wrap = [not num and w < max(pdfmetrics.stringWidth(r[j].text, FONT, CELL_FONT) for r in t.rows) + 2 * pad
             if t.rows else False for j, (num, w) in enumerate(zip(t.numeric, widths))]
     data = [[_para(c, "head") for c in t.columns]]
     data += [[_para(cell.text, "cell") if wrap[j] else cell.text for j, cell in enumerate(row)] for row in t.rows]
     style = [("FONT", (0, 0), (-1, -1), FONT, CELL_FONT), ("TEXTCOLOR", (0, 0), (-1, -1), INK),
              ("BACKGROUND", (0, 0), (-1, 0), SOFT), ("LINEBELOW", (0, 0), (-1, -1), 0.25, LINE),
-             ("VALIGN", (0, 0), (-1, -1), "TOP"), ("LEFTPADDING", (0, 0), (-1, -1), CELL_PAD),
-             ("RIGHTPADDING", (0, 0), (-1, -1), CELL_PAD), ("TOPPADDING", (0, 0), (-1, -1), 1.5),
+             ("VALIGN", (0, 0), (-1, -1), "TOP"), ("LEFTPADDING", (0, 0), (-1, -1), pad),
+             ("RIGHTPADDING", (0, 0), (-1, -1), pad), ("TOPPADDING", (0, 0), (-1, -1), 1.5),
              ("BOTTOMPADDING", (0, 0), (-1, -1), 1.5)]
     style += [("ALIGN", (j, 1), (j, -1), "RIGHT") for j, num in enumerate(t.numeric) if num]
     for i, row in enumerate(t.rows, start=1):

@@ -146,6 +146,43 @@ def test_narrow_window_has_no_page_wide_overflow(built_report, tmp_path):
     assert inner < 700 and scroll <= inner
 
 
+FITS = """<script>
+document.body.setAttribute("data-fits", JSON.stringify(Array.prototype.map.call(
+  document.querySelectorAll("#summary table, #heads table, #clusters table"), function (t) {
+    var box = t.closest(".scroll") || t.parentElement;
+    return [t.id || t.className, box.scrollWidth, box.clientWidth];
+  })));
+</script></body>"""
+
+
+def tables_at(page: Path, width: int, tmp_path: Path) -> list[list]:
+    """[table id, scroll width, visible width] of every summary, heads and clusters table, laid out
+    at ``width`` px."""
+    probe = tmp_path / f"fits-{width}.html"
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", FITS, 1), encoding="utf-8")
+    run = chromium(probe, tmp_path, "--dump-dom", f"--window-size={width},2000")
+    return json.loads(run.stdout.split('data-fits="', 1)[1].split('"', 1)[0].replace("&quot;", '"'))
+
+
+def test_no_summary_table_scrolls_sideways_at_laptop_width(built_report, tmp_path):
+    """At 1400 px every table of the summary (and the heads and clusters tables) shows all its
+    columns: none hides some behind a scrollbar."""
+    tables = tables_at(built_report / "report.html", 1400, tmp_path)
+    assert {name for name, _, _ in tables} >= {"role-counts", "prunable", "role-pruning", "corpora", "kv",
+                                               "head-table", "cluster-table"}
+    assert [t for t in tables if t[1] > t[2]] == []
+
+
+def test_the_overflow_check_sees_a_table_too_wide(tmp_path):
+    """Guard for the check above: a table wider than the page is reported."""
+    page = tmp_path / "wide.html"
+    cells = "".join(f"<td>{'x' * 30}</td>" for _ in range(60))
+    page.write_text(f'<!doctype html><body><section id="summary"><div class="scroll" style="overflow-x:auto">'
+                    f'<table id="wide"><tr>{cells}</tr></table></div></section></body>', encoding="utf-8")
+    (name, scroll, visible), = tables_at(page, 1400, tmp_path)
+    assert name == "wide" and scroll > visible
+
+
 def test_console_check_catches_a_broken_page(tmp_path):
     """Guard for the checks above: a page that throws is reported."""
     page = tmp_path / "broken.html"

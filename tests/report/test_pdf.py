@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 from interp.report import content as C
+from interp.report import pdf as P
 from interp.report.pdf import write_pdf
 
 pytestmark = pytest.mark.skipif(shutil.which("pdftoppm") is None or shutil.which("pdftotext") is None,
@@ -62,6 +63,21 @@ def test_a_long_table_splits_across_pages_with_its_header(tmp_path):
         assert "layer head role confidence" in page
     rows = [line for page in pages for line in page.splitlines() if line.endswith("induction 0.9")]
     assert len(rows) == 270
+
+
+def test_a_wide_heads_table_wraps_between_words_not_inside_role_names(tmp_path):
+    """The heads table with an effect column per metric is wider than the page: its text columns
+    shrink, but never below their longest word, so no role name is cut in two."""
+    roles = ["duplicate_token", "previous_token", "unexplained", "current_token"]
+    heads = pd.DataFrame({"layer": np.repeat(np.arange(10), 4), "head": np.tile(np.arange(4), 10),
+                          "role": roles * 10, "confidence": 0.912, "second_role": roles[::-1] * 10,
+                          "stability": 0.95, "sink_mass": 0.0598, "Δ loss_prose": -0.00297,
+                          "Δ loss_repeated": 0.00159, "Δ sv_logit_diff": -0.00232})
+    table = C.table(heads, "head-table")
+    doc = C.Document("t", "t", (), (C.Section("heads", "Heads", (table,)),))
+    words = " ".join(page_texts(write_pdf(doc, tmp_path / "r.pdf"))).split()
+    assert sum(P._column_widths(table, P.WIDTH)) <= P.WIDTH + 1e-6  # fonts registered by write_pdf
+    assert {w: words.count(w) for w in roles} == {w: 20 for w in roles}  # 10 rows x 2 columns, each whole
 
 
 def test_same_content_gives_the_same_bytes(report_doc, tmp_path):
