@@ -8,9 +8,10 @@ model that overflows in float16, weights built in Python with a NaN, a layer aft
 overflowed) has NaN everywhere, its mass on the first position included. That mass
 (``first_token``) is defined on every content query, so it tells the two apart: a head whose
 ``first_token`` value is NaN although the feature had positions is *not measured*. Its features
-stay NaN in the table; the classifier gives it no role (``unexplained`` with NaN confidence and
-scores, ``measured`` 0 in the roles table); a run where most heads were not measured stops at
-collect with one line instead of writing a table of NaN (:func:`check_measured`).
+stay NaN in the table; the classifier gives it no role (``unmeasured`` with NaN confidence and
+scores, ``measured`` 0 in the roles table, interp.classify.unmeasured); a run where most heads
+were not measured stops at collect with one line instead of writing a table of NaN
+(:func:`check_measured`).
 """
 
 from __future__ import annotations
