@@ -1,7 +1,7 @@
 """The one generator of the documentation's generated blocks.
 
 A generated block is the text between ``<!-- begin generated:NAME -->`` and
-``<!-- end generated:NAME -->`` in README.md, benchmarks/RESULTS.md or analyses/RESULTS.md (the
+``<!-- end generated:NAME -->`` in README.md, benchmarks/RESULTS.md, benchmarks/SCALING.md or analyses/RESULTS.md (the
 only marker form). Every block has one source, and this script only assembles: it never
 measures, never loads a model. Scripts that measure write their source file and then run this
 script for their block.
@@ -19,7 +19,10 @@ script for their block.
   every column with its type and meaning from ``interp/pipeline/tables.tsv``);
 - ``module-map``: the first paragraph of the docstring of every module under ``interp/``;
 - ``ray-overhead``: the summary of ``benchmarks/sections/ray-executor-overhead-on-one-machine.md``
-  (written by benchmarks/ray_overhead.py).
+  (written by benchmarks/ray_overhead.py);
+- ``scaling``: the predictions of ``benchmarks/sections/scaling-the-cost-model-checked.md``
+  (written by benchmarks/scaling.py), whose whole text is also the block ``scaling`` of
+  ``benchmarks/SCALING.md``.
 
 ``benchmarks/RESULTS.md`` and ``analyses/RESULTS.md``: one block per file of their ``sections/``
 folder, named after it (``benchmarks/sections/run_time.md`` is ``generated:run_time``), which
@@ -187,6 +190,22 @@ def ray_overhead(root: Path) -> str:
             f"\"Ray executor overhead on one machine\"): {summary}")
 
 
+SCALING = "benchmarks/sections/scaling-the-cost-model-checked.md"
+
+
+def scaling(root: Path) -> str:
+    """The cost model's checks and predictions as benchmarks/scaling.py wrote them (its heading dropped)."""
+    return _read(root, SCALING).split("\n", 1)[1].strip()
+
+
+def scaling_predictions(root: Path) -> str:
+    """The predictions table of benchmarks/scaling.py, with its date, for the README."""
+    text = _read(root, SCALING)
+    stamp = next(line for line in text.splitlines() if line.startswith("_")).strip("_").split(";")[0]
+    predictions = text.split("### Predictions", 1)[1].strip()
+    return f"Predicted by `benchmarks/scaling.py` ({stamp}; the model and its checks: `benchmarks/SCALING.md`): {predictions}"
+
+
 README_BLOCKS = (
     Block(README, "quickstart", f"{PACKAGED}/quickstart.md, written by analyses/packaged.py", quickstart),
     Block(README, "results", f"{PACKAGED}/results.md, written by analyses/packaged.py, and {REFERENCE}", results),
@@ -195,6 +214,8 @@ README_BLOCKS = (
     Block(README, "columns", "interp/pipeline/tables.py and tables.tsv", columns),
     Block(README, "module-map", "the docstrings of interp/**/*.py", module_map),
     Block(README, "ray-overhead", f"{RAY_OVERHEAD}, written by benchmarks/ray_overhead.py", ray_overhead),
+    Block(README, "scaling", f"{SCALING}, written by benchmarks/scaling.py", scaling_predictions),
+    Block("benchmarks/SCALING.md", "scaling", f"{SCALING}, written by benchmarks/scaling.py", scaling),
 )
 
 

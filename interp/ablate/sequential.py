@@ -38,12 +38,15 @@ ABS_PRECISION = 0.01  # ... or this much absolute (nats, logits), whichever is l
 Head = tuple[int, int]
 
 
-def rounds(corpus: EvalCorpus, n_rounds: int, max_tokens: int, pad_id: int) -> list[EvalCorpus]:
+def rounds(corpus: EvalCorpus, n_rounds: int, max_tokens: int, pad_id: int,
+           whole: frozenset[str] = frozenset()) -> list[EvalCorpus]:
     """``corpus`` cut into ``n_rounds`` corpora of the same make-up (every family's index order
-    sliced evenly; sequence indices kept, so the rounds share one SumStore)."""
+    sliced evenly; sequence indices kept, so the rounds share one SumStore). The families in
+    ``whole`` (the user's own sequences: an evaluation corpus, a task, which are not made
+    ``n_rounds`` times as large as the built-in ones are) stay whole in round 0."""
     if n_rounds <= 1:
         return [corpus]
-    per = {f: math.ceil(n / n_rounds) for f, n in corpus.sizes.items()}
+    per = {f: n + 1 if f in whole else math.ceil(n / n_rounds) for f, n in corpus.sizes.items()}
     out = []
     for r in range(n_rounds):
         items = [it for it in corpus.items if it.index // per[it.family] == r]

@@ -31,6 +31,14 @@ def test_rounds_slice_every_family_evenly(llama):
     assert seen == {(it.family, it.index) for it in corpus.items}
 
 
+def test_the_users_own_sequences_stay_whole_in_round_zero(llama):
+    corpus = build_corpus(llama, 6, 6, (6,), 8, 0, 512)
+    parts = rounds(corpus, 3, 512, 0, whole=frozenset({"loss_prose"}))
+    prose = [[it.index for it in part.items if it.family == "loss_prose"] for part in parts]
+    assert sorted(prose[0]) == list(range(corpus.sizes["loss_prose"])) and not any(prose[1:])
+    assert all(any(it.family == "loss_repeated" for it in part.items) for part in parts)  # the rest still sliced
+
+
 def test_settled_needs_a_decision_and_precision_where_the_head_matters():
     rows = pd.DataFrame({"delta": [1.0, 1.0, 0.001, 0.02, 0.3],
                          "ci_low": [0.95, 0.5, -0.002, 0.005, -0.1],
