@@ -196,8 +196,43 @@ def _features_figure(features: pd.DataFrame, names: list[str], shape: tuple[int,
     return finish_facets(grid, title)
 
 
+def empty_features(features: pd.DataFrame, names: list[str], causal: bool | None = None) -> dict[str, str]:
+    """Why a feature's panel is empty, for each of ``names`` that no head has a value for: no
+    eligible query at all (n = 0: in a causal model, a query never sees the position the feature
+    reads, e.g. the token after it or one near the end), or no head measured (NaN attention)."""
+    reasons = {}
+    for name in names:
+        rows = features[features["feature"] == name]
+        if rows["value"].notna().any():
+            continue
+        if "n" not in rows or (rows["n"].fillna(0) == 0).all():
+            reasons[name] = "no eligible query in a causal model" if causal else "no eligible query in these probes"
+        else:
+            reasons[name] = "no head measured (NaN attention)"
+    return reasons
+
+
+def _say_empty(fig: Figure, reasons: dict[str, str]) -> str:
+    """Write each empty panel's reason in it (and drop its colour bar, which has nothing to scale);
+    return the caption's sentence about them ('' when none is empty)."""
+    for ax in fig.axes:
+        name = next((n for n in reasons if ax.get_title() == _facet_title(n)), None)
+        if name is None:
+            continue
+        ax.text(0.5, 0.5, reasons[name].replace(" in ", "\nin "), transform=ax.transAxes, ha="center", va="center",
+                fontsize=8, color="#444444")
+        for mesh in ax.collections:
+            if getattr(mesh, "colorbar", None) is not None:
+                mesh.colorbar.remove()
+    by_reason: dict[str, list[str]] = {}
+    for name, reason in reasons.items():
+        by_reason.setdefault(reason, []).append(name)
+    why = {"no eligible query in a causal model": " (its queries never see the position these features read)"}
+    return "".join(f" Empty: {', '.join(names)}: {reason}{why.get(reason, '')}." for reason, names in by_reason.items())
+
+
 def plot_feature_heatmaps(features: pd.DataFrame | None, fig_dir: Path,
-                          shape: tuple[int, int] | None = None) -> list[SavedFigure] | None:
+                          shape: tuple[int, int] | None = None, causal: bool | None = None) -> list[SavedFigure] | None:
     """One heatmap per feature of value - baseline, faceted (12 features per figure).
 
     How to read it: red cells score above what a head without preference would score on the
@@ -215,9 +250,11 @@ def plot_feature_heatmaps(features: pd.DataFrame | None, fig_dir: Path,
         chunk = names[k * FEATURES_PER_FIGURE:(k + 1) * FEATURES_PER_FIGURE]
         part = f" ({k + 1}/{n_chunks})" if n_chunks > 1 else ""
         fig = _features_figure(features, chunk, shape, f"Feature score minus baseline{part}")
+        empty = _say_empty(fig, empty_features(features, chunk, causal))
         saved.append(save(fig, fig_dir, f"features_{k + 1}", f"Features{part}",
                           "One panel per feature, one cell per head: red = more attention where the feature "
-                          "looks than a head without preference would give, blue = less; each panel has its own scale."))
+                          "looks than a head without preference would give, blue = less; each panel has its own "
+                          "scale; an empty panel says why in it." + empty))
     return saved
 
 
@@ -234,7 +271,7 @@ def make_all(run: RunTables, fig_dir: Path | None = None, exemplars=None) -> lis
         plot_role_map(run.roles, fig_dir, shape),
         plot_role_counts(run.roles, fig_dir, shape),
         plot_sink_by_layer(run.roles, fig_dir, shape),
-        plot_feature_heatmaps(run.features, fig_dir, shape),
+        plot_feature_heatmaps(run.features, fig_dir, shape, (run.manifest.get("model") or {}).get("causal")),
         E.plot_effect_maps(run.effects, fig_dir, shape),
         E.plot_effect_vs_role(run.effects, run.roles, fig_dir),
         E.plot_estimator_audit(run.effects, run.roles, fig_dir),

@@ -42,3 +42,39 @@ def test_lopsided_groups_that_do_not_separate_are_named_as_such(make_fake_run, t
         "heads vary along a continuum that these groups only cut, so read each description as a tendency, not a kind "
         "of head.", "note")
     assert [[c.text for c in row[:4]] for row in blocks[2].rows] == [["0", "8", "L0–L2", "0.1"], ["1", "2", "L2–L3", "0.1"]]
+
+
+def test_an_empty_feature_panel_says_why(make_fake_run, tmp_path):
+    """next_token has no eligible query in a causal model (n = 0, value NaN for every head): its
+    panel says so in it, loses its colour bar, and the caption names it; a head-less NaN feature
+    with queries is a measurement failure and says that instead."""
+    from matplotlib import pyplot as plt
+
+    from interp.pipeline.results import load_run
+    from interp.report import plots
+
+    features = load_run(make_fake_run(tmp_path, tables=("features",), exemplars=False, clusters=False)).features
+    heads = features[["layer", "head"]].drop_duplicates()
+    empty = heads.assign(feature="next_token", value=float("nan"), baseline=float("nan"), n=0)
+    lost = heads.assign(feature="position:1", value=float("nan"), baseline=0.1, n=300)
+    features = pd.concat([features[features["feature"] != "next_token"], empty, lost], ignore_index=True)
+    names = plots.feature_order(features["feature"])
+    assert plots.empty_features(features, names, causal=True) == {
+        "next_token": "no eligible query in a causal model", "position:1": "no head measured (NaN attention)"}
+    assert plots.empty_features(features, ["next_token"], causal=False) == {
+        "next_token": "no eligible query in these probes"}
+
+    fig = plots._features_figure(features, names, (4, 3), "t")
+    bars = len(fig.axes)
+    caption = plots._say_empty(fig, plots.empty_features(features, names, causal=True))
+    assert caption == (" Empty: next_token: no eligible query in a causal model (its queries never see the position "
+                       "these features read). Empty: position:1: no head measured (NaN attention).")
+    panel = next(ax for ax in fig.axes if ax.get_title() == "next_token")
+    assert [t.get_text() for t in panel.texts] == ["no eligible query\nin a causal model"]
+    assert len(fig.axes) == bars - 2  # the two empty panels' colour bars are gone
+    full = next(ax for ax in fig.axes if ax.get_title() == "previous_token")
+    assert not any(t.get_text().startswith("no ") for t in full.texts)  # a panel with values says nothing
+    plt.close(fig)
+
+    saved = plots.plot_feature_heatmaps(features, tmp_path / "figs", (4, 3), causal=True)
+    assert saved[0].caption.endswith("an empty panel says why in it." + caption)
