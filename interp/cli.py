@@ -278,7 +278,9 @@ def roles():
     for name, fn in MASS_FEATURES.items():
         doc = (fn.__doc__ or "").strip().splitlines()[0]
         click.echo(f"  {name:<16} [{', '.join(FEATURE_FAMILIES[name])}] {doc}")
-    click.echo("  syntactic:<relation>:<dep2head|head2dep>  [syntax] share of arcs whose most-attended word is the gold partner")
+    click.echo("  syntactic:<relation>:<dep2head|head2dep>  [syntax] share of arcs whose most-attended word is the gold partner"
+               " (one treebank choice: the built-in syntax suite, else the --corpus treebanks; --pool-syntax: all;"
+               " every treebank apart: the syntax table)")
 
 
 @click.command()

@@ -51,7 +51,7 @@ import torch
 from interp.model import memory
 from interp.pipeline import rundir
 from interp.ablate.attribution import attribute
-from interp.ablate.catalogue import CAUSAL_METRICS, CORPUS, ENCODER_METRICS, ESTIMATORS, REPEATED, SV
+from interp.ablate.catalogue import CAUSAL_METRICS, CORPUS, ENCODER, ENCODER_METRICS, ESTIMATORS, PROSE, REPEATED, SV
 from interp.ablate.evaluation import EvalCorpus, build_corpus, make_batches, read_eval_corpus
 from interp.ablate.integrated import integrate
 from interp.ablate.forward import Ablator
@@ -59,7 +59,7 @@ from interp.ablate.metrics import family_metrics, metric_sizes
 from interp.ablate.pruning import Removals, metric_curve, pruning_order, role_rows, step_sizes
 from interp.ablate.removable import improved
 from interp.ablate.selection import annotate, audit_summary, choose, flag_estimates, never_exact
-from interp.ablate.sequential import rounds, sequential_sweep
+from interp.ablate.sequential import ROUNDS, precision, rounds, sequential_sweep
 from interp.ablate.stats import SumStore, effects_from_sums, sequence_tokens
 from interp.ablate.surprises import role_effects, surprises
 from interp.ablate.executor import Executor, SweepJob, sweep_with
@@ -90,13 +90,14 @@ def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: 
            roles: pd.DataFrame | None = None) -> AblateResult:
     """Measure every head's effect (exact and/or estimated) and the pruning curves; with a
     ``roles`` table, also the curves that remove every head of one role."""
+    grow = config.max_tokens_per_batch is None and model.device != "cpu"  # an accelerator's memory sets the pass
     cfg = config.resolved(model.n_layers * model.n_heads)
     metrics = _metrics(model, cfg)
     timings: dict[str, float] = {}
     with _timed(timings, "total"), _in_dtype(model, cfg.dtype) as m:
         with _timed(timings, "corpus"):
             corpus = _corpus(m, cfg, metrics)
-            cfg, corpus = _fit_memory(m, cfg, metrics, corpus)
+            cfg, corpus = _fit_memory(m, cfg, metrics, corpus, grow)
         metrics = _scorable(_measurable(metrics, corpus, cfg), corpus, m)
         _done(progress, f"evaluation corpus {corpus.n_tokens} tokens", timings["corpus"])
         with _timed(timings, "task_attention"):  # where heads attend between the tasks' named positions
@@ -290,9 +291,10 @@ def _scorable(metrics: tuple[str, ...], corpus: EvalCorpus, model: LoadedModel) 
 
 
 def _fit_memory(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...],
-                corpus: EvalCorpus) -> tuple[AblateConfig, EvalCorpus]:
+                corpus: EvalCorpus, grow: bool = False) -> tuple[AblateConfig, EvalCorpus]:
     """The config and corpus with a token budget per pass whose estimated peak memory fits (see
-    interp.model.memory); the corpus is batched again when the budget had to shrink."""
+    interp.model.memory), grown to the free memory with ``grow``; the corpus is batched again
+    when the budget changed."""
     pad = model.tokenizer.pad_token_id or 0
     # Copies per pass: at most a layer's heads (sweep) or the pruning steps, within the budget.
     steps = len(step_sizes(model.n_layers * model.n_heads, cfg.prune_step)) if cfg.prune else 0
@@ -302,7 +304,7 @@ def _fit_memory(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...],
         return [(len(b), b.tokens.shape[1], len(b.row_batch), min(most, pass_size(b, None, budget)))
                 for b in make_batches(corpus.items, budget, pad)]
 
-    budget = memory.ablate_budget(memory.Shape.of(model), cfg.max_tokens_per_batch, shapes, model.device)
+    budget = memory.ablate_budget(memory.Shape.of(model), cfg.max_tokens_per_batch, shapes, model.device, grow=grow)
     if budget == cfg.max_tokens_per_batch:
         return cfg, corpus
     cfg = dataclasses.replace(cfg, max_tokens_per_batch=budget)
@@ -340,13 +342,16 @@ def _exact(ablator: Ablator, corpus: EvalCorpus, heads: list[tuple[int, int]], c
     def table() -> pd.DataFrame:
         return effects_from_sums(store, "exact", cfg.n_bootstrap, cfg.seed, tokens)
 
-    parts = rounds(corpus, cfg.max_rounds, cfg.max_tokens_per_batch, ablator.model.tokenizer.pad_token_id or 0)
+    # the built-in families were made max_rounds times as large (_corpus); the user's sequences were not
+    whole = frozenset(corpus.sizes) - ({PROSE, REPEATED, SV} | ({ENCODER} if not cfg.eval_corpus else set()))
+    parts = rounds(corpus, cfg.max_rounds, cfg.max_tokens_per_batch, ablator.model.tokenizer.pad_token_id or 0, whole)
     if len(parts) == 1:
         sweep(corpus, heads)
-        log = [dict.fromkeys(corpus.sizes, len(heads))]
+        log, stopped_by = [dict.fromkeys(corpus.sizes, len(heads))], ROUNDS
     else:
-        log = sequential_sweep(parts, heads, sweep, table)
-    return table(), all(reused), log
+        deadline = None if cfg.time_budget is None else time.perf_counter() + cfg.time_budget
+        log, stopped_by = sequential_sweep(parts, heads, sweep, table, deadline)
+    return precision(table(), stopped_by), all(reused), log
 
 
 def _pruning(ablator: Ablator, effects: pd.DataFrame, cfg: AblateConfig, metrics: tuple[str, ...],

@@ -26,6 +26,9 @@ MAX_REPEATED_LENGTH = 100_000  # tokens of a repeated-token half; a model's cont
 MIN_SEQ_LEN = 4
 
 
+CPU_TOKENS_PER_BATCH = 4096  # collect's batch on a CPU, and where an accelerator's batch starts growing
+
+
 @config
 class CollectConfig:
     """How attention patterns are gathered and turned into features."""
@@ -42,10 +45,16 @@ class CollectConfig:
     """length of the random half of a repeated-token sequence (repeatable)"""
     n_syntax: int = option(800, ge=0, le=MAX_GENERATED)
     """generated syntax sentences"""
+    pool_syntax: bool = option(False)
+    """syntactic features pool the built-in syntax suite and every --corpus treebank (default: the
+    built-in suite when collected, else the --corpus treebanks; the syntax table scores each apart)"""
+    syntax_heads: int = option(3, ge=1, le=MAX_INT)
+    """best heads per corpus, relation and direction in the syntax table"""
     max_sentences: int | None = option(None, ge=1, le=MAX_INT)
     """use at most this many sentences of the prose suite and of each corpus"""
-    max_tokens_per_batch: int = option(4096, ge=1, le=MAX_INT)
-    """padded tokens per forward pass: lower it when memory is short"""
+    max_tokens_per_batch: int | None = option(None, ge=1, le=MAX_INT)
+    """padded tokens per forward pass; default: 4096 on a CPU, on an accelerator as many as its free memory holds
+    (interp.model.memory); lower it when memory is short"""
     max_seq_len: int | None = option(None, ge=2, le=MAX_INT)
     """truncate probes longer than this (with a warning)"""
     local_window: int = option(3, ge=1, le=MAX_INT)
@@ -64,6 +73,11 @@ class CollectConfig:
                 f"at least {MIN_SEQ_LEN} tokens: shorter probes are too short to measure any feature")
         require(self, "repeated_lengths", bool(self.repeated_lengths) and min(self.repeated_lengths) >= 2
                 and max(self.repeated_lengths) <= MAX_REPEATED_LENGTH, f"lengths from 2 to {MAX_REPEATED_LENGTH}")
+
+    @property
+    def cpu_batch_tokens(self) -> int:
+        """Padded tokens per batch on a CPU: the configured budget, else the default."""
+        return self.max_tokens_per_batch or CPU_TOKENS_PER_BATCH
 
     def for_quick(self, keep: tuple[str, ...] = ()) -> CollectConfig:
         """A smaller probe set for --quick: the same features on fewer sequences. Fields named in

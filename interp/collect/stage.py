@@ -1,7 +1,8 @@
-"""Collect stage: one streaming pass over the probe suites -> the features table.
+"""Collect stage: one streaming pass over the probe suites -> the features and syntax tables.
 
 The model runs batch by batch under ``torch.inference_mode()``; a hook on every layer's
-``hook_pattern`` folds that layer's pattern into the feature accumulator and lets it go, so
+``hook_pattern`` folds that layer's pattern into the feature accumulator and the per-treebank
+syntax accumulator (:mod:`interp.collect.syntax_table`) and lets it go, so
 neither the corpus' patterns nor even one batch's 30 layers are ever held at once. Nothing else
 is cached, and no logits are computed: features only need attention, so the unembedding (a fifth
 of SmolLM2's forward, with its 49k-token vocabulary) does no work (:func:`interp.model.lens.run_patterns`).
@@ -31,13 +32,14 @@ from interp.collect.accumulator import FeatureAccumulator
 from interp.collect.config import CollectConfig
 from interp.errors import CorpusError
 from interp.collect.exemplars import Exemplars, ExemplarRecorder, write_exemplars
-from interp.collect.features import DIRECTIONS, STATIC_FEATURES, context
-from interp.collect.measured import check_measured, measured
+from interp.collect.features import DIRECTIONS, STATIC_FEATURES, FeatureContext, context
+from interp.collect.syntax_table import SyntaxAccumulator, feature_context, feature_corpora
+from interp.collect.measured import check_measured, measured, measured_mask
 from interp.collect.sinks import SuiteSinks
 from interp.model.lens import run_patterns
 from interp.model.load import LoadedModel
 from interp.probes.align import Aligner
-from interp.probes.base import ProbeSequence, Suite
+from interp.probes.base import SYNTAX, ProbeSequence, Suite
 from interp.probes.batch import bucket, make_batch
 from interp.probes.readers import read_corpus
 
@@ -51,6 +53,8 @@ class CollectResult:
     replicates: np.ndarray  # float [replicate, layer, feature, head]: bootstrap values
     names: list[str]  # feature names, in the replicates' feature order
     exemplars: Exemplars | None = None  # every head's pattern on a few short probes (the report draws them)
+    syntax: pd.DataFrame | None = None  # the syntax table: each treebank's best heads per relation and direction
+    syntactic_corpora: tuple[str, ...] = ()  # the treebanks the features' syntactic:* values rest on
     sinks: pd.DataFrame | None = None  # the sinks table: every head's sink mass per suite
     skipped: dict[str, str] = field(default_factory=dict)  # suites asked for but skipped -> why (interp.probes.align)
 
@@ -110,15 +114,20 @@ def corpus_summary(seqs: list[ProbeSequence]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def batch_budget(model: LoadedModel, config: CollectConfig, seqs: list[ProbeSequence], relations: tuple[str, ...]) -> int:
+def batch_budget(model: LoadedModel, config: CollectConfig, seqs: list[ProbeSequence], relations: tuple[str, ...],
+                 n_treebanks: int = 0) -> int:
     """Padded tokens per batch: the configured budget, or less where memory is short (see
-    interp.model.memory; refused with one line when not even the longest probe fits)."""
+    interp.model.memory; refused with one line when not even the longest probe fits); none
+    configured: 4096 on a CPU, grown to the free memory on an accelerator. The syntax
+    accumulator's sums per treebank count as that many more sets of syntactic features."""
     def groups(budget: int) -> list[tuple[int, int]]:
         return [(len(g), max(len(seqs[i]) for i in g)) for g in bucket(seqs, budget)]
 
-    n_features = len(STATIC_FEATURES) + len(DIRECTIONS) * len(relations)
-    return memory.collect_budget(memory.Shape.of(model), [len(s) for s in seqs], config.max_tokens_per_batch,
-                                 n_features, config.n_bootstrap, groups, model.device)
+    n_features = len(STATIC_FEATURES) + len(DIRECTIONS) * len(relations) * (1 + n_treebanks)
+    configured = config.max_tokens_per_batch
+    return memory.collect_budget(memory.Shape.of(model), [len(s) for s in seqs], config.cpu_batch_tokens,
+                                 n_features, config.n_bootstrap, groups, model.device,
+                                 grow=configured is None and model.device != "cpu")
 
 
 def collect(model: LoadedModel, config: CollectConfig = CollectConfig(), suites: list[Suite] | None = None,
@@ -127,29 +136,70 @@ def collect(model: LoadedModel, config: CollectConfig = CollectConfig(), suites:
     suites = build_suites(config) if suites is None else suites
     seqs, aligner = encode_all(model, config, suites)
     relations = tuple(aligner.relations)
-    groups = bucket(seqs, batch_budget(model, config, seqs, relations))
-    acc = FeatureAccumulator(model.n_layers, model.n_heads, relations, config.n_bootstrap, config.seed)
+    treebanks = Treebanks.of(seqs, relations, config.pool_syntax)
+    groups = bucket(seqs, batch_budget(model, config, seqs, relations, len(treebanks.corpora)))
+    acc = FeatureAccumulator(model.n_layers, model.n_heads, treebanks.feature_relations, config.n_bootstrap, config.seed)
+    syntax = SyntaxAccumulator(model.n_layers, model.n_heads, relations, treebanks.corpora, treebanks.corpus_of,
+                               config.n_bootstrap, config.seed)
     pad = model.tokenizer.pad_token_id or 0
     recorder = ExemplarRecorder(seqs, config.exemplar_tokens, model.n_layers, model.n_heads, model.tokenizer)
     sinks = SuiteSinks(model.n_layers, model.n_heads, [s.suite for s in seqs])
 
     def on_pattern(layer: int, pattern: torch.Tensor) -> None:  # during the pass of the current batch (ctx)
         sinks.add_layer(layer, pattern, ctx)
-        acc.add_layer(layer, pattern, ctx)
+        acc.add_layer(layer, pattern, features_ctx)
+        syntax.add_layer(layer, pattern, ctx)
         recorder.add_layer(layer, pattern)
 
     with tqdm(total=len(seqs), desc="collect", unit="seq", disable=not progress) as bar:
         for group in groups:
             batch = make_batch([seqs[i] for i in group], group, model.causal, pad)
             ctx = context(batch, relations, config.local_window)
-            acc.start_batch(ctx)
+            features_ctx = treebanks.for_features(ctx)
+            acc.start_batch(features_ctx)
+            syntax.start_batch(ctx)
             recorder.start_batch(group)
             sinks.start_batch(ctx)
             run_patterns(model, batch.tokens, batch.attention_mask, on_pattern)
             bar.update(len(group))
-    return CollectResult(unmeasured_as_nan(acc.table()), seqs, corpus_summary(seqs), relations, acc.replicates(),
-                         acc.names, recorder.result(), sinks=sinks.table(),
-                         skipped=dict(aligner.skipped))
+    features = unmeasured_as_nan(acc.table())
+    heads = measured_mask(features, pd.MultiIndex.from_product([range(model.n_layers), range(model.n_heads)]))
+    table = syntax.table(heads.reshape(model.n_layers, model.n_heads), treebanks.in_features, config.syntax_heads,
+                         lambda ids: model.tokenizer.decode(list(ids)).strip())
+    return CollectResult(features, seqs, corpus_summary(seqs), relations, acc.replicates(), acc.names,
+                         recorder.result(), syntax=table, syntactic_corpora=treebanks.in_features,
+                         sinks=sinks.table(), skipped=dict(aligner.skipped))
+
+
+@dataclass(frozen=True)
+class Treebanks:
+    """The run's treebanks (its syntactic suites, in run order) and which of them the features'
+    ``syntactic:*`` values read (:func:`interp.collect.syntax_table.feature_corpora`)."""
+
+    corpora: tuple[str, ...]
+    in_features: tuple[str, ...]
+    corpus_of: tuple[int, ...]  # per sequence: its index in corpora, -1 if it is no treebank
+    feature_relations: tuple[str, ...]  # the relations the features' treebanks hold, in run order
+    reads: torch.Tensor  # bool [sequence]: its arcs feed the features
+    slot_map: torch.Tensor  # long [run slot]: that slot among feature_relations' (-1: none)
+
+    @classmethod
+    def of(cls, seqs: list[ProbeSequence], relations: tuple[str, ...], pool: bool) -> Treebanks:
+        corpora = tuple(dict.fromkeys(s.suite for s in seqs if s.family == SYNTAX))
+        chosen = feature_corpora(corpora, pool)
+        reads = torch.tensor([s.suite in chosen for s in seqs], dtype=torch.bool)
+        held = {int(r) for s in seqs if s.suite in chosen and s.arcs is not None for r in s.arcs[:, 2].tolist()}
+        kept = [i for i in range(len(relations)) if i in held]
+        slot_map = torch.full((len(relations) * len(DIRECTIONS),), -1, dtype=torch.long)
+        for new, old in enumerate(kept):
+            for d in range(len(DIRECTIONS)):
+                slot_map[old * len(DIRECTIONS) + d] = new * len(DIRECTIONS) + d
+        return cls(corpora, chosen, tuple(corpora.index(s.suite) if s.suite in corpora else -1 for s in seqs),
+                   tuple(relations[i] for i in kept), reads, slot_map)
+
+    def for_features(self, ctx: FeatureContext) -> FeatureContext:
+        """The batch's context as the feature accumulator reads it: only the chosen treebanks' arcs."""
+        return feature_context(ctx, self.reads, self.slot_map, self.feature_relations)
 
 
 def unmeasured_as_nan(features: pd.DataFrame) -> pd.DataFrame:
@@ -167,8 +217,10 @@ def unmeasured_as_nan(features: pd.DataFrame) -> pd.DataFrame:
 
 
 def write(run_dir: Path, result: CollectResult) -> None:
-    """Write the features table, its bootstrap replicates and the corpus facts into the run."""
+    """Write the features and syntax tables, the features' bootstrap replicates and the corpus facts into the run."""
     rundir.write_table(run_dir, "features", result.features)
+    if result.syntax is not None:
+        rundir.write_table(run_dir, "syntax", result.syntax)
     if result.sinks is not None:
         rundir.write_table(run_dir, "sinks", result.sinks)
     buffer = io.BytesIO()
@@ -191,4 +243,4 @@ def run_stage(run_dir: Path, model: LoadedModel, config: CollectConfig, progress
     check_measured(result.features)  # most heads NaN: stop here, before any table is written
     write(run_dir, result)
     write_exemplars(run_dir, result.exemplars)
-    return {"skipped_suites": result.skipped}
+    return {"syntactic_corpora": list(result.syntactic_corpora), "skipped_suites": result.skipped}

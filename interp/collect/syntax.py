@@ -9,9 +9,11 @@ that needs no syntax (:func:`fixed_rule_counts`). Pure functions, like interp.co
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
-from jaxtyping import Float
+from jaxtyping import Bool, Float
 from torch import Tensor
 
 from interp.collect.features import DIRECTIONS, FeatureContext, Pattern
@@ -45,6 +47,19 @@ def syntactic(pattern: Pattern, ctx: FeatureContext) -> tuple[Float[Tensor, "bat
     arcs = torch.zeros(batch, slots, dtype=torch.float64)
     if len(ctx.arc_batch) == 0:
         return correct, arcs
+    hit = arc_hits(pattern, ctx)
+    flat = ctx.arc_batch * slots + ctx.arc_slot
+    correct.view(-1, heads).index_add_(0, flat, hit)
+    arcs.view(-1).index_add_(0, flat, torch.ones(len(flat), dtype=torch.float64))
+    return correct, arcs
+
+
+def arc_hits(pattern: Pattern, ctx: FeatureContext) -> Float[Tensor, "arc head"]:
+    """1.0 where a head's most-attended word (other than the query's own) at an arc's query is
+    the gold partner, else 0.0: one row per arc of ``ctx`` (see :func:`syntactic`)."""
+    heads = pattern.shape[1]
+    if len(ctx.arc_batch) == 0:
+        return torch.zeros(0, heads, dtype=torch.float64)
     rows = pattern[ctx.arc_batch, :, ctx.arc_query, :].float()  # [arc, head, k]
     words = ctx.batch.word_of_token[ctx.arc_batch]  # [arc, k]
     n_words = int(words.max()) + 2
@@ -52,11 +67,14 @@ def syntactic(pattern: Pattern, ctx: FeatureContext) -> tuple[Float[Tensor, "bat
     per_word = rows.new_zeros(rows.shape[0], heads, n_words).scatter_add_(2, index, rows)[..., 1:]
     own = ctx.batch.word_of_token[ctx.arc_batch, ctx.arc_query]
     per_word[torch.arange(len(own)), :, own] = -1.0  # never predict the query's own word
-    hit = (per_word.argmax(-1) == ctx.arc_gold[:, None]).double()  # [arc, head]
-    flat = ctx.arc_batch * slots + ctx.arc_slot
-    correct.view(-1, heads).index_add_(0, flat, hit)
-    arcs.view(-1).index_add_(0, flat, torch.ones(len(flat), dtype=torch.float64))
-    return correct, arcs
+    return (per_word.argmax(-1) == ctx.arc_gold[:, None]).double()  # [arc, head]
+
+
+def only_arcs(ctx: FeatureContext, keep: Bool[Tensor, "arc"]) -> FeatureContext:
+    """The context with only the arcs ``keep`` marks: every other mask is shared, so every
+    feature but the syntactic ones reads the batch as before."""
+    return dataclasses.replace(ctx, arc_batch=ctx.arc_batch[keep], arc_query=ctx.arc_query[keep],
+                               arc_gold=ctx.arc_gold[keep], arc_slot=ctx.arc_slot[keep])
 
 
 def fixed_rule_counts(ctx: FeatureContext) -> dict[tuple[int, tuple], int]:

@@ -4,6 +4,7 @@ A run lives in ``reports/<model-slug>/<run-name>/``::
 
     manifest.json            format, options, provenance (versions, hashes, seed), stages, timings
     features.parquet / .csv  one per table that the run has produced
+    syntax.parquet / .csv
     roles.parquet / .csv
     effects.parquet / .csv
     pruning.parquet / .csv

@@ -171,9 +171,9 @@ def stage(name: str) -> Stage:
     raise ValueError(f"unknown stage {name!r}; stages are {', '.join(stage_names())}")
 
 
-register(Stage("collect", "Gather every head's attention features over the probe suites (writes features).",
+register(Stage("collect", "Gather every head's attention features over the probe suites (writes features, syntax).",
                CollectConfig, "interp.collect.stage:run_stage", needs_model=True, check="interp.collect.stage:check_inputs",
-               outputs=("features.parquet", "feature_replicates.npz", "exemplars.npz")))
+               outputs=("features.parquet", "syntax.parquet", "feature_replicates.npz", "exemplars.npz")))
 register(Stage("classify", "Label every head with a role (writes roles, clusters).",
                ClassifyConfig, "interp.classify.stage:run_stage", reads=("collect",), outputs=("roles.parquet",),
                check="interp.classify.stage:check_inputs"))

@@ -131,13 +131,18 @@ PRUNING = _table("pruning", (
     "role whose heads are removed together."
 ))
 
+SYNTAX = _table("syntax", (
+    "One row per (corpus, relation, direction, rank): the best heads of each treebank at linking a word "
+    "to its gold dependency partner, beside the fixed rules that need no syntax (written by collect)."
+))
+
 TASK_ATTENTION = _table("task_attention", (
     "One row per (task, layer, head, query, key), for tasks that name positions (interp.Task's "
     "named_positions): how much the head attends from one named position to another on the "
     "task's own sequences (written by ablate)."
 ))
 
-TABLES: dict[str, Table] = {t.name: t for t in (FEATURES, SINKS, ROLES_TABLE, EFFECTS, PRUNING, TASK_ATTENTION)}
+TABLES: dict[str, Table] = {t.name: t for t in (FEATURES, SYNTAX, SINKS, ROLES_TABLE, EFFECTS, PRUNING, TASK_ATTENTION)}
 
 
 def describe() -> str:

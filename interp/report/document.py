@@ -16,6 +16,7 @@ from interp.classify import clusters as K
 from interp.report import content as C
 from interp.report import summary as S
 from interp.report.figures import SavedFigure
+from interp.report.syntax_section import syntax_section
 from interp.report.task_attention import task_attention_section
 from interp.pipeline.results import RunTables
 from interp.roles import UNEXPLAINED
@@ -52,12 +53,22 @@ def _notes(summary: dict[str, Any], exemplar_note: str | None) -> list[C.Text]:
     if summary.get("never_exact"):
         notes.append(C.Text(_exact_note(summary["never_exact"], summary["shape"]), "note"))
     notes += [C.Text(text, "note") for text in summary.get("measurement_notes") or []]
+    open_ = [r for r in summary.get("precision") or [] if r.get("rounds", 0) + r.get("budget", 0)]
+    if open_:
+        parts = [f"{r['metric']} ({r['ablation']}): {r.get('met', 0)} met, {r.get('budget', 0)} stopped by the time "
+                 f"budget, {r.get('rounds', 0)} by the last round" for r in open_]
+        notes.append(C.Text("Exact effects that did not reach the precision asked for (the interval decides the head "
+                            "against the 1% tolerance and, for a head that matters, is within 10% of its effect; the "
+                            "effects table's precision column): " + "; ".join(parts) + ". Raise --time-budget or "
+                            "--max-rounds for more.", "note"))
     misses = summary.get("estimate_misses") or []
     if misses:
+        per_metric = pd.Series([m.split(" ")[1] for m in misses]).value_counts()
+        counts = ", ".join(f"{metric} {n}" for metric, n in per_metric.items())
         notes.append(C.Text(f"{len(misses)} estimate(s) have an interval that excludes the same head's exact effect "
-                            f"(an estimate's interval covers the sampling of sequences only, not the estimator's own "
-                            f"error; the effects table's vs_exact says outside): {'; '.join(misses[:20])}"
-                            f"{' …' if len(misses) > 20 else ''}.", "note"))
+                            f"({counts}): an estimate's interval covers the sampling of sequences only, not the "
+                            f"estimator's own error; the effects table's vs_exact says which (outside), e.g. "
+                            f"{'; '.join(misses[:6])}{' …' if len(misses) > 6 else ''}.", "note"))
     return notes + ([C.Text(exemplar_note, "note")] if exemplar_note else [])
 
 
@@ -190,6 +201,9 @@ def report_document(run: RunTables, summary: dict[str, Any], figures: list[Saved
             "and how much the model needs it (its ablation effect).",)
     sections = [_summary_section(summary, exemplar_note)]
     sections += [C.section(sid, title, *_figures_of(figures, names)) for sid, title, names in FIGURE_SECTIONS]
+    # the syntax section follows the features section: its per-relation table, then the relation maps
+    sections.insert(2 + [sid for sid, _, _ in FIGURE_SECTIONS].index("features"), syntax_section(
+        run.tables.get("syntax"), run.features, summary["stages"], _figures_of(figures, ("syntax_*",))))
     sections.append(task_attention_section(run.tables.get("task_attention")))
     exemplars = [C.figure(f) for f in figures if f.kind == "exemplar"]
     sections.append(C.section(

@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 
 from interp.report import effect_plots as E
 from interp.report import summary as S
+from interp.report import syntax_section as Y
 from interp.report.exemplar_plots import plot_exemplars
 from interp.report.figures import (SavedFigure, blend, cell_size, facet_cell, facet_ticks, finish_facets, head_frame,
                                    head_heatmap, new_figure, role_code, role_colour, role_handles, role_palette, save,
@@ -178,8 +179,10 @@ def _facet_title(name: str) -> str:
 
 
 @styled
-def _features_figure(features: pd.DataFrame, names: list[str], shape: tuple[int, int], title: str) -> Figure:
-    """A FacetGrid, one heatmap of value - baseline per feature, each with its own colour bar."""
+def _features_figure(features: pd.DataFrame, names: list[str], shape: tuple[int, int], title: str,
+                     titles: dict[str, str] | None = None) -> Figure:
+    """A FacetGrid, one heatmap of value - baseline per feature, each with its own colour bar
+    (``titles``: a panel title per feature, default its name)."""
     n_layers, n_heads = shape
     cw, ch = facet_cell(n_layers, n_heads)
     width, height = n_heads * cw + 1.5, n_layers * ch + 1.0
@@ -192,7 +195,7 @@ def _features_figure(features: pd.DataFrame, names: list[str], shape: tuple[int,
         lift = head_frame(data[data["feature"] == name], "lift", shape)
         head_heatmap(ax, lift, span=symmetric_span(lift, FEATURE_SCALE_FLOOR), annot=value_labels(lift) if annotate else False,
                      fmt="", **facet_ticks(n_layers, n_heads))
-        ax.set_title(_facet_title(name), fontsize=9)
+        ax.set_title((titles or {}).get(name) or _facet_title(name), fontsize=9)
     return finish_facets(grid, title)
 
 
@@ -233,17 +236,20 @@ def _say_empty(fig: Figure, reasons: dict[str, str]) -> str:
 
 def plot_feature_heatmaps(features: pd.DataFrame | None, fig_dir: Path,
                           shape: tuple[int, int] | None = None, causal: bool | None = None) -> list[SavedFigure] | None:
-    """One heatmap per feature of value - baseline, faceted (12 features per figure).
+    """One heatmap per feature of value - baseline, faceted (12 features per figure); the
+    syntactic features are drawn in the syntax section instead (:func:`plot_relation_heatmaps`).
 
     How to read it: red cells score above what a head without preference would score on the
     same positions, blue below; each facet has its own symmetric colour scale (the bar beside it,
-    at least ±0.1), because a syntactic accuracy and an attention-sink mass live on different ranges.
+    at least ±0.1), because an attention-sink mass and a positional share live on different ranges.
     Needs features: layer, head, feature, value, baseline.
     """
     if not usable(features):
         return None
     shape = shape or S.head_shape({}, features)
-    names = feature_order(features["feature"])
+    names = [name for name in feature_order(features["feature"]) if not Y.is_syntactic(name)]
+    if not names:
+        return None
     n_chunks = math.ceil(len(names) / FEATURES_PER_FIGURE)
     saved = []
     for k in range(n_chunks):
@@ -255,6 +261,28 @@ def plot_feature_heatmaps(features: pd.DataFrame | None, fig_dir: Path,
                           "One panel per feature, one cell per head: red = more attention where the feature "
                           "looks than a head without preference would give, blue = less; each panel has its own "
                           "scale; an empty panel says why in it." + empty))
+    return saved
+
+
+def plot_relation_heatmaps(features: pd.DataFrame | None, fig_dir: Path, shape: tuple[int, int] | None = None,
+                           corpora: list[str] | None = None) -> list[SavedFigure] | None:
+    """One heatmap per syntactic feature with at least ``MIN_ARCS`` arcs (interp.report.syntax_section),
+    the most arcs first, each panel titled with its arc count: accuracy minus the best fixed
+    rule's, so red is a head that finds the gold partner more often than any rule needing no
+    syntax. ``corpora``: the treebanks the features read, for the caption."""
+    arcs = Y.feature_arcs(features)
+    shown = [name for name, n in arcs.items() if n >= Y.MIN_ARCS]
+    if not shown:
+        return None
+    shape = shape or S.head_shape({}, features)
+    titles = {name: f"{name[len(Y.SYNTACTIC_PREFIX):]}\n{arcs[name]} arcs" for name in shown}
+    chunks = [shown[k:k + FEATURES_PER_FIGURE] for k in range(0, len(shown), FEATURES_PER_FIGURE)]
+    saved = []
+    for k, chunk in enumerate(chunks):
+        part = f" ({k + 1}/{len(chunks)})" if len(chunks) > 1 else ""
+        fig = _features_figure(features, chunk, shape, f"Syntactic accuracy minus the best fixed rule{part}", titles)
+        saved.append(save(fig, fig_dir, f"syntax_{k + 1}", f"Relations{part}",
+                          Y.maps_caption(arcs, corpora or [])))
     return saved
 
 
@@ -272,6 +300,8 @@ def make_all(run: RunTables, fig_dir: Path | None = None, exemplars=None) -> lis
         plot_role_counts(run.roles, fig_dir, shape),
         plot_sink_by_layer(run.roles, fig_dir, shape),
         plot_feature_heatmaps(run.features, fig_dir, shape, (run.manifest.get("model") or {}).get("causal")),
+        plot_relation_heatmaps(run.features, fig_dir, shape,
+                               Y.classifier_corpora(run.tables.get("syntax"), run.manifest.get("stages"))),
         E.plot_effect_maps(run.effects, fig_dir, shape),
         E.plot_effect_vs_role(run.effects, run.roles, fig_dir),
         E.plot_estimator_audit(run.effects, run.roles, fig_dir),

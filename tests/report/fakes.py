@@ -13,7 +13,7 @@ from interp.collect.exemplars import Exemplars, Probe, write_exemplars
 from interp.roles import NAMED_ROLES, ROLE_NAMES, ROLES, UNEXPLAINED
 
 XSS = "<script>alert(1)</script>"
-ALL_TABLES = ("features", "roles", "effects", "pruning")
+ALL_TABLES = ("features", "syntax", "roles", "effects", "pruning")
 SYNTACTIC = ("syntactic:nsubj:head2dep", "syntactic:amod:dep2head")
 # Which roles the fake model's heads carry, cycled over heads; two unexplained heads per 12.
 ROLE_CYCLE = ("previous_token", "first_token", "induction", UNEXPLAINED, "duplicate_token", "syntactic",
@@ -50,6 +50,26 @@ def fake_features(roles: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame
             if "sink_mass" in head:  # runs since features version 3
                 row["sink_mass"] = head["sink_mass"]
             rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def fake_syntax(roles: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
+    """The syntax table: the built-in suite's two relations of SYNTACTIC (the features read it)
+    and a user treebank (its name carries markup) with a relation of a handful of arcs."""
+    rows = []
+    for corpus, relations in (("syntax", (("nsubj", "head2dep", 1254), ("amod", "dep2head", 420))),
+                              (f"user:{XSS}", (("det", "head2dep", 641), ("punct", "dep2head", 7)))):
+        for relation, direction, arcs in relations:
+            rule = float(rng.uniform(0.2, 0.6))
+            heads = roles.sample(3, random_state=int(rng.integers(1 << 30)))
+            for rank, (score, (_, head)) in enumerate(zip(sorted(rng.uniform(0.3, 0.95, 3), reverse=True),
+                                                           heads.iterrows()), 1):
+                rows.append({"corpus": corpus, "relation": relation, "direction": direction, "rank": rank,
+                             "layer": head["layer"], "head": head["head"], "accuracy": score, "ci_low": score - 0.04,
+                             "ci_high": score + 0.03, "arcs": arcs, "sentences": arcs // 2 + 1,
+                             "in_features": int(corpus == "syntax"), "best_rule": "offset_-1",
+                             "best_rule_accuracy": rule, "offset_-3": 0.0, "offset_-2": rule / 2, "offset_-1": rule,
+                             "offset_1": 0.0, "offset_2": 0.0, "offset_3": 0.0})
     return pd.DataFrame(rows)
 
 
@@ -130,7 +150,7 @@ def make_fake_run(tmp_path: Path, name: str = "run", n_layers: int = 4, n_heads:
     for (layer, head), role in (roles_override or {}).items():
         roles.loc[(roles["layer"] == layer) & (roles["head"] == head), "role"] = role
     frames = {"roles": roles, "features": fake_features(roles, rng), "effects": fake_effects(roles, rng),
-              "pruning": fake_pruning(n_layers * n_heads)}
+              "pruning": fake_pruning(n_layers * n_heads), "syntax": fake_syntax(roles, np.random.default_rng(seed + 1))}
     for table in tables:
         rundir.write_table(run_dir, table, frames[table])
     if clusters:

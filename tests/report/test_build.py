@@ -11,7 +11,7 @@ from interp.report.html import build_report
 XSS = "<script>alert(1)</script>"  # planted in the fake model name, tokens and clusters
 ROLES_SHOWN = ("previous_token", "current_token", "first_token", "delimiter", "duplicate_token", "induction",
                "syntactic", "local", "broad")  # every named role of conftest.ROLE_CYCLE
-FIGURES = ("role_map", "role_counts", "sink_by_layer", "features_1", "effect_maps", "effect_vs_role",
+FIGURES = ("role_map", "role_counts", "sink_by_layer", "features_1", "syntax_1", "effect_maps", "effect_vs_role",
            "estimator_audit", "score_vs_effect", "pruning", *(f"exemplar_{r}" for r in ROLES_SHOWN))
 
 
@@ -55,7 +55,8 @@ def test_summary_numbers(built_report):
 def test_sections_in_report_order(built_report):
     html = (built_report / "report.html").read_text(encoding="utf-8")
     ids = re.findall(r'<section id="([^"]+)"', html)
-    assert ids == ["summary", "roles", "features", "effects", "pruning", "exemplars", "heads", "clusters", "provenance"]
+    assert ids == ["summary", "roles", "features", "syntax", "effects", "pruning", "exemplars", "heads", "clusters",
+                   "provenance"]
     nav = re.findall(r'<a href="#([^"]+)"', html)
     assert nav == ids
 

@@ -25,8 +25,8 @@ class PageText(HTMLParser):
 
 
 def test_the_document_covers_every_section(report_doc):
-    assert [s.id for s in report_doc.sections] == ["summary", "roles", "features", "effects", "pruning", "exemplars",
-                                                   "heads", "clusters", "provenance"]
+    assert [s.id for s in report_doc.sections] == ["summary", "roles", "features", "syntax", "effects", "pruning",
+                                                   "exemplars", "heads", "clusters", "provenance"]
     texts = document_texts(report_doc)
     assert XSS in report_doc.title and any(XSS in t for t in texts)
 

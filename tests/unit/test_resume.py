@@ -32,7 +32,7 @@ def calls(monkeypatch):
             return {}
         return run_stage
 
-    monkeypatch.setattr(interp.collect.stage, "run_stage", fake("collect", ("features",)))
+    monkeypatch.setattr(interp.collect.stage, "run_stage", fake("collect", ("features", "syntax")))
     monkeypatch.setattr(interp.classify.stage, "run_stage", fake("classify", ("roles",)))
     return made
 
