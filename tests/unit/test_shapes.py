@@ -58,7 +58,7 @@ def test_a_pattern_without_its_head_axis_is_refused(inputs):
 def test_masses_over_other_queries_are_refused(inputs):
     _, ctx, pattern = inputs
     with pytest.raises(TypeCheckError):
-        checked(F._sums)(pattern, ctx, pattern[..., 0][..., :4], ctx.content, ctx.n_open)
+        checked(F._sums)(pattern, ctx, pattern[..., 0][..., :4], ctx.content, ctx.n_open, "previous_token")
 
 
 def test_a_context_whose_masks_disagree_is_refused(inputs):
