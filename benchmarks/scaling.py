@@ -254,9 +254,11 @@ def main() -> None:
     for n in (1, 4):
         corpus = corpora[n]
         checks.append((f"exact sweep, every head of layer {layer}", corpus,
-                       sweep_flops(arch, corpus_shape(corpus), reference), lambda corpus=corpus: sweep(corpus, reference)))
+                       sweep_flops(arch, corpus_shape(corpus), reference),
+                       lambda corpus=corpus: sweep(corpus, reference)))
     checks.append(("attribution, every head (1 forward + 1 backward = 3 forwards)", mid,
-                   3 * forward_flops(arch, corpus_shape(mid)), lambda: attribute(ablator, mid, ("zero",), progress=False)))
+                   3 * forward_flops(arch, corpus_shape(mid)),
+                   lambda: attribute(ablator, mid, ("zero",), progress=False)))
     checks.append(("one intact forward pass", mid, forward_flops(arch, corpus_shape(mid)), lambda: intact(mid)))
 
     measured = []
@@ -297,7 +299,8 @@ def main() -> None:
     table = predictions(rate_cpu, args.gpu_tflops * 1e12, args.tokens, 64, args.load_gb_s)
     body += (
         f"\n\n### Predictions\n\nOne exact sweep of every head on {args.tokens} evaluation tokens (sequences of 64), "
-        f"zero or mean ablation, by the FLOP count of the cost model (benchmarks/SCALING.md): on CPU workers of one thread at this machine's "
+        f"zero or mean ablation, by the FLOP count of the cost model (benchmarks/SCALING.md): on CPU workers of "
+        f"one thread at this machine's "
         f"{rate_cpu / 1e9:.1f} GFLOP/s, and on GPUs at an assumed effective {args.gpu_tflops:.0f} TFLOP/s in bf16 "
         f"(about a third of an 80 GB H100's dense peak; not measured here: benchmarks/gpu_check.py measures a GPU's "
         f"stage times where one is present). Shards are whole layers, so a model never uses more workers than it "

@@ -1,8 +1,8 @@
 """The one generator of the documentation's generated blocks.
 
 A generated block is the text between ``<!-- begin generated:NAME -->`` and
-``<!-- end generated:NAME -->`` in README.md, benchmarks/RESULTS.md, benchmarks/SCALING.md or analyses/RESULTS.md (the
-only marker form). Every block has one source, and this script only assembles: it never
+``<!-- end generated:NAME -->`` in README.md, benchmarks/RESULTS.md, benchmarks/SCALING.md or
+analyses/RESULTS.md (the only marker form). Every block has one source, and this script only assembles: it never
 measures, never loads a model. Scripts that measure write their source file and then run this
 script for their block.
 

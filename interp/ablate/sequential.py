@@ -86,7 +86,8 @@ def precision(effects: pd.DataFrame, stopped_by: str) -> pd.DataFrame:
 
 
 def sequential_sweep(parts: list[EvalCorpus], heads: list[Head], sweep: Callable[[EvalCorpus, list[Head]], None],
-                     effects: Callable[[], pd.DataFrame], deadline: float | None = None) -> tuple[list[dict[str, int]], str]:
+                     effects: Callable[[], pd.DataFrame],
+                     deadline: float | None = None) -> tuple[list[dict[str, int]], str]:
     """Run ``sweep(corpus, heads)`` round by round on the heads still open per family, starting no
     round after ``deadline`` (``time.perf_counter()`` seconds; round 0 always runs). Returns, per
     round, the number of heads each family's sweep ran (what the manifest records), and what

@@ -20,9 +20,10 @@ all recorded with the planned configs is skipped without loading its model, and 
 stopped half-way continues from its last finished stage, so a study survives being stopped and
 started again. A run that fails with a user error is recorded as failed and the study goes on.
 Each model is loaded once for all its runs. With ``--executor ray`` the pending runs are Ray
-tasks instead, several at once, each loading its model (:mod:`interp.pipeline.study_ray`). The coordinator alone writes ``study.json`` (the plan
-and each run's state, after every run) and, at the end, the cross-run comparison
-(:mod:`interp.report.study`): tables under ``comparison/`` and ``study.html``.
+tasks instead, several at once, each loading its model (:mod:`interp.pipeline.study_ray`). The
+coordinator alone writes ``study.json`` (the plan and each run's state, after every run) and,
+at the end, the cross-run comparison (:mod:`interp.report.study`): tables under
+``comparison/`` and ``study.html``.
 """
 
 from __future__ import annotations
@@ -182,7 +183,8 @@ def _on_ray(root: Path, study: StudyConfig, entries: list[dict[str, Any]], pendi
     def done(entry: dict[str, Any], outcome: dict[str, Any]) -> None:
         entry.update(outcome)
         if outcome["status"] == "failed":
-            print(f"study {study.name}: run {entry['run']} of {entry['model']} failed: {outcome['error']}", file=sys.stderr)
+            print(f"study {study.name}: run {entry['run']} of {entry['model']} failed: {outcome['error']}",
+                  file=sys.stderr)
         _record(root, study, entries)
 
     record = run_all(pending, address, workers, done)

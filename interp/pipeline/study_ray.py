@@ -84,7 +84,8 @@ def _drain(task: Any, waiting: list[tuple[dict[str, Any], RunOptions]], running:
             outcome = ray.get(ref)
         except RayError as exc:  # the task's retries ran out: the run is left for the next `interp study`
             lines = [line for line in str(exc).splitlines() if line.strip()]
-            outcome = {"status": "failed", "error": f"its Ray task failed: {lines[-1] if lines else type(exc).__name__}"}
+            why = lines[-1] if lines else type(exc).__name__
+            outcome = {"status": "failed", "error": f"its Ray task failed: {why}"}
         yield entry, outcome
 
 
