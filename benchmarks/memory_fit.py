@@ -31,7 +31,7 @@ sys.path.insert(0, {unit!r})
 from memory_probe import load
 from interp.model import memory
 from interp.collect.accumulator import FeatureAccumulator
-from interp.collect.stage import run_patterns
+from interp.model.lens import run_patterns
 from interp.collect.features import context
 from interp.probes.base import ProbeSequence
 from interp.probes.batch import make_batch

@@ -17,6 +17,7 @@ import pandas as pd
 import torch
 
 from interp.collect.features import DIRECTIONS, MASS_FEATURES, STATIC_FEATURES, FeatureContext, Pattern, syntactic_name
+from interp.collect.bootstrap import add_sums, sequence_weights
 from interp.collect.syntax import arc_sink, best_rule_share, fixed_rule_counts, syntactic
 
 
@@ -37,14 +38,21 @@ class FeatureAccumulator:
         self.rep_value = torch.zeros((n_bootstrap,) + shape, dtype=torch.float64)
         self.rep_weight = torch.zeros((n_bootstrap,) + shape, dtype=torch.float64)
         self.rule_hits: dict[tuple[int, tuple], int] = {}  # fixed-rule syntactic baseline
-        self._gen = torch.Generator().manual_seed(seed)
+        self.seed = seed
         self._weights: torch.Tensor | None = None
         self._layers_seen: set[int] = set()
 
+    SUMS = ("value", "base", "weight", "sink", "count", "raw", "raw_sequences", "rep_value", "rep_weight")
+
+    def merge(self, other: FeatureAccumulator) -> None:
+        """Add the sums of an accumulator fed other sequences (a shard of the corpus)."""
+        add_sums(self, other, self.SUMS, ("rule_hits",))
+
     def start_batch(self, ctx: FeatureContext) -> None:
-        """Draw this batch's bootstrap weights and add its (layer-independent) query and arc counts."""
+        """Take this batch's bootstrap weights (interp.collect.bootstrap: keyed by sequence) and add
+        its (layer-independent) query and arc counts."""
         n = ctx.batch.tokens.shape[0]
-        self._weights = torch.poisson(torch.ones(self.rep_value.shape[0], n, dtype=torch.float64), generator=self._gen)
+        self._weights = sequence_weights(self.seed, ctx.batch.index, self.rep_value.shape[0])
         self._layers_seen = set()
         dummy = ctx.batch.valid.new_zeros((n, 1, 1, 1), dtype=torch.float32).expand(n, 1, *ctx.allowed.shape[1:])
         static = [fn(dummy, ctx) for fn in MASS_FEATURES.values()]

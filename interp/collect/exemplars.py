@@ -119,9 +119,17 @@ class ExemplarRecorder:
         self._patterns = np.zeros((len(self.index), n_layers, n_heads, width, width), dtype=np.float16)
         self._labels = [tuple(tokenizer.decode([t]) for t in s.tokens[:n].tolist()) for s, n in zip(self._seqs, self._kept)]
         self._rows: list[tuple[int, int]] = []  # (batch row, slot) of the current batch
+        self._filled = np.zeros(len(self.index), dtype=bool)  # slots whose probe has been seen
+
+    def merge(self, other: ExemplarRecorder) -> None:
+        """Take the patterns a recorder fed other sequences kept (each probe is in one shard only)."""
+        for slot in np.flatnonzero(other._filled):
+            self._patterns[slot] = other._patterns[slot]
+            self._filled[slot] = True
 
     def start_batch(self, index: Sequence[int]) -> None:
         self._rows = [(row, self._slot[i]) for row, i in enumerate(index) if i in self._slot]
+        self._filled[[slot for _, slot in self._rows]] = True
 
     def add_layer(self, layer: int, pattern: Any) -> None:
         for row, slot in self._rows:

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from interp.collect.bootstrap import add_sums
 from interp.collect.features import FeatureContext, Pattern, first_token
 
 
@@ -33,6 +34,10 @@ class SuiteSinks:
         self.mass = torch.zeros((n_layers, len(self.suites), n_heads), dtype=torch.float64)
         self.count = torch.zeros(len(self.suites), dtype=torch.float64)
         self._batch_suites = torch.zeros(0, dtype=torch.long)
+
+    def merge(self, other: SuiteSinks) -> None:
+        """Add the sums of an accumulator fed other sequences (a shard of the corpus)."""
+        add_sums(self, other, ("mass", "count"))
 
     def start_batch(self, ctx: FeatureContext) -> None:
         """Note the batch's suites and add its content queries (the same for every layer)."""

@@ -1,6 +1,7 @@
 """Collect stage: one streaming pass over the probe suites -> the features and syntax tables.
 
-The model runs batch by batch under ``torch.inference_mode()``; a hook on every layer's
+The model runs batch by batch under ``torch.inference_mode()``, in shards whose sums merge
+exactly (:mod:`interp.collect.shards`); a hook on every layer's
 ``hook_pattern`` folds that layer's pattern into the feature accumulator and the per-treebank
 syntax accumulator (:mod:`interp.collect.syntax_table`) and lets it go, so
 neither the corpus' patterns nor even one batch's 30 layers are ever held at once. Nothing else
@@ -23,24 +24,20 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
 from tqdm.auto import tqdm
 
 from interp.model import memory
 from interp.pipeline import rundir
-from interp.collect.accumulator import FeatureAccumulator
 from interp.collect.config import CollectConfig
 from interp.errors import CorpusError
-from interp.collect.exemplars import Exemplars, ExemplarRecorder, write_exemplars
-from interp.collect.features import DIRECTIONS, STATIC_FEATURES, FeatureContext, context
-from interp.collect.syntax_table import SyntaxAccumulator, feature_context, feature_corpora
+from interp.collect.exemplars import Exemplars, write_exemplars
+from interp.collect.features import DIRECTIONS, STATIC_FEATURES
+from interp.collect.shards import CollectJob, LocalCollector, Treebanks, partition, run_shards
 from interp.collect.measured import check_measured, measured, measured_mask
-from interp.collect.sinks import SuiteSinks
-from interp.model.lens import run_patterns
 from interp.model.load import LoadedModel
 from interp.probes.align import Aligner
-from interp.probes.base import SYNTAX, ProbeSequence, Suite
-from interp.probes.batch import bucket, make_batch
+from interp.probes.base import ProbeSequence, Suite
+from interp.probes.batch import bucket
 from interp.probes.readers import read_corpus
 
 
@@ -132,74 +129,24 @@ def batch_budget(model: LoadedModel, config: CollectConfig, seqs: list[ProbeSequ
 
 def collect(model: LoadedModel, config: CollectConfig = CollectConfig(), suites: list[Suite] | None = None,
             progress: bool = True) -> CollectResult:
-    """Gather every head's features over the probe suites in one streaming pass."""
+    """Gather every head's features over the probe suites in one streaming pass, shard by shard
+    (:mod:`interp.collect.shards`), the shards' sums merged in shard order."""
     suites = build_suites(config) if suites is None else suites
     seqs, aligner = encode_all(model, config, suites)
     relations = tuple(aligner.relations)
     treebanks = Treebanks.of(seqs, relations, config.pool_syntax)
     groups = bucket(seqs, batch_budget(model, config, seqs, relations, len(treebanks.corpora)))
-    acc = FeatureAccumulator(model.n_layers, model.n_heads, treebanks.feature_relations, config.n_bootstrap, config.seed)
-    syntax = SyntaxAccumulator(model.n_layers, model.n_heads, relations, treebanks.corpora, treebanks.corpus_of,
-                               config.n_bootstrap, config.seed)
-    pad = model.tokenizer.pad_token_id or 0
-    recorder = ExemplarRecorder(seqs, config.exemplar_tokens, model.n_layers, model.n_heads, model.tokenizer)
-    sinks = SuiteSinks(model.n_layers, model.n_heads, [s.suite for s in seqs])
-
-    def on_pattern(layer: int, pattern: torch.Tensor) -> None:  # during the pass of the current batch (ctx)
-        sinks.add_layer(layer, pattern, ctx)
-        acc.add_layer(layer, pattern, features_ctx)
-        syntax.add_layer(layer, pattern, ctx)
-        recorder.add_layer(layer, pattern)
-
+    job = CollectJob(tuple(seqs), relations, treebanks, config.local_window, config.n_bootstrap, config.seed,
+                     config.exemplar_tokens, model.tokenizer.pad_token_id or 0)
     with tqdm(total=len(seqs), desc="collect", unit="seq", disable=not progress) as bar:
-        for group in groups:
-            batch = make_batch([seqs[i] for i in group], group, model.causal, pad)
-            ctx = context(batch, relations, config.local_window)
-            features_ctx = treebanks.for_features(ctx)
-            acc.start_batch(features_ctx)
-            syntax.start_batch(ctx)
-            recorder.start_batch(group)
-            sinks.start_batch(ctx)
-            run_patterns(model, batch.tokens, batch.attention_mask, on_pattern)
-            bar.update(len(group))
-    features = unmeasured_as_nan(acc.table())
+        state = run_shards(LocalCollector(model), job, partition(groups), bar.update)
+    features = unmeasured_as_nan(state.features.table())
     heads = measured_mask(features, pd.MultiIndex.from_product([range(model.n_layers), range(model.n_heads)]))
-    table = syntax.table(heads.reshape(model.n_layers, model.n_heads), treebanks.in_features, config.syntax_heads,
-                         lambda ids: model.tokenizer.decode(list(ids)).strip())
-    return CollectResult(features, seqs, corpus_summary(seqs), relations, acc.replicates(), acc.names,
-                         recorder.result(), syntax=table, syntactic_corpora=treebanks.in_features,
-                         sinks=sinks.table(), skipped=dict(aligner.skipped))
-
-
-@dataclass(frozen=True)
-class Treebanks:
-    """The run's treebanks (its syntactic suites, in run order) and which of them the features'
-    ``syntactic:*`` values read (:func:`interp.collect.syntax_table.feature_corpora`)."""
-
-    corpora: tuple[str, ...]
-    in_features: tuple[str, ...]
-    corpus_of: tuple[int, ...]  # per sequence: its index in corpora, -1 if it is no treebank
-    feature_relations: tuple[str, ...]  # the relations the features' treebanks hold, in run order
-    reads: torch.Tensor  # bool [sequence]: its arcs feed the features
-    slot_map: torch.Tensor  # long [run slot]: that slot among feature_relations' (-1: none)
-
-    @classmethod
-    def of(cls, seqs: list[ProbeSequence], relations: tuple[str, ...], pool: bool) -> Treebanks:
-        corpora = tuple(dict.fromkeys(s.suite for s in seqs if s.family == SYNTAX))
-        chosen = feature_corpora(corpora, pool)
-        reads = torch.tensor([s.suite in chosen for s in seqs], dtype=torch.bool)
-        held = {int(r) for s in seqs if s.suite in chosen and s.arcs is not None for r in s.arcs[:, 2].tolist()}
-        kept = [i for i in range(len(relations)) if i in held]
-        slot_map = torch.full((len(relations) * len(DIRECTIONS),), -1, dtype=torch.long)
-        for new, old in enumerate(kept):
-            for d in range(len(DIRECTIONS)):
-                slot_map[old * len(DIRECTIONS) + d] = new * len(DIRECTIONS) + d
-        return cls(corpora, chosen, tuple(corpora.index(s.suite) if s.suite in corpora else -1 for s in seqs),
-                   tuple(relations[i] for i in kept), reads, slot_map)
-
-    def for_features(self, ctx: FeatureContext) -> FeatureContext:
-        """The batch's context as the feature accumulator reads it: only the chosen treebanks' arcs."""
-        return feature_context(ctx, self.reads, self.slot_map, self.feature_relations)
+    table = state.syntax.table(heads.reshape(model.n_layers, model.n_heads), treebanks.in_features,
+                               config.syntax_heads, lambda ids: model.tokenizer.decode(list(ids)).strip())
+    return CollectResult(features, seqs, corpus_summary(seqs), relations, state.features.replicates(),
+                         state.features.names, state.exemplars.result(), table, treebanks.in_features,
+                         state.sinks.table(), dict(aligner.skipped))
 
 
 def unmeasured_as_nan(features: pd.DataFrame) -> pd.DataFrame:

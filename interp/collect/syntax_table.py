@@ -26,6 +26,7 @@ import torch
 from jaxtyping import Bool
 from torch import Tensor
 
+from interp.collect.bootstrap import add_sums, sequence_weights
 from interp.collect.features import DIRECTIONS, FeatureContext, Pattern
 from interp.collect.syntax import arc_hits, fixed_rule_counts, only_arcs
 
@@ -90,7 +91,7 @@ class SyntaxAccumulator:
         self.rep_correct = torch.zeros((n_bootstrap, n_layers, total, n_heads), dtype=torch.float64)
         self.rep_arcs = torch.zeros((n_bootstrap, total), dtype=torch.float64)
         self.rule_hits: dict[tuple[int, tuple], int] = {}  # (corpus slot, rule) -> arcs it gets right
-        self._gen = torch.Generator().manual_seed(seed)
+        self.seed = seed
         self._weights: Tensor | None = None
         self._keep = self._flat = torch.zeros(0, dtype=torch.long)  # this batch's arcs in a corpus, their index
         self._layers_seen: set[int] = set()
@@ -100,10 +101,15 @@ class SyntaxAccumulator:
         corpus = self.corpus_of[ctx.batch.index][ctx.arc_batch]
         return torch.where(corpus >= 0, corpus * self.n_slots + ctx.arc_slot, -1)
 
+    def merge(self, other: SyntaxAccumulator) -> None:
+        """Add the counts of an accumulator fed other sequences (a shard of the corpus)."""
+        add_sums(self, other, ("correct", "arcs", "sentences", "rep_correct", "rep_arcs"), ("rule_hits",))
+
     def start_batch(self, ctx: FeatureContext) -> None:
-        """Draw this batch's bootstrap weights; add its arc, sentence and fixed-rule counts."""
+        """Take this batch's bootstrap weights (keyed by sequence, as the features'); add its arc,
+        sentence and fixed-rule counts."""
         n = ctx.batch.tokens.shape[0]
-        self._weights = torch.poisson(torch.ones(self.rep_correct.shape[0], n, dtype=torch.float64), generator=self._gen)
+        self._weights = sequence_weights(self.seed, ctx.batch.index, self.rep_correct.shape[0])
         self._layers_seen = set()
         slots = self._slots(ctx)
         keep = slots >= 0

@@ -66,7 +66,7 @@ def ablate_case(model, kwargs: dict) -> tuple[float, object]:
 
 def main() -> None:
     from interp.model import memory
-    from interp.collect.stage import run_patterns
+    from interp.model.lens import run_patterns
 
     stage, name, kwargs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     torch.set_num_threads(1)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from interp.collect.stage import collect, run_patterns
+from interp.collect.stage import collect
+from interp.model.lens import run_patterns
 from interp import CollectConfig
 from interp.collect.exemplars import ExemplarRecorder, choose_probes, read_exemplars, write_exemplars
 from interp.probes.base import ProbeSequence

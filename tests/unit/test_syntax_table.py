@@ -20,7 +20,7 @@ import torch
 
 from interp.collect.accumulator import FeatureAccumulator
 from interp.collect.features import context
-from interp.collect.stage import Treebanks
+from interp.collect.shards import Treebanks
 from interp.collect.syntax_table import SyntaxAccumulator, feature_corpora, rule_name
 from interp.probes.batch import make_batch
 
