@@ -18,8 +18,10 @@ from interp.cli import main
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 
 # ablate alone, every head exactly, one thread (the local and the Ray runs alike: see ray_executor)
+# one sweep of every head (--max-rounds 1), so that the manifest lists one sweep's shards
 ABLATE_ONLY = ("--skip", "collect", "--skip", "classify", "--skip", "report", "--ablate-n-syntax", 6,
-               "--ablate-n-prose", 3, "--ablate-n-repeated", 3, "--n-bootstrap", 100, "--ablate-threads", 1, "-q")
+               "--ablate-n-prose", 3, "--ablate-n-repeated", 3, "--n-bootstrap", 100, "--ablate-threads", 1,
+               "--max-rounds", 1, "-q")
 
 
 @pytest.fixture(scope="module")
