@@ -33,7 +33,7 @@ from _results import regenerate  # noqa: E402  (benchmarks/, which _runs puts on
 
 from interp.ablate.removable import removable_summary  # noqa: E402
 from interp.report.summary import role_counts  # noqa: E402
-from interp.pipeline.rundir import RunTables, load_run  # noqa: E402
+from interp.pipeline.results import RunTables, load_run  # noqa: E402
 
 HERE = CACHE / "packaged"
 OUT = ROOT / "analyses" / "results" / "packaged"  # what the README's blocks are made of

@@ -43,7 +43,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
 
-from interp.model import bridge  # noqa: E402
+from interp.model import lens  # noqa: E402
 from interp.ablate.evaluation import build_corpus  # noqa: E402
 from interp.ablate.forward import Ablator, Edit  # noqa: E402
 from interp.ablate.sweep import pass_size  # noqa: E402
