@@ -1,9 +1,11 @@
 """Some heads can be removed: pruning curves from the toolkit's ablate stage, for trained models and SmolLM2.
 
-Method: ``interp.ablate.stage.ablate`` on each model (its public API: zero ablation, every head's effect
-measured exactly, then heads removed cumulatively least important first and the metrics read on
-a held-out half of the evaluation corpus; ``result.summary["removable"]`` is the largest share
-of heads removed while a metric stays within 1% / 5% of the intact model).
+Method: ``interp.ablate.stage.ablate`` on each model (its public API: the stage's default ablation
+kind, every head's effect measured exactly, then heads removed cumulatively least important first
+and the metrics read on a held-out half of the evaluation corpus; ``result.summary["removable"]``
+is the largest share of heads removed while a metric stays within 1% / 5% of the intact model on
+either side, and ``result.summary["improved"]`` how much a metric improved where it left the
+tolerance for the better).
 
 - Trained models: the grammar models of the specialisation experiment (every seed) and of the
   head-count experiment (first seed, every n_heads), loaded from the cache or trained. Their
@@ -46,8 +48,11 @@ def prune(model, config: AblateConfig, label: dict) -> tuple[pd.DataFrame, pd.Da
     result = ablate(model, config, progress=False)
     n_heads = model.n_layers * model.n_heads
     curve = result.pruning.assign(**label, n_heads_total=n_heads)
+    improved = result.summary.get("improved", {})
     rows = [{**label, "n_heads_total": n_heads, "metric": metric, "tolerance": tol, "share": s["share"],
-             "ci_low": s["ci_low"], "ci_high": s["ci_high"], "heads": round(s["share"] * n_heads)}
+             "ci_low": s["ci_low"], "ci_high": s["ci_high"], "heads": round(s["share"] * n_heads),
+             "improved_by": improved.get(metric, {}).get("by", float("nan")),
+             "improved_at": improved.get(metric, {}).get("at", float("nan"))}
             for metric, shares in result.summary["removable"].items() for tol, s in shares.items()]
     return curve, pd.DataFrame(rows), {**label, "seconds": result.timings.get("total", float("nan"))}
 
@@ -101,8 +106,8 @@ def figures(exp, curves: pd.DataFrame) -> list[str]:
         ax.axhline(1.01, ls=":", c="grey")
         ax.axhline(0.99, ls=":", c="grey")
     grid.set_axis_labels("share of heads removed", "metric / intact value")
-    grid.figure.suptitle("Pruning curves: heads zero-ablated least important first (held-out half of the "
-                         "evaluation corpus)", y=1.04)
+    grid.figure.suptitle(f"Pruning curves: heads {exp_config(exp.quick).ablations[0]}-ablated least important "
+                         "first (held-out half of the evaluation corpus)", y=1.04)
     return [exp.figure("pruning_curves", grid.figure)]
 
 
@@ -132,15 +137,28 @@ def write_up(exp, removable, timings, shown, smollm) -> None:
          "the tolerance of the intact model (`removable.csv` also has the shares):\n\n" + md(table, 0)),
         ("Against the number of heads", "Grammar models of the head-count experiment (seed 0), within 1%:\n\n"
          + md(sweep, 2)),
+        ("Where a metric improved", improvements(removable)),
         ("Time of each ablate call", md(timings, 1)),
         ("Figures", "\n\n".join(shown)),
         ("Reading", "The order is each head's own effect measured alone; removing heads together can cost more (or "
-         "less) than the sum, which is why the curve is measured, not added up. A metric that *improves* when a "
-         "head goes (negative effect) lets those heads go first. For the trained models the two metrics probe two "
+         "less) than the sum, which is why the curve is measured, not added up. \"Within 1%\" is two-sided: a "
+         "curve that improves by more than the tolerance ends the removable share as a worsening does, and the "
+         "section above says by how much it improved. For the trained models the two metrics probe two "
          "abilities; neither is the training loss."),
     ]
     exp.write("Some heads can be removed", "Many heads can be removed with almost no loss in performance.", answer,
               "models: specialisation seeds and head-count seed 0; ablation seed 0", sections)
+
+
+def improvements(removable: pd.DataFrame) -> str:
+    """The curves along which a metric got better than the intact model, in words and a table."""
+    better = removable[removable["improved_by"] > 0].drop_duplicates(["model", "metric"])
+    if better.empty:
+        return "No curve improved on the intact model: every removable share above ends where the metric worsened."
+    shown = better[["model", "metric", "improved_by", "improved_at"]].rename(
+        columns={"improved_by": "largest improvement (relative)", "improved_at": "at share of heads removed"})
+    return ("Removing heads made these metrics better than the intact model (the largest relative improvement "
+            "along the curve, and where):\n\n" + md(shown, 3))
 
 
 def exp_config(quick: bool) -> AblateConfig:
