@@ -111,16 +111,22 @@ def corpus_summary(seqs: list[ProbeSequence]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def accumulated_columns(relations: tuple[str, ...], n_treebanks: int) -> int:
+    """Per-head columns kept with their bootstrap replicates (what interp.model.memory counts as
+    features): the features, and the syntax accumulator's sums per treebank, which count as
+    that many more sets of syntactic features."""
+    return len(STATIC_FEATURES) + len(DIRECTIONS) * len(relations) * (1 + n_treebanks)
+
+
 def batch_budget(model: LoadedModel, config: CollectConfig, seqs: list[ProbeSequence], relations: tuple[str, ...],
                  n_treebanks: int = 0) -> int:
     """Padded tokens per batch: the configured budget, or less where memory is short (see
     interp.model.memory; refused with one line when not even the longest probe fits); none
-    configured: 4096 on a CPU, grown to the free memory on an accelerator. The syntax
-    accumulator's sums per treebank count as that many more sets of syntactic features."""
+    configured: 4096 on a CPU, grown to the free memory on an accelerator."""
     def groups(budget: int) -> list[tuple[int, int]]:
         return [(len(g), max(len(seqs[i]) for i in g)) for g in bucket(seqs, budget)]
 
-    n_features = len(STATIC_FEATURES) + len(DIRECTIONS) * len(relations) * (1 + n_treebanks)
+    n_features = accumulated_columns(relations, n_treebanks)
     configured = config.max_tokens_per_batch
     return memory.collect_budget(memory.Shape.of(model), [len(s) for s in seqs], config.cpu_batch_tokens,
                                  n_features, config.n_bootstrap, groups, model.device,

@@ -34,15 +34,16 @@ def load(name: str):
 
 def collect_case(model, kwargs: dict) -> tuple[float, object]:
     from interp.model import memory
-    from interp.collect.stage import build_suites, collect, encode_all
+    from interp.collect.shards import Treebanks
+    from interp.collect.stage import accumulated_columns, build_suites, collect, encode_all
     from interp import CollectConfig
-    from interp.collect.features import DIRECTIONS, STATIC_FEATURES
     from interp.probes.batch import bucket
 
     config = CollectConfig(**kwargs)
     seqs, aligner = encode_all(model, config, build_suites(config))
     groups = [(len(g), max(len(seqs[i]) for i in g)) for g in bucket(seqs, config.cpu_batch_tokens)]
-    n_features = len(STATIC_FEATURES) + len(DIRECTIONS) * len(aligner.relations)
+    relations = tuple(aligner.relations)
+    n_features = accumulated_columns(relations, len(Treebanks.of(seqs, relations, config.pool_syntax).corpora))
     estimate = memory.collect_peak(memory.Shape.of(model), groups, n_features, config.n_bootstrap)
     return estimate, lambda: collect(model, config, progress=False)
 
