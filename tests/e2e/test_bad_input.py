@@ -454,6 +454,9 @@ ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 SMALL = ["--skip", "classify", "--skip", "ablate", "--skip", "report", "--n-syntax", "5", "--n-repeated", "4",
          "--max-sentences", "10", "--n-bootstrap", "10"]
+# A collection that lasts seconds on the tiny Llama (about 9 s on 2 cores; 400 syntax sentences took
+# under one, and a busy machine's signal or second process could arrive after it had finished)
+LONG_COLLECT = ["--n-syntax", "4000", "--n-repeated", "2000"]
 
 
 def interp_process(*args: str, **popen) -> subprocess.Popen:
@@ -478,9 +481,9 @@ def one_line(stderr: bytes | str) -> str:
 @pytest.mark.timeout(300)
 def test_two_runs_on_one_name_never_merge(tmp_path, llama_dir):
     out = tmp_path / "runs"
-    # the first collects long enough (400 syntax sentences) for the second to start while it holds the run
+    # the first collects long enough for the second to start while it holds the run
     first = interp_process("run", "--model", str(llama_dir), "--skip", "classify", "--skip", "ablate", "--skip", "report",
-                           "--n-syntax", "400", "-q", "--out", str(out), "--name", "same")
+                           *LONG_COLLECT, "-q", "--out", str(out), "--name", "same")
     lock = out / llama_dir.name / "same" / ".interp.lock"
     deadline = time.monotonic() + 120
     while not (lock.exists() and lock.stat().st_size):  # the first holds the run
@@ -566,7 +569,7 @@ def test_a_closed_pipe_never_loses_the_run_and_resume_restores_its_csv(tmp_path,
 def test_sighup_in_the_first_stage_leaves_nothing_and_says_so(tmp_path, llama_dir):
     out = tmp_path / "runs"
     proc = interp_process("run", "--model", str(llama_dir), "--skip", "classify", "--skip", "ablate", "--skip", "report",
-                          "--n-syntax", "400", "--out", str(out), "--name", "h")
+                          *LONG_COLLECT, "--out", str(out), "--name", "h")
     os.set_blocking(proc.stderr.fileno(), False)
     seen, deadline = b"", time.monotonic() + 200
     while b"collect" not in seen:
