@@ -28,7 +28,7 @@ from _results import markdown, write_section  # noqa: E402
 
 from interp.ablate.config import AblateConfig  # noqa: E402
 from interp.ablate.evaluation import EvalCorpus  # noqa: E402
-from interp.ablate.stage import _corpus, _metrics  # noqa: E402
+from interp.ablate.corpora import stage_corpus, stage_metrics  # noqa: E402
 from interp.config import from_jsonable  # noqa: E402
 from interp.model.load import load_model  # noqa: E402
 from interp.model.spec import ModelSpec  # noqa: E402
@@ -96,9 +96,9 @@ def main() -> None:
     cfg = from_jsonable(AblateConfig, manifest["stages"]["ablate"]["config"]).resolved(model.n_layers * model.n_heads)
     if cfg.ablations[0] != "mean":
         raise SystemExit("this check recomputes mean ablation; the run's curve used " + cfg.ablations[0])
-    metrics = _metrics(model, cfg)
-    means = head_means(model.bridge, _corpus(model, cfg, metrics), model.n_layers)
-    held_out = [it for it in _corpus(model, cfg, metrics, split=1).items if it.family == FAMILY[args.metric]
+    metrics = stage_metrics(model, cfg)
+    means = head_means(model.bridge, stage_corpus(model, cfg, metrics), model.n_layers)
+    held_out = [it for it in stage_corpus(model, cfg, metrics, split=1).items if it.family == FAMILY[args.metric]
                 and len(it.rows)]
     pruning = pd.read_csv(run / "pruning.csv")
     curve = pruning[(pruning["metric"] == args.metric) & (pruning["removed_by"] == "effect")].head(args.steps + 1)

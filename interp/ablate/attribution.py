@@ -46,8 +46,8 @@ class _BatchTerms:
     per: dict[str, PerSeq]  # the intact metrics (detached)
     zg: torch.Tensor  # [layer, batch, head]: sum_p g.z
     g: torch.Tensor  # [layer, batch, head, d_head]: sum_p g
-    donor_zg: torch.Tensor  # [layer, batch, head]: sum over donor-covered p of g.z_donor
-    g_nodonor: torch.Tensor  # [layer, batch, head, d_head]: sum over the other valid p of g
+    donor_zg: torch.Tensor | None  # [layer, batch, head]: sum over donor-covered p of g.z_donor (resample only)
+    g_nodonor: torch.Tensor | None  # [layer, batch, head, d_head]: sum over the other valid p of g (resample only)
     sink_v: torch.Tensor | None  # [layer, batch, head, d_head]: value at the first position (sink kind only)
 
 
@@ -64,7 +64,7 @@ def attribute(ablator: Ablator, corpus: EvalCorpus, kinds: tuple[str, ...], prog
     terms: list[_BatchTerms] = []
     start = time.perf_counter()
     for batch in tqdm(corpus.batches, desc="ablate: attribution", unit="batch", disable=not progress):
-        terms.append(_batch_terms(ablator, batch, acc, sink="sink" in kinds))
+        terms.append(_batch_terms(ablator, batch, acc, sink="sink" in kinds, resample="resample" in kinds))
     seconds = (time.perf_counter() - start) / max(len(corpus.batches), 1)
     means = acc.means()
     store = SumStore({m: n for m, n in metric_sizes(corpus.sizes).items() if HAS_GRADIENT.get(m, True)})  # tasks: yes
@@ -76,7 +76,10 @@ def attribute(ablator: Ablator, corpus: EvalCorpus, kinds: tuple[str, ...], prog
     return AttributionResult(store, means, seconds)
 
 
-def _batch_terms(ablator: Ablator, batch: EvalBatch, acc: MeanAccumulator, sink: bool = False) -> _BatchTerms:
+def _batch_terms(ablator: Ablator, batch: EvalBatch, acc: MeanAccumulator, sink: bool = False,
+                 resample: bool = True) -> _BatchTerms:
+    """One batch's terms; the resample terms only when asked (kept for every batch until the
+    means are known, they would double the memory a large estimator corpus holds)."""
     sink_v = torch.stack(ablator.clean(batch, keep_sink=True).sink_v).float() if sink else None
     readout, zs = ablator.run_with_grad(batch)
     per = batch_metrics(readout, batch)
@@ -88,16 +91,19 @@ def _batch_terms(ablator: Ablator, batch: EvalBatch, acc: MeanAccumulator, sink:
         valid = batch.valid.to(z.device)[None, :, :, None, None]
         acc.add(list(z), batch.valid)
         g = g * valid
-        donor = batch.donor.to(z.device)
-        own = donor == torch.arange(len(donor), device=z.device)
-        covered = (batch.valid.to(z.device)[donor] & ~own.unsqueeze(1))[None, :, :, None, None] & valid.bool()
+        donor_zg, g_nodonor = None, None
+        if resample:
+            donor = batch.donor.to(z.device)
+            own = donor == torch.arange(len(donor), device=z.device)
+            covered = (batch.valid.to(z.device)[donor] & ~own.unsqueeze(1))[None, :, :, None, None] & valid.bool()
+            donor_zg, g_nodonor = (g * z[:, donor] * covered).sum((2, 4)), (g * (valid.bool() & ~covered)).sum(2)
         terms = _BatchTerms(
             batch=batch,
             per={m: PerSeq(p.index, p.num.detach(), p.den.detach()) for m, p in per.items()},
             zg=(g * z).sum((2, 4)),
             g=g.sum(2),
-            donor_zg=(g * z[:, donor] * covered).sum((2, 4)),
-            g_nodonor=(g * (valid.bool() & ~covered)).sum(2),
+            donor_zg=donor_zg,
+            g_nodonor=g_nodonor,
             sink_v=sink_v,
         )
     return terms
@@ -107,11 +113,9 @@ def _estimates(t: _BatchTerms, kinds: tuple[str, ...], means: torch.Tensor) -> d
     """(kind, layer, head) -> estimated change of num per batch element ``[batch]``."""
     out: dict[tuple[str, int, int], torch.Tensor] = {}
     m = means.to(t.g.device)[:, None]  # [layer, 1, head, d_head]
-    per_kind = {
-        "zero": -t.zg,
-        "mean": (t.g * m).sum(-1) - t.zg,
-        "resample": t.donor_zg + (t.g_nodonor * m).sum(-1) - t.zg,
-    }
+    per_kind = {"zero": -t.zg, "mean": (t.g * m).sum(-1) - t.zg}
+    if t.donor_zg is not None and t.g_nodonor is not None:
+        per_kind["resample"] = t.donor_zg + (t.g_nodonor * m).sum(-1) - t.zg
     if t.sink_v is not None:
         per_kind["sink"] = (t.g * t.sink_v.to(t.g.device)).sum(-1) - t.zg
     n_layers, _, n_heads = t.zg.shape

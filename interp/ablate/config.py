@@ -20,6 +20,13 @@ QUICK_PRUNE_STEP = 0.1
 CPU_TOKENS_PER_PASS = 2048  # the ablate stage's pass on a CPU, and where an accelerator's pass starts growing
 DEFAULT_ROUNDS = 3  # the sequential sweep is on by default: heads still open after a round get new sequences
 QUICK_BUDGET = 60.0  # quick mode: seconds of exact sweep before no further round starts
+# Scored positions per metric the stage's estimator reads where it chooses the heads that are ablated exactly
+# (--top-k): enough that its ranking is not sampling noise. On SmolLM2 and a 2-core CPU, 4000 of each metric's
+# positions take about 4 minutes of attribution (sv_logit_diff reads one position per ~10-token sentence); --quick
+# reads 500 (about half a minute). A full sweep measures every head exactly, so its estimator reads the sweep's own
+# corpus: the minutes go to the exact rounds instead (README, "Effects: how they are measured").
+ESTIMATOR_POSITIONS = 4000
+QUICK_ESTIMATOR_POSITIONS = 500
 MAX_ROUNDS = 1000  # rounds of the sequential sweep: each adds sequences, so this is far beyond any budget
 # Where the exact sweep runs (interp.ablate.executor): placement only, the tables are the same.
 EXECUTORS = ("local", "ray")
@@ -71,6 +78,10 @@ class AblateConfig:
     """estimate every head with the estimator (always on with top_k)"""
     estimator: Literal[ESTIMATORS] = option(ESTIMATORS[0])
     """how every head's effect is estimated"""
+    estimator_positions: int | None = option(None, ge=0, le=MAX_INT)
+    """scored positions per metric the estimator reads at least: the exact sweep's sequences and more of each built-in
+    family (prose stops at the lines its half holds; your own corpus and tasks are read whole); 0: the exact sweep's
+    corpus; default: 4000 with --top-k, 500 with --quick, 0 for a full sweep (every head is measured exactly)"""
     ig_steps: int = option(4, ge=1, le=MAX_INT)
     """integrated gradients: path points (one forward + backward each)"""
     audit: int | None = option(None, ge=1, le=MAX_INT)
@@ -136,6 +147,9 @@ class AblateConfig:
         applied for a model with ``n_heads`` heads."""
         if self.max_tokens_per_batch is None:  # an accelerator's pass grows from here (interp.ablate.stage)
             return dataclasses.replace(self, max_tokens_per_batch=CPU_TOKENS_PER_PASS).resolved(n_heads)
+        if self.estimator_positions is None:
+            positions = QUICK_ESTIMATOR_POSITIONS if self.quick else ESTIMATOR_POSITIONS if self.top_k else 0
+            return dataclasses.replace(self, estimator_positions=positions).resolved(n_heads)
         if not self.quick:
             return self
         sizes = {k: min(getattr(self, k), v) for k, v in QUICK_ABLATE_SIZES.items()}

@@ -40,7 +40,6 @@ import dataclasses
 import os
 import sys
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -48,15 +47,16 @@ from typing import Any, Iterator
 import pandas as pd
 import torch
 
-from interp.model import memory
 from interp.pipeline import rundir
 from interp.ablate.attribution import attribute
-from interp.ablate.catalogue import CAUSAL_METRICS, CORPUS, ENCODER, ENCODER_METRICS, ESTIMATORS, PROSE, REPEATED, SV
-from interp.ablate.evaluation import EvalCorpus, build_corpus, make_batches, read_eval_corpus
+from interp.ablate.catalogue import ENCODER, ESTIMATORS, PROSE, REPEATED, SV
+from interp.ablate.corpora import (corpus_facts, estimator_corpus, fit_memory, measurable, scorable, stage_corpus,
+                                   stage_metrics)
+from interp.ablate.evaluation import EvalCorpus, read_eval_corpus
 from interp.ablate.integrated import integrate
 from interp.ablate.forward import Ablator
-from interp.ablate.metrics import family_metrics, metric_sizes
-from interp.ablate.pruning import Removals, metric_curve, pruning_order, role_rows, step_sizes
+from interp.ablate.metrics import metric_sizes
+from interp.ablate.pruning import Removals, metric_curve, pruning_order, role_rows
 from interp.ablate.removable import improved
 from interp.ablate.selection import annotate, audit_summary, choose, flag_estimates, never_exact
 from interp.ablate.sequential import ROUNDS, precision, rounds, sequential_sweep
@@ -64,12 +64,12 @@ from interp.ablate.stats import SumStore, effects_from_sums, sequence_tokens
 from interp.ablate.surprises import role_effects, surprises
 from interp.ablate.executor import Executor, SweepJob, sweep_with
 from interp.ablate.executors import check_executor, open_executor
-from interp.ablate.sweep import pass_size, probe_pass
+from interp.ablate.sweep import probe_pass
 from interp.ablate.task_attention import task_attention
 from interp.ablate.threads import choose_threads, stage_threads
 from interp.ablate.values import MeanAccumulator
 from interp.ablate.config import AblateConfig
-from interp.errors import ConfigError, RunError
+from interp.errors import RunError
 from interp.model.load import LoadedModel
 from interp.pipeline.tables import EFFECTS, PRUNING
 
@@ -92,13 +92,13 @@ def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: 
     ``roles`` table, also the curves that remove every head of one role."""
     grow = config.max_tokens_per_batch is None and model.device != "cpu"  # an accelerator's memory sets the pass
     cfg = config.resolved(model.n_layers * model.n_heads)
-    metrics = _metrics(model, cfg)
+    metrics = stage_metrics(model, cfg)
     timings: dict[str, float] = {}
     with _timed(timings, "total"), _in_dtype(model, cfg.dtype) as m:
         with _timed(timings, "corpus"):
-            corpus = _corpus(m, cfg, metrics)
-            cfg, corpus = _fit_memory(m, cfg, metrics, corpus, grow)
-        metrics = _scorable(_measurable(metrics, corpus, cfg), corpus, m)
+            corpus = stage_corpus(m, cfg, metrics)
+            cfg, corpus = fit_memory(m, cfg, metrics, corpus, grow)
+        metrics = scorable(measurable(metrics, corpus, cfg), corpus, m)
         _done(progress, f"evaluation corpus {corpus.n_tokens} tokens", timings["corpus"])
         with _timed(timings, "task_attention"):  # where heads attend between the tasks' named positions
             attention = task_attention(m, tuple(t for t in cfg.tasks if t.name in metrics), cfg.n_bootstrap, cfg.seed,
@@ -111,9 +111,8 @@ def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: 
         _done(progress, f"thread probe ({n_threads} thread{'s' if n_threads > 1 else ''})", timings["threads"])
         with stage_threads(threads):
             effects, pruning, found = _measure(ablator, corpus, cfg, metrics, roles, timings, progress)
-    scored = {m: int(n.sum()) for m, n in sequence_tokens(corpus).items()}
     summary = {
-        "corpus": {f: {"n_sequences": n, "n_scored": scored[family_metrics(f)[0]]} for f, n in corpus.sizes.items()},
+        "corpus": corpus_facts(corpus),
         "n_tokens": corpus.n_tokens, "metrics": list(metrics), **found,
         "never_exact": never_exact(effects, model.n_layers, model.n_heads),
         "improved": {metric: by for metric in metrics if (by := improved(pruning, metric)) is not None},
@@ -129,13 +128,17 @@ def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: t
              ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """Estimates, the exact sweep and the pruning curves: (effects, pruning, summary facts:
     exact heads, layer reuse, removable shares with their intervals)."""
-    estimates, means = None, None
+    estimates, means, facts = None, None, {}
     if cfg.attribution or cfg.top_k is not None:
-        # top_k ranks heads by every estimator (attribution first: it also gives the means)
+        with _timed(timings, "estimator_corpus"):
+            wide = estimator_corpus(ablator.model, cfg, metrics, corpus)
+        facts["estimator_corpus"] = corpus_facts(wide)
+        # top_k ranks heads by every estimator (attribution first: it also gives the means); the stage's own
+        # estimator reads the wide corpus, the others (a second opinion on the ranking) the exact sweep's
         frames = []
         for name in (ESTIMATORS if cfg.top_k is not None else (cfg.estimator,)):
             with _timed(timings, name):
-                frame, means = _estimate(ablator, corpus, cfg, name, means, progress)
+                frame, means = _estimate(ablator, wide if name == cfg.estimator else corpus, cfg, name, means, progress)
             _done(progress, f"{name} estimate", timings[name])
             frames.append(frame)
         estimates = pd.concat(frames, ignore_index=True)
@@ -160,7 +163,7 @@ def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: t
         with _timed(timings, "pruning"):
             pruning, shares = _pruning(ablator, effects, cfg, metrics, means, roles, progress)
         _done(progress, f"pruning {len(shares)} metric(s)", timings["pruning"])
-    return effects, pruning, {"exact_heads": len(heads), "layer_reuse": reused, "rounds": log,
+    return effects, pruning, {**facts, "exact_heads": len(heads), "layer_reuse": reused, "rounds": log,
                               "executor": executor.record(), "removable": shares}
 
 
@@ -223,94 +226,6 @@ def head_means(ablator: Ablator, corpus: EvalCorpus) -> torch.Tensor:
 # --- helpers -------------------------------------------------------------------------------
 
 
-def _metrics(model: LoadedModel, cfg: AblateConfig) -> tuple[str, ...]:
-    available = CAUSAL_METRICS if model.causal else ENCODER_METRICS
-    if model.causal and cfg.eval_corpus:  # the user's task first: it orders the pruning curve
-        available = (CORPUS, *available)
-    if cfg.tasks:
-        if not model.causal:
-            raise ConfigError("tasks read logits, which an encoder's metrics do not use: give tasks to a causal LM")
-        available = (*(t.name for t in cfg.tasks), *available)
-    chosen = available if cfg.metrics is None else cfg.metrics
-    wrong = [m for m in chosen if m not in available]
-    if wrong:
-        kind = "causal LM" if model.causal else "encoder"
-        raise ConfigError(f"metrics {', '.join(wrong)} do not apply to a {kind}; choose from {', '.join(available)}")
-    return tuple(chosen)
-
-
-def _corpus(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...], split: int = 0) -> EvalCorpus:
-    wants = set(metrics)
-    user = read_eval_corpus(cfg.eval_corpus) if cfg.eval_corpus and (CORPUS in wants or not model.causal) else None
-    rounds_ = cfg.max_rounds if split == 0 else 1  # split 0 holds every round of the sequential sweep
-    corpus = build_corpus(
-        model, n_prose=rounds_ * cfg.n_prose if (not model.causal or "loss_prose" in wants) else 0,
-        n_repeated=rounds_ * cfg.n_repeated if "loss_repeated" in wants else 0, repeated_lengths=cfg.repeated_lengths,
-        n_syntax=rounds_ * cfg.n_syntax if SV in wants else 0, seed=cfg.seed, max_tokens=cfg.max_tokens_per_batch,
-        split=split, user=user, tasks=tuple(t for t in cfg.tasks if t.name in wants),
-    )
-    if not corpus.batches:
-        unfit = [m for m in metrics if _asked(cfg, m)]
-        if unfit:
-            raise ConfigError(f"no evaluation sequence for {', '.join(unfit)} fits this model and tokenizer: nothing "
-                              f"to measure; choose other metrics (--metric)")
-        raise ConfigError("the evaluation corpus is empty: raise n_prose / n_repeated / n_syntax")
-    return corpus
-
-
-def _asked(cfg: AblateConfig, metric: str) -> int:
-    """How many evaluation sequences the config asks for ``metric``'s family."""
-    return getattr(cfg, {REPEATED: "n_repeated", SV: "n_syntax"}.get(metric, "n_prose"))
-
-
-def _measurable(metrics: tuple[str, ...], corpus: EvalCorpus, cfg: AblateConfig) -> tuple[str, ...]:
-    """The metrics the corpus has sequences for. One whose sequences were asked for but none fits
-    (a short context or a small vocabulary can empty a family) is dropped with a warning."""
-    sizes = metric_sizes(corpus.sizes)
-    empty = [m for m in metrics if not sizes.get(m)]
-    unfit = [m for m in empty if _asked(cfg, m)]
-    if unfit:
-        warnings.warn(f"no evaluation sequence for {', '.join(unfit)} fits this model and tokenizer: not measured",
-                      stacklevel=3)
-    return tuple(m for m in metrics if m not in empty)
-
-
-def _scorable(metrics: tuple[str, ...], corpus: EvalCorpus, model: LoadedModel) -> tuple[str, ...]:
-    """``metrics``, once each is known to have a position to score: a metric whose sequences
-    have none (every target token beyond a small output vocabulary, a task without positions)
-    stops the stage with one line naming it."""
-    scored = sequence_tokens(corpus)
-    for metric in metrics:
-        if not scored[metric].sum():
-            why = (f"has a target token among the model's {model.d_vocab_out} output logit(s)"
-                   if model.d_vocab_out < model.d_vocab else "gives it a position")
-            raise ConfigError(f"metric {metric} has no position to score: none of its {len(scored[metric])} "
-                              f"evaluation sequence(s) {why}; leave it out (--metric), or give it positions a model "
-                              f"with these output logits can score")
-    return metrics
-
-
-def _fit_memory(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...],
-                corpus: EvalCorpus, grow: bool = False) -> tuple[AblateConfig, EvalCorpus]:
-    """The config and corpus with a token budget per pass whose estimated peak memory fits (see
-    interp.model.memory), grown to the free memory with ``grow``; the corpus is batched again
-    when the budget changed."""
-    pad = model.tokenizer.pad_token_id or 0
-    # Copies per pass: at most a layer's heads (sweep) or the pruning steps, within the budget.
-    steps = len(step_sizes(model.n_layers * model.n_heads, cfg.prune_step)) if cfg.prune else 0
-    most = max(cfg.heads_per_pass or model.n_heads, steps)
-
-    def shapes(budget: int) -> list[tuple[int, int, int, int]]:
-        return [(len(b), b.tokens.shape[1], len(b.row_batch), min(most, pass_size(b, None, budget)))
-                for b in make_batches(corpus.items, budget, pad)]
-
-    budget = memory.ablate_budget(memory.Shape.of(model), cfg.max_tokens_per_batch, shapes, model.device, grow=grow)
-    if budget == cfg.max_tokens_per_batch:
-        return cfg, corpus
-    cfg = dataclasses.replace(cfg, max_tokens_per_batch=budget)
-    return cfg, _corpus(model, cfg, metrics)
-
-
 def _estimate(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, estimator: str, means: torch.Tensor | None,
               progress: bool) -> tuple[pd.DataFrame, torch.Tensor | None]:
     """Every head's estimated effect rows (``estimator`` the estimator's name) and the heads' means
@@ -342,7 +257,7 @@ def _exact(ablator: Ablator, corpus: EvalCorpus, heads: list[tuple[int, int]], c
     def table() -> pd.DataFrame:
         return effects_from_sums(store, "exact", cfg.n_bootstrap, cfg.seed, tokens)
 
-    # the built-in families were made max_rounds times as large (_corpus); the user's sequences were not
+    # the built-in families were made max_rounds times as large (stage_corpus); the user's sequences were not
     whole = frozenset(corpus.sizes) - ({PROSE, REPEATED, SV} | ({ENCODER} if not cfg.eval_corpus else set()))
     parts = rounds(corpus, cfg.max_rounds, cfg.max_tokens_per_batch, ablator.model.tokenizer.pad_token_id or 0, whole)
     if len(parts) == 1:
@@ -360,11 +275,11 @@ def _pruning(ablator: Ablator, effects: pd.DataFrame, cfg: AblateConfig, metrics
     held-out split (split 1, see corpus.py), then every role's heads removed at once: (the
     ``pruning`` rows, metric -> tolerance -> removable share with its bootstrap interval)."""
     model = ablator.model
-    held_out = _corpus(model, cfg, metrics, split=1)
+    held_out = stage_corpus(model, cfg, metrics, split=1)
     heads = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
     by_role = _heads_by_role(roles)
     frames, shares = [], {}
-    for metric in _measurable(metrics, held_out, cfg):
+    for metric in measurable(metrics, held_out, cfg):
         removals = Removals(ablator, held_out, metric, cfg.ablations[0], means, cfg.max_tokens_per_batch)
         order = pruning_order(effects, heads, metric, cfg.ablations[0])
         curve, shares[metric] = metric_curve(removals, order, cfg.prune_step, cfg.n_bootstrap, cfg.seed, progress)

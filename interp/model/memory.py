@@ -131,6 +131,19 @@ def ablate_peak(shape: Shape, batches: Sequence[tuple[int, int, int, int]]) -> f
     return ABLATE_FIXED + max((ablate_batch_peak(shape, *b) for b in batches), default=0.0)
 
 
+def check_estimator_terms(n_layers: int, n_heads: int, d_head: int, n_elements: int, resample: bool,
+                          device: str = "cpu", available: float | None = None) -> None:
+    """MemoryBudgetError when attribution's per-sequence sums would not fit: it keeps, for every batch
+    element, layer and head, the gradient summed over positions (twice with resample) until the
+    heads' means are known at the end of the corpus."""
+    need = (2 if resample else 1) * n_layers * n_elements * n_heads * d_head * FLOAT32
+    room = HEADROOM * (available_bytes(device) if available is None else available)
+    if need > room:
+        raise MemoryBudgetError(f"the estimator's {n_elements} sequences need about {_gib(need)} for their gradient "
+                                f"sums and only {_gib(room)} of memory is free to use: lower --estimator-positions "
+                                f"(or free memory)")
+
+
 MAX_GROWN = 2**20  # tokens: a budget never grows past this, whatever the memory
 
 

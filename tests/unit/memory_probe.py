@@ -50,14 +50,15 @@ def collect_case(model, kwargs: dict) -> tuple[float, object]:
 
 def ablate_case(model, kwargs: dict) -> tuple[float, object]:
     from interp.model import memory
-    from interp.ablate.stage import _corpus, _metrics, ablate
+    from interp.ablate.corpora import stage_corpus, stage_metrics
+    from interp.ablate.stage import ablate
     from interp.ablate.pruning import step_sizes
     from interp.ablate.sweep import pass_size
     from interp import AblateConfig
 
     config = AblateConfig(threads=1, **kwargs)
     cfg = config.resolved(model.n_layers * model.n_heads)
-    corpus = _corpus(model, cfg, _metrics(model, cfg))
+    corpus = stage_corpus(model, cfg, stage_metrics(model, cfg))
     steps = len(step_sizes(model.n_layers * model.n_heads, cfg.prune_step)) if cfg.prune else 0
     most = max(cfg.heads_per_pass or model.n_heads, steps)
     shapes = [(len(b), b.tokens.shape[1], len(b.row_batch), min(most, pass_size(b, None, cfg.max_tokens_per_batch)))

@@ -50,10 +50,10 @@ def test_loss_corpus_is_the_token_weighted_next_token_loss_of_the_users_even_lin
 
 
 def test_a_causal_model_puts_the_users_metric_first(llama, eval_file):
-    from interp.ablate.stage import _metrics
+    from interp.ablate.corpora import stage_metrics
 
-    assert _metrics(llama, AblateConfig(eval_corpus=str(eval_file)))[0] == CORPUS
-    assert CORPUS not in _metrics(llama, AblateConfig())
+    assert stage_metrics(llama, AblateConfig(eval_corpus=str(eval_file)))[0] == CORPUS
+    assert CORPUS not in stage_metrics(llama, AblateConfig())
 
 
 def test_an_encoder_reads_the_users_sequences_instead_of_the_prose(bert, eval_file):
