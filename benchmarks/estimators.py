@@ -11,21 +11,25 @@ steps. Per metric with estimates:
 - **spearman**: rank correlation of estimate and exact delta over all heads;
 - **seconds**: the estimator's wall time on the corpus (the exact sweep's alongside).
 
-The top-k selection's rule is measured too: a head's score is its best percentile of
-|estimate| under either attribution or integrated gradients (4 steps), so a head that either
-estimator ranks high is chosen (no Spearman: it ranks, it does not estimate).
+Attribution is measured a second time on the corpus ``--top-k`` gives it (``--positions``,
+4000 scored positions per metric by default: the same sequences and more of each family,
+:func:`interp.ablate.corpora.estimator_corpus`), against the same exact effects. The top-k
+selection's rule is measured too: a head's score is its best percentile of |estimate| under
+either that attribution or integrated gradients (4 steps, on the sweep's corpus), so a head
+that either estimator ranks high is chosen (no Spearman: it ranks, it does not estimate).
 
 Models: planted (hand-set weights: a previous-token head feeding two induction heads), the
 toy trained on text with repeats (interp.synthetic.toy: a layer-0 previous-token head feeding
 layer-1 induction heads), three models trained on the induction task (interp.synthetic.trained,
 seeds 0-2), MiniLM-L6 (encoder: only retrieval_margin has a gradient) and SmolLM2-135M.
 
-Usage: ``python benchmarks/estimators.py [--models toy,trained,planted,minilm,smollm2] [--no-write]``
+Usage: ``python benchmarks/estimators.py [--models toy,trained,planted,minilm,smollm2] [--positions N] [--no-write]``
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -37,8 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import markdown, write_section  # noqa: E402
 
 from interp.ablate.stage import AblateConfig  # noqa: E402
-from interp.ablate.config import CPU_TOKENS_PER_PASS  # noqa: E402
+from interp.ablate.config import CPU_TOKENS_PER_PASS, ESTIMATOR_POSITIONS  # noqa: E402
 from interp.ablate.attribution import attribute  # noqa: E402
+from interp.ablate.corpora import estimator_corpus, stage_metrics  # noqa: E402
 from interp.ablate.evaluation import build_corpus  # noqa: E402
 from interp.ablate.forward import Ablator  # noqa: E402
 from interp.ablate.integrated import integrate  # noqa: E402
@@ -49,8 +54,7 @@ from interp.ablate.threads import stage_threads  # noqa: E402
 
 SCRIPT = "benchmarks/estimators.py"
 STEPS = (1, 2, 4, 8)
-SELECTORS = ("attribution", "integrated/4")  # what --top-k ranks heads by (interp.ablate.selection)
-COMBINED = "top-k rule: attribution or integrated/4"
+SELECTORS = ("wide", "integrated/4")  # what --top-k ranks heads by (interp.ablate.selection)
 
 
 def recall(exact: pd.Series, estimate: pd.Series, top: int, window: int) -> float:
@@ -69,7 +73,7 @@ def deltas(store: SumStore, method: str) -> pd.DataFrame:
     return frame.set_index(["metric", "layer", "head"])["delta"].rename(method).to_frame()
 
 
-def measure(name: str, model, cfg: AblateConfig, kind: str) -> list[dict]:
+def measure(name: str, model, cfg: AblateConfig, kind: str, positions: int) -> list[dict]:
     corpus = build_corpus(model, cfg.n_prose, cfg.n_repeated, cfg.repeated_lengths, cfg.n_syntax, cfg.seed,
                           cfg.max_tokens_per_batch)
     ablator = Ablator(model)
@@ -79,6 +83,14 @@ def measure(name: str, model, cfg: AblateConfig, kind: str) -> list[dict]:
     attr = attribute(ablator, corpus, (kind,), progress=False)
     seconds["attribution"] = time.perf_counter() - start
     frames.append(deltas(attr.store, "attribution"))
+    wide_name = f"attribution, {positions} positions"
+    one_round = dataclasses.replace(cfg, max_rounds=1, estimator_positions=positions)
+    wide = estimator_corpus(model, one_round, stage_metrics(model, one_round), corpus)
+    start = time.perf_counter()
+    frames.append(deltas(attribute(ablator, wide, (kind,), progress=False).store, wide_name))
+    seconds[wide_name] = time.perf_counter() - start
+    combined = f"top-k rule: {wide_name} or integrated/4"
+    selectors = [wide_name if s == "wide" else s for s in SELECTORS]
     for steps in STEPS:
         start = time.perf_counter()
         store = integrate(ablator, corpus, (kind,), attr.means, steps, progress=False)
@@ -93,14 +105,15 @@ def measure(name: str, model, cfg: AblateConfig, kind: str) -> list[dict]:
     rows = []
     for metric, part in table.groupby(level="metric"):
         # The top-k selection's rule: a head's best percentile of |estimate| over both estimators.
-        part = part.assign(**{COMBINED: pd.concat([part[m].abs().rank(pct=True) for m in SELECTORS], axis=1).max(1)})
-        seconds[COMBINED] = sum(seconds[m] for m in SELECTORS)
+        part = part.assign(**{combined: pd.concat([part[m].abs().rank(pct=True) for m in selectors], axis=1).max(1)})
+        seconds[combined] = sum(seconds[m] for m in selectors)
         for method in [c for c in part.columns if c != "exact"]:
             rows.append({
-                "model": name, "metric": metric, "heads": len(heads), "tokens": corpus.n_tokens,
+                "model": name, "metric": metric, "heads": len(heads),
+                "tokens": wide.n_tokens if method in (wide_name, combined) else corpus.n_tokens,
                 "estimator": method, "top_in_window": f"{top} in {window}",
                 "recall": recall(part["exact"], part[method], top, window),
-                "spearman": part["exact"].rank().corr(part[method].rank()) if method != COMBINED else float("nan"),
+                "spearman": part["exact"].rank().corr(part[method].rank()) if method != combined else float("nan"),
                 "seconds": seconds[method], "exact_seconds": seconds["exact"],
             })
     return rows
@@ -136,13 +149,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="planted,toy,trained,minilm,smollm2")
     parser.add_argument("--kind", default=AblateConfig().ablations[0], help="ablation kind  [default: the stage's]")
+    parser.add_argument("--positions", type=int, default=ESTIMATOR_POSITIONS,
+                        help="scored positions per metric of the second attribution  [default: --top-k's]")
     parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md alone")
     args = parser.parse_args()
     cfg = AblateConfig(max_tokens_per_batch=CPU_TOKENS_PER_PASS)
     rows = []
     with stage_threads(torch.get_num_threads()):
         for name, model in models(args.models.split(",")):
-            measured = measure(name, model, cfg, args.kind)
+            measured = measure(name, model, cfg, args.kind, args.positions)
             rows += measured
             print(pd.DataFrame(measured).round(3).to_string(index=False), flush=True)
             del model
@@ -154,8 +169,8 @@ def main() -> None:
     shown = results.assign(recall=results["recall"].round(2), spearman=results["spearman"].round(3),
                            seconds=results["seconds"].round(1), exact_seconds=results["exact_seconds"].round(1))
     body = (
-        f"{args.kind.capitalize()} ablation on the ablate stage's default evaluation corpus; exact = every head "
-        "ablated alone. "
+        f"{args.kind.capitalize()} ablation on the ablate stage's default evaluation corpus (one round); exact = "
+        "every head ablated alone. `tokens`: the tokens the estimator read (the exact sweep read the first ones). "
         "recall: share of the `top` heads with the largest exact |delta| among the estimator's `window` largest "
         "|estimates| (10 in 30; a quarter in a half of the heads for models under 60 heads). "
         "`integrated/k`: integrated gradients over the clean -> ablated path, k path points. "
@@ -163,8 +178,10 @@ def main() -> None:
         + markdown(shown)
         + "\n\nPer estimator, over every (model, metric) above:\n\n" + markdown(summary.reset_index())
         + f"\n\nBest recall (worst first, then mean): {summary.index[0]!r}. The stage's estimator (the estimates "
-        f"in its table): `AblateConfig.estimator` = {cfg.estimator!r}; `--top-k` ranks heads by attribution or "
-        f"integrated gradients ({cfg.ig_steps} steps), whichever ranks a head higher."
+        f"in its table): `AblateConfig.estimator` = {cfg.estimator!r}; `--top-k` ranks heads by attribution on "
+        f"{ESTIMATOR_POSITIONS} positions per metric or integrated gradients ({cfg.ig_steps} steps, on the sweep's "
+        f"corpus), whichever ranks a head higher. The exact effects are themselves measured on the sweep's few "
+        f"sequences: where their intervals overlap, the exact top {sizes(270)[0]} is partly sampling noise."
     )
     write_section("estimators", SCRIPT, body)
 

@@ -23,10 +23,11 @@ QUICK_BUDGET = 60.0  # quick mode: seconds of exact sweep before no further roun
 # Scored positions per metric the stage's estimator reads where it chooses the heads that are ablated exactly
 # (--top-k): enough that its ranking is not sampling noise. On SmolLM2 and a 2-core CPU, 4000 of each metric's
 # positions take about 4 minutes of attribution (sv_logit_diff reads one position per ~10-token sentence); --quick
-# reads 500 (about half a minute). A full sweep measures every head exactly, so its estimator reads the sweep's own
-# corpus: the minutes go to the exact rounds instead (README, "Effects: how they are measured").
+# reads 300 (about 25 s, so that it stays within 3 minutes). A full sweep measures every head exactly, so its
+# estimator reads the sweep's own corpus: the minutes go to the exact rounds instead (README, "Effects: how they
+# are measured").
 ESTIMATOR_POSITIONS = 4000
-QUICK_ESTIMATOR_POSITIONS = 500
+QUICK_ESTIMATOR_POSITIONS = 300
 MAX_ROUNDS = 1000  # rounds of the sequential sweep: each adds sequences, so this is far beyond any budget
 # Where the exact sweep runs (interp.ablate.executor): placement only, the tables are the same.
 EXECUTORS = ("local", "ray")
@@ -81,7 +82,7 @@ class AblateConfig:
     estimator_positions: int | None = option(None, ge=0, le=MAX_INT)
     """scored positions per metric the estimator reads at least: the exact sweep's sequences and more of each built-in
     family (prose stops at the lines its half holds; your own corpus and tasks are read whole); 0: the exact sweep's
-    corpus; default: 4000 with --top-k, 500 with --quick, 0 for a full sweep (every head is measured exactly)"""
+    corpus; default: 4000 with --top-k, 300 with --quick, 0 for a full sweep (every head is measured exactly)"""
     ig_steps: int = option(4, ge=1, le=MAX_INT)
     """integrated gradients: path points (one forward + backward each)"""
     audit: int | None = option(None, ge=1, le=MAX_INT)

@@ -108,10 +108,10 @@ _FAMILY_OF = {"n_prose": {True: PROSE, False: ENCODER}, "n_repeated": {True: REP
 
 def _grown(count: int, scored: int, target: int) -> int:
     """Sequences that should hold ``target`` scored positions where ``count`` held ``scored`` (2% over,
-    since a family may drop some of its new sequences)."""
-    if scored >= target:
+    since a family may drop some of its new sequences); ``count`` where none of them was scorable."""
+    if scored >= target or not scored:  # none fits this model: more of the same would not either
         return count
-    return math.ceil(count * target / max(scored, 1) * 1.02)
+    return math.ceil(count * target / scored * 1.02)
 
 
 def _family_tokens(corpus: EvalCorpus) -> dict[str, Any]:

@@ -300,7 +300,7 @@ def test_estimate_rows_count_the_estimator_corpus_positions(llama):
 def test_the_estimator_positions_default_to_where_the_estimator_chooses():
     assert AblateConfig().resolved(270).estimator_positions == 0  # a full sweep: every head is exact
     assert AblateConfig(top_k=10).resolved(270).estimator_positions == 4000
-    assert AblateConfig(quick=True).resolved(270).estimator_positions == 500
+    assert AblateConfig(quick=True).resolved(270).estimator_positions == 300
     assert AblateConfig(top_k=10, estimator_positions=70).resolved(270).estimator_positions == 70
 
 
@@ -447,3 +447,11 @@ def test_group_ablation_and_the_role_check(llama):
     assert check.rise == pytest.approx(base - ablated)  # a falling logit difference is worse
     with pytest.raises(ValueError, match="no head is labelled"):
         role_vs_random(ablator, corpus, roles, "delimiter", "loss_prose")
+
+
+def test_a_family_with_no_scorable_sequence_does_not_grow():
+    from interp.ablate.corpora import _grown
+
+    assert _grown(16, 0, 4000) == 16  # nothing fits: drawing 4000x as many would not help
+    assert _grown(16, 4000, 4000) == 16
+    assert _grown(10, 100, 1000) == 102  # 10x, and 2% over for the sentences a family drops
