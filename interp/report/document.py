@@ -53,6 +53,8 @@ def _notes(summary: dict[str, Any], exemplar_note: str | None) -> list[C.Text]:
     if summary.get("never_exact"):
         notes.append(C.Text(_exact_note(summary["never_exact"], summary["shape"]), "note"))
     notes += [C.Text(text, "note") for text in summary.get("measurement_notes") or []]
+    if summary.get("estimator_reads"):
+        notes.append(C.Text(summary["estimator_reads"], "note"))
     open_ = [r for r in summary.get("precision") or [] if r.get("rounds", 0) + r.get("budget", 0)]
     if open_:
         parts = [f"{r['metric']} ({r['ablation']}): {r.get('met', 0)} met, {r.get('budget', 0)} stopped by the time "

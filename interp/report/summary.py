@@ -363,6 +363,7 @@ def report_summary(run: RunTables) -> dict[str, Any]:
         "estimate_misses": estimate_misses(run.effects),
         "precision": precision_counts(run.effects),
         "measurement_notes": measurement_notes(manifest, run.roles),
+        "estimator_reads": estimator_reads(manifest),
     }
     if run.roles is not None and not run.roles.empty:
         counts = role_counts(run.roles)
@@ -395,6 +396,20 @@ def measurement_notes(manifest: dict[str, Any], roles: pd.DataFrame | None) -> l
                      f"whose role these could decide are marked {UNMEASURED} (no role, no confidence); a head whose role "
                      f"rests on a measured feature keeps it (the roles table's unmeasured column names what was not).")
     return notes
+
+
+def estimator_reads(manifest: dict[str, Any]) -> str | None:
+    """One line saying what the estimates rest on, where the estimator read more than the exact
+    sweep (``--top-k``, ``--quick``: the manifest's ``stages.ablate.estimator_corpus``); None where
+    both read the same sequences."""
+    ablate = (manifest.get("stages") or {}).get("ablate") or {}
+    wide, sweep = ablate.get("estimator_corpus") or {}, ablate.get("corpus") or {}
+    if not wide or wide == sweep:
+        return None
+    parts = ", ".join(f"{family} {facts['n_scored']} ({(sweep.get(family) or {}).get('n_scored', 0)})"
+                      for family, facts in wide.items())
+    return (f"The estimates that chose the exactly-ablated heads read more sequences than the exact sweep: scored "
+            f"positions per family, the exact sweep's in brackets: {parts}.")
 
 
 # --- values as text (shared by the HTML and the PDF) ---------------------------------------

@@ -199,3 +199,15 @@ def test_role_pruning_table_reads_the_role_rows():
     assert table[["role", "heads", "metric"]].values.tolist() == [["first_token", 2, "loss_prose"]]
     assert table[["worse", "worse_low", "worse_high"]].values.tolist()[0] == pytest.approx([0.25, 0.15, 0.35])
     assert S.role_pruning_table(pruning.drop(columns="removed_by"), None) is None
+
+
+def test_the_estimators_own_corpus_is_stated_only_where_it_is_larger():
+    sweep = {"loss_prose": {"n_sequences": 9, "n_scored": 137}, "sv_logit_diff": {"n_sequences": 24, "n_scored": 24}}
+    wide = {"loss_prose": {"n_sequences": 18, "n_scored": 310}, "sv_logit_diff": {"n_sequences": 310, "n_scored": 306}}
+    manifest = {"stages": {"ablate": {"corpus": sweep, "estimator_corpus": wide}}}
+    assert S.estimator_reads(manifest) == (
+        "The estimates that chose the exactly-ablated heads read more sequences than the exact sweep: scored "
+        "positions per family, the exact sweep's in brackets: loss_prose 310 (137), sv_logit_diff 306 (24).")
+    assert S.estimator_reads({"stages": {"ablate": {"corpus": sweep, "estimator_corpus": sweep}}}) is None
+    assert S.estimator_reads({"stages": {"ablate": {"corpus": sweep}}}) is None
+    assert S.estimator_reads({}) is None
