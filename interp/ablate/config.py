@@ -23,11 +23,12 @@ QUICK_BUDGET = 60.0  # quick mode: seconds of exact sweep before no further roun
 # Scored positions per metric the stage's estimator reads where it chooses the heads that are ablated exactly
 # (--top-k): enough that its ranking is not sampling noise. On SmolLM2 and a 2-core CPU, 4000 of each metric's
 # positions take about 4 minutes of attribution (sv_logit_diff reads one position per ~10-token sentence); --quick
-# reads 300 (about 25 s, so that it stays within 3 minutes). A full sweep measures every head exactly, so its
+# reads 200 (about 20 s, so that it stays within 3 minutes). A full sweep measures every head exactly, so its
 # estimator reads the sweep's own corpus: the minutes go to the exact rounds instead (README, "Effects: how they
 # are measured").
 ESTIMATOR_POSITIONS = 4000
-QUICK_ESTIMATOR_POSITIONS = 300
+QUICK_ESTIMATOR_POSITIONS = 200
+QUICK_IG_STEPS = 2  # quick mode's second opinion: integrated gradients over 2 path points (recall as 4 on the toys)
 MAX_ROUNDS = 1000  # rounds of the sequential sweep: each adds sequences, so this is far beyond any budget
 # Where the exact sweep runs (interp.ablate.executor): placement only, the tables are the same.
 EXECUTORS = ("local", "ray")
@@ -82,7 +83,7 @@ class AblateConfig:
     estimator_positions: int | None = option(None, ge=0, le=MAX_INT)
     """scored positions per metric the estimator reads at least: the exact sweep's sequences and more of each built-in
     family (prose stops at the lines its half holds; your own corpus and tasks are read whole); 0: the exact sweep's
-    corpus; default: 4000 with --top-k, 300 with --quick, 0 for a full sweep (every head is measured exactly)"""
+    corpus; default: 4000 with --top-k, 200 with --quick, 0 for a full sweep (every head is measured exactly)"""
     ig_steps: int = option(4, ge=1, le=MAX_INT)
     """integrated gradients: path points (one forward + backward each)"""
     audit: int | None = option(None, ge=1, le=MAX_INT)
@@ -113,8 +114,9 @@ class AblateConfig:
     """with --executor ray: actors, each loading the model once; default: as many as the cluster's CPUs hold, at most
     one per layer"""
     quick: bool = option(False)
-    """small evaluation corpus, exact ablation only of the top 2% (at least 5) per metric and estimator, a 60 s time
-    budget for its rounds, 10% pruning steps"""
+    """small evaluation corpus, exact ablation only of the top 2% (at least 5) per metric and estimator (estimated on
+    200 positions per metric, integrated gradients over 2 points), a 60 s time budget for its rounds, 10% pruning
+    steps"""
     seed: int = option(0, ge=0, le=MAX_INT)
     """seed of the evaluation sequences, the audit sample and the bootstrap"""
 
@@ -157,5 +159,6 @@ class AblateConfig:
         return dataclasses.replace(
             self, **sizes, top_k=self.top_k or max(QUICK_MIN_HEADS, math.ceil(QUICK_TOP_SHARE * n_heads)),
             prune_step=self.prune_step or QUICK_PRUNE_STEP, n_bootstrap=min(self.n_bootstrap, 200),
+            ig_steps=min(self.ig_steps, QUICK_IG_STEPS),
             time_budget=min(self.time_budget or QUICK_BUDGET, QUICK_BUDGET),
         )

@@ -300,7 +300,7 @@ def test_estimate_rows_count_the_estimator_corpus_positions(llama):
 def test_the_estimator_positions_default_to_where_the_estimator_chooses():
     assert AblateConfig().resolved(270).estimator_positions == 0  # a full sweep: every head is exact
     assert AblateConfig(top_k=10).resolved(270).estimator_positions == 4000
-    assert AblateConfig(quick=True).resolved(270).estimator_positions == 300
+    assert AblateConfig(quick=True).resolved(270).estimator_positions == 200
     assert AblateConfig(top_k=10, estimator_positions=70).resolved(270).estimator_positions == 70
 
 
@@ -354,6 +354,7 @@ def test_config_validation(bad):
 def test_quick_mode_resolution():
     q = AblateConfig(quick=True).resolved(270)
     assert q.top_k == 6 and q.prune_step == 0.1 and q.n_prose <= 3 and q.n_bootstrap <= 200  # 2% per list
+    assert q.ig_steps == 2 and q.estimator_positions == 200
     assert AblateConfig(quick=True).resolved(12).top_k == 5
     filled = dict(max_tokens_per_batch=CPU_TOKENS_PER_PASS, estimator_positions=0)
     assert AblateConfig().resolved(270) == AblateConfig(**filled)  # filled in
