@@ -21,11 +21,10 @@ CPU_TOKENS_PER_PASS = 2048  # the ablate stage's pass on a CPU, and where an acc
 DEFAULT_ROUNDS = 3  # the sequential sweep is on by default: heads still open after a round get new sequences
 QUICK_BUDGET = 60.0  # quick mode: seconds of exact sweep before no further round starts
 # Scored positions per metric the stage's estimator reads where it chooses the heads that are ablated exactly
-# (--top-k): enough that its ranking is not sampling noise. On SmolLM2 and a 2-core CPU, 4000 of each metric's
-# positions take about 4 minutes of attribution (sv_logit_diff reads one position per ~10-token sentence); --quick
-# reads 200 (about 20 s, so that it stays within 3 minutes). A full sweep measures every head exactly, so its
-# estimator reads the sweep's own corpus: the minutes go to the exact rounds instead (README, "Effects: how they
-# are measured").
+# (--top-k): enough that its ranking is not sampling noise. Attribution's cost grows with the tokens read, and
+# sv_logit_diff reads one position per sentence, so --quick reads fewer, to stay within its 3 minutes
+# (benchmarks/run_time.py). A full sweep measures every head exactly, so its estimator reads the sweep's
+# own corpus: the minutes go to the exact rounds instead (README, "Effects: how they are measured").
 ESTIMATOR_POSITIONS = 4000
 QUICK_ESTIMATOR_POSITIONS = 200
 QUICK_IG_STEPS = 2  # quick mode's second opinion: integrated gradients over 2 path points (recall as 4 on the toys)

@@ -82,11 +82,12 @@ def estimator_corpus(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, 
     has ``estimator_positions`` scored positions or its family has no more: prose stops at the
     lines of its half, and the user's corpus and tasks are in ``corpus`` whole already."""
     counts = family_counts(model, cfg, metrics)
+    most = {"n_prose": len(prose_subset(MAX_GENERATED).sentences)}  # generated families: up to MAX_GENERATED
     wide = corpus
     for _ in range(GROWTH_STEPS):
         scored = {family: int(n.sum()) for family, n in _family_tokens(wide).items()}
         grown = {name: min(_grown(count, scored.get(_FAMILY_OF[name][model.causal], 0), cfg.estimator_positions),
-                           len(prose_subset(MAX_GENERATED).sentences) if name == "n_prose" else MAX_GENERATED)
+                           most.get(name, MAX_GENERATED))
                  for name, count in counts.items() if count}
         grown = {name: n for name, n in grown.items() if n > counts[name]}
         if not grown:
