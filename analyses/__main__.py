@@ -39,16 +39,27 @@ def stale(results: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m analyses", description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", metavar="NAME", help=f"experiments to run (default: all): {', '.join(EXPERIMENTS)}")
-    parser.add_argument("--stale", action="store_true", help="only those whose write-up is missing or out of date")
+    parser.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help=f"experiments to run (default: all): {', '.join(EXPERIMENTS)}",
+    )
+    parser.add_argument(
+        "--stale", action="store_true", help="only those whose write-up is missing or out of date"
+    )
     parser.add_argument("--quick", action="store_true", help="quick mode (smoke tests)")
-    parser.add_argument("--out", type=Path, default=None, help="results folder (each experiment's default if unset)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="results folder (each experiment's default if unset)"
+    )
     parser.add_argument("--cache", type=Path, default=None, help="trained-model cache")
     parser.add_argument("--processes", type=int, default=None, help="trainings run in parallel")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.names) - set(EXPERIMENTS))
     if unknown:
-        parser.error(f"unknown experiment(s) {', '.join(unknown)}; choose from {', '.join(EXPERIMENTS)}")
+        parser.error(
+            f"unknown experiment(s) {', '.join(unknown)}; choose from {', '.join(EXPERIMENTS)}"
+        )
     names = [n for n in EXPERIMENTS if n in args.names] if args.names else list(EXPERIMENTS)
     if args.stale:
         results = args.out or (QUICK_RESULTS if args.quick else RESULTS)
@@ -57,17 +68,27 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             print(f"{name}: stale ({'; '.join(reasons[name])})", flush=True)
     passed = ["--quick"] * args.quick
-    for flag, value in (("--out", args.out), ("--cache", args.cache), ("--processes", args.processes)):
+    for flag, value in (
+        ("--out", args.out),
+        ("--cache", args.cache),
+        ("--processes", args.processes),
+    ):
         passed += [flag, str(value)] if value is not None else []
     started = time.perf_counter()
     for name in names:
         began = time.perf_counter()
         code = subprocess.run([sys.executable, "-m", f"analyses.{name}", *passed]).returncode
-        print(f"{name}: {time.perf_counter() - began:.0f} s{'' if code == 0 else f', failed (exit {code})'}", flush=True)
+        print(
+            f"{name}: {time.perf_counter() - began:.0f} s{'' if code == 0 else f', failed (exit {code})'}",
+            flush=True,
+        )
         if code != 0:
             return code
-    print(f"{len(names)} experiment(s) in {time.perf_counter() - started:.0f} s"
-          + ("" if names else " (nothing to do)"), flush=True)
+    print(
+        f"{len(names)} experiment(s) in {time.perf_counter() - started:.0f} s"
+        + ("" if names else " (nothing to do)"),
+        flush=True,
+    )
     return 0
 
 

@@ -89,31 +89,52 @@ class Experiment:
         from interp.synthetic.cache import is_cached, train_many
 
         cached = [is_cached(job, self.cache) for job in jobs]
-        results = train_many(jobs, self.cache, processes=self.processes, progress=sys.stderr.isatty())
+        results = train_many(
+            jobs, self.cache, processes=self.processes, progress=sys.stderr.isatty()
+        )
         self.trained += cached.count(False)
         self.loaded += cached.count(True)
         self.cached_train_seconds += sum(r.train_seconds for r, c in zip(results, cached) if c)
         return results
 
-    def write(self, title: str, claim: str, answer: str, seeds: str, sections: list[tuple[str, str]]) -> Path:
+    def write(
+        self, title: str, claim: str, answer: str, seeds: str, sections: list[tuple[str, str]]
+    ) -> Path:
         """Write ``NAME.md`` (the claim, the answer, how it was run, then ``sections``: heading,
         body) and ``NAME.json`` (the same facts as data)."""
         seconds = time.perf_counter() - self.started
         code = code_version()
-        data = {"name": self.name, "title": title, "claim": claim, "answer": answer, "command": self.command,
-                "quick": self.quick, "run_seconds": round(seconds, 2), "machine": machine(),
-                "date": dt.date.today().isoformat(), **code, "seeds": seeds,
-                "trained": self.trained, "loaded": self.loaded,
-                "cached_train_seconds": round(self.cached_train_seconds, 2)}
+        data = {
+            "name": self.name,
+            "title": title,
+            "claim": claim,
+            "answer": answer,
+            "command": self.command,
+            "quick": self.quick,
+            "run_seconds": round(seconds, 2),
+            "machine": machine(),
+            "date": dt.date.today().isoformat(),
+            **code,
+            "seeds": seeds,
+            "trained": self.trained,
+            "loaded": self.loaded,
+            "cached_train_seconds": round(self.cached_train_seconds, 2),
+        }
         cache = f"{self.trained} model(s) trained in this run, {self.loaded} loaded from the cache"
         if self.loaded:
             cache += f" (they had taken {self.cached_train_seconds / 60:.1f} min of training)"
         lines = [
-            f"# {title}", "", f"**Claim.** {claim}", "", f"**Answer.** {answer}", "",
+            f"# {title}",
+            "",
+            f"**Claim.** {claim}",
+            "",
+            f"**Answer.** {answer}",
+            "",
             f"- Command: `{self.command}`{' (quick mode: a smoke test, not a result)' if self.quick else ''}",
             f"- Run time: {seconds / 60:.1f} min ({seconds:.0f} s) on {data['machine']}, {data['date']}",
             f"- Code: {code_line(code)}",
-            f"- Seeds: {seeds}", f"- Models: {cache}",
+            f"- Seeds: {seeds}",
+            f"- Models: {cache}",
             f"- Tables (csv) and figures (png): `{self.name}/`, next to this file",
             "",
         ]
@@ -135,14 +156,18 @@ def dependency_versions() -> dict[str, Any]:
     from interp.classify.reference import REFERENCE_VERSION
     from interp.collect.config import FEATURES_VERSION
 
-    return {"features_version": FEATURES_VERSION, "reference_version": REFERENCE_VERSION,
-            "ablation": AblateConfig().ablations[0]}
+    return {
+        "features_version": FEATURES_VERSION,
+        "reference_version": REFERENCE_VERSION,
+        "ablation": AblateConfig().ablations[0],
+    }
 
 
 def depends_on(name: str) -> tuple[str, ...]:
     """The keys of :func:`dependency_versions` that experiment ``name``'s write-up depends on."""
-    return ((("features_version", "reference_version") if name in USES_CLASSIFIER else ())
-            + (("ablation",) if name in USES_ABLATE_DEFAULTS else ()))
+    return (("features_version", "reference_version") if name in USES_CLASSIFIER else ()) + (
+        ("ablation",) if name in USES_ABLATE_DEFAULTS else ()
+    )
 
 
 def why_stale(results: Path, name: str, now: dict | None = None) -> list[str]:
@@ -154,8 +179,11 @@ def why_stale(results: Path, name: str, now: dict | None = None) -> list[str]:
         return ["no write-up"]
     now = dependency_versions() if now is None else now
     made = write_up_data(path) or {}
-    return [f"{key} {made[key] if key in made else 'not recorded'}, now {now[key]}"
-            for key in depends_on(name) if made.get(key) != now[key]]
+    return [
+        f"{key} {made[key] if key in made else 'not recorded'}, now {now[key]}"
+        for key in depends_on(name)
+        if made.get(key) != now[key]
+    ]
 
 
 def code_version() -> dict[str, Any]:
@@ -167,7 +195,16 @@ def code_version() -> dict[str, Any]:
     dirty = False
     if commit is not None:
         # the results folder itself is left out: rewriting it is what a run does
-        changed = ["git", "diff", "--quiet", "HEAD", "--", "interp", "analyses", ":(exclude)analyses/results"]
+        changed = [
+            "git",
+            "diff",
+            "--quiet",
+            "HEAD",
+            "--",
+            "interp",
+            "analyses",
+            ":(exclude)analyses/results",
+        ]
         dirty = subprocess.run(changed, cwd=ROOT, capture_output=True).returncode != 0
     return {"commit": commit, "uncommitted": dirty, **dependency_versions()}
 
@@ -193,14 +230,29 @@ def features_version(write_up: Path) -> int | None:
     return (write_up_data(write_up) or {}).get("features_version")
 
 
-def start(name: str, doc: str, extra: list[tuple[tuple[str, ...], dict[str, Any]]] = ()) -> tuple[Experiment, argparse.Namespace]:
+def start(
+    name: str, doc: str, extra: list[tuple[tuple[str, ...], dict[str, Any]]] = ()
+) -> tuple[Experiment, argparse.Namespace]:
     """Parse the common options (plus ``extra`` ones) and set up the run."""
-    parser = argparse.ArgumentParser(prog=f"python -m analyses.{name}", description=doc.strip().splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog=f"python -m analyses.{name}", description=doc.strip().splitlines()[0]
+    )
     parser.add_argument("--quick", action="store_true", help="a small, fast version (what CI runs)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="results folder (default: analyses/results; quick mode: reports/analyses-quick)")
-    parser.add_argument("--cache", type=Path, default=None, help="trained-model cache (default: ~/.cache/interp/trained)")
-    parser.add_argument("--processes", type=int, default=2, help="trainings run in parallel (default 2)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="results folder (default: analyses/results; quick mode: reports/analyses-quick)",
+    )
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="trained-model cache (default: ~/.cache/interp/trained)",
+    )
+    parser.add_argument(
+        "--processes", type=int, default=2, help="trainings run in parallel (default 2)"
+    )
     for flags, kwargs in extra:
         parser.add_argument(*flags, **kwargs)
     args = parser.parse_args()
@@ -221,6 +273,7 @@ def start(name: str, doc: str, extra: list[tuple[tuple[str, ...], dict[str, Any]
 
 def md(frame: pd.DataFrame, digits: int = 3) -> str:
     """A DataFrame as a markdown table (floats rounded to ``digits``)."""
+
     def cell(v: Any) -> str:
         if isinstance(v, (float, np.floating)):
             return "" if np.isnan(v) else f"{v:.{digits}f}"
@@ -243,7 +296,16 @@ def mean_ci(frame: pd.DataFrame, by: list[str], value: str, level: float = 0.95)
         sd = x.std(ddof=1) if n > 1 else np.nan
         half = stats.t.ppf(0.5 + level / 2, n - 1) * sd / np.sqrt(n) if n > 1 else np.nan
         key = key if isinstance(key, tuple) else (key,)
-        rows.append({**dict(zip(by, key)), "mean": mean, "sd": sd, "n": n, "ci_low": mean - half, "ci_high": mean + half})
+        rows.append(
+            {
+                **dict(zip(by, key)),
+                "mean": mean,
+                "sd": sd,
+                "n": n,
+                "ci_low": mean - half,
+                "ci_high": mean + half,
+            }
+        )
     return pd.DataFrame(rows)
 
 

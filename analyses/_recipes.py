@@ -18,16 +18,21 @@ from interp.synthetic.cache import Job
 from interp.synthetic.tasks.grammar import GrammarTask
 from interp.synthetic.train import Architecture, Training
 
-GRAMMAR_ARCH = Architecture(n_layers=2, n_heads=4, d_model=64, n_ctx=72, attn_only=True, init_std=0.06,
-                            positions="sinusoid")
+GRAMMAR_ARCH = Architecture(
+    n_layers=2, n_heads=4, d_model=64, n_ctx=72, attn_only=True, init_std=0.06, positions="sinusoid"
+)
 FULL_STEPS, QUICK_STEPS = 3000, 300
 # The probes every grammar model is classified on: repeated random words and grammar sentences
 # (the shipped prose is out of the model's vocabulary, so it is left out).
 PROBES = CollectConfig(suites=("repeated", "syntax"), n_repeated=48, n_syntax=300, n_bootstrap=50)
-QUICK_PROBES = CollectConfig(suites=("repeated", "syntax"), n_repeated=16, n_syntax=60, n_bootstrap=10)
+QUICK_PROBES = CollectConfig(
+    suites=("repeated", "syntax"), n_repeated=16, n_syntax=60, n_bootstrap=10
+)
 
 
-def grammar_training(quick: bool, seed: int, checkpoints: bool = True, steps: int | None = None) -> Training:
+def grammar_training(
+    quick: bool, seed: int, checkpoints: bool = True, steps: int | None = None
+) -> Training:
     """The grammar recipe's training; ``checkpoints``: every 250 steps (quick: three)."""
     steps = steps or (QUICK_STEPS if quick else FULL_STEPS)
     kept = tuple(range(0, steps, max(1, steps // 2 if quick else 250))) if checkpoints else ()
@@ -36,7 +41,9 @@ def grammar_training(quick: bool, seed: int, checkpoints: bool = True, steps: in
 
 def grammar_job(quick: bool, seed: int, **arch: object) -> Job:
     """A grammar model of the shared recipe (``arch`` overrides fields of GRAMMAR_ARCH)."""
-    return Job(GrammarTask(), dataclasses.replace(GRAMMAR_ARCH, **arch), grammar_training(quick, seed))
+    return Job(
+        GrammarTask(), dataclasses.replace(GRAMMAR_ARCH, **arch), grammar_training(quick, seed)
+    )
 
 
 def probes(quick: bool) -> CollectConfig:

@@ -39,6 +39,7 @@ def write(name: str, script: str, body: str) -> None:
 
 def md(frame: pd.DataFrame, digits: int = 3) -> str:
     """A DataFrame as a markdown table (floats rounded, NaN as "-")."""
+
     def cell(v) -> str:
         if isinstance(v, (float, np.floating)):
             return "-" if np.isnan(v) else f"{v:.{digits}f}"
@@ -57,17 +58,20 @@ def folder(name: str) -> Path:
 
 def current(name: str, model=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(features, roles) of the model on this code's default probes."""
+    from interp import CollectConfig
     from interp.classify.stage import classify
     from interp.collect.stage import collect
-    from interp import CollectConfig
     from interp.model.load import load_model
 
     here = folder(name)
     if not (here / "features.csv").exists():
         result = collect(model or load_model(name), CollectConfig(), progress=False)
         result.features.to_csv(here / "features.csv", index=False)
-        np.savez_compressed(here / "replicates.npz", values=result.replicates.astype(np.float32),
-                            names=np.array(result.names))
+        np.savez_compressed(
+            here / "replicates.npz",
+            values=result.replicates.astype(np.float32),
+            names=np.array(result.names),
+        )
     features = pd.read_csv(here / "features.csv")
     with np.load(here / "replicates.npz", allow_pickle=False) as data:
         roles = classify(features, data["values"], [str(n) for n in data["names"]]).roles
@@ -92,12 +96,19 @@ def before_sinks(name: str, commit: str = PRE_SINK_COMMIT) -> pd.DataFrame:
     target = folder(name) / f"roles_{commit}.csv"
     if not target.exists():
         with tempfile.TemporaryDirectory() as tmp:
-            archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "interp"], check=True,
-                                     capture_output=True).stdout
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", commit, "interp"],
+                check=True,
+                capture_output=True,
+            ).stdout
             subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
             # run from the archive: ``python -c`` puts the working directory first on sys.path
-            subprocess.run([sys.executable, "-c", _OLD_RUN, name, str(target), tmp], check=True, cwd=tmp,
-                           env={**os.environ, "PYTHONPATH": tmp})
+            subprocess.run(
+                [sys.executable, "-c", _OLD_RUN, name, str(target), tmp],
+                check=True,
+                cwd=tmp,
+                env={**os.environ, "PYTHONPATH": tmp},
+            )
     return pd.read_csv(target, keep_default_na=False, na_values={"second_role": [""]})
 
 
@@ -116,6 +127,8 @@ def _load(name: str):
 
 
 def _exact_effects(model) -> pd.DataFrame:
+    from interp import AblateConfig
+    from interp.ablate.config import CPU_TOKENS_PER_PASS
     from interp.ablate.evaluation import build_corpus
     from interp.ablate.forward import Ablator
     from interp.ablate.metrics import metric_sizes
@@ -123,19 +136,35 @@ def _exact_effects(model) -> pd.DataFrame:
     from interp.ablate.sweep import exact_sweep, probe_pass
     from interp.ablate.threads import choose_threads, stage_threads
     from interp.ablate.values import SINK
-    from interp import AblateConfig
-    from interp.ablate.config import CPU_TOKENS_PER_PASS
 
     cfg = AblateConfig(max_tokens_per_batch=CPU_TOKENS_PER_PASS)
-    corpus = build_corpus(model, n_prose=cfg.n_prose, n_repeated=cfg.n_repeated if model.causal else 0,
-                          repeated_lengths=cfg.repeated_lengths, n_syntax=cfg.n_syntax if model.causal else 0,
-                          seed=cfg.seed, max_tokens=cfg.max_tokens_per_batch)
+    corpus = build_corpus(
+        model,
+        n_prose=cfg.n_prose,
+        n_repeated=cfg.n_repeated if model.causal else 0,
+        repeated_lengths=cfg.repeated_lengths,
+        n_syntax=cfg.n_syntax if model.causal else 0,
+        seed=cfg.seed,
+        max_tokens=cfg.max_tokens_per_batch,
+    )
     ablator = Ablator(model)
     store = SumStore(metric_sizes(corpus.sizes))
     heads = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
-    threads = choose_threads(None, lambda: probe_pass(ablator, corpus, cfg.max_tokens_per_batch), model.bridge)
+    threads = choose_threads(
+        None, lambda: probe_pass(ablator, corpus, cfg.max_tokens_per_batch), model.bridge
+    )
     with stage_threads(threads):
-        exact_sweep(ablator, corpus, store, heads, ("zero", SINK), None, None, cfg.max_tokens_per_batch, progress=False)
+        exact_sweep(
+            ablator,
+            corpus,
+            store,
+            heads,
+            ("zero", SINK),
+            None,
+            None,
+            cfg.max_tokens_per_batch,
+            progress=False,
+        )
     return effects_from_sums(store, "exact", cfg.n_bootstrap, cfg.seed)
 
 
@@ -143,7 +172,9 @@ def head_effects(effects: pd.DataFrame, ablation: str) -> pd.DataFrame:
     """One row per head: ``delta`` and its interval per metric, as columns ``<metric>`` and
     ``<metric>_lo`` / ``<metric>_hi``."""
     rows = effects[effects["ablation"] == ablation]
-    wide = rows.pivot_table(index=["layer", "head"], columns="metric", values=["delta", "ci_low", "ci_high"])
+    wide = rows.pivot_table(
+        index=["layer", "head"], columns="metric", values=["delta", "ci_low", "ci_high"]
+    )
     out = wide["delta"].copy()
     for metric in out.columns:
         out[f"{metric}_lo"], out[f"{metric}_hi"] = wide["ci_low"][metric], wide["ci_high"][metric]
@@ -163,7 +194,9 @@ def main_args(argv: list[str]) -> tuple[list[str], bool]:
 
 
 def describe_commit(commit: str = PRE_SINK_COMMIT) -> str:
-    out = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h %s", commit], capture_output=True, text=True)
+    out = subprocess.run(
+        ["git", "-C", str(ROOT), "log", "-1", "--format=%h %s", commit],
+        capture_output=True,
+        text=True,
+    )
     return out.stdout.strip()[:90] or commit
-
-

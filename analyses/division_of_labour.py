@@ -35,39 +35,70 @@ CAUSAL_ROLES = ("induction", "previous_token")
 def md(frame: pd.DataFrame, index: bool = True) -> str:
     """A DataFrame as a markdown table (floats to 3 decimals)."""
     frame = frame.reset_index() if index else frame
-    cells = [[f"{v:.3f}" if isinstance(v, float) else str(v) for v in row] for row in frame.itertuples(index=False)]
+    cells = [
+        [f"{v:.3f}" if isinstance(v, float) else str(v) for v in row]
+        for row in frame.itertuples(index=False)
+    ]
     head = [str(c) for c in frame.columns]
-    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in cells])
+    return "\n".join(
+        ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        + ["| " + " | ".join(r) + " |" for r in cells]
+    )
 
 
 def section(run_dir: str) -> str:
     run = load_run(run_dir)
     model = run.manifest.get("model", {})
-    lines = [f"## {model.get('name', run_dir)} ({model.get('n_layers')} x {model.get('n_heads')} heads)", "",
-             f"Run `{run_dir}`, created {run.manifest.get('provenance', {}).get('created')}.", ""]
+    lines = [
+        f"## {model.get('name', run_dir)} ({model.get('n_layers')} x {model.get('n_heads')} heads)",
+        "",
+        f"Run `{run_dir}`, created {run.manifest.get('provenance', {}).get('created')}.",
+        "",
+    ]
     if run.roles is not None:
         counts = role_counts(run.roles)
         lines += ["| role | heads | share |", "|---|---|---|"]
         lines += [f"| {r.role} | {r.heads} | {r.share:.0%} |" for r in counts.itertuples()]
         unexplained = float((run.roles.role == "unexplained").mean())
-        lines += ["", f"Unexplained: **{unexplained:.0%}** of heads. Median stability of labels: "
-                  f"{run.roles.stability.median():.2f}.", ""]
-        depth = run.roles.assign(depth=pd.cut(run.roles.layer, 3, labels=["early", "middle", "late"]))
+        lines += [
+            "",
+            f"Unexplained: **{unexplained:.0%}** of heads. Median stability of labels: "
+            f"{run.roles.stability.median():.2f}.",
+            "",
+        ]
+        depth = run.roles.assign(
+            depth=pd.cut(run.roles.layer, 3, labels=["early", "middle", "late"])
+        )
         table = pd.crosstab(depth.role, depth.depth)
         lines += ["Roles by depth (thirds of the layers):", "", md(table), ""]
     if run.pruning is not None:
         prunable = prunable_table(run.pruning, run.effects)
         if prunable is not None:
-            lines += ["Share of heads removable (least important first) while the metric stays within:", "",
-                      md(prunable, index=False), ""]
+            lines += [
+                "Share of heads removable (least important first) while the metric stays within:",
+                "",
+                md(prunable, index=False),
+                "",
+            ]
     choice = choose_effect(run.effects, exact_only=True) if run.effects is not None else None
     if choice is not None and run.roles is not None:
-        rows = head_effects(run.effects, choice).merge(run.roles[["layer", "head", "role"]], on=["layer", "head"])
+        rows = head_effects(run.effects, choice).merge(
+            run.roles[["layer", "head", "role"]], on=["layer", "head"]
+        )
         top = rows.nlargest(max(1, len(rows) // 10), "delta")
         named = float((top.role != "unexplained").mean())
-        lines += [f"Top 10% of heads by effect ({choice.metric}, {choice.ablation} ablation): "
-                  f"{named:.0%} carry a named role; by role, median effect:", "",
-                  md(rows.groupby("role").delta.median().sort_values(ascending=False).to_frame("median delta")), ""]
+        lines += [
+            f"Top 10% of heads by effect ({choice.metric}, {choice.ablation} ablation): "
+            f"{named:.0%} carry a named role; by role, median effect:",
+            "",
+            md(
+                rows.groupby("role")
+                .delta.median()
+                .sort_values(ascending=False)
+                .to_frame("median delta")
+            ),
+            "",
+        ]
     if run.roles is not None and model.get("causal"):
         lines += causal_check(run_dir, run.roles)
     return "\n".join(lines)
@@ -82,23 +113,46 @@ def causal_check(run_dir: str, roles: pd.DataFrame, n_draws: int = 10) -> list[s
     from interp.pipeline.execute import model_spec_of
 
     model = load_model(model_spec_of(Path(run_dir)))
-    corpus = build_corpus(model, n_prose=0, n_repeated=16, repeated_lengths=(12,), n_syntax=0, seed=0,
-                          max_tokens=4096, split=1)
+    corpus = build_corpus(
+        model,
+        n_prose=0,
+        n_repeated=16,
+        repeated_lengths=(12,),
+        n_syntax=0,
+        seed=0,
+        max_tokens=4096,
+        split=1,
+    )
     ablator = Ablator(model)
-    lines = [f"Causal check (zero ablation, loss on the repeated half of 16 new repeated-token sequences; "
-             f"random groups drawn from heads with neither label, {n_draws} draws):", "",
-             "| role | heads | loss rise | random groups, mean rise | ratio |", "|---|---|---|---|---|"]
+    lines = [
+        f"Causal check (zero ablation, loss on the repeated half of 16 new repeated-token sequences; "
+        f"random groups drawn from heads with neither label, {n_draws} draws):",
+        "",
+        "| role | heads | loss rise | random groups, mean rise | ratio |",
+        "|---|---|---|---|---|",
+    ]
     named = [r for r in CAUSAL_ROLES if (roles["role"] == r).any()]
     for role in named:
-        check = role_vs_random(ablator, corpus, roles, role, REPEATED,
-                               exclude=tuple(r for r in named if r != role), n_draws=n_draws)
+        check = role_vs_random(
+            ablator,
+            corpus,
+            roles,
+            role,
+            REPEATED,
+            exclude=tuple(r for r in named if r != role),
+            n_draws=n_draws,
+        )
         heads = " ".join(f"L{layer}H{head}" for layer, head in check.heads)
-        lines.append(f"| {role} | {heads} | {check.rise:+.3f} | {check.random_mean:+.3f} | {check.ratio:.1f}x |")
+        lines.append(
+            f"| {role} | {heads} | {check.rise:+.3f} | {check.random_mean:+.3f} | {check.ratio:.1f}x |"
+        )
     return lines + [""]
 
 
 def main(run_dirs: list[str]) -> None:
-    text = "\n\n".join(section(d).replace("\n## ", "\n### ").replace("## ", "### ", 1) for d in run_dirs)
+    text = "\n\n".join(
+        section(d).replace("\n## ", "\n### ").replace("## ", "### ", 1) for d in run_dirs
+    )
     write("Division of labour among attention heads", "analyses/division_of_labour.py", text)
     print(text)
 

@@ -18,7 +18,6 @@ is "the average of everything").
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import torch
 
@@ -39,9 +38,20 @@ ATTENDS = 0.3  # a head "attends to" a word that gets at least this share of its
 
 def job(n_heads: int, seed: int, quick: bool) -> Job:
     task = RelationsTask()
-    arch = Architecture(n_layers=1, n_heads=n_heads, d_model=D_MODEL, n_ctx=task.seq_len, attn_only=True,
-                        init_std=0.06, positions="sinusoid")
-    return Job(task, arch, Training(steps=QUICK_STEPS if quick else STEPS, batch_size=64, lr=3e-3, seed=seed))
+    arch = Architecture(
+        n_layers=1,
+        n_heads=n_heads,
+        d_model=D_MODEL,
+        n_ctx=task.seq_len,
+        attn_only=True,
+        init_std=0.06,
+        positions="sinusoid",
+    )
+    return Job(
+        task,
+        arch,
+        Training(steps=QUICK_STEPS if quick else STEPS, batch_size=64, lr=3e-3, seed=seed),
+    )
 
 
 @torch.inference_mode()
@@ -52,20 +62,34 @@ def measure(result) -> tuple[dict, pd.DataFrame]:
     where = task.positions(batch, tok)
     model = result.model()
     logits = model.bridge(batch.tokens)  # [batch, pos, vocab]
-    verbs = torch.tensor([tok.convert_tokens_to_ids(list(pair)) for pair in task.verb_grid])  # [lemma, number]
+    verbs = torch.tensor(
+        [tok.convert_tokens_to_ids(list(pair)) for pair in task.verb_grid]
+    )  # [lemma, number]
     scores = logits[where["row"], where["query"]][:, verbs.flatten()]  # [verb, lemma * number]
     pred_lemma, pred_number = scores.argmax(-1).div(2, rounding_mode="floor"), scores.argmax(-1) % 2
     target = batch.tokens[where["row"], where["query"] + 1]
     true = (verbs.flatten()[None, :] == target[:, None]).float().argmax(-1)
     loss = torch.nn.functional.cross_entropy(logits[where["row"], where["query"]], target).item()
-    metrics = {"loss": loss, "lemma_acc": (pred_lemma == true // 2).float().mean().item(),
-               "number_acc": (pred_number == true % 2).float().mean().item()}
+    metrics = {
+        "loss": loss,
+        "lemma_acc": (pred_lemma == true // 2).float().mean().item(),
+        "number_acc": (pred_number == true % 2).float().mean().item(),
+    }
     patterns: dict[int, torch.Tensor] = {}
-    run_patterns(model, batch.tokens, torch.ones_like(batch.tokens), lambda layer, p: patterns.__setitem__(layer, p))
+    run_patterns(
+        model,
+        batch.tokens,
+        torch.ones_like(batch.tokens),
+        lambda layer, p: patterns.__setitem__(layer, p),
+    )
     att = patterns[0][where["row"], :, where["query"]]  # [verb, head, k]
     n = torch.arange(len(att))
-    masses = {"cue": att[n, :, where["cue"]], "subject": att[n, :, where["subject"]], "bos": att[:, :, 0],
-              "self": att[n, :, where["query"]]}
+    masses = {
+        "cue": att[n, :, where["cue"]],
+        "subject": att[n, :, where["subject"]],
+        "bos": att[:, :, 0],
+        "self": att[n, :, where["query"]],
+    }
     entropy = -(att * att.clamp_min(1e-12).log()).sum(-1)  # [verb, head]
     uniform = torch.log(where["query"].float() + 1)[:, None]  # log(visible keys)
     rows = []
@@ -73,7 +97,7 @@ def measure(result) -> tuple[dict, pd.DataFrame]:
         row = {"head": head, **{f"mass_{k}": v[:, head].mean().item() for k, v in masses.items()}}
         row["mass_rest"] = 1 - sum(row[f"mass_{k}"] for k in masses)
         row["entropy"] = entropy[:, head].mean().item()
-        row["entropy_norm"] = (entropy[:, head:head + 1] / uniform).mean().item()
+        row["entropy_norm"] = (entropy[:, head : head + 1] / uniform).mean().item()
         rows.append(row)
     return metrics, pd.DataFrame(rows)
 
@@ -87,13 +111,22 @@ def main() -> None:
         metrics, table = measure(result)
         key = {"n_heads": j.arch.n_heads, "d_head": j.arch.d_head, "seed": j.training.seed}
         per_head.append(table.assign(**key))
-        models.append({**key, **metrics, "mean_entropy": table["entropy"].mean(),
-                       "mean_entropy_norm": table["entropy_norm"].mean(),
-                       "heads_on_cue": int((table["mass_cue"] >= ATTENDS).sum()),
-                       "heads_on_subject": int((table["mass_subject"] >= ATTENDS).sum()),
-                       "solved": bool(metrics["lemma_acc"] > SOLVED and metrics["number_acc"] > SOLVED)})
+        models.append(
+            {
+                **key,
+                **metrics,
+                "mean_entropy": table["entropy"].mean(),
+                "mean_entropy_norm": table["entropy_norm"].mean(),
+                "heads_on_cue": int((table["mass_cue"] >= ATTENDS).sum()),
+                "heads_on_subject": int((table["mass_subject"] >= ATTENDS).sum()),
+                "solved": bool(metrics["lemma_acc"] > SOLVED and metrics["number_acc"] > SOLVED),
+            }
+        )
     models, per_head = pd.DataFrame(models), pd.concat(per_head, ignore_index=True)
-    per_head = per_head[["n_heads", "d_head", "seed", "head"] + [c for c in per_head.columns if c.startswith(("mass", "entropy"))]]
+    per_head = per_head[
+        ["n_heads", "d_head", "seed", "head"]
+        + [c for c in per_head.columns if c.startswith(("mass", "entropy"))]
+    ]
     exp.table("models", models)
     exp.table("heads", per_head)
     summary = summarise(models)
@@ -116,19 +149,50 @@ def figures(exp, models: pd.DataFrame, per_head: pd.DataFrame) -> list[str]:
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    acc = models.melt(id_vars=["n_heads", "seed"], value_vars=["lemma_acc", "number_acc"], var_name="attribute",
-                      value_name="accuracy")
+    acc = models.melt(
+        id_vars=["n_heads", "seed"],
+        value_vars=["lemma_acc", "number_acc"],
+        var_name="attribute",
+        value_name="accuracy",
+    )
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    sns.pointplot(acc, x="n_heads", y="accuracy", hue="attribute", errorbar=("ci", 95), dodge=0.2, ax=axes[0])
-    sns.stripplot(acc, x="n_heads", y="accuracy", hue="attribute", dodge=True, alpha=0.4, legend=False, ax=axes[0])
+    sns.pointplot(
+        acc, x="n_heads", y="accuracy", hue="attribute", errorbar=("ci", 95), dodge=0.2, ax=axes[0]
+    )
+    sns.stripplot(
+        acc,
+        x="n_heads",
+        y="accuracy",
+        hue="attribute",
+        dodge=True,
+        alpha=0.4,
+        legend=False,
+        ax=axes[0],
+    )
     axes[0].axhline(0.5, ls=":", c="grey")
     axes[0].set(title="Held-out accuracy (mean, 95% CI over seeds)", ylim=(0, 1.05))
-    sns.scatterplot(per_head.assign(n_heads=per_head["n_heads"].astype(str)), x="mass_cue", y="mass_subject",
-                    hue="n_heads", style="n_heads", palette="deep", ax=axes[1], s=60, alpha=0.8)
-    axes[1].set(title="Each head: attention on cue (q-1) vs subject", xlim=(-0.02, 1.02), ylim=(-0.02, 1.02))
+    sns.scatterplot(
+        per_head.assign(n_heads=per_head["n_heads"].astype(str)),
+        x="mass_cue",
+        y="mass_subject",
+        hue="n_heads",
+        style="n_heads",
+        palette="deep",
+        ax=axes[1],
+        s=60,
+        alpha=0.8,
+    )
+    axes[1].set(
+        title="Each head: attention on cue (q-1) vs subject", xlim=(-0.02, 1.02), ylim=(-0.02, 1.02)
+    )
     shown = [exp.figure("accuracy_and_allocation", fig)]
-    ax = sns.stripplot(per_head, x="n_heads", y="entropy_norm", hue="seed", dodge=False, palette="tab10")
-    ax.set(title="Entropy of each head at the predicting position (1 = uniform)", ylabel="entropy / uniform")
+    ax = sns.stripplot(
+        per_head, x="n_heads", y="entropy_norm", hue="seed", dodge=False, palette="tab10"
+    )
+    ax.set(
+        title="Entropy of each head at the predicting position (1 = uniform)",
+        ylabel="entropy / uniform",
+    )
     shown.append(exp.figure("entropy", ax.figure))
     return shown
 
@@ -137,52 +201,114 @@ def write_up(exp, seeds, example, models, per_head, summary, shown) -> None:
     one = per_head[per_head["n_heads"] == 1]
     s = summary.set_index("n_heads")
     many = [h for h in s.index if h > 1]
-    best = max(many, key=lambda h: (s.loc[h, "seeds_solved"], s.loc[h, "number_acc_mean"])) if many else None
+    best = (
+        max(many, key=lambda h: (s.loc[h, "seeds_solved"], s.loc[h, "number_acc_mean"]))
+        if many
+        else None
+    )
     single = s.loc[1] if 1 in s.index else None
     answer = "no single-head models in this run"
     if single is not None:
-        answer = (f"One head reaches lemma accuracy {single['lemma_acc_mean']:.2f} and number accuracy "
-                  f"{single['number_acc_mean']:.2f} (chance 0.17 / 0.50; {int(single['seeds_solved'])}/{int(single['seeds'])} "
-                  f"seeds solve both); it puts {one['mass_cue'].mean():.2f} of its attention on the previous word and "
-                  f"{one['mass_subject'].mean():.2f} on the subject, entropy {one['entropy_norm'].mean():.2f} of uniform.")
+        answer = (
+            f"One head reaches lemma accuracy {single['lemma_acc_mean']:.2f} and number accuracy "
+            f"{single['number_acc_mean']:.2f} (chance 0.17 / 0.50; {int(single['seeds_solved'])}/{int(single['seeds'])} "
+            f"seeds solve both); it puts {one['mass_cue'].mean():.2f} of its attention on the previous word and "
+            f"{one['mass_subject'].mean():.2f} on the subject, entropy {one['entropy_norm'].mean():.2f} of uniform."
+        )
         solo = models[models["n_heads"] == 1].merge(one, on="seed")
         won, lost = solo[solo["solved"]], solo[~solo["solved"]]
         if len(won):
-            answer += (f" Single-head models that solve both ({len(won)}) spread attention: {won['mass_cue'].mean():.2f} "
-                       f"on the previous word, {won['mass_subject'].mean():.2f} on the subject, entropy "
-                       f"{won['entropy_norm'].mean():.2f} of uniform.")
+            answer += (
+                f" Single-head models that solve both ({len(won)}) spread attention: {won['mass_cue'].mean():.2f} "
+                f"on the previous word, {won['mass_subject'].mean():.2f} on the subject, entropy "
+                f"{won['entropy_norm'].mean():.2f} of uniform."
+            )
         if len(lost):
-            answer += (f" Those that do not ({len(lost)}) put {lost['mass_cue'].mean():.2f} on the previous word, "
-                       f"number accuracy {lost['number_acc'].mean():.2f}.")
+            answer += (
+                f" Those that do not ({len(lost)}) put {lost['mass_cue'].mean():.2f} on the previous word, "
+                f"number accuracy {lost['number_acc'].mean():.2f}."
+            )
         if best is not None:
-            answer += (f" With {best} heads at the same width: lemma {s.loc[best, 'lemma_acc_mean']:.2f}, number "
-                       f"{s.loc[best, 'number_acc_mean']:.2f}, {int(s.loc[best, 'seeds_solved'])}/{int(s.loc[best, 'seeds'])} seeds solve both.")
+            answer += (
+                f" With {best} heads at the same width: lemma {s.loc[best, 'lemma_acc_mean']:.2f}, number "
+                f"{s.loc[best, 'number_acc_mean']:.2f}, {int(s.loc[best, 'seeds_solved'])}/{int(s.loc[best, 'seeds'])} seeds solve both."
+            )
     rows = []
     for h, r in s.iterrows():
-        rows.append({"n_heads": h, "d_head": D_MODEL // h, "lemma acc": pm(r.lemma_acc_mean, r.lemma_acc_ci_low, r.lemma_acc_ci_high),
-                     "number acc": pm(r.number_acc_mean, r.number_acc_ci_low, r.number_acc_ci_high),
-                     "loss": pm(r.loss_mean, r.loss_ci_low, r.loss_ci_high),
-                     "entropy / uniform": pm(r.mean_entropy_norm_mean, r.mean_entropy_norm_ci_low, r.mean_entropy_norm_ci_high),
-                     "seeds solving both": f"{int(r.seeds_solved)}/{int(r.seeds)}"})
-    heads_cols = ["n_heads", "seed", "head", "mass_cue", "mass_subject", "mass_bos", "mass_self", "mass_rest", "entropy_norm"]
-    sections = [
-        ("Setup", f"Task `RelationsTask()` ({example.task.params()}); one attention-only layer, d_model {D_MODEL}, "
-         f"{example.training.steps} steps, batch {example.training.batch_size}, AdamW lr {example.training.lr}, "
-         f"init std {example.arch.init_std}. Evaluation: {N_EVAL} held-out sequences (generator seed {EVAL_SEED}). "
-         f"A model *solves both* when lemma and number accuracy both exceed {SOLVED}."),
-        ("Accuracy and entropy by number of heads", "Mean [95% t-interval over seeds]:\n\n" + md(pd.DataFrame(rows))),
-        ("What each head attends to", "At the position that predicts the verb, mean attention share (`heads.csv`). "
-         "Single-head models:\n\n" + md(one[heads_cols[1:]]) + "\n\nModels with more heads, per model: heads with at "
-         f"least {ATTENDS:.0%} on the cue / on the subject (`models.csv`):\n\n"
-         + md(models[models["n_heads"] > 1][["n_heads", "seed", "lemma_acc", "number_acc", "heads_on_cue", "heads_on_subject"]])),
-        ("Figures", "\n\n".join(shown)),
-        ("Reading", "Attention on BOS is listed apart: with the subject at position 1, a head that finds the subject "
-         "often rests the remainder of its weight on BOS, right next to it. Whether a model finds the second "
-         "relationship at all varies between seeds, hence the per-seed rows."),
+        rows.append(
+            {
+                "n_heads": h,
+                "d_head": D_MODEL // h,
+                "lemma acc": pm(r.lemma_acc_mean, r.lemma_acc_ci_low, r.lemma_acc_ci_high),
+                "number acc": pm(r.number_acc_mean, r.number_acc_ci_low, r.number_acc_ci_high),
+                "loss": pm(r.loss_mean, r.loss_ci_low, r.loss_ci_high),
+                "entropy / uniform": pm(
+                    r.mean_entropy_norm_mean,
+                    r.mean_entropy_norm_ci_low,
+                    r.mean_entropy_norm_ci_high,
+                ),
+                "seeds solving both": f"{int(r.seeds_solved)}/{int(r.seeds)}",
+            }
+        )
+    heads_cols = [
+        "n_heads",
+        "seed",
+        "head",
+        "mass_cue",
+        "mass_subject",
+        "mass_bos",
+        "mass_self",
+        "mass_rest",
+        "entropy_norm",
     ]
-    exp.write("One head blurs everything", "At the same width, a single head asked to track several relationships "
-              "at once spreads its attention (its weights sit near the average) and does worse than several heads.",
-              answer, ", ".join(map(str, seeds)), sections)
+    sections = [
+        (
+            "Setup",
+            f"Task `RelationsTask()` ({example.task.params()}); one attention-only layer, d_model {D_MODEL}, "
+            f"{example.training.steps} steps, batch {example.training.batch_size}, AdamW lr {example.training.lr}, "
+            f"init std {example.arch.init_std}. Evaluation: {N_EVAL} held-out sequences (generator seed {EVAL_SEED}). "
+            f"A model *solves both* when lemma and number accuracy both exceed {SOLVED}.",
+        ),
+        (
+            "Accuracy and entropy by number of heads",
+            "Mean [95% t-interval over seeds]:\n\n" + md(pd.DataFrame(rows)),
+        ),
+        (
+            "What each head attends to",
+            "At the position that predicts the verb, mean attention share (`heads.csv`). "
+            "Single-head models:\n\n"
+            + md(one[heads_cols[1:]])
+            + "\n\nModels with more heads, per model: heads with at "
+            f"least {ATTENDS:.0%} on the cue / on the subject (`models.csv`):\n\n"
+            + md(
+                models[models["n_heads"] > 1][
+                    [
+                        "n_heads",
+                        "seed",
+                        "lemma_acc",
+                        "number_acc",
+                        "heads_on_cue",
+                        "heads_on_subject",
+                    ]
+                ]
+            ),
+        ),
+        ("Figures", "\n\n".join(shown)),
+        (
+            "Reading",
+            "Attention on BOS is listed apart: with the subject at position 1, a head that finds the subject "
+            "often rests the remainder of its weight on BOS, right next to it. Whether a model finds the second "
+            "relationship at all varies between seeds, hence the per-seed rows.",
+        ),
+    ]
+    exp.write(
+        "One head blurs everything",
+        "At the same width, a single head asked to track several relationships "
+        "at once spreads its attention (its weights sit near the average) and does worse than several heads.",
+        answer,
+        ", ".join(map(str, seeds)),
+        sections,
+    )
 
 
 if __name__ == "__main__":

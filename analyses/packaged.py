@@ -28,19 +28,24 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _runs import CACHE, MODELS, ROOT, md, write  # noqa: E402
 from _results import regenerate  # noqa: E402  (benchmarks/, which _runs puts on the path)
+from _runs import CACHE, MODELS, ROOT, md, write  # noqa: E402
 
 from interp.ablate.removable import removable_summary  # noqa: E402
-from interp.report.summary import role_counts  # noqa: E402
 from interp.pipeline.results import RunTables, load_run  # noqa: E402
+from interp.report.summary import role_counts  # noqa: E402
 
 HERE = CACHE / "packaged"
 OUT = ROOT / "analyses" / "results" / "packaged"  # what the README's blocks are made of
 SCRIPT = "analyses/packaged.py"
 # Heads the literature and earlier studies of these models name: checked, never assumed.
-KNOWN = {"smollm2-135m": {"induction": [(17, 3), (17, 4), (17, 5), (18, 6)],
-                          "previous_token": [(16, 0), (11, 1)], "syntactic": [(13, 8)]}}
+KNOWN = {
+    "smollm2-135m": {
+        "induction": [(17, 3), (17, 4), (17, 5), (18, 6)],
+        "previous_token": [(16, 0), (11, 1)],
+        "syntactic": [(13, 8)],
+    }
+}
 SUBJECT_VERB = "syntactic:nsubj:head2dep"
 
 
@@ -55,7 +60,9 @@ def make_run(name: str, quick: bool, fresh: bool) -> RunTables:
         shutil.rmtree(target, ignore_errors=True)
     if not (target / "report.html").exists():
         shutil.rmtree(target, ignore_errors=True)
-        options = RunOptions(model=ModelSpec(name=name), out_dir=str(HERE), run_name=run_name, quick=quick)
+        options = RunOptions(
+            model=ModelSpec(name=name), out_dir=str(HERE), run_name=run_name, quick=quick
+        )
         made = run_pipeline(options)
         if made != target:
             made.rename(target)
@@ -77,21 +84,39 @@ def known_heads(name: str, run: RunTables) -> pd.DataFrame:
             feature = _best_feature(run.features, layer, head, role)
             f = feats.loc[(layer, head, feature)]
             r = roles.loc[(layer, head)]
-            rows.append({"head": f"L{layer}H{head}", "known as": role, "feature": feature, "value": f["value"],
-                         "baseline": f["baseline"], "label": r["role"], "confidence": r["confidence"],
-                         "stability": r["stability"], "kept": r["role"] == role})
+            rows.append(
+                {
+                    "head": f"L{layer}H{head}",
+                    "known as": role,
+                    "feature": feature,
+                    "value": f["value"],
+                    "baseline": f["baseline"],
+                    "label": r["role"],
+                    "confidence": r["confidence"],
+                    "stability": r["stability"],
+                    "kept": r["role"] == role,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def _best_feature(features: pd.DataFrame, layer: int, head: int, role: str) -> str:
     if role != "syntactic":
         return role
-    mine = features[(features["layer"] == layer) & (features["head"] == head) & features["feature"].str.startswith("syntactic:")]
+    mine = features[
+        (features["layer"] == layer)
+        & (features["head"] == head)
+        & features["feature"].str.startswith("syntactic:")
+    ]
     return str(mine.loc[(mine["value"] - mine["baseline"]).idxmax(), "feature"])
 
 
 def subject_verb(run: RunTables, top: int = 2) -> pd.DataFrame:
-    rows = run.features[run.features["feature"] == SUBJECT_VERB].sort_values("value", ascending=False).head(top)
+    rows = (
+        run.features[run.features["feature"] == SUBJECT_VERB]
+        .sort_values("value", ascending=False)
+        .head(top)
+    )
     return rows[["layer", "head", "value", "ci_low", "ci_high", "baseline", "n"]]
 
 
@@ -101,9 +126,16 @@ def effect_precision(run: RunTables) -> pd.DataFrame:
     rows = []
     for (ablation, metric), part in exact.groupby(["ablation", "metric"], sort=False):
         width = part["ci_high"] - part["ci_low"]
-        rows.append({"ablation": ablation, "metric": metric, "heads": len(part),
-                     "CI excludes 0": int(((part["ci_low"] > 0) | (part["ci_high"] < 0)).sum()),
-                     "median abs delta": float(part["delta"].abs().median()), "median CI width": float(width.median())})
+        rows.append(
+            {
+                "ablation": ablation,
+                "metric": metric,
+                "heads": len(part),
+                "CI excludes 0": int(((part["ci_low"] > 0) | (part["ci_high"] < 0)).sum()),
+                "median abs delta": float(part["delta"].abs().median()),
+                "median CI width": float(width.median()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -111,7 +143,9 @@ def removable(run: RunTables) -> pd.DataFrame:
     if run.pruning is None or run.pruning.empty:
         return pd.DataFrame()
     shares = removable_summary(run.pruning)
-    return pd.DataFrame([{"metric": m, **{f"within {t}": v for t, v in s.items()}} for m, s in shares.items()])
+    return pd.DataFrame(
+        [{"metric": m, **{f"within {t}": v for t, v in s.items()}} for m, s in shares.items()]
+    )
 
 
 def _pct(v: float) -> str:
@@ -121,49 +155,71 @@ def _pct(v: float) -> str:
 def quickstart_block(default: RunTables, quick: RunTables) -> str:
     d, q = stage_minutes(default), stage_minutes(quick)
     parts = ", ".join(f"{k} {v:.1f}" for k, v in d.items())
-    return (f"On this project's 2-core CPU the default SmolLM2 run took **{sum(d.values()):.1f} minutes** "
-            f"({parts}) and `--quick` **{sum(q.values()):.1f} minutes**, as the runs' manifests record "
-            f"(`{SCRIPT}`; `benchmarks/run_time.py` times the whole command, start-up included).")
+    return (
+        f"On this project's 2-core CPU the default SmolLM2 run took **{sum(d.values()):.1f} minutes** "
+        f"({parts}) and `--quick` **{sum(q.values()):.1f} minutes**, as the runs' manifests record "
+        f"(`{SCRIPT}`; `benchmarks/run_time.py` times the whole command, start-up included)."
+    )
 
 
 def model_lines(name: str, run: RunTables) -> list[str]:
     roles = run.roles
     n = len(roles)
     counts = role_counts(roles)
-    lines = [f"**{name}** ({n} heads, default run): primary roles "
-             + ", ".join(f"{r.role} {r.heads}" for r in counts.itertuples())
-             + f"; `first_token` {100 * (roles['role'] == 'first_token').mean():.1f}%, "
-             f"`unexplained` {_pct((roles['role'] == 'unexplained').mean())}; median sink mass "
-             f"{roles['sink_mass'].median():.2f}."]
+    lines = [
+        f"**{name}** ({n} heads, default run): primary roles "
+        + ", ".join(f"{r.role} {r.heads}" for r in counts.itertuples())
+        + f"; `first_token` {100 * (roles['role'] == 'first_token').mean():.1f}%, "
+        f"`unexplained` {_pct((roles['role'] == 'unexplained').mean())}; median sink mass "
+        f"{roles['sink_mass'].median():.2f}."
+    ]
     known = known_heads(name, run)
     if not known.empty:
-        lines.append("- known heads: " + "; ".join(
-            f"{k['head']} {k['known as']} ({k['feature']} {k['value']:.3f} vs baseline {k['baseline']:.3f}) "
-            f"labelled `{k['label']}` at {k['confidence']:.2f}" for k in known.to_dict("records"))
-            + f": {int(known['kept'].sum())} of {len(known)} keep their label.")
+        lines.append(
+            "- known heads: "
+            + "; ".join(
+                f"{k['head']} {k['known as']} ({k['feature']} {k['value']:.3f} vs baseline {k['baseline']:.3f}) "
+                f"labelled `{k['label']}` at {k['confidence']:.2f}"
+                for k in known.to_dict("records")
+            )
+            + f": {int(known['kept'].sum())} of {len(known)} keep their label."
+        )
     sv = subject_verb(run)
     if not sv.empty:
         top = sv.iloc[0]
-        lines.append(f"- subject-verb (`{SUBJECT_VERB}`, {int(top['n'])} arcs): the best head, L{int(top['layer'])}H{int(top['head'])}, picks the "
-                     f"subject {_pct(top['value'])} of the time (95% CI {_pct(top['ci_low'])}-{_pct(top['ci_high'])}) "
-                     f"against {_pct(top['baseline'])} for the best fixed rule.")
+        lines.append(
+            f"- subject-verb (`{SUBJECT_VERB}`, {int(top['n'])} arcs): the best head, L{int(top['layer'])}H{int(top['head'])}, picks the "
+            f"subject {_pct(top['value'])} of the time (95% CI {_pct(top['ci_low'])}-{_pct(top['ci_high'])}) "
+            f"against {_pct(top['baseline'])} for the best fixed rule."
+        )
     prec = effect_precision(run)
     for p in prec.to_dict("records"):
-        lines.append(f"- `{p['ablation']}` ablation, `{p['metric']}`: {p['heads']} heads measured exactly, "
-                     f"{p['CI excludes 0']} with a 95% CI that excludes zero (median |effect| {p['median abs delta']:.3g}, "
-                     f"median CI width {p['median CI width']:.3g}).")
+        lines.append(
+            f"- `{p['ablation']}` ablation, `{p['metric']}`: {p['heads']} heads measured exactly, "
+            f"{p['CI excludes 0']} with a 95% CI that excludes zero (median |effect| {p['median abs delta']:.3g}, "
+            f"median CI width {p['median CI width']:.3g})."
+        )
     rem = removable(run)
     zero_intact = set(run.effects.loc[run.effects["baseline"].abs() < 1e-12, "metric"])
     for r in rem.to_dict("records"):
-        what = "an absolute change of 0.01 / 0.05" if r["metric"] in zero_intact else "a 1% / 5% change"
-        lines.append(f"- pruning `{r['metric']}` (held-out sequences, its own order): the share of heads that go "
-                     f"before it leaves a tolerance of {what}: {_pct(r['within 1%'])} / {_pct(r['within 5%'])}.")
+        what = (
+            "an absolute change of 0.01 / 0.05"
+            if r["metric"] in zero_intact
+            else "a 1% / 5% change"
+        )
+        lines.append(
+            f"- pruning `{r['metric']}` (held-out sequences, its own order): the share of heads that go "
+            f"before it leaves a tolerance of {what}: {_pct(r['within 1%'])} / {_pct(r['within 5%'])}."
+        )
     return lines
 
 
 def results_block(runs: dict[str, RunTables]) -> str:
-    out = ["Measured on this project's 2-core CPU by runs that `analyses/packaged.py` makes; "
-           "`analyses/RESULTS.md` holds the full tables.", ""]
+    out = [
+        "Measured on this project's 2-core CPU by runs that `analyses/packaged.py` makes; "
+        "`analyses/RESULTS.md` holds the full tables.",
+        "",
+    ]
     for name, run in runs.items():
         out += model_lines(name, run) + [""]
     return "\n".join(out).strip() + "\n"
@@ -175,9 +231,20 @@ def main(argv: list[str]) -> None:
     runs = {name: make_run(name, quick=False, fresh=fresh) for name in names}
     body = []
     for name, run in runs.items():
-        body += [f"### {name}", "", "\n".join(model_lines(name, run)), "", md(role_counts(run.roles)), ""]
-        for title, frame in (("Known heads", known_heads(name, run)), ("Subject-verb heads", subject_verb(run, 5)),
-                             ("Exact effects", effect_precision(run)), ("Removable share", removable(run))):
+        body += [
+            f"### {name}",
+            "",
+            "\n".join(model_lines(name, run)),
+            "",
+            md(role_counts(run.roles)),
+            "",
+        ]
+        for title, frame in (
+            ("Known heads", known_heads(name, run)),
+            ("Subject-verb heads", subject_verb(run, 5)),
+            ("Exact effects", effect_precision(run)),
+            ("Removable share", removable(run)),
+        ):
             if not frame.empty:
                 body += [f"#### {title}", "", md(frame), ""]
     write("Packaged models", SCRIPT, "\n".join(body))
@@ -185,7 +252,9 @@ def main(argv: list[str]) -> None:
         quick = make_run("smollm2-135m", quick=True, fresh=fresh)
         OUT.mkdir(parents=True, exist_ok=True)
         (OUT / "results.md").write_text(results_block(runs), encoding="utf-8")
-        (OUT / "quickstart.md").write_text(quickstart_block(runs["smollm2-135m"], quick) + "\n", encoding="utf-8")
+        (OUT / "quickstart.md").write_text(
+            quickstart_block(runs["smollm2-135m"], quick) + "\n", encoding="utf-8"
+        )
         regenerate("results", "quickstart")
 
 

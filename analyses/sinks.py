@@ -31,13 +31,15 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _runs  # noqa: E402
 
-INTRO = ("Two measurements behind the sink-aware roles: which keys draw attention as a no-op (much more mass "
-         "than their share of the keys, a small value vector through W_O: Kobayashi et al. 2020), and how much "
-         "attention off the sink makes a head do something, measured by sink ablation (the head's output "
-         "replaced by its value at the first position: all of its attention moved onto the sink), which "
-         "removes exactly what a head does besides sinking. Heads are binned by their share of attention off "
-         "the sink on the queries where their non-sink label is measured: what the sink rule "
-         "(interp.classify.primary) reads.")
+INTRO = (
+    "Two measurements behind the sink-aware roles: which keys draw attention as a no-op (much more mass "
+    "than their share of the keys, a small value vector through W_O: Kobayashi et al. 2020), and how much "
+    "attention off the sink makes a head do something, measured by sink ablation (the head's output "
+    "replaced by its value at the first position: all of its attention moved onto the sink), which "
+    "removes exactly what a head does besides sinking. Heads are binned by their share of attention off "
+    "the sink on the queries where their non-sink label is measured: what the sink rule "
+    "(interp.classify.primary) reads."
+)
 KEY_CLASSES = ("first position", "[SEP] / other specials", "punctuation", "other tokens")
 BINS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0001)
 ALWAYS_POSITIVE = ("embedding_cosine",)
@@ -57,10 +59,10 @@ def key_classes(batch) -> torch.Tensor:
 def key_class_stats(model) -> pd.DataFrame:
     """Per (layer, head, class): mean attention mass over content queries, the class's uniform
     share, and the mean |v W_O| of its keys relative to other tokens."""
-    from interp.model import lens
-    from interp.collect.stage import build_suites, encode_all
     from interp import CollectConfig
     from interp.collect.features import context
+    from interp.collect.stage import build_suites, encode_all
+    from interp.model import lens
     from interp.probes.batch import bucket, make_batch
 
     config = CollectConfig()
@@ -75,8 +77,15 @@ def key_class_stats(model) -> pd.DataFrame:
         ctx = context(batch)
         cls = key_classes(batch)
         queries = ctx.content.float()
-        share += (torch.einsum("bqk,bkc->bqc", ctx.allowed.float(), cls) / ctx.n_allowed[..., None]
-                  * queries[..., None]).sum((0, 1)).numpy()
+        share += (
+            (
+                torch.einsum("bqk,bkc->bqc", ctx.allowed.float(), cls)
+                / ctx.n_allowed[..., None]
+                * queries[..., None]
+            )
+            .sum((0, 1))
+            .numpy()
+        )
         n_queries += float(queries.sum())
         n_keys += cls.sum((0, 1)).numpy()
         values: dict[int, torch.Tensor] = {}
@@ -87,20 +96,36 @@ def key_class_stats(model) -> pd.DataFrame:
         def on_pattern(p: torch.Tensor, layer: int) -> None:  # [batch, head, q, k]
             mass[layer] += torch.einsum("bhqk,bkc,bq->hc", p.float(), cls, queries).numpy()
             v = values[layer]
-            v = v.repeat_interleave(n_heads // v.shape[2], dim=2)  # grouped-query: one value per KV group
+            v = v.repeat_interleave(
+                n_heads // v.shape[2], dim=2
+            )  # grouped-query: one value per KV group
             out = torch.einsum("bkhd,hdm->bkhm", v, w_o[layer]).norm(dim=-1)  # [batch, k, head]
             norms[layer] += torch.einsum("bkh,bkc->hc", out, cls).numpy()
 
         with torch.inference_mode():
-            lens.run(model, batch.tokens, batch.attention_mask, [lens.Tap("v", keep_v), lens.Tap("pattern", on_pattern)],
-                     lens.FinalHidden())
+            lens.run(
+                model,
+                batch.tokens,
+                batch.attention_mask,
+                [lens.Tap("v", keep_v), lens.Tap("pattern", on_pattern)],
+                lens.FinalHidden(),
+            )
     with np.errstate(invalid="ignore", divide="ignore"):
         norms = norms / n_keys
         relative = norms / norms[..., -1:]
-    layer, head, c = np.meshgrid(np.arange(n_layers), np.arange(n_heads), np.arange(n_cls), indexing="ij")
-    return pd.DataFrame({"layer": layer.ravel(), "head": head.ravel(), "key": np.array(KEY_CLASSES)[c.ravel()],
-                         "mass": (mass / n_queries).ravel(), "share": np.broadcast_to(share / n_queries, mass.shape).ravel(),
-                         "value_norm": relative.ravel()})
+    layer, head, c = np.meshgrid(
+        np.arange(n_layers), np.arange(n_heads), np.arange(n_cls), indexing="ij"
+    )
+    return pd.DataFrame(
+        {
+            "layer": layer.ravel(),
+            "head": head.ravel(),
+            "key": np.array(KEY_CLASSES)[c.ravel()],
+            "mass": (mass / n_queries).ravel(),
+            "share": np.broadcast_to(share / n_queries, mass.shape).ravel(),
+            "value_norm": relative.ravel(),
+        }
+    )
 
 
 def sink_table(stats: pd.DataFrame) -> pd.DataFrame:
@@ -111,10 +136,16 @@ def sink_table(stats: pd.DataFrame) -> pd.DataFrame:
             continue
         lift = (g["mass"] - g["share"]) / (1 - g["share"])
         weights = g["mass"] / g["mass"].sum()
-        rows.append({"key": key, "uniform share": g["share"].iloc[0], "mean mass (all heads)": g["mass"].mean(),
-                     "heads with lift > 0.3": int((lift > 0.3).sum()),
-                     "value norm vs other tokens (median head)": float(np.nanmedian(g["value_norm"])),
-                     "value norm, mass-weighted": float((g["value_norm"] * weights).sum())})
+        rows.append(
+            {
+                "key": key,
+                "uniform share": g["share"].iloc[0],
+                "mean mass (all heads)": g["mass"].mean(),
+                "heads with lift > 0.3": int((lift > 0.3).sum()),
+                "value norm vs other tokens (median head)": float(np.nanmedian(g["value_norm"])),
+                "value norm, mass-weighted": float((g["value_norm"] * weights).sum()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -142,8 +173,14 @@ def per_head(features: pd.DataFrame, effects: pd.DataFrame) -> pd.DataFrame:
     for m in metrics:
         if m not in ALWAYS_POSITIVE:
             measurable |= (sink[f"{m}_lo"] > 0) | (sink[f"{m}_hi"] < 0)
-    frame = pd.DataFrame({"nonsink": share, "size": size, "measurable": measurable,
-                          "kept": (sink[metrics].abs().sum(1) / zero[metrics].abs().sum(1).replace(0, np.nan))})
+    frame = pd.DataFrame(
+        {
+            "nonsink": share,
+            "size": size,
+            "measurable": measurable,
+            "kept": (sink[metrics].abs().sum(1) / zero[metrics].abs().sum(1).replace(0, np.nan)),
+        }
+    )
     return frame.join(sink[metrics].add_prefix("sink "))
 
 
@@ -151,10 +188,18 @@ def threshold_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Heads binned by their non-sink share: what sink ablation (removing everything but the
     sink) does, against zero ablation (removing the head)."""
     frame = frame.assign(bin=pd.cut(frame["nonsink"], BINS, right=False))
-    out = frame.groupby("bin", observed=True).agg(
-        heads=("size", "size"), share_measurable=("measurable", "mean"), median_effect=("size", "median"),
-        max_effect=("size", "max"), share_large=("size", lambda s: float((s >= 0.5).mean())),
-        sink_over_zero=("kept", "median")).reset_index()
+    out = (
+        frame.groupby("bin", observed=True)
+        .agg(
+            heads=("size", "size"),
+            share_measurable=("measurable", "mean"),
+            median_effect=("size", "median"),
+            max_effect=("size", "max"),
+            share_large=("size", lambda s: float((s >= 0.5).mean())),
+            sink_over_zero=("kept", "median"),
+        )
+        .reset_index()
+    )
     out["bin"] = out["bin"].astype(str)
     return out
 
@@ -169,15 +214,17 @@ def section(name: str) -> str:
     heads = per_head(features, effects)
     lowest = heads.nsmallest(6, "nonsink").reset_index()
     lowest.insert(0, "head", [f"L{l}H{h}" for l, h in zip(lowest.pop("layer"), lowest.pop("head"))])
-    return (f"### {name}\n\nKeys by kind (default probe suites; mass averaged over content queries; value norm "
-            f"= |v W_O| relative to other tokens):\n\n{_runs.md(sink_table(stats))}\n\n"
-            f"Heads by their share of attention off the sink (on the queries of their non-sink label): "
-            f"effect of sink ablation in units of a large zero-ablation effect (the 90th percentile of "
-            f"|delta| per metric, largest over metrics), share whose sink-ablation interval excludes 0 on some "
-            f"metric (embedding_cosine, a distance that is never negative, left out), share with an effect "
-            f">= half a large one, and the median ratio of sink- to zero-ablation effect:\n\n"
-            f"{_runs.md(threshold_table(heads))}\n\nThe heads with the least attention off the sink "
-            f"(sink-ablation deltas per metric):\n\n{_runs.md(lowest.drop(columns=['kept']))}")
+    return (
+        f"### {name}\n\nKeys by kind (default probe suites; mass averaged over content queries; value norm "
+        f"= |v W_O| relative to other tokens):\n\n{_runs.md(sink_table(stats))}\n\n"
+        f"Heads by their share of attention off the sink (on the queries of their non-sink label): "
+        f"effect of sink ablation in units of a large zero-ablation effect (the 90th percentile of "
+        f"|delta| per metric, largest over metrics), share whose sink-ablation interval excludes 0 on some "
+        f"metric (embedding_cosine, a distance that is never negative, left out), share with an effect "
+        f">= half a large one, and the median ratio of sink- to zero-ablation effect:\n\n"
+        f"{_runs.md(threshold_table(heads))}\n\nThe heads with the least attention off the sink "
+        f"(sink-ablation deltas per metric):\n\n{_runs.md(lowest.drop(columns=['kept']))}"
+    )
 
 
 def main(argv: list[str]) -> None:

@@ -57,10 +57,21 @@ def appearance(roles: pd.DataFrame) -> pd.DataFrame:
     for (seed, role), group in roles[~roles["role"].isin(BLANK)].groupby(["seed", "role"]):
         steps = sorted(roles.loc[roles["seed"] == seed, "step"].unique())
         present = set(group["step"])
-        settled = next((s for i, s in enumerate(steps) if all(t in present for t in steps[i:])), np.nan)
-        rows.append({"seed": seed, "role": role, "first_step": min(present), "settled_step": settled,
-                     "heads_at_end": int((group["step"] == last).sum())})
-    return pd.DataFrame(rows, columns=["seed", "role", "first_step", "settled_step", "heads_at_end"])
+        settled = next(
+            (s for i, s in enumerate(steps) if all(t in present for t in steps[i:])), np.nan
+        )
+        rows.append(
+            {
+                "seed": seed,
+                "role": role,
+                "first_step": min(present),
+                "settled_step": settled,
+                "heads_at_end": int((group["step"] == last).sum()),
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["seed", "role", "first_step", "settled_step", "heads_at_end"]
+    )
 
 
 def overlap(a: pd.DataFrame, b: pd.DataFrame) -> float:
@@ -77,7 +88,9 @@ def named_overlap(a: pd.DataFrame, b: pd.DataFrame) -> float:
     a, b = a[~a["role"].isin(BLANK)], b[~b["role"].isin(BLANK)]
     if len(a) + len(b) == 0:
         return float("nan")
-    both = pd.concat([a.groupby(["layer", "role"]).size(), b.groupby(["layer", "role"]).size()], axis=1).fillna(0)
+    both = pd.concat(
+        [a.groupby(["layer", "role"]).size(), b.groupby(["layer", "role"]).size()], axis=1
+    ).fillna(0)
     return float(2 * both.min(axis=1).sum() / (len(a) + len(b)))
 
 
@@ -89,7 +102,9 @@ def chance(a: pd.DataFrame, b: pd.DataFrame, n: int = 1000, seed: int = 0) -> tu
     for _ in range(n):
         shuffled["role"] = rng.permutation(b["role"].to_numpy())
         values.append((overlap(a, shuffled), named_overlap(a, shuffled)))
-    with warnings.catch_warnings():  # named_overlap is NaN in every draw while no head has a named role
+    with (
+        warnings.catch_warnings()
+    ):  # named_overlap is NaN in every draw while no head has a named role
         warnings.simplefilter("ignore", RuntimeWarning)
         return tuple(np.nanmean(np.array(values, dtype=float), axis=0))
 
@@ -102,9 +117,19 @@ def agreement(roles: pd.DataFrame) -> pd.DataFrame:
         for sa, sb in itertools.combinations(sorted(by_seed), 2):
             a, b = by_seed[sa], by_seed[sb]
             base, base_named = chance(a, b)
-            rows.append({"step": step, "seed_a": sa, "seed_b": sb, "overlap": overlap(a, b), "chance": base,
-                         "named_overlap": named_overlap(a, b), "named_chance": base_named,
-                         "named_a": int((~a["role"].isin(BLANK)).sum()), "named_b": int((~b["role"].isin(BLANK)).sum())})
+            rows.append(
+                {
+                    "step": step,
+                    "seed_a": sa,
+                    "seed_b": sb,
+                    "overlap": overlap(a, b),
+                    "chance": base,
+                    "named_overlap": named_overlap(a, b),
+                    "named_chance": base_named,
+                    "named_a": int((~a["role"].isin(BLANK)).sum()),
+                    "named_b": int((~b["role"].isin(BLANK)).sum()),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -112,21 +137,52 @@ def figures(exp, roles: pd.DataFrame, evals: pd.DataFrame, agree: pd.DataFrame) 
     import seaborn as sns
 
     counts = roles.groupby(["seed", "step", "role"]).size().rename("heads").reset_index()
-    counts = counts.pivot_table(index=["seed", "step"], columns="role", values="heads", fill_value=0)
+    counts = counts.pivot_table(
+        index=["seed", "step"], columns="role", values="heads", fill_value=0
+    )
     counts = counts.stack().rename("heads").reset_index()
-    grid = sns.relplot(counts, x="step", y="heads", hue="role", col="seed", kind="line", marker="o",
-                       height=3.2, aspect=1.1, col_wrap=min(4, counts["seed"].nunique()))
+    grid = sns.relplot(
+        counts,
+        x="step",
+        y="heads",
+        hue="role",
+        col="seed",
+        kind="line",
+        marker="o",
+        height=3.2,
+        aspect=1.1,
+        col_wrap=min(4, counts["seed"].nunique()),
+    )
     grid.set_titles("seed {col_name}")
     grid.figure.suptitle("Heads per role over training (toolkit labels)", y=1.03)
     shown = [exp.figure("roles_over_training", grid.figure)]
-    metrics = evals.melt(id_vars=["seed", "step"], value_vars=["loss", "acc_repeat", "foil_acc"],
-                         var_name="metric", value_name="value")
-    grid = sns.relplot(metrics, x="step", y="value", hue="seed", col="metric", kind="line", height=3.2,
-                       facet_kws={"sharey": False}, palette="tab10")
-    grid.figure.suptitle("Held-out loss, copying accuracy (repeated spans) and agreement accuracy", y=1.03)
+    metrics = evals.melt(
+        id_vars=["seed", "step"],
+        value_vars=["loss", "acc_repeat", "foil_acc"],
+        var_name="metric",
+        value_name="value",
+    )
+    grid = sns.relplot(
+        metrics,
+        x="step",
+        y="value",
+        hue="seed",
+        col="metric",
+        kind="line",
+        height=3.2,
+        facet_kws={"sharey": False},
+        palette="tab10",
+    )
+    grid.figure.suptitle(
+        "Held-out loss, copying accuracy (repeated spans) and agreement accuracy", y=1.03
+    )
     shown.append(exp.figure("task_over_training", grid.figure))
-    long = agree.melt(id_vars=["step"], value_vars=["overlap", "chance", "named_overlap", "named_chance"],
-                      var_name="measure", value_name="share")
+    long = agree.melt(
+        id_vars=["step"],
+        value_vars=["overlap", "chance", "named_overlap", "named_chance"],
+        var_name="measure",
+        value_name="share",
+    )
     ax = sns.lineplot(long, x="step", y="share", hue="measure", marker="o", errorbar=("ci", 95))
     ax.set(title="Role agreement between seeds (layer-matched)", ylabel="share of heads matched")
     shown.append(exp.figure("agreement_over_training", ax.figure))
@@ -153,48 +209,97 @@ def write_up(exp, seeds, roles, evals, appear, agree, shown, example) -> None:
     final = roles[roles["step"] == last]
     n_heads = len(final) / len(seeds)
     named = final[~final["role"].isin(BLANK)].groupby("seed").size().reindex(seeds, fill_value=0)
-    order = (appear.groupby("role").agg(seeds=("seed", "nunique"), median_first=("first_step", "median"),
-                                        median_settled=("settled_step", "median"),
-                                        heads_at_end=("heads_at_end", "mean"))
-             .sort_values(["median_settled", "median_first"]).reset_index())
+    order = (
+        appear.groupby("role")
+        .agg(
+            seeds=("seed", "nunique"),
+            median_first=("first_step", "median"),
+            median_settled=("settled_step", "median"),
+            heads_at_end=("heads_at_end", "mean"),
+        )
+        .sort_values(["median_settled", "median_first"])
+        .reset_index()
+    )
     everywhere = order[order["seeds"] == len(seeds)]
     end = agree[agree["step"] == last]
     final_counts = pd.crosstab([final["seed"], final["layer"]], final["role"]).reset_index()
     ev_end = evals[evals["step"] == last]
-    roles_txt = ", ".join(f"{r.role} (settled by step {r.median_settled:.0f})" for r in everywhere.itertuples()) or "none"
-    named_txt = (f"on {end['named_overlap'].mean():.0%} of named heads ({end['named_chance'].mean():.0%} by chance)"
-                 if end["named_overlap"].notna().any() else "no seed names any head, so there is no named head to agree on")
-    answer = (f"{named.mean():.1f} of {n_heads:.0f} heads per model end with a named role (mean over {len(seeds)} seeds; "
-              f"the rest broad or unexplained). Roles that emerge in every seed, in order: {roles_txt}. "
-              f"Layer by layer, seeds agree on {end['overlap'].mean():.0%} of heads ({end['chance'].mean():.0%} by "
-              f"chance) and {named_txt}.")
+    roles_txt = (
+        ", ".join(
+            f"{r.role} (settled by step {r.median_settled:.0f})" for r in everywhere.itertuples()
+        )
+        or "none"
+    )
+    named_txt = (
+        f"on {end['named_overlap'].mean():.0%} of named heads ({end['named_chance'].mean():.0%} by chance)"
+        if end["named_overlap"].notna().any()
+        else "no seed names any head, so there is no named head to agree on"
+    )
+    answer = (
+        f"{named.mean():.1f} of {n_heads:.0f} heads per model end with a named role (mean over {len(seeds)} seeds; "
+        f"the rest broad or unexplained). Roles that emerge in every seed, in order: {roles_txt}. "
+        f"Layer by layer, seeds agree on {end['overlap'].mean():.0%} of heads ({end['chance'].mean():.0%} by "
+        f"chance) and {named_txt}."
+    )
     arch = example.arch
-    setup = (f"{len(seeds)} seeds x {example.training.steps} steps of the grammar recipe: GPT-2, {arch.n_layers} layers x "
-             f"{arch.n_heads} heads, d_model {arch.d_model}, attention-only, init std {arch.init_std}, batch "
-             f"{example.training.batch_size}, AdamW lr {example.training.lr}. Task: `GrammarTask()` "
-             f"({example.task.params()}). Checkpoints at steps {sorted(example.states)}, each labelled by "
-             f"`interp.collect.stage.collect` + `interp.classify.stage.classify` (probes: repeated random words and grammar "
-             f"sentences). At the last checkpoint the held-out loss is {ev_end['loss'].mean():.3f} nats "
-             f"(seeds: {', '.join(f'{v:.3f}' for v in ev_end['loss'])}), copying accuracy on repeated spans "
-             f"{ev_end['acc_repeat'].mean():.3f}, agreement accuracy {ev_end['foil_acc'].mean():.3f}.")
+    setup = (
+        f"{len(seeds)} seeds x {example.training.steps} steps of the grammar recipe: GPT-2, {arch.n_layers} layers x "
+        f"{arch.n_heads} heads, d_model {arch.d_model}, attention-only, init std {arch.init_std}, batch "
+        f"{example.training.batch_size}, AdamW lr {example.training.lr}. Task: `GrammarTask()` "
+        f"({example.task.params()}). Checkpoints at steps {sorted(example.states)}, each labelled by "
+        f"`interp.collect.stage.collect` + `interp.classify.stage.classify` (probes: repeated random words and grammar "
+        f"sentences). At the last checkpoint the held-out loss is {ev_end['loss'].mean():.3f} nats "
+        f"(seeds: {', '.join(f'{v:.3f}' for v in ev_end['loss'])}), copying accuracy on repeated spans "
+        f"{ev_end['acc_repeat'].mean():.3f}, agreement accuracy {ev_end['foil_acc'].mean():.3f}."
+    )
     sections = [
         ("Setup", setup),
-        ("When roles appear", "Per named role: in how many seeds it appears, the median step of its first "
-         "appearance and of settling (present from then on), and heads per model at the end (mean):\n\n" + md(order, 1)
-         + "\n\nPer seed (`appearance.csv`):\n\n" + md(appear, 0)),
+        (
+            "When roles appear",
+            "Per named role: in how many seeds it appears, the median step of its first "
+            "appearance and of settling (present from then on), and heads per model at the end (mean):\n\n"
+            + md(order, 1)
+            + "\n\nPer seed (`appearance.csv`):\n\n"
+            + md(appear, 0),
+        ),
         ("Roles at the end, per seed and layer", md(final_counts, 0)),
-        ("Do seeds agree?", f"Layer-matched overlap of the roles of every pair of seeds at step {last} "
-         f"(`agreement.csv` has every checkpoint; at step 0 every head is broad, so agreement is trivially "
-         f"complete there):\n\n" + md(end[["seed_a", "seed_b", "overlap", "chance", "named_overlap", "named_chance", "named_a", "named_b"]])),
+        (
+            "Do seeds agree?",
+            f"Layer-matched overlap of the roles of every pair of seeds at step {last} "
+            f"(`agreement.csv` has every checkpoint; at step 0 every head is broad, so agreement is trivially "
+            f"complete there):\n\n"
+            + md(
+                end[
+                    [
+                        "seed_a",
+                        "seed_b",
+                        "overlap",
+                        "chance",
+                        "named_overlap",
+                        "named_chance",
+                        "named_a",
+                        "named_b",
+                    ]
+                ]
+            ),
+        ),
         ("Figures", "\n\n".join(shown)),
-        ("Reading", "Labels are the toolkit's classifier's, on probes (random repeated words, grammar sentences) "
-         "rather than on the training distribution; a head the classifier cannot name is counted as unexplained, "
-         "not as unspecialised. The copying and agreement curves are measured on held-out task data, so they say "
-         "when an ability appears independently of the labels."),
+        (
+            "Reading",
+            "Labels are the toolkit's classifier's, on probes (random repeated words, grammar sentences) "
+            "rather than on the training distribution; a head the classifier cannot name is counted as unexplained, "
+            "not as unspecialised. The copying and agreement curves are measured on held-out task data, so they say "
+            "when an ability appears independently of the labels.",
+        ),
     ]
-    exp.write("Heads specialise on their own", "Trained from scratch, heads take on distinct roles without "
-              "being told to, in a consistent order, and different seeds end up with similar roles.",
-              answer, ", ".join(map(str, seeds)), sections)
+    exp.write(
+        "Heads specialise on their own",
+        "Trained from scratch, heads take on distinct roles without "
+        "being told to, in a consistent order, and different seeds end up with similar roles.",
+        answer,
+        ", ".join(map(str, seeds)),
+        sections,
+    )
 
 
 if __name__ == "__main__":

@@ -37,7 +37,10 @@ def machine() -> str:
 def markdown(frame) -> str:
     """A pipe table of a DataFrame (pandas' to_markdown needs tabulate, which the project does not
     depend on); floats with three decimals."""
-    cells = [[f"{v:.3f}" if isinstance(v, float) else str(v) for v in row] for row in frame.itertuples(index=False)]
+    cells = [
+        [f"{v:.3f}" if isinstance(v, float) else str(v) for v in row]
+        for row in frame.itertuples(index=False)
+    ]
     lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + " --- |" * len(frame.columns)]
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in cells])
 
@@ -53,7 +56,9 @@ def section_source(name: str, results: Path = RESULTS) -> Path:
     return results.parent / "sections" / f"{slug(name)}.md"
 
 
-def write_section(name: str, script: str, body: str, results: Path = RESULTS, header: str = HEADER) -> None:
+def write_section(
+    name: str, script: str, body: str, results: Path = RESULTS, header: str = HEADER
+) -> None:
     """Write section ``name`` of ``results`` (benchmarks/RESULTS.md; the analyses pass
     analyses/RESULTS.md): its source, stamped with date and machine, then the block."""
     stamp = f"_{dt.date.today().isoformat()} on {machine()}; written by `{script}`._"

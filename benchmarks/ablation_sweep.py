@@ -34,22 +34,29 @@ from scipy.stats import spearmanr
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import markdown, write_section  # noqa: E402
 
-from interp.ablate.stage import AblateConfig, ablate  # noqa: E402
 from interp.ablate.config import CPU_TOKENS_PER_PASS  # noqa: E402
-from interp.ablate.threads import stage_threads  # noqa: E402
 from interp.ablate.evaluation import build_corpus  # noqa: E402
-from interp.ablate.forward import Edit, Ablator  # noqa: E402
+from interp.ablate.forward import Ablator, Edit  # noqa: E402
 from interp.ablate.metrics import causal_metric, metric_sizes  # noqa: E402
+from interp.ablate.stage import AblateConfig, ablate  # noqa: E402
 from interp.ablate.stats import SumStore  # noqa: E402
 from interp.ablate.sweep import exact_sweep  # noqa: E402
+from interp.ablate.threads import stage_threads  # noqa: E402
 from interp.model.load import load_model  # noqa: E402
 
 SCRIPT = "benchmarks/ablation_sweep.py"
 
 
 def corpus_for(model, cfg: AblateConfig):
-    return build_corpus(model, cfg.n_prose, cfg.n_repeated, cfg.repeated_lengths, cfg.n_syntax, cfg.seed,
-                        cfg.max_tokens_per_batch)
+    return build_corpus(
+        model,
+        cfg.n_prose,
+        cfg.n_repeated,
+        cfg.repeated_lengths,
+        cfg.n_syntax,
+        cfg.seed,
+        cfg.max_tokens_per_batch,
+    )
 
 
 def clean_pass_seconds(ablator: Ablator, corpus) -> float:
@@ -64,6 +71,7 @@ def _zero(head: int):
         z = z.clone()
         z[:, :, head] = 0
         return z
+
     return hook
 
 
@@ -72,8 +80,11 @@ def naive_head(model, corpus, layer: int, head: int) -> float:
     start = time.perf_counter()
     for batch in corpus.batches:
         with torch.inference_mode():
-            logits = model.bridge.run_with_hooks(batch.tokens, attention_mask=batch.attention_mask,
-                                                 fwd_hooks=[(f"blocks.{layer}.attn.hook_z", _zero(head))])
+            logits = model.bridge.run_with_hooks(
+                batch.tokens,
+                attention_mask=batch.attention_mask,
+                fwd_hooks=[(f"blocks.{layer}.attn.hook_z", _zero(head))],
+            )
         causal_metric(logits[batch.row_batch, batch.row_pos], batch)
     return time.perf_counter() - start
 
@@ -82,8 +93,12 @@ def reused_head(ablator: Ablator, corpus, cleans, layer: int, head: int) -> floa
     """The sweep's way for one head alone: rerun from its layer, read the scored rows only."""
     start = time.perf_counter()
     for batch, clean in zip(corpus.batches, cleans):
-        ablator.run(batch, [Edit(layer, head, torch.zeros(()))], start_layer=layer,
-                   resid=clean.resid_pre[layer] if layer else None)
+        ablator.run(
+            batch,
+            [Edit(layer, head, torch.zeros(()))],
+            start_layer=layer,
+            resid=clean.resid_pre[layer] if layer else None,
+        )
     return time.perf_counter() - start
 
 
@@ -97,15 +112,25 @@ def interleaved_naive_vs_reuse(model, ablator, corpus, heads) -> tuple[float, fl
     return naive / len(heads), reused / len(heads)
 
 
-def interleaved_heads_per_pass(ablator: Ablator, corpus, layer: int, n_heads: int, reps: int = 2) -> dict[int, float]:
+def interleaved_heads_per_pass(
+    ablator: Ablator, corpus, layer: int, n_heads: int, reps: int = 2
+) -> dict[int, float]:
     """Seconds for one layer's heads with 1, 3 and all heads per pass, options alternating."""
     out: dict[int, float] = {}
     for _ in range(reps):
         for hpp in sorted({1, 3, n_heads}):
             store = SumStore(metric_sizes(corpus.sizes))
             start = time.perf_counter()
-            exact_sweep(ablator, corpus, store, [(layer, h) for h in range(n_heads)], ("zero",), None,
-                        heads_per_pass=hpp, progress=False)
+            exact_sweep(
+                ablator,
+                corpus,
+                store,
+                [(layer, h) for h in range(n_heads)],
+                ("zero",),
+                None,
+                heads_per_pass=hpp,
+                progress=False,
+            )
             out[hpp] = out.get(hpp, 0.0) + (time.perf_counter() - start) / reps
     return out
 
@@ -113,31 +138,52 @@ def interleaved_heads_per_pass(ablator: Ablator, corpus, layer: int, n_heads: in
 def agreement(effects: pd.DataFrame, top: int = 20) -> pd.DataFrame:
     rows = []
     for metric, group in effects[effects["ablation"] == "zero"].groupby("metric"):
-        wide = group.pivot_table(index=["layer", "head"], columns="estimator", values="delta").dropna()
+        wide = group.pivot_table(
+            index=["layer", "head"], columns="estimator", values="delta"
+        ).dropna()
         if not {"exact", "attribution"} <= set(wide.columns):
             continue
         top_exact = set(wide["exact"].nlargest(top).index)
         top_attr = set(wide["attribution"].nlargest(top).index)
-        rows.append({"metric": metric, "heads": len(wide),
-                     "spearman": spearmanr(wide["exact"], wide["attribution"]).statistic,
-                     f"top{top}_overlap": len(top_exact & top_attr) / top,
-                     "sign_agreement": float((np.sign(wide["exact"]) == np.sign(wide["attribution"])).mean())})
+        rows.append(
+            {
+                "metric": metric,
+                "heads": len(wide),
+                "spearman": spearmanr(wide["exact"], wide["attribution"]).statistic,
+                f"top{top}_overlap": len(top_exact & top_attr) / top,
+                "sign_agreement": float(
+                    (np.sign(wide["exact"]) == np.sign(wide["attribution"])).mean()
+                ),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--naive-heads", type=int, default=12, help="random heads the naive loop is timed on")
-    parser.add_argument("--hpp-layer", type=int, default=20, help="layer whose heads time the heads-per-pass options")
-    parser.add_argument("--out", type=Path, help="also write the effects and pruning tables (csv) here")
-    parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md alone")
+    parser.add_argument(
+        "--naive-heads", type=int, default=12, help="random heads the naive loop is timed on"
+    )
+    parser.add_argument(
+        "--hpp-layer",
+        type=int,
+        default=20,
+        help="layer whose heads time the heads-per-pass options",
+    )
+    parser.add_argument(
+        "--out", type=Path, help="also write the effects and pruning tables (csv) here"
+    )
+    parser.add_argument(
+        "--no-write", action="store_true", help="print only; leave RESULTS.md alone"
+    )
     args = parser.parse_args()
 
     t = time.perf_counter()
     model = load_model("smollm2-135m")
     load_s = time.perf_counter() - t
-    cfg = AblateConfig(estimator="attribution", max_tokens_per_batch=CPU_TOKENS_PER_PASS)  # this benchmark times attribution; estimators.py compares both
-    n_total = model.n_layers * model.n_heads
+    cfg = AblateConfig(
+        estimator="attribution", max_tokens_per_batch=CPU_TOKENS_PER_PASS
+    )  # this benchmark times attribution; estimators.py compares both
     result = ablate(model, cfg, progress=True)
     timings = result.timings
     if args.out:
@@ -145,25 +191,54 @@ def main() -> None:
         result.effects.to_csv(args.out / "effects.csv", index=False)
         result.pruning.to_csv(args.out / "pruning.csv", index=False)
 
-    threads = result.summary["threads"]  # what the stage measured to be faster: the comparisons use it too
+    threads = result.summary[
+        "threads"
+    ]  # what the stage measured to be faster: the comparisons use it too
     with stage_threads(threads):
         ablator = Ablator(model)
         corpus = corpus_for(model, cfg)
         forward_s = clean_pass_seconds(ablator, corpus)
-        heads = random.Random(0).sample([(l, h) for l in range(model.n_layers) for h in range(model.n_heads)],
-                                        args.naive_heads)
+        heads = random.Random(0).sample(
+            [(l, h) for l in range(model.n_layers) for h in range(model.n_heads)], args.naive_heads
+        )
         naive_per_head, reuse_per_head = interleaved_naive_vs_reuse(model, ablator, corpus, heads)
         hpp = interleaved_heads_per_pass(ablator, corpus, args.hpp_layer, model.n_heads)
     agree = agreement(result.effects)
-    body = report(model, cfg, corpus, load_s, threads, timings, forward_s, naive_per_head, reuse_per_head, hpp,
-                  agree, result.summary["removable"], args)
+    body = report(
+        model,
+        cfg,
+        corpus,
+        load_s,
+        threads,
+        timings,
+        forward_s,
+        naive_per_head,
+        reuse_per_head,
+        hpp,
+        agree,
+        result.summary["removable"],
+        args,
+    )
     print(body)
     if not args.no_write:
         write_section("ablation_sweep", SCRIPT, body)
 
 
-def report(model, cfg, corpus, load_s, threads, timings, forward_s, naive_per_head, reuse_per_head, hpp, agree,
-           removable, args) -> str:
+def report(
+    model,
+    cfg,
+    corpus,
+    load_s,
+    threads,
+    timings,
+    forward_s,
+    naive_per_head,
+    reuse_per_head,
+    hpp,
+    agree,
+    removable,
+    args,
+) -> str:
     n_total = model.n_layers * model.n_heads
     shapes = ", ".join(str(tuple(b.tokens.shape)) for b in corpus.batches)
     sizes = ", ".join(f"{f} {n}" for f, n in corpus.sizes.items())
@@ -191,7 +266,8 @@ def report(model, cfg, corpus, load_s, threads, timings, forward_s, naive_per_he
         f"Interleaved on {args.naive_heads} random heads (seed 0), one head per pass: naive loop "
         f"{naive_per_head:.1f} s/head (x {n_total} = {naive_total:.0f} s, extrapolated), layer reuse + row readout "
         f"{reuse_per_head:.1f} s/head: **{naive_per_head / reuse_per_head:.1f}x**. Heads per pass (layer "
-        f"{args.hpp_layer}, interleaved, mean of 2): " + ", ".join(f"{k}: {v:.1f} s" for k, v in hpp.items())
+        f"{args.hpp_layer}, interleaved, mean of 2): "
+        + ", ".join(f"{k}: {v:.1f} s" for k, v in hpp.items())
         + f": **{hpp_gain:.2f}x** for the best over one. Together: the exact sweep is about "
         f"**{naive_per_head / reuse_per_head * hpp_gain:.1f}x** faster than the naive loop.",
         "",
@@ -202,7 +278,11 @@ def report(model, cfg, corpus, load_s, threads, timings, forward_s, naive_per_he
         markdown(agree),
         "",
         "Pruning (zero ablation, least important first, measured on the held-out half of the evaluation corpus): "
-        "share of heads removable before the metric worsens by more than 1% / 5%: " + "; ".join(f"{m} {v['1%']['share']:.0%} / {v['5%']['share']:.0%}" for m, v in removable.items()) + ".",
+        "share of heads removable before the metric worsens by more than 1% / 5%: "
+        + "; ".join(
+            f"{m} {v['1%']['share']:.0%} / {v['5%']['share']:.0%}" for m, v in removable.items()
+        )
+        + ".",
     ]
     return "\n".join(lines)
 

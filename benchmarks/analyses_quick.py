@@ -32,12 +32,28 @@ def run() -> tuple[dict[str, float], float]:
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "analyses", "--quick", "--out", f"{tmp}/out", "--cache",
-                               f"{tmp}/cache"], cwd=ROOT, env=env, capture_output=True, text=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "analyses",
+                "--quick",
+                "--out",
+                f"{tmp}/out",
+                "--cache",
+                f"{tmp}/cache",
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         total = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"the quick run failed:\n{done.stdout}\n{done.stderr[-3000:]}")
-    times = {m.group(1): float(m.group(2)) for m in re.finditer(r"^(\w+): (\d+) s$", done.stdout, re.M)}
+    times = {
+        m.group(1): float(m.group(2)) for m in re.finditer(r"^(\w+): (\d+) s$", done.stdout, re.M)
+    }
     return times, total
 
 
@@ -45,10 +61,12 @@ def main() -> None:
     times, total = run()
     rows = "\n".join(f"| {name} | {seconds:.0f} |" for name, seconds in times.items())
     verdict = "within" if total <= BUDGET_S else "OVER"
-    body = (f"`{COMMAND}` (what `tests/analyses/test_experiments.py` runs), empty model cache, "
-            f"`OMP_NUM_THREADS` {os.environ.get('OMP_NUM_THREADS', 'unset')}.\n\n"
-            f"| experiment | seconds |\n|---|---|\n{rows}\n| **all six (wall)** | **{total:.0f}** |\n\n"
-            f"{total / 60:.1f} min in all: {verdict} the CI budget of {BUDGET_S // 60} min.")
+    body = (
+        f"`{COMMAND}` (what `tests/analyses/test_experiments.py` runs), empty model cache, "
+        f"`OMP_NUM_THREADS` {os.environ.get('OMP_NUM_THREADS', 'unset')}.\n\n"
+        f"| experiment | seconds |\n|---|---|\n{rows}\n| **all six (wall)** | **{total:.0f}** |\n\n"
+        f"{total / 60:.1f} min in all: {verdict} the CI budget of {BUDGET_S // 60} min."
+    )
     write_section("analyses --quick", "benchmarks/analyses_quick.py", body)
     print(body)
 

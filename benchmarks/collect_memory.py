@@ -37,7 +37,9 @@ print(json.dumps({"scale": scale, "peak_kib": resource.getrusage(resource.RUSAGE
 
 
 def measure(model: str, scale: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, model, str(scale)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, model, str(scale)], capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -54,9 +56,14 @@ def main() -> None:
     body = (
         f"Model `{args.model}`, default batch budget, one fresh process per size.\n\n"
         "| corpus | tokens | RSS after model load (MiB) | peak RSS (MiB) | collect seconds |\n|---|---|---|---|---|\n"
-        + rows + f"\n\nPeak memory at 4x the corpus: **{ratio:.3f}x** the 1x peak (target: at most 1.15x)."
+        + rows
+        + f"\n\nPeak memory at 4x the corpus: **{ratio:.3f}x** the 1x peak (target: at most 1.15x)."
     )
-    write_section(f"Collection peak memory vs corpus size ({args.model})", "benchmarks/collect_memory.py", body)
+    write_section(
+        f"Collection peak memory vs corpus size ({args.model})",
+        "benchmarks/collect_memory.py",
+        body,
+    )
     print(body)
 
 

@@ -12,21 +12,20 @@ that stops at the same place and computes no feature, so the two costs can be to
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 import torch
 
-import sys
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
 
+from interp import CollectConfig, ModelSpec  # noqa: E402
 from interp.collect.accumulator import FeatureAccumulator  # noqa: E402
+from interp.collect.features import context  # noqa: E402
 from interp.collect.stage import build_suites, encode_all  # noqa: E402
 from interp.model.lens import run_patterns  # noqa: E402
-from interp import CollectConfig, ModelSpec  # noqa: E402
-from interp.collect.features import context  # noqa: E402
 from interp.model.load import load_model  # noqa: E402
 from interp.probes.batch import bucket, make_batch  # noqa: E402
 
@@ -42,7 +41,10 @@ def main() -> None:
     seqs, aligner = encode_all(model, config, build_suites(config))
     relations = tuple(aligner.relations)
     pad = model.tokenizer.pad_token_id or 0
-    batches = [make_batch([seqs[i] for i in g], g, model.causal, pad) for g in bucket(seqs, config.cpu_batch_tokens)]
+    batches = [
+        make_batch([seqs[i] for i in g], g, model.causal, pad)
+        for g in bucket(seqs, config.cpu_batch_tokens)
+    ]
     n_tokens = sum(len(s) for s in seqs)
 
     def plain() -> None:
@@ -55,16 +57,22 @@ def main() -> None:
             run_patterns(model, b.tokens, b.attention_mask, lambda layer, p: None)
 
     def collect() -> None:
-        acc = FeatureAccumulator(model.n_layers, model.n_heads, relations, config.n_bootstrap, config.seed)
+        acc = FeatureAccumulator(
+            model.n_layers, model.n_heads, relations, config.n_bootstrap, config.seed
+        )
         for b in batches:
             ctx = context(b, relations, config.local_window)
             acc.start_batch(ctx)
-            run_patterns(model, b.tokens, b.attention_mask, lambda layer, p: acc.add_layer(layer, p, ctx))
+            run_patterns(
+                model, b.tokens, b.attention_mask, lambda layer, p: acc.add_layer(layer, p, ctx)
+            )
         acc.table()
 
-    runs = {"plain forward (logits)": plain,
-            "forward up to the last pattern, no features": stopped,
-            "collect: all features, all heads": collect}
+    runs = {
+        "plain forward (logits)": plain,
+        "forward up to the last pattern, no features": stopped,
+        "collect: all features, all heads": collect,
+    }
     times: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(args.repeats):
         for name, fn in runs.items():
@@ -83,7 +91,11 @@ def main() -> None:
         f"(target: at most 1.3x) and {best['collect: all features, all heads'] / best['forward up to the last pattern, no features']:.2f}x "
         "a pass that stops at the same place without computing features."
     )
-    write_section(f"Feature collection vs forward pass ({args.model}, {args.dtype})", "benchmarks/collect_vs_forward.py", body)
+    write_section(
+        f"Feature collection vs forward pass ({args.model}, {args.dtype})",
+        "benchmarks/collect_vs_forward.py",
+        body,
+    )
     print(body)
 
 

@@ -25,16 +25,22 @@ from scipy.stats import spearmanr
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
 
-from interp.model.lens import run_patterns  # noqa: E402
-from interp.collect.features import duplicate_token, induction, previous_token  # noqa: E402
 from interp.collect.features import context as feature_context  # noqa: E402
+from interp.collect.features import duplicate_token, induction, previous_token  # noqa: E402
+from interp.model.lens import run_patterns  # noqa: E402
 from interp.model.load import load_model  # noqa: E402
 from interp.probes.base import REPEATED, ProbeSequence  # noqa: E402
 from interp.probes.batch import make_batch  # noqa: E402
 
-WORDS = ("river apple stone cloud window garden silver market letter candle forest bridge orange "
-         "pencil rabbit winter mirror ladder basket engine violin pillow tunnel hammer jacket").split()
-OURS = {"previous_token_head": previous_token, "duplicate_token_head": duplicate_token, "induction_head": induction}
+WORDS = (
+    "river apple stone cloud window garden silver market letter candle forest bridge orange "
+    "pencil rabbit winter mirror ladder basket engine violin pillow tunnel hammer jacket"
+).split()
+OURS = {
+    "previous_token_head": previous_token,
+    "duplicate_token_head": duplicate_token,
+    "induction_head": induction,
+}
 
 
 def prompts(n: int, seed: int) -> list[str]:
@@ -48,15 +54,27 @@ def prompts(n: int, seed: int) -> list[str]:
     return out
 
 
-def ours(model, token_rows: list[torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+def ours(
+    model, token_rows: list[torch.Tensor]
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """(raw, value) for every head and all three types, from one batched pass: raw is the mean over
     prompts of each prompt's share (detect_head's average), value the ratio of sums off the sink."""
     special = [torch.zeros(len(t), dtype=torch.bool) for t in token_rows]
     for s in special:
         s[0] = True  # the BOS that to_tokens prepends
-    seqs = [ProbeSequence(tokens=t, suite="bench", family=REPEATED, is_delim=torch.zeros(len(t), dtype=torch.bool),
-                          is_special=s) for t, s in zip(token_rows, special)]
-    batch = make_batch(seqs, list(range(len(seqs))), causal=True, pad_id=model.tokenizer.pad_token_id or 0)
+    seqs = [
+        ProbeSequence(
+            tokens=t,
+            suite="bench",
+            family=REPEATED,
+            is_delim=torch.zeros(len(t), dtype=torch.bool),
+            is_special=s,
+        )
+        for t, s in zip(token_rows, special)
+    ]
+    batch = make_batch(
+        seqs, list(range(len(seqs))), causal=True, pad_id=model.tokenizer.pad_token_id or 0
+    )
     ctx = feature_context(batch)
     raw = {name: torch.zeros(model.n_layers, model.n_heads, dtype=torch.float64) for name in OURS}
     value = {name: torch.zeros(model.n_layers, model.n_heads, dtype=torch.float64) for name in OURS}
@@ -82,7 +100,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--prompts", type=int, default=24)
-    ap.add_argument("--repeats", type=int, default=3, help="timings: best of this many interleaved rounds")
+    ap.add_argument(
+        "--repeats", type=int, default=3, help="timings: best of this many interleaved rounds"
+    )
     args = ap.parse_args()
     model = load_model(args.model)
     texts = prompts(args.prompts, seed=0)
@@ -101,9 +121,11 @@ def main() -> None:
     for name in OURS:
         theirs_flat, value_flat = theirs[name].flatten().numpy(), value[name].flatten().numpy()
         rho = spearmanr(theirs_flat, value_flat, nan_policy="omit").statistic
-        rows.append(f"| {name} | {(raw[name] - theirs[name]).abs().max().item():.2e} | {best(theirs[name], model.n_heads)} "
-                    f"| {best(raw[name], model.n_heads)} | {(value[name] - theirs[name]).abs().nan_to_num(0).max().item():.2f} "
-                    f"| {rho:.2f} | {best(value[name], model.n_heads)} |")
+        rows.append(
+            f"| {name} | {(raw[name] - theirs[name]).abs().max().item():.2e} | {best(theirs[name], model.n_heads)} "
+            f"| {best(raw[name], model.n_heads)} | {(value[name] - theirs[name]).abs().nan_to_num(0).max().item():.2f} "
+            f"| {rho:.2f} | {best(value[name], model.n_heads)} |"
+        )
     body = (
         f"Model `{args.model}`, {len(texts)} prompts (a random half of 8-16 words, then the same half again), "
         f"{sum(len(t) for t in token_rows)} tokens.\n\n"
@@ -111,12 +133,15 @@ def main() -> None:
         "first-token sink, which the classifier reads.\n\n"
         "| head type | max abs raw - detect_head (all heads) | best head by detect_head | best head by raw "
         "| max abs value - detect_head | Spearman value vs detect_head | best head by value |\n|---|---|---|---|---|---|---|\n"
-        + "\n".join(rows) + "\n\n"
+        + "\n".join(rows)
+        + "\n\n"
         f"| method | seconds (best of {args.repeats}) |\n|---|---|\n| detect_head, three types, one call each | {t_theirs:.1f} |\n"
         f"| interp features, three types in one batched pass | {t_ours:.1f} |\n\n"
         f"Speed-up: **{t_theirs / t_ours:.1f}x** (target: at least 10x)."
     )
-    write_section(f"Agreement with detect_head ({args.model})", "benchmarks/detect_head_compare.py", body)
+    write_section(
+        f"Agreement with detect_head ({args.model})", "benchmarks/detect_head_compare.py", body
+    )
     print(body)
 
 

@@ -20,11 +20,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
 
-from interp.ablate.stage import AblateConfig  # noqa: E402
+from interp import ModelSpec  # noqa: E402
 from interp.ablate.config import CPU_TOKENS_PER_PASS  # noqa: E402
 from interp.ablate.evaluation import build_corpus  # noqa: E402
 from interp.ablate.forward import Ablator  # noqa: E402
-from interp import ModelSpec  # noqa: E402
+from interp.ablate.stage import AblateConfig  # noqa: E402
 from interp.model.load import load_model  # noqa: E402
 
 SCRIPT = "benchmarks/dtype_speed.py"
@@ -40,8 +40,15 @@ def main() -> None:
     ablators, batches = {}, {}
     for dtype in ("float32", "bfloat16", "float16"):
         model = load_model(ModelSpec(name="smollm2-135m", dtype=dtype))
-        corpus = build_corpus(model, cfg.n_prose, cfg.n_repeated, cfg.repeated_lengths, cfg.n_syntax, cfg.seed,
-                              cfg.max_tokens_per_batch)
+        corpus = build_corpus(
+            model,
+            cfg.n_prose,
+            cfg.n_repeated,
+            cfg.repeated_lengths,
+            cfg.n_syntax,
+            cfg.seed,
+            cfg.max_tokens_per_batch,
+        )
         ablators[dtype], batches[dtype] = Ablator(model), corpus.batches[0]
         ablators[dtype].run(batches[dtype], [], replicas=COPIES)  # warm-up: first-call allocations
     threads = sorted({1, torch.get_num_threads()})
@@ -55,25 +62,33 @@ def main() -> None:
                 best[dtype, n] = min(best[dtype, n], time.perf_counter() - start)
     torch.set_num_threads(threads[-1])
     fp32 = ablators["float32"].clean(batches["float32"]).readout.float()
-    rel = {d: float((fp32 - ablators[d].clean(batches[d]).readout.float()).abs().max() / fp32.abs().max())
-           for d in ("bfloat16", "float16")}
+    rel = {
+        d: float(
+            (fp32 - ablators[d].clean(batches[d]).readout.float()).abs().max() / fp32.abs().max()
+        )
+        for d in ("bfloat16", "float16")
+    }
     tokens = batches["float32"].tokens.numel() * COPIES
-    rows = [f"| {n} | {best['float32', n]:.2f} s | {best['bfloat16', n]:.2f} s | {best['float16', n]:.2f} s | "
-            f"{best['bfloat16', n] / best['float32', n]:.1f}x | {best['float16', n] / best['float32', n]:.1f}x |"
-            for n in threads]
-    body = "\n".join([
-        f"One intact SmolLM2 pass of {tokens} padded tokens (first prose batch x {COPIES} copies, the shape of an "
-        f"exact-sweep pass), best of {args.rounds} interleaved rounds; CPU capability "
-        f"`{torch.backends.cpu.get_cpu_capability()}`.",
-        "",
-        "| torch threads | float32 | bfloat16 | float16 | bf16 / fp32 time | fp16 / fp32 time |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: |",
-        *rows,
-        "",
-        f"Largest |logit difference| vs fp32, relative to the largest fp32 logit: bf16 {rel['bfloat16']:.3f}, "
-        f"fp16 {rel['float16']:.4f}. Both halve memory; bf16 pays only where the hardware has native bf16 "
-        "(GPUs, CPUs with AVX512-BF16 / AMX), fp16 where it has fp16 arithmetic (GPUs, CPUs with AVX512-FP16 / AMX-FP16).",
-    ])
+    rows = [
+        f"| {n} | {best['float32', n]:.2f} s | {best['bfloat16', n]:.2f} s | {best['float16', n]:.2f} s | "
+        f"{best['bfloat16', n] / best['float32', n]:.1f}x | {best['float16', n] / best['float32', n]:.1f}x |"
+        for n in threads
+    ]
+    body = "\n".join(
+        [
+            f"One intact SmolLM2 pass of {tokens} padded tokens (first prose batch x {COPIES} copies, the shape of an "
+            f"exact-sweep pass), best of {args.rounds} interleaved rounds; CPU capability "
+            f"`{torch.backends.cpu.get_cpu_capability()}`.",
+            "",
+            "| torch threads | float32 | bfloat16 | float16 | bf16 / fp32 time | fp16 / fp32 time |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: |",
+            *rows,
+            "",
+            f"Largest |logit difference| vs fp32, relative to the largest fp32 logit: bf16 {rel['bfloat16']:.3f}, "
+            f"fp16 {rel['float16']:.4f}. Both halve memory; bf16 pays only where the hardware has native bf16 "
+            "(GPUs, CPUs with AVX512-BF16 / AMX), fp16 where it has fp16 arithmetic (GPUs, CPUs with AVX512-FP16 / AMX-FP16).",
+        ]
+    )
     print(body)
     if not args.no_write:
         write_section("dtype_speed", SCRIPT, body)

@@ -38,22 +38,27 @@ def precision_rows(effects: pd.DataFrame, rounds: int, seconds: float) -> list[d
         top = part.reindex(part["delta"].abs().sort_values(ascending=False).index[:20])
         half = (top["ci_high"] - top["ci_low"]) / 2
         est = estimated[estimated["metric"] == metric]
-        rows.append({
-            "rounds": rounds, "metric": metric,
-            "estimator_tokens": int(est["n_tokens"].max()) if len(est) else 0,
-            "median_exact_tokens": int(part["n_tokens"].median()),
-            "top20_precise": int((half <= np.maximum(0.1 * top["delta"].abs(), 0.01)).sum()),
-            "undecided": float((part["vs_tolerance"] == "undecided").mean()),
-            "nonzero": float((part["vs_zero"] != "undecided").mean()),
-            "sweep_s": round(seconds),
-        })
+        rows.append(
+            {
+                "rounds": rounds,
+                "metric": metric,
+                "estimator_tokens": int(est["n_tokens"].max()) if len(est) else 0,
+                "median_exact_tokens": int(part["n_tokens"].median()),
+                "top20_precise": int((half <= np.maximum(0.1 * top["delta"].abs(), 0.01)).sum()),
+                "undecided": float((part["vs_tolerance"] == "undecided").mean()),
+                "nonzero": float((part["vs_zero"] != "undecided").mean()),
+                "sweep_s": round(seconds),
+            }
+        )
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", default="1,3")
-    parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md alone")
+    parser.add_argument(
+        "--no-write", action="store_true", help="print only; leave RESULTS.md alone"
+    )
     args = parser.parse_args()
     model = load_model("smollm2-135m")
     rows = []
@@ -63,11 +68,13 @@ def main() -> None:
         print(pd.DataFrame(rows).to_string(index=False), flush=True)
     if args.no_write:
         return
-    body = ("SmolLM2-135M, zero ablation, all 270 heads exact, default evaluation corpus per round; rounds > 1: the "
-            "sequential sweep (`--max-rounds`), where only heads whose effect is not settled get the next round. "
-            "top20_precise: of the 20 largest exact effects, those with a 95% half-width <= max(10% |delta|, 0.01); "
-            "undecided: share of heads whose interval straddles the tolerance (1% of the intact metric); nonzero: "
-            "share whose interval excludes zero.\n\n" + markdown(pd.DataFrame(rows)))
+    body = (
+        "SmolLM2-135M, zero ablation, all 270 heads exact, default evaluation corpus per round; rounds > 1: the "
+        "sequential sweep (`--max-rounds`), where only heads whose effect is not settled get the next round. "
+        "top20_precise: of the 20 largest exact effects, those with a 95% half-width <= max(10% |delta|, 0.01); "
+        "undecided: share of heads whose interval straddles the tolerance (1% of the intact metric); nonzero: "
+        "share whose interval excludes zero.\n\n" + markdown(pd.DataFrame(rows))
+    )
     write_section("effect_precision", SCRIPT, body)
 
 

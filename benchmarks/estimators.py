@@ -40,14 +40,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import markdown, write_section  # noqa: E402
 
-from interp.ablate.stage import AblateConfig  # noqa: E402
-from interp.ablate.config import CPU_TOKENS_PER_PASS, ESTIMATOR_POSITIONS  # noqa: E402
 from interp.ablate.attribution import attribute  # noqa: E402
+from interp.ablate.config import CPU_TOKENS_PER_PASS, ESTIMATOR_POSITIONS  # noqa: E402
 from interp.ablate.corpora import estimator_corpus, stage_metrics  # noqa: E402
 from interp.ablate.evaluation import build_corpus  # noqa: E402
 from interp.ablate.forward import Ablator  # noqa: E402
 from interp.ablate.integrated import integrate  # noqa: E402
 from interp.ablate.metrics import metric_sizes  # noqa: E402
+from interp.ablate.stage import AblateConfig  # noqa: E402
 from interp.ablate.stats import SumStore, effects_from_sums  # noqa: E402
 from interp.ablate.sweep import exact_sweep  # noqa: E402
 from interp.ablate.threads import stage_threads  # noqa: E402
@@ -75,8 +75,15 @@ def deltas(store: SumStore, method: str) -> pd.DataFrame:
 
 
 def measure(name: str, model, cfg: AblateConfig, kind: str, positions: int) -> list[dict]:
-    corpus = build_corpus(model, cfg.n_prose, cfg.n_repeated, cfg.repeated_lengths, cfg.n_syntax, cfg.seed,
-                          cfg.max_tokens_per_batch)
+    corpus = build_corpus(
+        model,
+        cfg.n_prose,
+        cfg.n_repeated,
+        cfg.repeated_lengths,
+        cfg.n_syntax,
+        cfg.seed,
+        cfg.max_tokens_per_batch,
+    )
     ablator = Ablator(model)
     heads = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
     seconds, frames = {}, []
@@ -92,10 +99,21 @@ def measure(name: str, model, cfg: AblateConfig, kind: str, positions: int) -> l
     frames.append(deltas(wide_attr.store, wide_name))
     seconds[wide_name] = time.perf_counter() - start
     reference = None
-    if len(heads) * wide.n_tokens <= AFFORDABLE:  # the exact effects on the wide corpus too: less sampling noise
+    if (
+        len(heads) * wide.n_tokens <= AFFORDABLE
+    ):  # the exact effects on the wide corpus too: less sampling noise
         reference = SumStore(metric_sizes(wide.sizes))
-        exact_sweep(ablator, wide, reference, heads, (kind,), wide_attr.means, None, cfg.max_tokens_per_batch,
-                    progress=False)
+        exact_sweep(
+            ablator,
+            wide,
+            reference,
+            heads,
+            (kind,),
+            wide_attr.means,
+            None,
+            cfg.max_tokens_per_batch,
+            progress=False,
+        )
         reference = deltas(reference, "exact_wide")
     combined = f"top-k rule: {wide_name} or integrated/4"
     selectors = [wide_name if s == "wide" else s for s in SELECTORS]
@@ -106,7 +124,17 @@ def measure(name: str, model, cfg: AblateConfig, kind: str, positions: int) -> l
         frames.append(deltas(store, f"integrated/{steps}"))
     start = time.perf_counter()
     exact = SumStore(metric_sizes(corpus.sizes))
-    exact_sweep(ablator, corpus, exact, heads, (kind,), attr.means, None, cfg.max_tokens_per_batch, progress=False)
+    exact_sweep(
+        ablator,
+        corpus,
+        exact,
+        heads,
+        (kind,),
+        attr.means,
+        None,
+        cfg.max_tokens_per_batch,
+        progress=False,
+    )
     seconds["exact"] = time.perf_counter() - start
     table = deltas(exact, "exact").join(pd.concat(frames, axis=1), how="inner")
     if reference is not None:
@@ -115,19 +143,35 @@ def measure(name: str, model, cfg: AblateConfig, kind: str, positions: int) -> l
     rows = []
     for metric, part in table.groupby(level="metric"):
         # The top-k selection's rule: a head's best percentile of |estimate| over both estimators.
-        part = part.assign(**{combined: pd.concat([part[m].abs().rank(pct=True) for m in selectors], axis=1).max(axis=1)})
+        part = part.assign(
+            **{
+                combined: pd.concat([part[m].abs().rank(pct=True) for m in selectors], axis=1).max(
+                    axis=1
+                )
+            }
+        )
         seconds[combined] = sum(seconds[m] for m in selectors)
         for method in [c for c in part.columns if c not in ("exact", "exact_wide")]:
             wide_ok = "exact_wide" in part.columns and part["exact_wide"].notna().all()
-            rows.append({
-                "model": name, "metric": metric, "heads": len(heads),
-                "tokens": wide.n_tokens if method in (wide_name, combined) else corpus.n_tokens,
-                "estimator": method, "top_in_window": f"{top} in {window}",
-                "recall": recall(part["exact"], part[method], top, window),
-                "spearman": part["exact"].rank().corr(part[method].rank()) if method != combined else float("nan"),
-                "recall_wide": recall(part["exact_wide"], part[method], top, window) if wide_ok else float("nan"),
-                "seconds": seconds[method], "exact_seconds": seconds["exact"],
-            })
+            rows.append(
+                {
+                    "model": name,
+                    "metric": metric,
+                    "heads": len(heads),
+                    "tokens": wide.n_tokens if method in (wide_name, combined) else corpus.n_tokens,
+                    "estimator": method,
+                    "top_in_window": f"{top} in {window}",
+                    "recall": recall(part["exact"], part[method], top, window),
+                    "spearman": part["exact"].rank().corr(part[method].rank())
+                    if method != combined
+                    else float("nan"),
+                    "recall_wide": recall(part["exact_wide"], part[method], top, window)
+                    if wide_ok
+                    else float("nan"),
+                    "seconds": seconds[method],
+                    "exact_seconds": seconds["exact"],
+                }
+            )
     return rows
 
 
@@ -136,35 +180,59 @@ def models(names: list[str]):
     for name in names:
         if name == "planted":
             from interp.synthetic.planted import planted_model
-            yield "planted", planted_model({(1, 0): "induction", (1, 1): "induction", (0, 1): "previous_token"})
+
+            yield (
+                "planted",
+                planted_model({(1, 0): "induction", (1, 1): "induction", (0, 1): "previous_token"}),
+            )
         elif name == "toy":
             from interp.synthetic.toy import toy_cached
+
             yield "toy (prev -> induction)", toy_cached(progress=False).model
         elif name == "trained":
             from interp.synthetic.trained import trained
+
             for seed in (0, 1, 2):
                 yield f"induction task, seed {seed}", trained("induction", seed).model
         else:
             from interp.model.load import load_model
-            yield {"minilm": "minilm-l6", "smollm2": "smollm2-135m"}[name], load_model(
-                {"minilm": "minilm-l6", "smollm2": "smollm2-135m"}[name])
+
+            yield (
+                {"minilm": "minilm-l6", "smollm2": "smollm2-135m"}[name],
+                load_model({"minilm": "minilm-l6", "smollm2": "smollm2-135m"}[name]),
+            )
 
 
 def summarise(results: pd.DataFrame) -> pd.DataFrame:
     """Per estimator: the worst recall over (model, metric), the mean, the lowest Spearman."""
-    return results.groupby("estimator").agg(
-        worst_recall=("recall", "min"), mean_recall=("recall", "mean"), worst_recall_wide=("recall_wide", "min"),
-        worst_spearman=("spearman", "min"),
-        mean_spearman=("spearman", "mean")).sort_values(["worst_recall", "mean_recall"], ascending=False)
+    return (
+        results.groupby("estimator")
+        .agg(
+            worst_recall=("recall", "min"),
+            mean_recall=("recall", "mean"),
+            worst_recall_wide=("recall_wide", "min"),
+            worst_spearman=("spearman", "min"),
+            mean_spearman=("spearman", "mean"),
+        )
+        .sort_values(["worst_recall", "mean_recall"], ascending=False)
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="planted,toy,trained,minilm,smollm2")
-    parser.add_argument("--kind", default=AblateConfig().ablations[0], help="ablation kind  [default: the stage's]")
-    parser.add_argument("--positions", type=int, default=ESTIMATOR_POSITIONS,
-                        help="scored positions per metric of the second attribution  [default: --top-k's]")
-    parser.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md alone")
+    parser.add_argument(
+        "--kind", default=AblateConfig().ablations[0], help="ablation kind  [default: the stage's]"
+    )
+    parser.add_argument(
+        "--positions",
+        type=int,
+        default=ESTIMATOR_POSITIONS,
+        help="scored positions per metric of the second attribution  [default: --top-k's]",
+    )
+    parser.add_argument(
+        "--no-write", action="store_true", help="print only; leave RESULTS.md alone"
+    )
     args = parser.parse_args()
     cfg = AblateConfig(max_tokens_per_batch=CPU_TOKENS_PER_PASS)
     rows = []
@@ -179,9 +247,13 @@ def main() -> None:
     print(summary.round(3).to_string())
     if args.no_write:
         return
-    shown = results.assign(recall=results["recall"].round(2), recall_wide=results["recall_wide"].round(2),
-                           spearman=results["spearman"].round(3),
-                           seconds=results["seconds"].round(1), exact_seconds=results["exact_seconds"].round(1))
+    shown = results.assign(
+        recall=results["recall"].round(2),
+        recall_wide=results["recall_wide"].round(2),
+        spearman=results["spearman"].round(3),
+        seconds=results["seconds"].round(1),
+        exact_seconds=results["exact_seconds"].round(1),
+    )
     body = (
         f"{args.kind.capitalize()} ablation on the ablate stage's default evaluation corpus (one round); exact = "
         "every head ablated alone. `tokens`: the tokens the estimator read (the exact sweep read the first ones). "
@@ -194,7 +266,8 @@ def main() -> None:
         "same sentences, which flatters it. "
         f"Metrics without a gradient at the intact model (embedding_cosine) have no estimate.\n\n"
         + markdown(shown)
-        + "\n\nPer estimator, over every (model, metric) above:\n\n" + markdown(summary.reset_index())
+        + "\n\nPer estimator, over every (model, metric) above:\n\n"
+        + markdown(summary.reset_index())
         + f"\n\nBest recall (worst first, then mean): {summary.index[0]!r}. The stage's estimator (the estimates "
         f"in its table): `AblateConfig.estimator` = {cfg.estimator!r}; `--top-k` ranks heads by attribution on "
         f"{ESTIMATOR_POSITIONS} positions per metric or integrated gradients ({cfg.ig_steps} steps, on the sweep's "

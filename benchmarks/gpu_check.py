@@ -31,22 +31,35 @@ KEYS = ["layer", "head", "ablation", "metric", "estimator"]
 
 
 def make(model: str, device: str, dtype: str, out: Path) -> interp.RunTables:
-    options = interp.RunOptions(model=interp.ModelSpec(name=model, device=device, dtype=dtype), quick=True,
-                                out_dir=str(out), run_name=f"{device.replace(':', '')}-{dtype}", skip=("report",))
+    options = interp.RunOptions(
+        model=interp.ModelSpec(name=model, device=device, dtype=dtype),
+        quick=True,
+        out_dir=str(out),
+        run_name=f"{device.replace(':', '')}-{dtype}",
+        skip=("report",),
+    )
     return interp.load_run(interp.run(options, progress=False))
 
 
 def agreement(reference: interp.RunTables, other: interp.RunTables) -> dict[str, float]:
-    features = reference.features.merge(other.features, on=["layer", "head", "feature"], suffixes=("", "_b"))
+    features = reference.features.merge(
+        other.features, on=["layer", "head", "feature"], suffixes=("", "_b")
+    )
     mass = features["feature"].isin(STATIC_FEATURES)
     gap = (features["value"] - features["value_b"]).abs()
     exact = reference.effects[reference.effects["estimator"] == "exact"]
     effects = exact.merge(other.effects, on=KEYS, suffixes=("", "_b"))
     scale = effects["delta"].abs().max()
     roles = reference.roles.merge(other.roles, on=["layer", "head"], suffixes=("", "_b"))
-    return {"mass features, max |diff|": gap[mass].max(), "syntactic features, max |diff|": gap[~mass].max(),
-            "exact effects, max |diff| / max |effect|": (effects["delta"] - effects["delta_b"]).abs().max() / scale,
-            "same primary role": (roles["role"] == roles["role_b"]).mean()}
+    return {
+        "mass features, max |diff|": gap[mass].max(),
+        "syntactic features, max |diff|": gap[~mass].max(),
+        "exact effects, max |diff| / max |effect|": (effects["delta"] - effects["delta_b"])
+        .abs()
+        .max()
+        / scale,
+        "same primary role": (roles["role"] == roles["role_b"]).mean(),
+    }
 
 
 def stage_seconds(run: interp.RunTables) -> dict[str, float]:
@@ -68,8 +81,10 @@ def main() -> None:
             run = make(args.model, "cuda", dtype, Path(out))
             rows.append({"run": f"cuda {dtype}", **stage_seconds(run), **agreement(cpu, run)})
     table = pd.DataFrame(rows)
-    body = (f"`interp run --quick` on {args.model} ({torch.cuda.get_device_name()}), against the CPU in float32 in "
-            f"the same run: stage times and how far each GPU run's tables are from the CPU's.\n\n{markdown(table)}")
+    body = (
+        f"`interp run --quick` on {args.model} ({torch.cuda.get_device_name()}), against the CPU in float32 in "
+        f"the same run: stage times and how far each GPU run's tables are from the CPU's.\n\n{markdown(table)}"
+    )
     print(body)
     if not args.no_write:
         write_section("GPU check", SCRIPT, body)

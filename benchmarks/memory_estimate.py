@@ -25,7 +25,11 @@ from _results import write_section  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [
     ("collect", "tiny-llama", {"n_syntax": 100, "max_sentences": 60}),
-    ("collect", "tiny-llama", {"n_syntax": 200, "max_sentences": 200, "max_tokens_per_batch": 8192}),
+    (
+        "collect",
+        "tiny-llama",
+        {"n_syntax": 200, "max_sentences": 200, "max_tokens_per_batch": 8192},
+    ),
     ("collect", "minilm-l6", {"n_syntax": 100, "max_sentences": 60}),
     ("collect", "minilm-l6", {"n_syntax": 200, "max_sentences": 200, "max_tokens_per_batch": 8192}),
     ("collect", "smollm2-135m", {"n_syntax": 200, "max_sentences": 100}),
@@ -41,8 +45,19 @@ def measure(stage: str, model: str, config: dict, live: bool) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     if live:
         env["MALLOC_MMAP_THRESHOLD_"] = "65536"
-    out = subprocess.run([sys.executable, str(ROOT / "tests" / "unit" / "memory_probe.py"), stage, model, json.dumps(config)],
-                         capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tests" / "unit" / "memory_probe.py"),
+            stage,
+            model,
+            json.dumps(config),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -56,12 +71,16 @@ def main() -> None:
             continue
         live, default = measure(stage, model, config, True), measure(stage, model, config, False)
         mib = 2**20
-        rows.append(f"| {stage} | `{model}` | `{json.dumps(config)}` | {live['estimate'] / mib:.0f} | {live['measured'] / mib:.0f} "
-                    f"| {live['estimate'] / live['measured']:.2f} | {default['measured'] / mib:.0f} |")
+        rows.append(
+            f"| {stage} | `{model}` | `{json.dumps(config)}` | {live['estimate'] / mib:.0f} | {live['measured'] / mib:.0f} "
+            f"| {live['estimate'] / live['measured']:.2f} | {default['measured'] / mib:.0f} |"
+        )
         print(rows[-1], flush=True)
-    body = ("Peak memory a stage adds above the loaded (warmed-up) model, one fresh process per case, one thread.\n\n"
-            "| stage | model | config | estimate (MiB) | measured, live tensors (MiB) | estimate / measured "
-            "| measured, default allocator (MiB) |\n|---|---|---|---|---|---|---|\n" + "\n".join(rows))
+    body = (
+        "Peak memory a stage adds above the loaded (warmed-up) model, one fresh process per case, one thread.\n\n"
+        "| stage | model | config | estimate (MiB) | measured, live tensors (MiB) | estimate / measured "
+        "| measured, default allocator (MiB) |\n|---|---|---|---|---|---|---|\n" + "\n".join(rows)
+    )
     write_section("Memory estimate vs measured peak", "benchmarks/memory_estimate.py", body)
 
 

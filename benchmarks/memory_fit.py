@@ -58,18 +58,33 @@ print(json.dumps({{"shape": shape.__dict__, "points": points}}))
 
 
 def measure(model: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "65536"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "OMP_NUM_THREADS": "1",
+        "MALLOC_MMAP_THRESHOLD_": "65536",
+    }
     code = CHILD.format(unit=str(ROOT / "tests" / "unit"))
-    out = subprocess.run([sys.executable, "-c", code, model, json.dumps(SHAPES)], capture_output=True, text=True,
-                         env=env, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, model, json.dumps(SHAPES)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def predict(x, s: dict, b: int, width: int) -> float:
     a_causal, a_encoder, c, m_gated, m_plain = x
     tokens = b * width
-    attention = (a_causal if s["causal"] else a_encoder) * b * s["n_heads"] * width**2 * 4 + c * tokens * s["d_model"] * 4
-    return max(attention, (m_gated if s["gated_mlp"] else m_plain) * tokens * (s["d_model"] + s["d_mlp"]) * 4)
+    attention = (a_causal if s["causal"] else a_encoder) * b * s[
+        "n_heads"
+    ] * width**2 * 4 + c * tokens * s["d_model"] * 4
+    return max(
+        attention,
+        (m_gated if s["gated_mlp"] else m_plain) * tokens * (s["d_model"] + s["d_mlp"]) * 4,
+    )
 
 
 def main() -> None:
@@ -79,17 +94,29 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--no-smollm2", action="store_true")
     args = ap.parse_args()
-    models = ["tiny-llama", "tiny-gpt2", "tiny-bert", "minilm-l6"] + ([] if args.no_smollm2 else ["smollm2-135m"])
+    models = ["tiny-llama", "tiny-gpt2", "tiny-bert", "minilm-l6"] + (
+        [] if args.no_smollm2 else ["smollm2-135m"]
+    )
     data = {m: measure(m) for m in models}
     rows = [(m, d["shape"], b, w, y) for m, d in data.items() for b, w, y in d["points"]]
-    fit = least_squares(lambda x: [np.log(predict(x, s, b, w) / y) for _, s, b, w, y in rows], [7, 7, 4, 3, 3], bounds=(0, 50)).x
+    fit = least_squares(
+        lambda x: [np.log(predict(x, s, b, w) / y) for _, s, b, w, y in rows],
+        [7, 7, 4, 3, 3],
+        bounds=(0, 50),
+    ).x
     worst = max(abs(np.log(predict(fit, s, b, w) / y)) for _, s, b, w, y in rows)
-    lines = [f"| `{m}` | {b} x {w} | {y / 2**20:.1f} | {predict(fit, s, b, w) / 2**20:.1f} |" for m, s, b, w, y in rows]
-    body = ("Per-batch peaks of the collection pass (random tokens, one thread, live tensors) and the fitted estimate.\n\n"
-            f"Fitted: attention {fit[0]:.1f} (causal) / {fit[1]:.1f} (encoder) `[batch, head, q, k]` float32 tensors, "
-            f"{fit[2]:.1f} `[token, d_model]`; MLP phase {fit[3]:.1f} (gated) / {fit[4]:.1f} (plain) `[token, d_model + d_mlp]`. "
-            f"Worst estimate / measured: {np.exp(worst):.2f}x.\n\n"
-            "| model | batch x width | measured (MiB) | estimate (MiB) |\n|---|---|---|---|\n" + "\n".join(lines))
+    lines = [
+        f"| `{m}` | {b} x {w} | {y / 2**20:.1f} | {predict(fit, s, b, w) / 2**20:.1f} |"
+        for m, s, b, w, y in rows
+    ]
+    body = (
+        "Per-batch peaks of the collection pass (random tokens, one thread, live tensors) and the fitted estimate.\n\n"
+        f"Fitted: attention {fit[0]:.1f} (causal) / {fit[1]:.1f} (encoder) `[batch, head, q, k]` float32 tensors, "
+        f"{fit[2]:.1f} `[token, d_model]`; MLP phase {fit[3]:.1f} (gated) / {fit[4]:.1f} (plain) `[token, d_model + d_mlp]`. "
+        f"Worst estimate / measured: {np.exp(worst):.2f}x.\n\n"
+        "| model | batch x width | measured (MiB) | estimate (MiB) |\n|---|---|---|---|\n"
+        + "\n".join(lines)
+    )
     write_section("Memory coefficients of the collection pass", "benchmarks/memory_fit.py", body)
     print(body)
 

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import markdown, write_section  # noqa: E402
 
 from interp.ablate.config import AblateConfig  # noqa: E402
-from interp.ablate.evaluation import EvalCorpus  # noqa: E402
 from interp.ablate.corpora import stage_corpus, stage_metrics  # noqa: E402
+from interp.ablate.evaluation import EvalCorpus  # noqa: E402
 from interp.config import from_jsonable  # noqa: E402
 from interp.model.load import load_model  # noqa: E402
 from interp.model.spec import ModelSpec  # noqa: E402
@@ -48,6 +48,7 @@ def head_means(bridge, corpus: EvalCorpus, n_layers: int) -> list[torch.Tensor]:
         def hook(z, hook):
             total = z[0].double().sum(0)
             sums[layer] = total if sums[layer] is None else sums[layer] + total
+
         return hook
 
     hooks = [(f"blocks.{layer}.attn.hook_z", keep(layer)) for layer in range(n_layers)]
@@ -70,6 +71,7 @@ def loss(bridge, items, removed: list[tuple[int, int]], means: list[torch.Tensor
             for head in by_layer[layer]:
                 z[:, :, head, :] = means[layer][head].to(z.dtype)
             return z
+
         return hook
 
     hooks = [(f"blocks.{layer}.attn.hook_z", ablate(layer)) for layer in by_layer]
@@ -77,7 +79,9 @@ def loss(bridge, items, removed: list[tuple[int, int]], means: list[torch.Tensor
     with torch.inference_mode():
         for item in items:
             logits = bridge.run_with_hooks(item.tokens[None], fwd_hooks=hooks)[0]
-            total += float(F.cross_entropy(logits[item.rows].double(), item.targets, reduction="sum"))
+            total += float(
+                F.cross_entropy(logits[item.rows].double(), item.targets, reduction="sum")
+            )
             n += len(item.rows)
     return total / n
 
@@ -86,37 +90,60 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir")
     parser.add_argument("--metric", default="loss_repeated", choices=sorted(FAMILY))
-    parser.add_argument("--steps", type=int, default=4, help="curve steps to recompute after the intact one")
+    parser.add_argument(
+        "--steps", type=int, default=4, help="curve steps to recompute after the intact one"
+    )
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
 
     run = Path(args.run_dir)
     manifest = rundir.read_manifest(run)
     model = load_model(from_jsonable(ModelSpec, manifest["model"]["spec"]))
-    cfg = from_jsonable(AblateConfig, manifest["stages"]["ablate"]["config"]).resolved(model.n_layers * model.n_heads)
+    cfg = from_jsonable(AblateConfig, manifest["stages"]["ablate"]["config"]).resolved(
+        model.n_layers * model.n_heads
+    )
     if cfg.ablations[0] != "mean":
-        raise SystemExit("this check recomputes mean ablation; the run's curve used " + cfg.ablations[0])
+        raise SystemExit(
+            "this check recomputes mean ablation; the run's curve used " + cfg.ablations[0]
+        )
     metrics = stage_metrics(model, cfg)
     means = head_means(model.bridge, stage_corpus(model, cfg, metrics), model.n_layers)
-    held_out = [it for it in stage_corpus(model, cfg, metrics, split=1).items if it.family == FAMILY[args.metric]
-                and len(it.rows)]
+    held_out = [
+        it
+        for it in stage_corpus(model, cfg, metrics, split=1).items
+        if it.family == FAMILY[args.metric] and len(it.rows)
+    ]
     pruning = pd.read_csv(run / "pruning.csv")
-    curve = pruning[(pruning["metric"] == args.metric) & (pruning["removed_by"] == "effect")].head(args.steps + 1)
+    curve = pruning[(pruning["metric"] == args.metric) & (pruning["removed_by"] == "effect")].head(
+        args.steps + 1
+    )
     rows, removed = [], []
     for step in curve.itertuples():
         if isinstance(step.last_removed, str):
-            removed += [(int(h[1:].split("H")[0]), int(h.split("H")[1])) for h in step.last_removed.split()]
+            removed += [
+                (int(h[1:].split("H")[0]), int(h.split("H")[1])) for h in step.last_removed.split()
+            ]
         independent = loss(model.bridge, held_out, removed, means)
-        rows.append({"heads removed": int(step.heads_removed), "run's value": float(step.value),
-                     "independent": independent, "difference": independent - float(step.value),
-                     "last removed": step.last_removed if isinstance(step.last_removed, str) else "(intact)"})
+        rows.append(
+            {
+                "heads removed": int(step.heads_removed),
+                "run's value": float(step.value),
+                "independent": independent,
+                "difference": independent - float(step.value),
+                "last removed": step.last_removed
+                if isinstance(step.last_removed, str)
+                else "(intact)",
+            }
+        )
     frame = pd.DataFrame(rows)
     worst = frame["difference"].abs().max()
-    body = (f"Run `{run.name}` of `{model.name}`, metric `{args.metric}`, mean ablation, on its "
-            f"{len(held_out)} held-out sequences ({sum(len(it.rows) for it in held_out)} scored positions): the "
-            f"first {len(frame)} points of the curve recomputed with plain hooks on hook_z, one unpadded sequence "
-            f"at a time, means over the stage's evaluation corpus.\n\n{markdown(frame)}\n\n"
-            f"Largest |difference|: {worst:.2e} nats.")
+    body = (
+        f"Run `{run.name}` of `{model.name}`, metric `{args.metric}`, mean ablation, on its "
+        f"{len(held_out)} held-out sequences ({sum(len(it.rows) for it in held_out)} scored positions): the "
+        f"first {len(frame)} points of the curve recomputed with plain hooks on hook_z, one unpadded sequence "
+        f"at a time, means over the stage's evaluation corpus.\n\n{markdown(frame)}\n\n"
+        f"Largest |difference|: {worst:.2e} nats."
+    )
     print(body)
     if not args.no_write:
         write_section(SECTION, SCRIPT, body)

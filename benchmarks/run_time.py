@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import pandas as pd
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
@@ -40,8 +41,13 @@ TOP = 5
 
 def timed(args: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "interp", *args], env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "interp", *args],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return time.perf_counter() - start
 
 
@@ -50,8 +56,15 @@ def stage_lines(run_dir: Path) -> tuple[str, str]:
     split = ", ".join(f"{name} {info['seconds']:.0f} s" for name, info in stages.items())
     ablate = stages.get("ablate", {})
     parts = ablate.get("timings", {})
-    inner = ", ".join(f"{k} {parts[k]:.0f} s" for k in ("threads", "integrated", "attribution", "exact", "pruning") if k in parts)
-    return split, f"{inner}; {ablate.get('exact_heads')} heads exact, {ablate.get('threads')} thread(s)"
+    inner = ", ".join(
+        f"{k} {parts[k]:.0f} s"
+        for k in ("threads", "integrated", "attribution", "exact", "pruning")
+        if k in parts
+    )
+    return (
+        split,
+        f"{inner}; {ablate.get('exact_heads')} heads exact, {ablate.get('threads')} thread(s)",
+    )
 
 
 def top_heads(run_dir: Path, metric: str) -> list[tuple[int, int]]:
@@ -66,13 +79,17 @@ def top_heads(run_dir: Path, metric: str) -> list[tuple[int, int]]:
 def overlap_rows(default: Path, quick: Path) -> list[str]:
     """Per metric: the quick run's top heads that are among the default run's, and both lists."""
     metrics = json.loads((default / "manifest.json").read_text())["stages"]["ablate"]["metrics"]
-    wide = json.loads((quick / "manifest.json").read_text())["stages"]["ablate"].get("estimator_corpus", {})
+    wide = json.loads((quick / "manifest.json").read_text())["stages"]["ablate"].get(
+        "estimator_corpus", {}
+    )
     out = []
     for metric in metrics:
         a, b = top_heads(default, metric), top_heads(quick, metric)
         name = lambda heads: " ".join(f"L{layer}H{head}" for layer, head in heads)  # noqa: E731
         positions = wide.get(metric, {}).get("n_scored", "")
-        out.append(f"| {metric} | {len(set(a) & set(b))} of {TOP} | {positions} | {name(a)} | {name(b)} |")
+        out.append(
+            f"| {metric} | {len(set(a) & set(b))} of {TOP} | {positions} | {name(a)} | {name(b)} |"
+        )
     return out
 
 
@@ -85,29 +102,35 @@ def main() -> None:
         prepare_s = timed(["models", "--prepare"], env)
         rows = []
         for name, extra in (("default", []), ("quick", ["--quick"])):
-            seconds = timed(["run", "--model", MODEL, "--out", tmp, "--name", name, "-q", *extra], env)
+            seconds = timed(
+                ["run", "--model", MODEL, "--out", tmp, "--name", name, "-q", *extra], env
+            )
             split, inner = stage_lines(Path(tmp) / MODEL / name)
             verdict = "within" if seconds <= LIMITS[name] else "OVER"
-            rows.append(f"| `interp run{' --quick' if extra else ''}` | {seconds / 60:.1f} min ({seconds:.0f} s) "
-                        f"| {verdict} {LIMITS[name] // 60} min | {split} | {inner} |")
+            rows.append(
+                f"| `interp run{' --quick' if extra else ''}` | {seconds / 60:.1f} min ({seconds:.0f} s) "
+                f"| {verdict} {LIMITS[name] // 60} min | {split} | {inner} |"
+            )
         overlap = overlap_rows(Path(tmp) / MODEL / "default", Path(tmp) / MODEL / "quick")
-    body = "\n".join([
-        f"`interp run --model {MODEL}` in a fresh process each, model cache filled at set-up.",
-        "",
-        f"One-time set-up, `interp models --prepare` on an empty cache (GGUF read and dequantized by "
-        f"transformers, saved as safetensors): **{prepare_s:.0f} s**. A run on an empty cache pays it once.",
-        "",
-        "| command | wall time | target | stages | inside ablate |",
-        "| --- | ---: | --- | --- | --- |",
-        *rows,
-        "",
-        f"The quick run's {TOP} largest exact effects per metric against the default run's (exact |delta|, "
-        f"{MODEL}); `estimator positions`: scored positions the quick run's estimator read.",
-        "",
-        f"| metric | quick top {TOP} in default top {TOP} | estimator positions | default top {TOP} | quick top {TOP} |",
-        "| --- | --- | ---: | --- | --- |",
-        *overlap,
-    ])
+    body = "\n".join(
+        [
+            f"`interp run --model {MODEL}` in a fresh process each, model cache filled at set-up.",
+            "",
+            f"One-time set-up, `interp models --prepare` on an empty cache (GGUF read and dequantized by "
+            f"transformers, saved as safetensors): **{prepare_s:.0f} s**. A run on an empty cache pays it once.",
+            "",
+            "| command | wall time | target | stages | inside ablate |",
+            "| --- | ---: | --- | --- | --- |",
+            *rows,
+            "",
+            f"The quick run's {TOP} largest exact effects per metric against the default run's (exact |delta|, "
+            f"{MODEL}); `estimator positions`: scored positions the quick run's estimator read.",
+            "",
+            f"| metric | quick top {TOP} in default top {TOP} | estimator positions | default top {TOP} | quick top {TOP} |",
+            "| --- | --- | ---: | --- | --- |",
+            *overlap,
+        ]
+    )
     print(body)
     if not args.no_write:
         write_section("run_time", SCRIPT, body)

@@ -88,7 +88,10 @@ def block_flops(a: Arch, width: int) -> float:
     """FLOPs of one block per token of a ``width``-token sequence: 2 per weight (multiply, add),
     plus the attention scores and the weighted sum over the keys (half of them in a causal model,
     on average; counted in full, as the kernels compute the padded square)."""
-    weights = a.d_model * a.d_head * (2 * a.n_heads + 2 * a.n_kv_heads) + (3 if a.gated else 2) * a.d_model * a.d_mlp
+    weights = (
+        a.d_model * a.d_head * (2 * a.n_heads + 2 * a.n_kv_heads)
+        + (3 if a.gated else 2) * a.d_model * a.d_mlp
+    )
     return 2 * weights + 4 * a.n_heads * a.d_head * width
 
 
@@ -98,9 +101,17 @@ def unembed_flops(a: Arch) -> float:
 
 def arch_of(model) -> Arch:
     cfg = model.bridge.cfg
-    return Arch(model.name, model.n_layers, model.n_heads,
-                int(getattr(cfg, "n_key_value_heads", None) or model.n_heads), int(cfg.d_model), int(cfg.d_head),
-                int(cfg.d_mlp), int(getattr(model, "d_vocab_out", cfg.d_vocab)), bool(getattr(cfg, "gated_mlp", False)))
+    return Arch(
+        model.name,
+        model.n_layers,
+        model.n_heads,
+        int(getattr(cfg, "n_key_value_heads", None) or model.n_heads),
+        int(cfg.d_model),
+        int(cfg.d_head),
+        int(cfg.d_mlp),
+        int(getattr(model, "d_vocab_out", cfg.d_vocab)),
+        bool(getattr(cfg, "gated_mlp", False)),
+    )
 
 
 def corpus_shape(corpus: EvalCorpus) -> list[tuple[int, int, int]]:
@@ -110,7 +121,10 @@ def corpus_shape(corpus: EvalCorpus) -> list[tuple[int, int, int]]:
 
 def forward_flops(a: Arch, shape: list[tuple[int, int, int]], first_layer: int = 0) -> float:
     """One pass over the corpus from block ``first_layer`` on, metrics read on the scored rows."""
-    return sum(n * w * block_flops(a, w) * (a.n_layers - first_layer) + rows * unembed_flops(a) for n, w, rows in shape)
+    return sum(
+        n * w * block_flops(a, w) * (a.n_layers - first_layer) + rows * unembed_flops(a)
+        for n, w, rows in shape
+    )
 
 
 def sweep_flops(a: Arch, shape: list[tuple[int, int, int]], heads: list[tuple[int, int]]) -> float:
@@ -118,7 +132,9 @@ def sweep_flops(a: Arch, shape: list[tuple[int, int, int]], heads: list[tuple[in
     return forward_flops(a, shape) + sum(forward_flops(a, shape, layer) for layer, _ in heads)
 
 
-def predictions(rate_cpu: float, rate_gpu: float, tokens: int, width: int, load_gb_s: float) -> pd.DataFrame:
+def predictions(
+    rate_cpu: float, rate_gpu: float, tokens: int, width: int, load_gb_s: float
+) -> pd.DataFrame:
     """The time of one exact sweep of every head of each predicted model on ``tokens`` evaluation
     tokens (sequences of ``width``), on 1 / 8 / 64 workers: CPU workers at this machine's measured
     one-thread rate, GPUs at ``rate_gpu``. Shards are whole layers, so at most ``n_layers``
@@ -126,9 +142,16 @@ def predictions(rate_cpu: float, rate_gpu: float, tokens: int, width: int, load_
     rows = []
     for a in PREDICTED:
         shape = [(tokens // width, width, tokens)]
-        flops = sweep_flops(a, shape, [(layer, h) for layer in range(a.n_layers) for h in range(a.n_heads)])
+        flops = sweep_flops(
+            a, shape, [(layer, h) for layer in range(a.n_layers) for h in range(a.n_heads)]
+        )
         weights_gb = 2 * (a.params + a.d_model * a.d_vocab) / 1e9  # bf16, embedding included
-        row = {"model": a.name, "heads": a.heads, "sweep PFLOP": flops / 1e15, "bf16 weights GB": weights_gb}
+        row = {
+            "model": a.name,
+            "heads": a.heads,
+            "sweep PFLOP": flops / 1e15,
+            "bf16 weights GB": weights_gb,
+        }
         for kind, rate in (("CPU", rate_cpu), ("GPU", rate_gpu)):
             for n in WORKERS:
                 used = min(n, a.n_layers)
@@ -152,9 +175,11 @@ def ray_sentence(frame: pd.DataFrame) -> str:
     if len(ray_rows) != 2:
         return ""
     one, two = ray_rows.iloc[0], ray_rows.iloc[1]
-    return (f" Ray, 2 workers against 1: predicted {one['predicted s'] / two['predicted s']:.2f}x faster with both "
-            f"cores free, measured {one['measured s'] / two['measured s']:.2f}x; a second worker gains only the share "
-            f"of a core the machine's other work leaves it.")
+    return (
+        f" Ray, 2 workers against 1: predicted {one['predicted s'] / two['predicted s']:.2f}x faster with both "
+        f"cores free, measured {one['measured s'] / two['measured s']:.2f}x; a second worker gains only the share "
+        f"of a core the machine's other work leaves it."
+    )
 
 
 def median_time(fn, repeats: int) -> float:
@@ -166,7 +191,9 @@ def median_time(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def check_ray(model, arch: Arch, corpus: EvalCorpus, rows: list[dict], flops_per_s: float, repeats: int) -> None:
+def check_ray(
+    model, arch: Arch, corpus: EvalCorpus, rows: list[dict], flops_per_s: float, repeats: int
+) -> None:
     """1 vs 2 Ray workers (one thread each) on every head of 4 layers. Predicted: each shard costs
     its heads' reruns plus one intact pass, at the calibrated rate; the workers run in parallel (at
     most as many as the machine has cores), so the wall time is the even share of the shards or
@@ -184,20 +211,33 @@ def check_ray(model, arch: Arch, corpus: EvalCorpus, rows: list[dict], flops_per
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         for workers in (1, 2):
-            executor = RayExecutor.start(model, AblateConfig(executor="ray", workers=workers), threads=1)
+            executor = RayExecutor.start(
+                model, AblateConfig(executor="ray", workers=workers), threads=1
+            )
             try:
                 shards = executor.shards(heads, model.n_layers)
                 each = [sweep_flops(arch, shape, list(shard.heads)) for shard in shards]
                 # a free worker takes the next shard: the wall time is the even share, or the largest shard
                 flops = max(sum(each) / min(workers, os.cpu_count() or 1), max(each))
-                seconds = median_time(lambda: sweep_with(executor, job, heads, model.n_layers, SumStore(job.sizes),
-                                                         progress=False), repeats)
+                seconds = median_time(
+                    lambda: sweep_with(
+                        executor, job, heads, model.n_layers, SumStore(job.sizes), progress=False
+                    ),
+                    repeats,
+                )
             finally:
                 executor.close()
-            rows.append({"what": f"Ray, {workers} worker(s), every head of layers {', '.join(map(str, layers))} "
-                                 f"({len(shards)} shards)", "tokens": corpus.n_tokens, "GFLOP": sum(each) / 1e9,
-                         "predicted s": flops / flops_per_s, "measured s": seconds,
-                         "measured / predicted": seconds * flops_per_s / flops})
+            rows.append(
+                {
+                    "what": f"Ray, {workers} worker(s), every head of layers {', '.join(map(str, layers))} "
+                    f"({len(shards)} shards)",
+                    "tokens": corpus.n_tokens,
+                    "GFLOP": sum(each) / 1e9,
+                    "predicted s": flops / flops_per_s,
+                    "measured s": seconds,
+                    "measured / predicted": seconds * flops_per_s / flops,
+                }
+            )
     finally:
         ray.shutdown()
 
@@ -206,12 +246,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--gpu-tflops", type=float, default=300.0,
-                        help="assumed effective bf16 rate of one GPU for the predictions (TFLOP/s)")
-    parser.add_argument("--tokens", type=int, default=4000, help="evaluation tokens of the predicted sweeps")
-    parser.add_argument("--load-gb-s", type=float, default=1.0, help="assumed model loading speed per worker (GB/s)")
+    parser.add_argument(
+        "--gpu-tflops",
+        type=float,
+        default=300.0,
+        help="assumed effective bf16 rate of one GPU for the predictions (TFLOP/s)",
+    )
+    parser.add_argument(
+        "--tokens", type=int, default=4000, help="evaluation tokens of the predicted sweeps"
+    )
+    parser.add_argument(
+        "--load-gb-s", type=float, default=1.0, help="assumed model loading speed per worker (GB/s)"
+    )
     parser.add_argument("--no-ray", action="store_true", help="skip the 1 vs 2 Ray workers check")
-    parser.add_argument("--no-write", action="store_true", help="print, do not write benchmarks/RESULTS.md")
+    parser.add_argument(
+        "--no-write", action="store_true", help="print, do not write benchmarks/RESULTS.md"
+    )
     args = parser.parse_args()
 
     torch.set_num_threads(1)
@@ -220,8 +270,18 @@ def main() -> None:
     arch = arch_of(model)
     ablator = Ablator(model)
     local = LocalExecutor(ablator)
-    corpora = {n: build_corpus(model, n_prose=n, n_repeated=n, repeated_lengths=(10,), n_syntax=2 * n, seed=0,
-                               max_tokens=2048) for n in (1, 2, 4)}
+    corpora = {
+        n: build_corpus(
+            model,
+            n_prose=n,
+            n_repeated=n,
+            repeated_lengths=(10,),
+            n_syntax=2 * n,
+            seed=0,
+            max_tokens=2048,
+        )
+        for n in (1, 2, 4)
+    }
     mid = corpora[2]
 
     def intact(corpus: EvalCorpus) -> None:
@@ -245,21 +305,50 @@ def main() -> None:
     checks: list[tuple[str, EvalCorpus, float, object]] = []
     for k in (1, 3):
         heads = [(layer, h) for h in range(k)]
-        checks.append((f"exact sweep, {k} head(s) of layer {layer}", mid, sweep_flops(arch, corpus_shape(mid), heads),
-                       lambda heads=heads: sweep(mid, heads)))
+        checks.append(
+            (
+                f"exact sweep, {k} head(s) of layer {layer}",
+                mid,
+                sweep_flops(arch, corpus_shape(mid), heads),
+                lambda heads=heads: sweep(mid, heads),
+            )
+        )
     for depth in sorted({0, model.n_layers // 3, 2 * model.n_layers // 3, model.n_layers - 1}):
         heads = [(depth, h) for h in range(model.n_heads)]
-        checks.append((f"exact sweep, every head of layer {depth}", mid, sweep_flops(arch, corpus_shape(mid), heads),
-                       lambda heads=heads: sweep(mid, heads)))
+        checks.append(
+            (
+                f"exact sweep, every head of layer {depth}",
+                mid,
+                sweep_flops(arch, corpus_shape(mid), heads),
+                lambda heads=heads: sweep(mid, heads),
+            )
+        )
     for n in (1, 4):
         corpus = corpora[n]
-        checks.append((f"exact sweep, every head of layer {layer}", corpus,
-                       sweep_flops(arch, corpus_shape(corpus), reference),
-                       lambda corpus=corpus: sweep(corpus, reference)))
-    checks.append(("attribution, every head (1 forward + 1 backward = 3 forwards)", mid,
-                   3 * forward_flops(arch, corpus_shape(mid)),
-                   lambda: attribute(ablator, mid, ("zero",), progress=False)))
-    checks.append(("one intact forward pass", mid, forward_flops(arch, corpus_shape(mid)), lambda: intact(mid)))
+        checks.append(
+            (
+                f"exact sweep, every head of layer {layer}",
+                corpus,
+                sweep_flops(arch, corpus_shape(corpus), reference),
+                lambda corpus=corpus: sweep(corpus, reference),
+            )
+        )
+    checks.append(
+        (
+            "attribution, every head (1 forward + 1 backward = 3 forwards)",
+            mid,
+            3 * forward_flops(arch, corpus_shape(mid)),
+            lambda: attribute(ablator, mid, ("zero",), progress=False),
+        )
+    )
+    checks.append(
+        (
+            "one intact forward pass",
+            mid,
+            forward_flops(arch, corpus_shape(mid)),
+            lambda: intact(mid),
+        )
+    )
 
     measured = []
     for i, (what, corpus, flops, fn) in enumerate(checks):
@@ -268,9 +357,17 @@ def main() -> None:
         measured.append((what, corpus, flops, median_time(fn, args.repeats)))
     calibrate()
     flops_per_s = statistics.median(calibrations)
-    rows = [{"what": what, "tokens": corpus.n_tokens, "GFLOP": flops / 1e9, "predicted s": flops / flops_per_s,
-             "measured s": seconds, "measured / predicted": seconds * flops_per_s / flops}
-            for what, corpus, flops, seconds in measured]
+    rows = [
+        {
+            "what": what,
+            "tokens": corpus.n_tokens,
+            "GFLOP": flops / 1e9,
+            "predicted s": flops / flops_per_s,
+            "measured s": seconds,
+            "measured / predicted": seconds * flops_per_s / flops,
+        }
+        for what, corpus, flops, seconds in measured
+    ]
     if not args.no_ray:
         check_ray(model, arch, mid, rows, flops_per_s, args.repeats)
     load_after = os.getloadavg()[0]
@@ -278,7 +375,9 @@ def main() -> None:
     frame = pd.DataFrame(rows)
     ratios = frame["measured / predicted"]
     sweeps = frame[frame["what"].str.startswith("exact")]
-    per_head = sweep_flops(arch, corpus_shape(mid), reference[:1]) - forward_flops(arch, corpus_shape(mid))
+    per_head = sweep_flops(arch, corpus_shape(mid), reference[:1]) - forward_flops(
+        arch, corpus_shape(mid)
+    )
     body = (
         f"Model `{args.model}`: {arch.n_layers} layers x {arch.n_heads} heads ({arch.n_kv_heads} key/value heads), "
         f"d_model {arch.d_model}, d_mlp {arch.d_mlp}, {arch.d_vocab} output logits: {arch.params / 1e6:.0f} M "

@@ -37,11 +37,11 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
 
+from interp import CollectConfig  # noqa: E402
+from interp.classify.reference import REFERENCE_VERSION  # noqa: E402
 from interp.classify.stage import classify  # noqa: E402
 from interp.collect.stage import collect  # noqa: E402
-from interp import CollectConfig  # noqa: E402
 from interp.probes.base import NATURAL, Sentence, Suite  # noqa: E402
-from interp.classify.reference import REFERENCE_VERSION  # noqa: E402
 from interp.synthetic.identify import MIN_DAMAGE, MIN_RESTORED, identify  # noqa: E402
 from interp.synthetic.tasks.forced import LABELS, TASKS  # noqa: E402
 from interp.synthetic.toy import VOCAB  # noqa: E402
@@ -50,7 +50,9 @@ from interp.synthetic.trained import trained  # noqa: E402
 # The roles the tasks force (interp.synthetic.tasks.forced); other true roles (a head no hypothesis
 # restores: unexplained; an incidental local head) are reported but not targets.
 FORCED = ("previous_token", "induction", "duplicate_token", "positional", "broad")
-PROBES = CollectConfig(suites=("repeated",), n_repeated=48, repeated_lengths=(8, 12, 16), n_bootstrap=50)
+PROBES = CollectConfig(
+    suites=("repeated",), n_repeated=48, repeated_lengths=(8, 12, 16), n_bootstrap=50
+)
 N_TEXT = 200
 
 
@@ -58,8 +60,12 @@ def word_suite(seed: int = 0, n: int = N_TEXT) -> Suite:
     """Random sequences of the toy words (8 to 40 of them): the text probes of a toy model."""
     rng = random.Random(seed)
     words = [w for w in VOCAB if w not in LABELS]
-    sentences = tuple(Sentence(" ".join(rng.choice(words) for _ in range(rng.randint(8, 40))), source=f"words:{i}")
-                      for i in range(n))
+    sentences = tuple(
+        Sentence(
+            " ".join(rng.choice(words) for _ in range(rng.randint(8, 40))), source=f"words:{i}"
+        )
+        for i in range(n)
+    )
     return Suite("random-words", NATURAL, sentences, card="random sequences of the toy vocabulary")
 
 
@@ -70,14 +76,22 @@ def table(frame: pd.DataFrame) -> str:
         return str(v)
 
     lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
-    return "\n".join(lines + ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)])
+    return "\n".join(
+        lines
+        + ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    )
 
 
 def ece(confidence: np.ndarray, correct: np.ndarray, bins: int = 10) -> float:
     """Expected calibration error: |accuracy - mean confidence| per confidence bin, weighted by size."""
     index = np.minimum((confidence * bins).astype(int), bins - 1)
-    return float(sum(abs(correct[index == b].mean() - confidence[index == b].mean()) * (index == b).mean()
-                     for b in range(bins) if (index == b).any()))
+    return float(
+        sum(
+            abs(correct[index == b].mean() - confidence[index == b].mean()) * (index == b).mean()
+            for b in range(bins)
+            if (index == b).any()
+        )
+    )
 
 
 def run_model(task: str, seed: int) -> tuple[pd.DataFrame, dict]:
@@ -87,25 +101,50 @@ def run_model(task: str, seed: int) -> tuple[pd.DataFrame, dict]:
     found = identify(run)
     result = collect(run.model, PROBES, suites=[word_suite(seed)], progress=False)
     roles = classify(result.features, result.replicates, result.names).roles
-    merged = found.merge(roles[["layer", "head", "role", "confidence", "second_role", "sink_mass", "stability"]],
-                         on=["layer", "head"])
-    info = {"task": task, "seed": seed, "task loss": run.loss, "task accuracy": run.accuracy,
-            "train s": run.train_seconds, "heads": len(found), "needed": int(found["truth"].notna().sum()),
-            "true roles": ", ".join(f"L{r.layer}H{r.head} {r.truth}" for r in found.itertuples() if r.truth),
-            "seconds": time.perf_counter() - start}
+    merged = found.merge(
+        roles[["layer", "head", "role", "confidence", "second_role", "sink_mass", "stability"]],
+        on=["layer", "head"],
+    )
+    info = {
+        "task": task,
+        "seed": seed,
+        "task loss": run.loss,
+        "task accuracy": run.accuracy,
+        "train s": run.train_seconds,
+        "heads": len(found),
+        "needed": int(found["truth"].notna().sum()),
+        "true roles": ", ".join(
+            f"L{r.layer}H{r.head} {r.truth}" for r in found.itertuples() if r.truth
+        ),
+        "seconds": time.perf_counter() - start,
+    }
     return merged, info
 
 
 def report(heads: pd.DataFrame, models: pd.DataFrame, split: str) -> tuple[str, dict]:
     known = heads[heads["truth"].notna()].copy()
     known["correct"] = known["truth"] == known["role"]
-    per_role = known.groupby("truth").agg(heads=("correct", "size"), accuracy=("correct", "mean"),
-                                           mean_confidence=("confidence", "mean")).reset_index()
+    per_role = (
+        known.groupby("truth")
+        .agg(
+            heads=("correct", "size"),
+            accuracy=("correct", "mean"),
+            mean_confidence=("confidence", "mean"),
+        )
+        .reset_index()
+    )
     per_role["gap"] = (per_role["accuracy"] - per_role["mean_confidence"]).abs()
-    confusion = pd.crosstab(known["truth"], known["role"]).reset_index().rename(columns={"truth": "true \\ labelled"})
-    overall = {"heads": len(known), "accuracy": float(known["correct"].mean()),
-               "ece": ece(known["confidence"].to_numpy(), known["correct"].to_numpy()),
-               "min_forced_accuracy": float(per_role[per_role["truth"].isin(FORCED)]["accuracy"].min())}
+    confusion = (
+        pd.crosstab(known["truth"], known["role"])
+        .reset_index()
+        .rename(columns={"truth": "true \\ labelled"})
+    )
+    overall = {
+        "heads": len(known),
+        "accuracy": float(known["correct"].mean()),
+        "ece": ece(known["confidence"].to_numpy(), known["correct"].to_numpy()),
+        "min_forced_accuracy": float(per_role[per_role["truth"].isin(FORCED)]["accuracy"].min()),
+    }
     unneeded = heads[heads["truth"].isna()]["role"].value_counts()
     misses = known[~known["correct"]]
     body = (
@@ -118,11 +157,20 @@ def report(heads: pd.DataFrame, models: pd.DataFrame, split: str) -> tuple[str, 
         f"expected calibration error **{overall['ece']:.3f}** (target <= 0.05).\n\n"
         f"Per true role (gap: |accuracy - mean confidence|):\n\n{table(per_role)}\n\n"
         f"Confusion (rows: role found by intervention; columns: the classifier's label):\n\n{table(confusion)}\n\n"
-        f"Misses: " + (", ".join(f"{r.model} L{r.layer}H{r.head} {r.truth} -> {r.role} ({r.confidence:.2f})"
-                                  for r in misses.itertuples()) or "none") + "\n\n"
+        f"Misses: "
+        + (
+            ", ".join(
+                f"{r.model} L{r.layer}H{r.head} {r.truth} -> {r.role} ({r.confidence:.2f})"
+                for r in misses.itertuples()
+            )
+            or "none"
+        )
+        + "\n\n"
         f"Heads the models do not need (left out): {int(len(heads) - len(known))}, labelled "
-        + (", ".join(f"{r} {n}" for r, n in unneeded.items()) or "-") + ".\n\n"
-        f"Trained models (held-out task loss and accuracy; the roles found per needed head):\n\n{table(models)}")
+        + (", ".join(f"{r} {n}" for r, n in unneeded.items()) or "-")
+        + ".\n\n"
+        f"Trained models (held-out task loss and accuracy; the roles found per needed head):\n\n{table(models)}"
+    )
     return body, overall
 
 
@@ -134,7 +182,10 @@ def split(seeds: range) -> tuple[pd.DataFrame, pd.DataFrame]:
             merged, info = run_model(task, seed)
             frames.append(merged)
             infos.append(info)
-            print(f"{task} seed {seed}: {info['true roles'] or 'no needed head'} ({info['seconds']:.0f} s)", flush=True)
+            print(
+                f"{task} seed {seed}: {info['true roles'] or 'no needed head'} ({info['seconds']:.0f} s)",
+                flush=True,
+            )
     return pd.concat(frames, ignore_index=True), pd.DataFrame(infos).drop(columns=["seconds"])
 
 
@@ -146,7 +197,7 @@ def main() -> None:
     development, dev_models = split(range(args.seeds))
     body, overall = report(held_out, held_models, "held-out")
     dev_body, dev = report(development, dev_models, "development")
-    body += ("\n\n#### Development split (seen while the bank was revised)\n\n" + dev_body)
+    body += "\n\n#### Development split (seen while the bank was revised)\n\n" + dev_body
     write_section("Head-role classifier on trained heads", "benchmarks/trained_validation.py", body)
     print("\n" + body + "\n\n", {"held-out": overall, "development": dev})
 

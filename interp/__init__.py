@@ -20,19 +20,37 @@ from interp.ablate.tasks import Task
 from interp.classify.config import ClassifyConfig
 from interp.collect.config import CollectConfig
 from interp.model.spec import ModelSpec
-from interp.report.config import ReportConfig
 from interp.pipeline.options import RunOptions
 from interp.pipeline.results import RunTables, load_run
+from interp.report.config import ReportConfig
 
 __version__ = "0.1.0"
 
 # Names that load the model stack (torch) on first use.
-_LAZY = {"load_model": "interp.model.load", "LoadedModel": "interp.model.load", "run": "interp.pipeline.execute",
-         "rerun_stage": "interp.pipeline.execute"}
+_LAZY = {
+    "load_model": "interp.model.load",
+    "LoadedModel": "interp.model.load",
+    "run": "interp.pipeline.execute",
+    "rerun_stage": "interp.pipeline.execute",
+}
 _RENAMED = {"run": "run_pipeline"}
 
-__all__ = ["AblateConfig", "ClassifyConfig", "CollectConfig", "LoadedModel", "ModelSpec", "ReportConfig", "RunOptions",
-           "RunTables", "Task", "load_model", "load_run", "rerun_stage", "run", "__version__"]
+__all__ = [
+    "AblateConfig",
+    "ClassifyConfig",
+    "CollectConfig",
+    "LoadedModel",
+    "ModelSpec",
+    "ReportConfig",
+    "RunOptions",
+    "RunTables",
+    "Task",
+    "load_model",
+    "load_run",
+    "rerun_stage",
+    "run",
+    "__version__",
+]
 
 
 def __getattr__(name: str) -> Any:

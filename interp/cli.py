@@ -11,16 +11,16 @@ see interp.console for errors, warnings and signals.
 
 from __future__ import annotations
 
-import dataclasses
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import click
 from click.core import ParameterSource
 
-from interp.config import extra, fields_of, flag_of, help_of
+from interp.config import fields_of, flag_of, help_of
 from interp.console import friendly
 from interp.errors import ConfigError
 from interp.model.spec import DTYPES, ModelSpec
@@ -30,11 +30,25 @@ from interp.report.explorer import DEFAULT_BY_EFFECT
 
 # Options of `interp run` itself, beside the stages' (a stage field with one of these flags is
 # reached as --<stage>-<flag> only).
-RUN_FLAGS = ("--model", "--device", "--dtype", "--causal", "--out", "--name", "--quick", "--skip", "--resume",
-             "--from-manifest", "--no-builtin", "--seed", "--quiet")
+RUN_FLAGS = (
+    "--model",
+    "--device",
+    "--dtype",
+    "--causal",
+    "--out",
+    "--name",
+    "--quick",
+    "--skip",
+    "--resume",
+    "--from-manifest",
+    "--no-builtin",
+    "--seed",
+    "--quiet",
+)
 
 
 # --- options from config fields ----------------------------------------------------------------
+
 
 def _base_type(hint: Any) -> tuple[Any, bool]:
     """(the type a value of the field has, whether the field is a tuple of them)."""
@@ -51,8 +65,11 @@ def _click_type(base: Any) -> Any:
     return base if base in (int, float, str) else str
 
 
-def field_options(cls: type, dest: Callable[[str], str] = lambda name: name,
-                  flags: Callable[[str, str], list[str]] = lambda name, flag: [flag]) -> Callable[[Any], Any]:
+def field_options(
+    cls: type,
+    dest: Callable[[str], str] = lambda name: name,
+    flags: Callable[[str, str], list[str]] = lambda name, flag: [flag],
+) -> Callable[[Any], Any]:
     """A decorator adding one option per CLI field of config ``cls``. ``dest(name)`` is the
     parameter name the command receives, ``flags(name, flag)`` the option's names. Every
     option defaults to None (not given): the command applies only what the user set."""
@@ -65,15 +82,26 @@ def field_options(cls: type, dest: Callable[[str], str] = lambda name: name,
                 continue
             base, multiple = _base_type(hints[name])
             default = info.default if info.default is not None and info.default != () else None
-            shown = f"  [default: {_shown(default)}]" if default is not None and not multiple else ""
+            shown = (
+                f"  [default: {_shown(default)}]" if default is not None and not multiple else ""
+            )
             if base is bool:
                 on, _, off = flag.partition("/")
-                names = [flag] if off else [f"{n}/--no-{n.removeprefix('--')}" for n in flags(name, on)]
+                names = (
+                    [flag] if off else [f"{n}/--no-{n.removeprefix('--')}" for n in flags(name, on)]
+                )
                 fn = click.option(*names, dest(name), default=None, help=help_of(info) + shown)(fn)
                 continue
-            fn = click.option(*flags(name, flag), dest(name), type=_click_type(base), multiple=multiple, default=None,
-                              help=help_of(info) + (" (repeatable)" if multiple and "repeatable" not in help_of(info)
-                                                    else "") + shown)(fn)
+            fn = click.option(
+                *flags(name, flag),
+                dest(name),
+                type=_click_type(base),
+                multiple=multiple,
+                default=None,
+                help=help_of(info)
+                + (" (repeatable)" if multiple and "repeatable" not in help_of(info) else "")
+                + shown,
+            )(fn)
         return fn
 
     return decorate
@@ -83,13 +111,18 @@ def _shown(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def given_values(cls: type, values: dict[str, Any], dest: Callable[[str], str] = lambda name: name) -> dict[str, Any]:
+def given_values(
+    cls: type, values: dict[str, Any], dest: Callable[[str], str] = lambda name: name
+) -> dict[str, Any]:
     """The fields of ``cls`` the user set on the command line (or in the environment)."""
     ctx = click.get_current_context()
     out = {}
     for name in fields_of(cls):
         key = dest(name)
-        if key in values and ctx.get_parameter_source(key) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
+        if key in values and ctx.get_parameter_source(key) in (
+            ParameterSource.COMMANDLINE,
+            ParameterSource.ENVIRONMENT,
+        ):
             value = values[key]
             if isinstance(value, (tuple, list)) and not value:
                 continue
@@ -100,8 +133,11 @@ def given_values(cls: type, values: dict[str, Any], dest: Callable[[str], str] =
 def _run_flags(stage_name: str) -> Callable[[str, str], list[str]]:
     """On `interp run`, a stage field is --<stage>-<flag>, and also the bare --<flag> when no run
     option and no earlier stage has that flag (--n-syntax is collect's; ablate's is --ablate-n-syntax)."""
-    earlier = {flag_of(st.config, n) for st in STAGES[:[s.name for s in STAGES].index(stage_name)]
-               for n in fields_of(st.config)}
+    earlier = {
+        flag_of(st.config, n)
+        for st in STAGES[: [s.name for s in STAGES].index(stage_name)]
+        for n in fields_of(st.config)
+    }
     model_flags = {flag_of(ModelSpec, n) for n in fields_of(ModelSpec)}
 
     def flags(name: str, flag: str) -> list[str]:
@@ -132,23 +168,72 @@ def _all_stage_options(fn: Any) -> Any:
 
 # --- the whole job -----------------------------------------------------------------------------
 
+
 def _run_command() -> click.Command:
     @click.command("run")
     @field_options(ModelSpec, _model_dest, _model_flags)
-    @click.option("--out", "out_dir", default="reports", show_default=True, type=click.Path(), help="folder for run directories")
-    @click.option("--name", "run_name", default=None, help="run name: letters, digits, '.', '_', '-' (default: a timestamp)")
-    @click.option("--quick", is_flag=True, help="fewer probes and a smaller ablation corpus: minutes, not a quarter hour")
-    @click.option("--skip", "skip", multiple=True, type=click.Choice(stage_names()), help="stage to leave out (repeatable)")
-    @click.option("--resume", is_flag=True, help="continue a run given by --name, skipping finished stages")
-    @click.option("--from-manifest", "from_manifest", type=click.Path(), default=None,
-                  help="make the run of RUN_DIR again with its recorded options (only --out, --name, -q apply)")
-    @click.option("--no-builtin", is_flag=True, help="probe only with --corpus files (plus repeated random tokens)")
-    @click.option("--seed", type=int, default=None, help="seed of every stage that has one (each stage's own flag wins)  [default: 0]")
+    @click.option(
+        "--out",
+        "out_dir",
+        default="reports",
+        show_default=True,
+        type=click.Path(),
+        help="folder for run directories",
+    )
+    @click.option(
+        "--name",
+        "run_name",
+        default=None,
+        help="run name: letters, digits, '.', '_', '-' (default: a timestamp)",
+    )
+    @click.option(
+        "--quick",
+        is_flag=True,
+        help="fewer probes and a smaller ablation corpus: minutes, not a quarter hour",
+    )
+    @click.option(
+        "--skip",
+        "skip",
+        multiple=True,
+        type=click.Choice(stage_names()),
+        help="stage to leave out (repeatable)",
+    )
+    @click.option(
+        "--resume", is_flag=True, help="continue a run given by --name, skipping finished stages"
+    )
+    @click.option(
+        "--from-manifest",
+        "from_manifest",
+        type=click.Path(),
+        default=None,
+        help="make the run of RUN_DIR again with its recorded options (only --out, --name, -q apply)",
+    )
+    @click.option(
+        "--no-builtin",
+        is_flag=True,
+        help="probe only with --corpus files (plus repeated random tokens)",
+    )
+    @click.option(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed of every stage that has one (each stage's own flag wins)  [default: 0]",
+    )
     @click.option("--quiet", "-q", is_flag=True, help="no progress bars")
     @_all_stage_options
     @friendly
-    def command(out_dir: str, run_name: str | None, quick: bool, skip: tuple[str, ...], resume: bool,
-                from_manifest: str | None, no_builtin: bool, seed: int | None, quiet: bool, **values: Any) -> None:
+    def command(
+        out_dir: str,
+        run_name: str | None,
+        quick: bool,
+        skip: tuple[str, ...],
+        resume: bool,
+        from_manifest: str | None,
+        no_builtin: bool,
+        seed: int | None,
+        quiet: bool,
+        **values: Any,
+    ) -> None:
         """Collect features, classify heads, ablate them and write the report."""
         from interp.pipeline.execute import options_from_manifest, run_pipeline
 
@@ -156,8 +241,16 @@ def _run_command() -> click.Command:
             _only_given(("from_manifest", "out_dir", "run_name", "quiet"), "--from-manifest")
             options = options_from_manifest(from_manifest, out_dir, run_name)
         else:
-            options = run_options(values, out_dir=out_dir, run_name=run_name, quick=quick, skip=tuple(skip),
-                                  resume=resume, no_builtin=no_builtin, seed=seed)
+            options = run_options(
+                values,
+                out_dir=out_dir,
+                run_name=run_name,
+                quick=quick,
+                skip=tuple(skip),
+                resume=resume,
+                no_builtin=no_builtin,
+                seed=seed,
+            )
         run_dir = run_pipeline(options, progress=not quiet)
         click.echo(f"run: {run_dir}")
         if (run_dir / "report.html").exists():
@@ -166,7 +259,9 @@ def _run_command() -> click.Command:
     return command
 
 
-def run_options(values: dict[str, Any], no_builtin: bool, seed: int | None, **run: Any) -> RunOptions:
+def run_options(
+    values: dict[str, Any], no_builtin: bool, seed: int | None, **run: Any
+) -> RunOptions:
     """The RunOptions of `interp run`: each stage's defaults with the flags given applied."""
     model = ModelSpec(**given_values(ModelSpec, values, _model_dest))
     stages, explicit = {}, []
@@ -188,12 +283,19 @@ def _given(name: str) -> bool:
 
 
 def _only_given(allowed: tuple[str, ...], flag: str) -> None:
-    extra_given = [p.opts[0] for p in click.get_current_context().command.params if p.name not in allowed and _given(p.name)]
+    extra_given = [
+        p.opts[0]
+        for p in click.get_current_context().command.params
+        if p.name not in allowed and _given(p.name)
+    ]
     if extra_given:
-        raise ConfigError(f"{flag} takes its options from the manifest; leave out {', '.join(extra_given)}")
+        raise ConfigError(
+            f"{flag} takes its options from the manifest; leave out {', '.join(extra_given)}"
+        )
 
 
 # --- one stage again, on an existing run --------------------------------------------------------
+
 
 def _stage_command(st: Stage) -> click.Command:
     @field_options(st.config)
@@ -202,36 +304,61 @@ def _stage_command(st: Stage) -> click.Command:
     def command(run_dir: str, quiet: bool, **values: Any) -> None:
         from interp.pipeline.execute import rerun_stage
 
-        model = {k: values.pop(_model_dest(k)) for k in ("device", "dtype") if _model_dest(k) in values}
-        rerun_stage(Path(run_dir), st.name, changes=given_values(st.config, values), progress=not quiet,
-                    **{k: v for k, v in model.items() if v is not None})
+        model = {
+            k: values.pop(_model_dest(k)) for k in ("device", "dtype") if _model_dest(k) in values
+        }
+        rerun_stage(
+            Path(run_dir),
+            st.name,
+            changes=given_values(st.config, values),
+            progress=not quiet,
+            **{k: v for k, v in model.items() if v is not None},
+        )
         click.echo(f"{st.name}: done in {run_dir}")
         if (Path(run_dir) / "report.html").exists() and st.name == "report":
             click.echo(f"report: {Path(run_dir) / 'report.html'}")
         stale = [s.name for s in STAGES if st.name in s.reads]
         if stale:
-            click.echo(f"now out of date: {', '.join(stale)} (rerun with `interp <stage> {run_dir}`)")
+            click.echo(
+                f"now out of date: {', '.join(stale)} (rerun with `interp <stage> {run_dir}`)"
+            )
 
-    command.__doc__ = (f"{st.summary} Reruns the {st.name} stage of RUN_DIR with the config the run recorded, "
-                       f"changed only by the options given.")
+    command.__doc__ = (
+        f"{st.summary} Reruns the {st.name} stage of RUN_DIR with the config the run recorded, "
+        f"changed only by the options given."
+    )
     if st.needs_model:
-        command = click.option("--device", _model_dest("device"), default=None,
-                               help="run on this device instead of the recorded one (cpu, cuda, cuda:N, mps)")(command)
-        command = click.option("--dtype", _model_dest("dtype"), type=click.Choice(DTYPES), default=None,
-                               help="load the model in this dtype instead of the recorded one")(command)
+        command = click.option(
+            "--device",
+            _model_dest("device"),
+            default=None,
+            help="run on this device instead of the recorded one (cpu, cuda, cuda:N, mps)",
+        )(command)
+        command = click.option(
+            "--dtype",
+            _model_dest("dtype"),
+            type=click.Choice(DTYPES),
+            default=None,
+            help="load the model in this dtype instead of the recorded one",
+        )(command)
     command = click.argument("run_dir", type=click.Path())(command)
     return click.command(st.name, help=command.__doc__)(command)
 
 
-
-
 # --- reference and comparison ------------------------------------------------------------------
 
+
 @click.command()
-@click.option("--prepare", is_flag=True,
-              help="convert the packaged GGUF model now (about a minute, once) so that runs start in seconds")
-@click.option("--families", is_flag=True,
-              help="list the model families the installed TransformerLens wraps, and which load from GGUF files")
+@click.option(
+    "--prepare",
+    is_flag=True,
+    help="convert the packaged GGUF model now (about a minute, once) so that runs start in seconds",
+)
+@click.option(
+    "--families",
+    is_flag=True,
+    help="list the model families the installed TransformerLens wraps, and which load from GGUF files",
+)
 @friendly
 def models(prepare, families):
     """List the model sources and whether each is available here."""
@@ -278,22 +405,29 @@ def roles():
     for name, fn in MASS_FEATURES.items():
         doc = (fn.__doc__ or "").strip().splitlines()[0]
         click.echo(f"  {name:<16} [{', '.join(FEATURE_FAMILIES[name])}] {doc}")
-    click.echo("  syntactic:<relation>:<dep2head|head2dep>  [syntax] share of arcs whose most-attended word is the gold partner"
-               " (one treebank choice: the built-in syntax suite, else the --corpus treebanks; --pool-syntax: all;"
-               " every treebank apart: the syntax table)")
+    click.echo(
+        "  syntactic:<relation>:<dep2head|head2dep>  [syntax] share of arcs whose most-attended word is the gold partner"
+        " (one treebank choice: the built-in syntax suite, else the --corpus treebanks; --pool-syntax: all;"
+        " every treebank apart: the syntax table)"
+    )
 
 
 @click.command()
 @click.argument("run_a", type=click.Path())
 @click.argument("run_b", type=click.Path())
-@click.option("--out", "out_path", default=None, type=click.Path(),
-              help="HTML file to write, in an existing folder; an existing file is replaced only if it is an HTML page "
-                   "(default: RUN_A/compare-<B>.html)")
+@click.option(
+    "--out",
+    "out_path",
+    default=None,
+    type=click.Path(),
+    help="HTML file to write, in an existing folder; an existing file is replaced only if it is an HTML page "
+    "(default: RUN_A/compare-<B>.html)",
+)
 @friendly
 def compare(run_a, run_b, out_path):
     """Put the role maps of two runs side by side, with the heads whose roles differ."""
-    from interp.report.html import compare_runs
     from interp.pipeline.rundir import check_out_file, read_manifest
+    from interp.report.html import compare_runs
 
     a, b = Path(run_a), Path(run_b)
     read_manifest(a), read_manifest(b)
@@ -303,15 +437,30 @@ def compare(run_a, run_b, out_path):
 
 @click.command()
 @click.argument("study_file", type=click.Path())
-@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-              help="make the runs one after the other here, or as Ray tasks, several at once (pip install \"interp[ray]\")")
-@click.option("--address", default=None, help="with --executor ray: the Ray cluster to join (auto, or HOST:PORT); "
-                                                "default: one started here")
-@click.option("--workers", type=click.IntRange(1, 4096), default=None,
-              help="with --executor ray: runs at once (default: as many as the cluster's CPUs hold)")
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help='make the runs one after the other here, or as Ray tasks, several at once (pip install "interp[ray]")',
+)
+@click.option(
+    "--address",
+    default=None,
+    help="with --executor ray: the Ray cluster to join (auto, or HOST:PORT); "
+    "default: one started here",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 4096),
+    default=None,
+    help="with --executor ray: runs at once (default: as many as the cluster's CPUs hold)",
+)
 @click.option("--quiet", "-q", is_flag=True, help="no progress bars")
 @friendly
-def study(study_file: str, executor: str, address: str | None, workers: int | None, quiet: bool) -> None:
+def study(
+    study_file: str, executor: str, address: str | None, workers: int | None, quiet: bool
+) -> None:
     """Run a study: models x corpora x seeds x variants from a TOML file, skipping finished runs and
     continuing stopped ones, then compare the runs (comparison/*.csv, study.html)."""
     from interp.pipeline.study import read_study, run_study
@@ -319,32 +468,75 @@ def study(study_file: str, executor: str, address: str | None, workers: int | No
     if executor == "local" and (address or workers):
         raise ConfigError("--address and --workers go with --executor ray")
     if executor == "ray":
-        from interp.ablate.executors import check_executor
         from interp import AblateConfig
+        from interp.ablate.executors import check_executor
 
         check_executor(AblateConfig(executor="ray"))
-    root = run_study(read_study(study_file), progress=not quiet, executor=executor, address=address, workers=workers)
+    root = run_study(
+        read_study(study_file),
+        progress=not quiet,
+        executor=executor,
+        address=address,
+        workers=workers,
+    )
     click.echo(f"study: {root}")
     click.echo(f"comparison: {root / 'study.html'}")
 
 
 @click.command("show")
 @click.argument("run_dir", type=click.Path())
-@click.option("--prompt", "prompt_texts", multiple=True, help="a prompt to run through the model (repeatable)")
-@click.option("--prompts", "prompts_file", type=click.Path(), default=None,
-              help="a UTF-8 text file with one prompt per line")
-@click.option("--heads", default=None,
-              help="heads to print, as layer.head or LlayerHhead separated by commas, e.g. 18.6,L17H3 "
-                   f"(default: the {DEFAULT_BY_EFFECT} most important by effect and the most confident head of each role)")
-@click.option("--top", type=click.IntRange(1, 50), default=3, show_default=True,
-              help="attended tokens printed per query token")
-@click.option("--out", "out_path", type=click.Path(), default=None,
-              help="also write a self-contained HTML page of the patterns (an .html file in an existing folder)")
-@click.option("--device", default=None, help="run on this device instead of the recorded one (cpu, cuda, cuda:N, mps)")
-@click.option("--dtype", type=click.Choice(DTYPES), default=None, help="load the model in this dtype instead of the recorded one")
+@click.option(
+    "--prompt", "prompt_texts", multiple=True, help="a prompt to run through the model (repeatable)"
+)
+@click.option(
+    "--prompts",
+    "prompts_file",
+    type=click.Path(),
+    default=None,
+    help="a UTF-8 text file with one prompt per line",
+)
+@click.option(
+    "--heads",
+    default=None,
+    help="heads to print, as layer.head or LlayerHhead separated by commas, e.g. 18.6,L17H3 "
+    f"(default: the {DEFAULT_BY_EFFECT} most important by effect and the most confident head of each role)",
+)
+@click.option(
+    "--top",
+    type=click.IntRange(1, 50),
+    default=3,
+    show_default=True,
+    help="attended tokens printed per query token",
+)
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(),
+    default=None,
+    help="also write a self-contained HTML page of the patterns (an .html file in an existing folder)",
+)
+@click.option(
+    "--device",
+    default=None,
+    help="run on this device instead of the recorded one (cpu, cuda, cuda:N, mps)",
+)
+@click.option(
+    "--dtype",
+    type=click.Choice(DTYPES),
+    default=None,
+    help="load the model in this dtype instead of the recorded one",
+)
 @friendly
-def show_command(run_dir: str, prompt_texts: tuple[str, ...], prompts_file: str | None, heads: str | None, top: int,
-                 out_path: str | None, device: str | None, dtype: str | None) -> None:
+def show_command(
+    run_dir: str,
+    prompt_texts: tuple[str, ...],
+    prompts_file: str | None,
+    heads: str | None,
+    top: int,
+    out_path: str | None,
+    device: str | None,
+    dtype: str | None,
+) -> None:
     """Show where the run's heads attend on your own prompts: per head, its role and each token's
     most attended tokens; stores the patterns for the report's explorer."""
     from interp.pipeline.show import read_prompt_file, show
@@ -352,7 +544,9 @@ def show_command(run_dir: str, prompt_texts: tuple[str, ...], prompts_file: str 
     texts = list(prompt_texts) + (read_prompt_file(prompts_file) if prompts_file else [])
     shown = show(run_dir, texts, heads, out_path, top, device=device, dtype=dtype)
     click.echo(shown.text, nl=False)
-    click.echo(f"patterns: {shown.saved} (`interp report {run_dir}` adds them to the report's explorer)")
+    click.echo(
+        f"patterns: {shown.saved} (`interp report {run_dir}` adds them to the report's explorer)"
+    )
     if shown.page is not None:
         click.echo(f"page: {shown.page}")
 

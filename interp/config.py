@@ -30,13 +30,22 @@ from pydantic.fields import FieldInfo
 from interp.errors import ConfigError
 
 # Lists are accepted wherever a tuple is declared (JSON has no tuples): see _tuples.
-_PYDANTIC = ConfigDict(strict=True, extra="forbid", arbitrary_types_allowed=True, use_attribute_docstrings=True)
+_PYDANTIC = ConfigDict(
+    strict=True, extra="forbid", arbitrary_types_allowed=True, use_attribute_docstrings=True
+)
 # Counts and seeds: beyond this no loop, array or RNG of the toolkit makes sense.
 MAX_INT = 2**31 - 1
 
 
-def option(default: Any = dataclasses.MISSING, *, flag: str | None = None, cli: bool = True, file: bool = False,
-           placement: bool = False, **constraints: Any) -> Any:
+def option(
+    default: Any = dataclasses.MISSING,
+    *,
+    flag: str | None = None,
+    cli: bool = True,
+    file: bool = False,
+    placement: bool = False,
+    **constraints: Any,
+) -> Any:
     """A config field: its default, its CLI flag (``None``: from the name), whether it is an option
     at all, whether it names a file the stage reads, whether it only places the work (see
     :func:`without_placement`), and pydantic constraints (``ge``, ``le``)."""
@@ -56,7 +65,9 @@ def config(cls: type) -> type:
         except ValidationError as exc:
             error = exc.errors(include_url=False)[0]
             raised = (error.get("ctx") or {}).get("error")
-            if isinstance(raised, ConfigError):  # from __post_init__ (require): it names its field already
+            if isinstance(
+                raised, ConfigError
+            ):  # from __post_init__ (require): it names its field already
                 raise raised from None
             name, message, got, flag = _described(cls, error)
             raise ConfigError(f"{cls.__name__}.{name}: {message}, got {got}{flag}") from None
@@ -77,7 +88,12 @@ def _described(cls: type, error: dict[str, Any]) -> tuple[str, str, str, str]:
     message = error["msg"]
     flag = flag_of(cls, loc[0]) if loc and loc[0] in fields_of(cls) else None
     got = "nothing" if error["type"] == "missing" else repr(error["input"])
-    return ".".join(loc) or "?", message[0].lower() + message[1:], got, f" (option {flag})" if flag else ""
+    return (
+        ".".join(loc) or "?",
+        message[0].lower() + message[1:],
+        got,
+        f" (option {flag})" if flag else "",
+    )
 
 
 def require(config: Any, name: str, ok: bool, rule: str) -> None:
@@ -88,7 +104,9 @@ def require(config: Any, name: str, ok: bool, rule: str) -> None:
     flag = flag_of(type(config), name)
     value = getattr(config, name)
     shown = list(value) if isinstance(value, tuple) else value
-    raise ConfigError(f"{name} must be {rule}, got {shown!r}" + (f" (option {flag})" if flag else ""))
+    raise ConfigError(
+        f"{name} must be {rule}, got {shown!r}" + (f" (option {flag})" if flag else "")
+    )
 
 
 def fields_of(cls: type) -> dict[str, FieldInfo]:
@@ -140,12 +158,18 @@ def from_jsonable(cls: type, data: Any) -> Any:
     hints = typing.get_type_hints(cls)
     unknown = sorted(set(data) - set(fields_of(cls)))
     if unknown:
-        raise ConfigError(f"{cls.__name__} has no field {unknown[0]!r} (recorded by another version of interp)")
+        raise ConfigError(
+            f"{cls.__name__} has no field {unknown[0]!r} (recorded by another version of interp)"
+        )
     return cls(**{k: _from_json_value(hints[k], v) for k, v in data.items()})
 
 
 def _from_json_value(hint: Any, value: Any) -> Any:
-    options = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
+    options = (
+        typing.get_args(hint)
+        if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
+        else (hint,)
+    )
     for candidate in options:
         if dataclasses.is_dataclass(candidate) and isinstance(value, dict):
             return from_jsonable(candidate, value)

@@ -34,8 +34,9 @@ import tempfile
 import threading
 import traceback
 import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import click
 
@@ -43,7 +44,11 @@ from interp.errors import InterpError, InterpWarning
 
 EXIT_USER, EXIT_BUG, EXIT_SIGINT, EXIT_SIGTERM, EXIT_SIGHUP = 1, 70, 130, 143, 129
 EXIT_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
-EXIT_FOR_SIGNAL = {signal.SIGINT: EXIT_SIGINT, signal.SIGTERM: EXIT_SIGTERM, signal.SIGHUP: EXIT_SIGHUP}
+EXIT_FOR_SIGNAL = {
+    signal.SIGINT: EXIT_SIGINT,
+    signal.SIGTERM: EXIT_SIGTERM,
+    signal.SIGHUP: EXIT_SIGHUP,
+}
 
 # (category, module regex) of third-party warnings that say nothing a user of the CLI can act on.
 NOISY_WARNINGS: tuple[tuple[type[Warning], str], ...] = (
@@ -125,10 +130,20 @@ def _filtered_warnings() -> Iterator[None]:
         yield
 
 
-def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                  file: Any = None, line: str | None = None) -> None:
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
     text = " ".join(str(message).split())
-    prefix = "warning" if issubclass(category, InterpWarning) or _ours(filename) else f"warning ({category.__name__})"
+    prefix = (
+        "warning"
+        if issubclass(category, InterpWarning) or _ours(filename)
+        else f"warning ({category.__name__})"
+    )
     click.echo(f"{prefix}: {text}", err=True)
 
 
@@ -146,8 +161,10 @@ def crash_report(exc: BaseException) -> Path | None:
         version = metadata.version("interp")
     except metadata.PackageNotFoundError:
         version = "unknown"
-    text = (f"interp {version}, Python {sys.version.split()[0]}\ncommand: {' '.join(sys.argv)}\n\n"
-            + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    text = (
+        f"interp {version}, Python {sys.version.split()[0]}\ncommand: {' '.join(sys.argv)}\n\n"
+        + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    )
     try:
         fd, path = tempfile.mkstemp(prefix=f"interp-crash-{stamp}-", suffix=".txt")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -216,8 +233,11 @@ def guarded_output() -> Iterator[None]:
     if out.lost is not None:
         if isinstance(out.lost, BrokenPipeError):
             sys.exit(EXIT_PIPE)
-        fail(f"error: cannot write to standard output ({out.lost.strerror or out.lost}); the command's work "
-             f"is done and kept on disk", EXIT_USER)
+        fail(
+            f"error: cannot write to standard output ({out.lost.strerror or out.lost}); the command's work "
+            f"is done and kept on disk",
+            EXIT_USER,
+        )
 
 
 def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -241,22 +261,33 @@ def _handled(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     except Interrupted as exc:
         name = signal.Signals(exc.signum).name
         if getattr(exc, "run_removed", None):
-            fail(f"interrupted ({name}) before any stage finished: no run was kept; start it again",
-                 EXIT_FOR_SIGNAL[exc.signum])
-        fail(f"interrupted ({name}): finished stages are kept; "
-             f"rerun with --resume to continue", EXIT_FOR_SIGNAL[exc.signum])
+            fail(
+                f"interrupted ({name}) before any stage finished: no run was kept; start it again",
+                EXIT_FOR_SIGNAL[exc.signum],
+            )
+        fail(
+            f"interrupted ({name}): finished stages are kept; rerun with --resume to continue",
+            EXIT_FOR_SIGNAL[exc.signum],
+        )
     except KeyboardInterrupt as exc:
         if getattr(exc, "run_removed", None):
-            fail("interrupted before any stage finished: no run was kept; start it again", EXIT_SIGINT)
+            fail(
+                "interrupted before any stage finished: no run was kept; start it again",
+                EXIT_SIGINT,
+            )
         fail("interrupted: finished stages are kept; rerun with --resume to continue", EXIT_SIGINT)
     except (click.exceptions.Exit, click.ClickException, SystemExit):
         raise
-    except BrokenPipeError:  # the reader went away (`interp models --families | head`): nothing to report
+    except (
+        BrokenPipeError
+    ):  # the reader went away (`interp models --families | head`): nothing to report
         _silence_stdout()
         sys.exit(EXIT_PIPE)
     except MemoryError:
-        fail("error: out of memory: lower --max-tokens-per-batch (or --max-seq-len), or use --dtype bfloat16",
-             EXIT_USER)
+        fail(
+            "error: out of memory: lower --max-tokens-per-batch (or --max-seq-len), or use --dtype bfloat16",
+            EXIT_USER,
+        )
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
             fail("error: disk full: free some disk space and rerun with --resume", EXIT_USER)
@@ -278,12 +309,23 @@ def _silence(stream: Any) -> None:
     buffers at exit does not fail again."""
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
-    except (OSError, ValueError, AttributeError):  # no real file descriptor (a test runner's buffer)
+    except (
+        OSError,
+        ValueError,
+        AttributeError,
+    ):  # no real file descriptor (a test runner's buffer)
         pass
 
 
 def _bug(exc: BaseException) -> None:
     report = crash_report(exc)
-    where = f"the full traceback is in {report}" if report else "the traceback could not be written to a file"
-    fail(f"error: internal error ({type(exc).__name__}: {_first_line(exc)}); this is a bug in interp or a "
-         f"library it uses; {where}", EXIT_BUG)
+    where = (
+        f"the full traceback is in {report}"
+        if report
+        else "the traceback could not be written to a file"
+    )
+    fail(
+        f"error: internal error ({type(exc).__name__}: {_first_line(exc)}); this is a bug in interp or a "
+        f"library it uses; {where}",
+        EXIT_BUG,
+    )

@@ -33,17 +33,52 @@ ROLES: dict[str, Role] = {
         Role("previous_token", "previous_token", "leans on the token right before", "#1f77b4"),
         Role("current_token", "current_token", "attends to itself", "#17becf"),
         Role("next_token", "next_token", "leans on the token right after (encoders)", "#9edae5"),
-        Role("first_token", "first_token", "parks its attention on the first token (BOS / [CLS]) and does little else: an attention sink", "#ff7f0e"),
+        Role(
+            "first_token",
+            "first_token",
+            "parks its attention on the first token (BOS / [CLS]) and does little else: an attention sink",
+            "#ff7f0e",
+        ),
         Role("delimiter", "delimiter", "piles weight on punctuation and [SEP]", "#ffbb78"),
-        Role("duplicate_token", "duplicate_token", "attends to earlier copies of the current token", "#2ca02c"),
-        Role("induction", "induction", "attends to the token after an earlier copy of the current token", "#d62728"),
-        Role("syntactic", "syntactic", "links a word to its syntactic partner (best relation)", "#9467bd"),
-        Role("local", "local", "attends within a short window before the query, not just q-1", "#8c564b"),
-        Role("positional", "positional", "attends to a fixed position: absolute k != 0, or a fixed distance before the end", "#bcbd22"),
+        Role(
+            "duplicate_token",
+            "duplicate_token",
+            "attends to earlier copies of the current token",
+            "#2ca02c",
+        ),
+        Role(
+            "induction",
+            "induction",
+            "attends to the token after an earlier copy of the current token",
+            "#d62728",
+        ),
+        Role(
+            "syntactic",
+            "syntactic",
+            "links a word to its syntactic partner (best relation)",
+            "#9467bd",
+        ),
+        Role(
+            "local",
+            "local",
+            "attends within a short window before the query, not just q-1",
+            "#8c564b",
+        ),
+        Role(
+            "positional",
+            "positional",
+            "attends to a fixed position: absolute k != 0, or a fixed distance before the end",
+            "#bcbd22",
+        ),
         Role("broad", "broad", "spreads attention evenly over the context; averages", "#e377c2"),
         Role(UNEXPLAINED, None, "no archetype holds with confidence", "#b0b0b0"),
-        Role(UNMEASURED, None, "no role can be given: features that could decide it were not measured (a probe suite "
-                               "skipped or not asked for; the roles column unmeasured names them)", "#e4e4e4"),
+        Role(
+            UNMEASURED,
+            None,
+            "no role can be given: features that could decide it were not measured (a probe suite "
+            "skipped or not asked for; the roles column unmeasured names them)",
+            "#e4e4e4",
+        ),
     ]
 }
 

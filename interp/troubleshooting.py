@@ -41,10 +41,14 @@ def read_catalogue(text: str) -> tuple[Trouble, ...]:
     lines name the sections)."""
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
     rows = csv.DictReader(lines, delimiter="\t", quoting=csv.QUOTE_NONE)
-    return tuple(Trouble(r["kind"], r["message"], r["meaning"], r["action"], int(r["exit"])) for r in rows)
+    return tuple(
+        Trouble(r["kind"], r["message"], r["meaning"], r["action"], int(r["exit"])) for r in rows
+    )
 
 
-CATALOGUE: tuple[Trouble, ...] = read_catalogue(files("interp").joinpath("troubleshooting.tsv").read_text(encoding="utf-8"))
+CATALOGUE: tuple[Trouble, ...] = read_catalogue(
+    files("interp").joinpath("troubleshooting.tsv").read_text(encoding="utf-8")
+)
 
 
 def find(line: str) -> Trouble | None:

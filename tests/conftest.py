@@ -43,9 +43,9 @@ def minilm_tokenizer():
 @pytest.fixture(scope="session")
 def smollm2_roles(smollm2):
     """The classifier's roles for SmolLM2's heads, from a small probe set (about a minute)."""
+    from interp import CollectConfig
     from interp.classify.stage import classify
     from interp.collect.stage import collect
-    from interp import CollectConfig
 
     config = CollectConfig(n_repeated=48, n_syntax=200, max_sentences=80, n_bootstrap=50)
     result = collect(smollm2, config, progress=False)

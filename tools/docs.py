@@ -44,9 +44,9 @@ import difflib
 import json
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as ``python tools/docs.py``: the checkout's packages
@@ -109,10 +109,12 @@ def quickstart(root: Path) -> str:
 
 def results(root: Path) -> str:
     held = json.loads(_read(root, REFERENCE))["held_out"]
-    validation = (f"**Classifier validation**: on a held-out reference bank (another seed; synthetic heads) accuracy "
-                  f"{held['accuracy']:.2f}, expected calibration error {held['ece']:.3f} (`{REFERENCE}`); on heads of "
-                  "trained models whose role was found by intervention, and on planted heads, see "
-                  "`benchmarks/RESULTS.md` (\"Head-role classifier on trained heads\").")
+    validation = (
+        f"**Classifier validation**: on a held-out reference bank (another seed; synthetic heads) accuracy "
+        f"{held['accuracy']:.2f}, expected calibration error {held['ece']:.3f} (`{REFERENCE}`); on heads of "
+        "trained models whose role was found by intervention, and on planted heads, see "
+        '`benchmarks/RESULTS.md` ("Head-role classifier on trained heads").'
+    )
     return _read(root, f"{PACKAGED}/results.md") + "\n\n" + validation
 
 
@@ -123,15 +125,27 @@ def experiments(root: Path) -> str:
 def troubleshooting(root: Path) -> str:
     """One table per kind of trouble, in the catalogue's order."""
     catalogue = read_catalogue(_read(root, "interp/troubleshooting.tsv"))
-    out = ["Every message the command line can end with, generated from `interp/troubleshooting.tsv`. "
-           "`…` stands for the part that names your file, value or number. Errors print as `error: <message>`.", ""]
+    out = [
+        "Every message the command line can end with, generated from `interp/troubleshooting.tsv`. "
+        "`…` stands for the part that names your file, value or number. Errors print as `error: <message>`.",
+        "",
+    ]
     for kind in dict.fromkeys(t.kind for t in catalogue):
         entries: list[Trouble] = [t for t in catalogue if t.kind == kind]
-        codes = sorted({t.exit for t in entries} | ({EXIT_SIGTERM} if kind == "interrupted" else set()))
+        codes = sorted(
+            {t.exit for t in entries} | ({EXIT_SIGTERM} if kind == "interrupted" else set())
+        )
         status = "the command goes on" if codes == [0] else "exit " + " / ".join(map(str, codes))
-        out += [f"**{kind}** ({status})", "", "| message | what it means | what to do |", "| --- | --- | --- |"]
-        out += [f"| `` {_cell(t.message.replace('{}', '…'))} `` | {_cell(t.meaning)} | {_cell(t.action)} |"
-                for t in entries]
+        out += [
+            f"**{kind}** ({status})",
+            "",
+            "| message | what it means | what to do |",
+            "| --- | --- | --- |",
+        ]
+        out += [
+            f"| `` {_cell(t.message.replace('{}', '…'))} `` | {_cell(t.meaning)} | {_cell(t.action)} |"
+            for t in entries
+        ]
         out.append("")
     return "\n".join(out)
 
@@ -140,8 +154,16 @@ def columns(root: Path) -> str:
     """Every table: its description, then every column (pattern columns last) with type and meaning."""
     out = []
     for table in TABLES.values():
-        out += [f"**`{table.name}`**: {table.doc}", "", "| column | type | meaning |", "| --- | --- | --- |"]
-        out += [f"| `{c.name}` | {c.dtype} | {_cell(c.doc)} |" for c in table.columns + table.pattern_columns]
+        out += [
+            f"**`{table.name}`**: {table.doc}",
+            "",
+            "| column | type | meaning |",
+            "| --- | --- | --- |",
+        ]
+        out += [
+            f"| `{c.name}` | {c.dtype} | {_cell(c.doc)} |"
+            for c in table.columns + table.pattern_columns
+        ]
         out.append("")
     return "\n".join(out)
 
@@ -160,20 +182,32 @@ def docstring(path: Path) -> str:
 def module_map(root: Path) -> str:
     """Every module of ``interp/`` as it is on disk, one table per package."""
     package = root / "interp"
-    modules = sorted(p for p in package.rglob("*.py") if p.name not in {"__init__.py", "__main__.py"})
+    modules = sorted(
+        p for p in package.rglob("*.py") if p.name not in {"__init__.py", "__main__.py"}
+    )
     groups: dict[str, list[Path]] = {}
     for path in modules:
         parts = path.relative_to(package).parts
         groups.setdefault(parts[0] if len(parts) > 1 else "", []).append(path)
-    order = [g for g in GROUPS if g in groups] + sorted(set(groups) - set(GROUPS) - {""}) + [""] * ("" in groups)
+    order = (
+        [g for g in GROUPS if g in groups]
+        + sorted(set(groups) - set(GROUPS) - {""})
+        + [""] * ("" in groups)
+    )
     out = []
     for group in order:
         folder = package / group if group else package
         init = folder / "__init__.py"
-        about = f": {_cell(docstring(init))}" if init.is_file() and ast.get_docstring(ast.parse(init.read_text())) else ""
+        about = (
+            f": {_cell(docstring(init))}"
+            if init.is_file() and ast.get_docstring(ast.parse(init.read_text()))
+            else ""
+        )
         title = f"`interp/{group}/`" if group else "top-level modules of `interp/`"
         out += [f"**{title}**{about}", "", "| module | what it holds |", "| --- | --- |"]
-        out += [f"| `{p.relative_to(root).as_posix()}` | {_cell(docstring(p))} |" for p in groups[group]]
+        out += [
+            f"| `{p.relative_to(root).as_posix()}` | {_cell(docstring(p))} |" for p in groups[group]
+        ]
         out.append("")
     return "\n".join(out)
 
@@ -184,10 +218,14 @@ RAY_OVERHEAD = "benchmarks/sections/ray-executor-overhead-on-one-machine.md"
 def ray_overhead(root: Path) -> str:
     """The Ray executor's overhead as its benchmark summed it up (the paragraph on the ratios), with its date."""
     text = _read(root, RAY_OVERHEAD)
-    stamp = next(line for line in text.splitlines() if line.startswith("_")).strip("_").split(";")[0]
+    stamp = (
+        next(line for line in text.splitlines() if line.startswith("_")).strip("_").split(";")[0]
+    )
     summary = next(p for p in text.split("\n\n") if p.startswith("Ray / local"))
-    return (f"Measured by `benchmarks/ray_overhead.py` ({stamp}; its table is in `benchmarks/RESULTS.md`, "
-            f"\"Ray executor overhead on one machine\"): {summary}")
+    return (
+        f"Measured by `benchmarks/ray_overhead.py` ({stamp}; its table is in `benchmarks/RESULTS.md`, "
+        f'"Ray executor overhead on one machine"): {summary}'
+    )
 
 
 SCALING = "benchmarks/sections/scaling-the-cost-model-checked.md"
@@ -201,32 +239,64 @@ def scaling(root: Path) -> str:
 def scaling_predictions(root: Path) -> str:
     """The predictions table of benchmarks/scaling.py, with its date, for the README."""
     text = _read(root, SCALING)
-    stamp = next(line for line in text.splitlines() if line.startswith("_")).strip("_").split(";")[0]
+    stamp = (
+        next(line for line in text.splitlines() if line.startswith("_")).strip("_").split(";")[0]
+    )
     predictions = text.split("### Predictions", 1)[1].strip()
     return f"Predicted by `benchmarks/scaling.py` ({stamp}; the model and its checks: `benchmarks/SCALING.md`): {predictions}"
 
 
 README_BLOCKS = (
-    Block(README, "quickstart", f"{PACKAGED}/quickstart.md, written by analyses/packaged.py", quickstart),
-    Block(README, "results", f"{PACKAGED}/results.md, written by analyses/packaged.py, and {REFERENCE}", results),
-    Block(README, "experiments", "analyses/results/*.json (the experiments' write-up data)", experiments),
+    Block(
+        README,
+        "quickstart",
+        f"{PACKAGED}/quickstart.md, written by analyses/packaged.py",
+        quickstart,
+    ),
+    Block(
+        README,
+        "results",
+        f"{PACKAGED}/results.md, written by analyses/packaged.py, and {REFERENCE}",
+        results,
+    ),
+    Block(
+        README,
+        "experiments",
+        "analyses/results/*.json (the experiments' write-up data)",
+        experiments,
+    ),
     Block(README, "troubleshooting", "interp/troubleshooting.tsv", troubleshooting),
     Block(README, "columns", "interp/pipeline/tables.py and tables.tsv", columns),
     Block(README, "module-map", "the docstrings of interp/**/*.py", module_map),
-    Block(README, "ray-overhead", f"{RAY_OVERHEAD}, written by benchmarks/ray_overhead.py", ray_overhead),
+    Block(
+        README,
+        "ray-overhead",
+        f"{RAY_OVERHEAD}, written by benchmarks/ray_overhead.py",
+        ray_overhead,
+    ),
     Block(README, "scaling", f"{SCALING}, written by benchmarks/scaling.py", scaling_predictions),
-    Block("benchmarks/SCALING.md", "scaling", f"{SCALING}, written by benchmarks/scaling.py", scaling),
+    Block(
+        "benchmarks/SCALING.md", "scaling", f"{SCALING}, written by benchmarks/scaling.py", scaling
+    ),
 )
 
 
 # --- RESULTS.md sections ------------------------------------------------------------------------
 
+
 def sections(root: Path, document: str) -> list[Block]:
     """One block per file of the document's ``sections/`` folder."""
     folder = (root / document).parent / "sections"
     found = sorted(folder.glob("*.md")) if folder.is_dir() else []
-    return [Block(document, p.stem, p.relative_to(root).as_posix(),
-                  lambda r, rel=p.relative_to(root).as_posix(): _read(r, rel)) for p in found]
+    return [
+        Block(
+            document,
+            p.stem,
+            p.relative_to(root).as_posix(),
+            lambda r, rel=p.relative_to(root).as_posix(): _read(r, rel),
+        )
+        for p in found
+    ]
 
 
 def blocks(root: Path = ROOT) -> list[Block]:
@@ -235,18 +305,23 @@ def blocks(root: Path = ROOT) -> list[Block]:
 
 # --- assembling ---------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Finding:
     document: str
     name: str
     problem: str
-    fixable: bool = False  # rewriting the document puts it right (stale or new); otherwise a person must act
+    fixable: bool = (
+        False  # rewriting the document puts it right (stale or new); otherwise a person must act
+    )
 
     def __str__(self) -> str:
         return f"{self.document}: generated:{self.name} {self.problem}"
 
 
-def assemble(root: Path, document: str, chosen: list[Block], everything: bool) -> tuple[str, list[Finding]]:
+def assemble(
+    root: Path, document: str, chosen: list[Block], everything: bool
+) -> tuple[str, list[Finding]]:
     """The document with the chosen blocks rendered, and what was stale or wrong in it."""
     path = root / document
     text = path.read_text(encoding="utf-8") if path.is_file() else ""
@@ -263,24 +338,42 @@ def assemble(root: Path, document: str, chosen: list[Block], everything: bool) -
             continue
         if block.name not in marked:
             if not appendable:
-                findings.append(Finding(document, block.name, f"is missing: add `{begin(block.name)}` "
-                                                              f"and `{end(block.name)}` where it belongs"))
+                findings.append(
+                    Finding(
+                        document,
+                        block.name,
+                        f"is missing: add `{begin(block.name)}` "
+                        f"and `{end(block.name)}` where it belongs",
+                    )
+                )
                 continue
             text = text.rstrip("\n") + "\n\n" + new + "\n"
-            findings.append(Finding(document, block.name, f"is missing (source: {block.source})", fixable=True))
+            findings.append(
+                Finding(document, block.name, f"is missing (source: {block.source})", fixable=True)
+            )
             continue
         span = _span(text, block.name)
-        old = text[span[0]:span[1]]
+        old = text[span[0] : span[1]]
         if old != new:
             line = text.count("\n", 0, span[0]) + 1
-            findings.append(Finding(document, block.name, f"is stale: {_summary(old, new, line)} (source: {block.source})",
-                                    fixable=True))
-            text = text[:span[0]] + new + text[span[1]:]
+            findings.append(
+                Finding(
+                    document,
+                    block.name,
+                    f"is stale: {_summary(old, new, line)} (source: {block.source})",
+                    fixable=True,
+                )
+            )
+            text = text[: span[0]] + new + text[span[1] :]
     if everything:
         known = {b.name for b in blocks(root) if b.document == document}
         for name in dict.fromkeys(marked):
             if name not in known:
-                where = f"{Path(document).parent.as_posix()}/sections/{name}.md" if appendable else "a source in tools/docs.py"
+                where = (
+                    f"{Path(document).parent.as_posix()}/sections/{name}.md"
+                    if appendable
+                    else "a source in tools/docs.py"
+                )
                 findings.append(Finding(document, name, f"has no source: {where} is missing"))
     return text, findings
 
@@ -311,8 +404,10 @@ def select(root: Path, only: list[str]) -> list[Block]:
         return every
     unknown = [o for o in only if not any(o in (b.name, b.document) for b in every)]
     if unknown:
-        raise ValueError(f"no generated block or document named {', '.join(unknown)}; "
-                         f"blocks: {', '.join(b.name for b in every)}")
+        raise ValueError(
+            f"no generated block or document named {', '.join(unknown)}; "
+            f"blocks: {', '.join(b.name for b in every)}"
+        )
     return [b for b in every if b.name in only or b.document in only]
 
 
@@ -322,7 +417,9 @@ def run(root: Path = ROOT, only: list[str] = (), write: bool = True) -> list[Fin
     chosen = select(root, list(only))
     findings = []
     for document in dict.fromkeys(b.document for b in chosen):
-        text, found = assemble(root, document, [b for b in chosen if b.document == document], not only)
+        text, found = assemble(
+            root, document, [b for b in chosen if b.document == document], not only
+        )
         findings += found
         if write and found and (root / document).is_file():
             (root / document).write_text(text, encoding="utf-8")
@@ -335,10 +432,21 @@ def check(root: Path = ROOT, only: list[str] = ()) -> list[Finding]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python tools/docs.py", description=__doc__.splitlines()[0])
-    parser.add_argument("only", nargs="*", metavar="NAME", help="only these blocks, or every block of these documents")
-    parser.add_argument("--check", action="store_true", help="report stale blocks and exit 1; write nothing")
-    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to work on (default: this one)")
+    parser = argparse.ArgumentParser(
+        prog="python tools/docs.py", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "only",
+        nargs="*",
+        metavar="NAME",
+        help="only these blocks, or every block of these documents",
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="report stale blocks and exit 1; write nothing"
+    )
+    parser.add_argument(
+        "--root", type=Path, default=ROOT, help="the checkout to work on (default: this one)"
+    )
     args = parser.parse_args(argv)
     try:
         findings = run(args.root.resolve(), args.only, write=not args.check)
@@ -348,11 +456,16 @@ def main(argv: list[str] | None = None) -> int:
         for finding in findings:
             print(finding)
         if findings:
-            print(f"{len(findings)} generated block(s) out of date: run python tools/docs.py", file=sys.stderr)
+            print(
+                f"{len(findings)} generated block(s) out of date: run python tools/docs.py",
+                file=sys.stderr,
+            )
         return 1 if findings else 0
     failed = [f for f in findings if not f.fixable]
     for finding in findings:
-        print(f"rewrote {finding.document}: generated:{finding.name}" if finding.fixable else finding)
+        print(
+            f"rewrote {finding.document}: generated:{finding.name}" if finding.fixable else finding
+        )
     return 1 if failed else 0
 
 

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
+from interp.ablate.catalogue import HAS_GRADIENT
 from interp.ablate.evaluation import EvalBatch, EvalCorpus
 from interp.ablate.forward import Ablator
-from interp.ablate.catalogue import HAS_GRADIENT
 from interp.ablate.metrics import PerSeq, batch_metrics, metric_sizes
 from interp.ablate.stats import SumStore
 from interp.ablate.values import MeanAccumulator
@@ -46,9 +46,15 @@ class _BatchTerms:
     per: dict[str, PerSeq]  # the intact metrics (detached)
     zg: torch.Tensor  # [layer, batch, head]: sum_p g.z
     g: torch.Tensor  # [layer, batch, head, d_head]: sum_p g
-    donor_zg: torch.Tensor | None  # [layer, batch, head]: sum over donor-covered p of g.z_donor (resample only)
-    g_nodonor: torch.Tensor | None  # [layer, batch, head, d_head]: sum over the other valid p of g (resample only)
-    sink_v: torch.Tensor | None  # [layer, batch, head, d_head]: value at the first position (sink kind only)
+    donor_zg: (
+        torch.Tensor | None
+    )  # [layer, batch, head]: sum over donor-covered p of g.z_donor (resample only)
+    g_nodonor: (
+        torch.Tensor | None
+    )  # [layer, batch, head, d_head]: sum over the other valid p of g (resample only)
+    sink_v: (
+        torch.Tensor | None
+    )  # [layer, batch, head, d_head]: value at the first position (sink kind only)
 
 
 @dataclass
@@ -58,26 +64,42 @@ class AttributionResult:
     seconds_per_batch: float
 
 
-def attribute(ablator: Ablator, corpus: EvalCorpus, kinds: tuple[str, ...], progress: bool = True) -> AttributionResult:
+def attribute(
+    ablator: Ablator, corpus: EvalCorpus, kinds: tuple[str, ...], progress: bool = True
+) -> AttributionResult:
     """Estimate every head's effect on every gradient-carrying metric, for each ablation kind."""
     acc = MeanAccumulator()
     terms: list[_BatchTerms] = []
     start = time.perf_counter()
-    for batch in tqdm(corpus.batches, desc="ablate: attribution", unit="batch", disable=not progress):
-        terms.append(_batch_terms(ablator, batch, acc, sink="sink" in kinds, resample="resample" in kinds))
+    for batch in tqdm(
+        corpus.batches, desc="ablate: attribution", unit="batch", disable=not progress
+    ):
+        terms.append(
+            _batch_terms(ablator, batch, acc, sink="sink" in kinds, resample="resample" in kinds)
+        )
     seconds = (time.perf_counter() - start) / max(len(corpus.batches), 1)
     means = acc.means()
-    store = SumStore({m: n for m, n in metric_sizes(corpus.sizes).items() if HAS_GRADIENT.get(m, True)})  # tasks: yes
+    store = SumStore(
+        {m: n for m, n in metric_sizes(corpus.sizes).items() if HAS_GRADIENT.get(m, True)}
+    )  # tasks: yes
     for t in terms:
         store.add_base({m: p for m, p in t.per.items() if m in store})
         estimates = _estimates(t, kinds, means)
         for (kind, layer, head), change in estimates.items():
-            store.add((kind, layer, head), shifted(t.batch, {m: p for m, p in t.per.items() if m in store}, change))
+            store.add(
+                (kind, layer, head),
+                shifted(t.batch, {m: p for m, p in t.per.items() if m in store}, change),
+            )
     return AttributionResult(store, means, seconds)
 
 
-def _batch_terms(ablator: Ablator, batch: EvalBatch, acc: MeanAccumulator, sink: bool = False,
-                 resample: bool = True) -> _BatchTerms:
+def _batch_terms(
+    ablator: Ablator,
+    batch: EvalBatch,
+    acc: MeanAccumulator,
+    sink: bool = False,
+    resample: bool = True,
+) -> _BatchTerms:
     """One batch's terms; the resample terms only when asked (kept for every batch until the
     means are known, they would double the memory a large estimator corpus holds)."""
     sink_v = torch.stack(ablator.clean(batch, keep_sink=True).sink_v).float() if sink else None
@@ -95,8 +117,13 @@ def _batch_terms(ablator: Ablator, batch: EvalBatch, acc: MeanAccumulator, sink:
         if resample:
             donor = batch.donor.to(z.device)
             own = donor == torch.arange(len(donor), device=z.device)
-            covered = (batch.valid.to(z.device)[donor] & ~own.unsqueeze(1))[None, :, :, None, None] & valid.bool()
-            donor_zg, g_nodonor = (g * z[:, donor] * covered).sum((2, 4)), (g * (valid.bool() & ~covered)).sum(2)
+            covered = (batch.valid.to(z.device)[donor] & ~own.unsqueeze(1))[
+                None, :, :, None, None
+            ] & valid.bool()
+            donor_zg, g_nodonor = (
+                (g * z[:, donor] * covered).sum((2, 4)),
+                (g * (valid.bool() & ~covered)).sum(2),
+            )
         terms = _BatchTerms(
             batch=batch,
             per={m: PerSeq(p.index, p.num.detach(), p.den.detach()) for m, p in per.items()},
@@ -109,7 +136,9 @@ def _batch_terms(ablator: Ablator, batch: EvalBatch, acc: MeanAccumulator, sink:
     return terms
 
 
-def _estimates(t: _BatchTerms, kinds: tuple[str, ...], means: torch.Tensor) -> dict[tuple[str, int, int], torch.Tensor]:
+def _estimates(
+    t: _BatchTerms, kinds: tuple[str, ...], means: torch.Tensor
+) -> dict[tuple[str, int, int], torch.Tensor]:
     """(kind, layer, head) -> estimated change of num per batch element ``[batch]``."""
     out: dict[tuple[str, int, int], torch.Tensor] = {}
     m = means.to(t.g.device)[:, None]  # [layer, 1, head, d_head]
@@ -133,6 +162,8 @@ def shifted(batch: EvalBatch, intact: dict[str, PerSeq], change: torch.Tensor) -
     out = {}
     for metric, per in intact.items():
         # A sentence and its view share an index: both elements' changes belong to the sentence.
-        delta = torch.zeros(int(batch.index.max()) + 1, dtype=change.dtype).index_add(0, batch.index, change.cpu())
+        delta = torch.zeros(int(batch.index.max()) + 1, dtype=change.dtype).index_add(
+            0, batch.index, change.cpu()
+        )
         out[metric] = PerSeq(per.index, per.num.cpu() + delta[per.index], per.den)
     return out

@@ -26,6 +26,20 @@ CORPUS = "loss_corpus"
 METRICS = CAUSAL_METRICS + (CORPUS,) + ENCODER_METRICS
 
 # +1: the metric grows when the model gets worse (a loss); -1: it shrinks (a margin).
-ORIENTATION = {PROSE: 1, REPEATED: 1, SV: -1, CORPUS: 1, "embedding_cosine": 1, "retrieval_margin": -1}
+ORIENTATION = {
+    PROSE: 1,
+    REPEATED: 1,
+    SV: -1,
+    CORPUS: 1,
+    "embedding_cosine": 1,
+    "retrieval_margin": -1,
+}
 # Which metrics have a useful gradient at the intact model (attribution can estimate them).
-HAS_GRADIENT = {PROSE: True, REPEATED: True, SV: True, CORPUS: True, "embedding_cosine": False, "retrieval_margin": True}
+HAS_GRADIENT = {
+    PROSE: True,
+    REPEATED: True,
+    SV: True,
+    CORPUS: True,
+    "embedding_cosine": False,
+    "retrieval_margin": True,
+}

@@ -8,7 +8,10 @@ from typing import Literal
 
 from interp.ablate.catalogue import CORPUS, ESTIMATORS, KINDS, METRICS
 from interp.ablate.tasks import Task
-from interp.collect.config import MAX_GENERATED, MAX_REPEATED_LENGTH  # the same caps as collect's probes
+from interp.collect.config import (  # the same caps as collect's probes
+    MAX_GENERATED,
+    MAX_REPEATED_LENGTH,
+)
 from interp.config import MAX_INT, config, option, require
 from interp.model.spec import DTYPES
 
@@ -17,8 +20,12 @@ QUICK_TOP_SHARE = 0.02  # quick mode: exact ablation of the 2% of heads each est
 QUICK_MIN_HEADS = 5  # but at least 5 per list (a tiny model's circuit has more than one head)
 AUDIT_SHARE = 0.25  # with top_k: a random sample of a quarter as many other heads (at least one), to audit the estimator
 QUICK_PRUNE_STEP = 0.1
-CPU_TOKENS_PER_PASS = 2048  # the ablate stage's pass on a CPU, and where an accelerator's pass starts growing
-DEFAULT_ROUNDS = 3  # the sequential sweep is on by default: heads still open after a round get new sequences
+CPU_TOKENS_PER_PASS = (
+    2048  # the ablate stage's pass on a CPU, and where an accelerator's pass starts growing
+)
+DEFAULT_ROUNDS = (
+    3  # the sequential sweep is on by default: heads still open after a round get new sequences
+)
 QUICK_BUDGET = 60.0  # quick mode: seconds of exact sweep before no further round starts
 # Scored positions per metric the stage's estimator reads where it chooses the heads that are ablated exactly
 # (--top-k): enough that its ranking is not sampling noise. Attribution's cost grows with the tokens read, and
@@ -28,7 +35,9 @@ QUICK_BUDGET = 60.0  # quick mode: seconds of exact sweep before no further roun
 ESTIMATOR_POSITIONS = 4000
 QUICK_ESTIMATOR_POSITIONS = 200
 QUICK_IG_STEPS = 2  # quick mode's second opinion: integrated gradients over 2 path points (recall as 4 on the toys)
-MAX_ROUNDS = 1000  # rounds of the sequential sweep: each adds sequences, so this is far beyond any budget
+MAX_ROUNDS = (
+    1000  # rounds of the sequential sweep: each adds sequences, so this is far beyond any budget
+)
 # Where the exact sweep runs (interp.ablate.executor): placement only, the tables are the same.
 EXECUTORS = ("local", "ray")
 
@@ -120,17 +129,40 @@ class AblateConfig:
     """seed of the evaluation sequences, the audit sample and the bootstrap"""
 
     def __post_init__(self) -> None:
-        require(self, "ablations", bool(self.ablations) and len(set(self.ablations)) == len(self.ablations),
-                f"distinct kinds among {', '.join(KINDS)}")
+        require(
+            self,
+            "ablations",
+            bool(self.ablations) and len(set(self.ablations)) == len(self.ablations),
+            f"distinct kinds among {', '.join(KINDS)}",
+        )
         known = METRICS + tuple(t.name for t in self.tasks)
-        require(self, "metrics", self.metrics is None or (bool(self.metrics) and all(m in known for m in self.metrics)),
-                f"None or a non-empty subset of {', '.join(known)}")
-        require(self, "metrics", CORPUS not in (self.metrics or ()) or bool(self.eval_corpus),
-                f"without {CORPUS} unless an eval_corpus is given (--eval-corpus FILE)")
-        require(self, "repeated_lengths", bool(self.repeated_lengths) and min(self.repeated_lengths) >= 2
-                and max(self.repeated_lengths) <= MAX_REPEATED_LENGTH, f"lengths from 2 to {MAX_REPEATED_LENGTH}")
+        require(
+            self,
+            "metrics",
+            self.metrics is None or (bool(self.metrics) and all(m in known for m in self.metrics)),
+            f"None or a non-empty subset of {', '.join(known)}",
+        )
+        require(
+            self,
+            "metrics",
+            CORPUS not in (self.metrics or ()) or bool(self.eval_corpus),
+            f"without {CORPUS} unless an eval_corpus is given (--eval-corpus FILE)",
+        )
+        require(
+            self,
+            "repeated_lengths",
+            bool(self.repeated_lengths)
+            and min(self.repeated_lengths) >= 2
+            and max(self.repeated_lengths) <= MAX_REPEATED_LENGTH,
+            f"lengths from 2 to {MAX_REPEATED_LENGTH}",
+        )
         for name in ("address", "workers"):
-            require(self, name, getattr(self, name) is None or self.executor != "local", "left unset with --executor local")
+            require(
+                self,
+                name,
+                getattr(self, name) is None or self.executor != "local",
+                "left unset with --executor local",
+            )
 
     def for_quick(self, keep: tuple[str, ...] = ()) -> AblateConfig:
         """The config under ``interp run --quick`` (sizes are resolved once the model is known)."""
@@ -140,24 +172,42 @@ class AblateConfig:
         """The config that replays a recorded run exactly: the sweep's float sums depend on the
         thread count (in the 8th digit), so the count the run measured is taken."""
         threads = record.get("threads")
-        if self.threads is None and isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1:
+        if (
+            self.threads is None
+            and isinstance(threads, int)
+            and not isinstance(threads, bool)
+            and threads >= 1
+        ):
             return dataclasses.replace(self, threads=threads)
         return self
 
     def resolved(self, n_heads: int) -> AblateConfig:
         """The settings actually used: the pass size filled in (2048 where none is configured) and ``quick``
         applied for a model with ``n_heads`` heads."""
-        if self.max_tokens_per_batch is None:  # an accelerator's pass grows from here (interp.ablate.stage)
-            return dataclasses.replace(self, max_tokens_per_batch=CPU_TOKENS_PER_PASS).resolved(n_heads)
+        if (
+            self.max_tokens_per_batch is None
+        ):  # an accelerator's pass grows from here (interp.ablate.stage)
+            return dataclasses.replace(self, max_tokens_per_batch=CPU_TOKENS_PER_PASS).resolved(
+                n_heads
+            )
         if self.estimator_positions is None:
-            positions = QUICK_ESTIMATOR_POSITIONS if self.quick else ESTIMATOR_POSITIONS if self.top_k else 0
+            positions = (
+                QUICK_ESTIMATOR_POSITIONS
+                if self.quick
+                else ESTIMATOR_POSITIONS
+                if self.top_k
+                else 0
+            )
             return dataclasses.replace(self, estimator_positions=positions).resolved(n_heads)
         if not self.quick:
             return self
         sizes = {k: min(getattr(self, k), v) for k, v in QUICK_ABLATE_SIZES.items()}
         return dataclasses.replace(
-            self, **sizes, top_k=self.top_k or max(QUICK_MIN_HEADS, math.ceil(QUICK_TOP_SHARE * n_heads)),
-            prune_step=self.prune_step or QUICK_PRUNE_STEP, n_bootstrap=min(self.n_bootstrap, 200),
+            self,
+            **sizes,
+            top_k=self.top_k or max(QUICK_MIN_HEADS, math.ceil(QUICK_TOP_SHARE * n_heads)),
+            prune_step=self.prune_step or QUICK_PRUNE_STEP,
+            n_bootstrap=min(self.n_bootstrap, 200),
             ig_steps=min(self.ig_steps, QUICK_IG_STEPS),
             time_budget=min(self.time_budget or QUICK_BUDGET, QUICK_BUDGET),
         )

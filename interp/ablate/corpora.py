@@ -19,9 +19,23 @@ import math
 import warnings
 from typing import Any
 
-from interp.ablate.catalogue import CAUSAL_METRICS, CORPUS, ENCODER, ENCODER_METRICS, PROSE, REPEATED, SV
+from interp.ablate.catalogue import (
+    CAUSAL_METRICS,
+    CORPUS,
+    ENCODER,
+    ENCODER_METRICS,
+    PROSE,
+    REPEATED,
+    SV,
+)
 from interp.ablate.config import AblateConfig
-from interp.ablate.evaluation import EvalCorpus, build_corpus, make_batches, prose_subset, read_eval_corpus
+from interp.ablate.evaluation import (
+    EvalCorpus,
+    build_corpus,
+    make_batches,
+    prose_subset,
+    read_eval_corpus,
+)
 from interp.ablate.metrics import family_metrics, metric_sizes
 from interp.ablate.pruning import step_sizes
 from interp.ablate.stats import sequence_tokens
@@ -38,73 +52,124 @@ def stage_metrics(model: LoadedModel, cfg: AblateConfig) -> tuple[str, ...]:
         available = (CORPUS, *available)
     if cfg.tasks:
         if not model.causal:
-            raise ConfigError("tasks read logits, which an encoder's metrics do not use: give tasks to a causal LM")
+            raise ConfigError(
+                "tasks read logits, which an encoder's metrics do not use: give tasks to a causal LM"
+            )
         available = (*(t.name for t in cfg.tasks), *available)
     chosen = available if cfg.metrics is None else cfg.metrics
     wrong = [m for m in chosen if m not in available]
     if wrong:
         kind = "causal LM" if model.causal else "encoder"
-        raise ConfigError(f"metrics {', '.join(wrong)} do not apply to a {kind}; choose from {', '.join(available)}")
+        raise ConfigError(
+            f"metrics {', '.join(wrong)} do not apply to a {kind}; choose from {', '.join(available)}"
+        )
     return tuple(chosen)
 
 
-def family_counts(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...], split: int = 0) -> dict[str, int]:
+def family_counts(
+    model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...], split: int = 0
+) -> dict[str, int]:
     """Sequences of each built-in family the corpus of ``split`` asks for (``n_prose``, ``n_repeated``, ``n_syntax``)."""
     wants = set(metrics)
-    rounds_ = cfg.max_rounds if split == 0 else 1  # split 0 holds every round of the sequential sweep
-    return {"n_prose": rounds_ * cfg.n_prose if (not model.causal or PROSE in wants) else 0,
-            "n_repeated": rounds_ * cfg.n_repeated if REPEATED in wants else 0,
-            "n_syntax": rounds_ * cfg.n_syntax if SV in wants else 0}
+    rounds_ = (
+        cfg.max_rounds if split == 0 else 1
+    )  # split 0 holds every round of the sequential sweep
+    return {
+        "n_prose": rounds_ * cfg.n_prose if (not model.causal or PROSE in wants) else 0,
+        "n_repeated": rounds_ * cfg.n_repeated if REPEATED in wants else 0,
+        "n_syntax": rounds_ * cfg.n_syntax if SV in wants else 0,
+    }
 
 
-def stage_corpus(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...], split: int = 0,
-            counts: dict[str, int] | None = None) -> EvalCorpus:
+def stage_corpus(
+    model: LoadedModel,
+    cfg: AblateConfig,
+    metrics: tuple[str, ...],
+    split: int = 0,
+    counts: dict[str, int] | None = None,
+) -> EvalCorpus:
     """The evaluation corpus of ``split``, with the built-in families' ``counts`` where given."""
     wants = set(metrics)
-    user = read_eval_corpus(cfg.eval_corpus) if cfg.eval_corpus and (CORPUS in wants or not model.causal) else None
+    user = (
+        read_eval_corpus(cfg.eval_corpus)
+        if cfg.eval_corpus and (CORPUS in wants or not model.causal)
+        else None
+    )
     corpus = build_corpus(
-        model, **(counts or family_counts(model, cfg, metrics, split)), repeated_lengths=cfg.repeated_lengths,
-        seed=cfg.seed, max_tokens=cfg.max_tokens_per_batch, split=split, user=user,
+        model,
+        **(counts or family_counts(model, cfg, metrics, split)),
+        repeated_lengths=cfg.repeated_lengths,
+        seed=cfg.seed,
+        max_tokens=cfg.max_tokens_per_batch,
+        split=split,
+        user=user,
         tasks=tuple(t for t in cfg.tasks if t.name in wants),
     )
     if not corpus.batches:
         unfit = [m for m in metrics if _asked(cfg, m)]
         if unfit:
-            raise ConfigError(f"no evaluation sequence for {', '.join(unfit)} fits this model and tokenizer: nothing "
-                              f"to measure; choose other metrics (--metric)")
+            raise ConfigError(
+                f"no evaluation sequence for {', '.join(unfit)} fits this model and tokenizer: nothing "
+                f"to measure; choose other metrics (--metric)"
+            )
         raise ConfigError("the evaluation corpus is empty: raise n_prose / n_repeated / n_syntax")
     return corpus
 
 
-def estimator_corpus(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...], corpus: EvalCorpus) -> EvalCorpus:
+def estimator_corpus(
+    model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...], corpus: EvalCorpus
+) -> EvalCorpus:
     """The corpus the stage's estimator reads: ``corpus`` (the exact sweep's) and more sequences of
     each built-in family, drawn the same way (the first ones are ``corpus``'s), until every metric
     has ``estimator_positions`` scored positions or its family has no more: prose stops at the
     lines of its half, and the user's corpus and tasks are in ``corpus`` whole already."""
     counts = family_counts(model, cfg, metrics)
-    most = {"n_prose": len(prose_subset(MAX_GENERATED).sentences)}  # generated families: up to MAX_GENERATED
+    most = {
+        "n_prose": len(prose_subset(MAX_GENERATED).sentences)
+    }  # generated families: up to MAX_GENERATED
     wide = corpus
     for _ in range(GROWTH_STEPS):
         scored = {family: int(n.sum()) for family, n in _family_tokens(wide).items()}
-        grown = {name: min(_grown(count, scored.get(_FAMILY_OF[name][model.causal], 0), cfg.estimator_positions),
-                           most.get(name, MAX_GENERATED))
-                 for name, count in counts.items() if count}
+        grown = {
+            name: min(
+                _grown(
+                    count, scored.get(_FAMILY_OF[name][model.causal], 0), cfg.estimator_positions
+                ),
+                most.get(name, MAX_GENERATED),
+            )
+            for name, count in counts.items()
+            if count
+        }
         grown = {name: n for name, n in grown.items() if n > counts[name]}
         if not grown:
             break
         counts.update(grown)
         bigger = stage_corpus(model, cfg, metrics, counts=counts)
-        if bigger.n_tokens == wide.n_tokens:  # every family that falls short has no further sequence
+        if (
+            bigger.n_tokens == wide.n_tokens
+        ):  # every family that falls short has no further sequence
             break
         wide = bigger
     if cfg.estimator == "attribution":  # integrated gradients keeps no per-sequence gradient sums
-        memory.check_estimator_terms(model.n_layers, model.n_heads, int(model.bridge.cfg.d_head), len(wide.items),
-                                     "resample" in cfg.ablations, model.device)
+        memory.check_estimator_terms(
+            model.n_layers,
+            model.n_heads,
+            int(model.bridge.cfg.d_head),
+            len(wide.items),
+            "resample" in cfg.ablations,
+            model.device,
+        )
     return wide
 
 
-GROWTH_STEPS = 4  # each step aims at the target from the positions per sequence seen; sv drops a few sentences
-_FAMILY_OF = {"n_prose": {True: PROSE, False: ENCODER}, "n_repeated": {True: REPEATED}, "n_syntax": {True: SV}}
+GROWTH_STEPS = (
+    4  # each step aims at the target from the positions per sequence seen; sv drops a few sentences
+)
+_FAMILY_OF = {
+    "n_prose": {True: PROSE, False: ENCODER},
+    "n_repeated": {True: REPEATED},
+    "n_syntax": {True: SV},
+}
 
 
 def _grown(count: int, scored: int, target: int) -> int:
@@ -124,7 +189,9 @@ def _family_tokens(corpus: EvalCorpus) -> dict[str, Any]:
 def corpus_facts(corpus: EvalCorpus) -> dict[str, dict[str, int]]:
     """family -> its sequences and scored positions, as the manifest records them."""
     scored = _family_tokens(corpus)
-    return {f: {"n_sequences": n, "n_scored": int(scored[f].sum())} for f, n in corpus.sizes.items()}
+    return {
+        f: {"n_sequences": n, "n_scored": int(scored[f].sum())} for f, n in corpus.sizes.items()
+    }
 
 
 def _asked(cfg: AblateConfig, metric: str) -> int:
@@ -139,8 +206,10 @@ def measurable(metrics: tuple[str, ...], corpus: EvalCorpus, cfg: AblateConfig) 
     empty = [m for m in metrics if not sizes.get(m)]
     unfit = [m for m in empty if _asked(cfg, m)]
     if unfit:
-        warnings.warn(f"no evaluation sequence for {', '.join(unfit)} fits this model and tokenizer: not measured",
-                      stacklevel=3)
+        warnings.warn(
+            f"no evaluation sequence for {', '.join(unfit)} fits this model and tokenizer: not measured",
+            stacklevel=3,
+        )
     return tuple(m for m in metrics if m not in empty)
 
 
@@ -151,16 +220,26 @@ def scorable(metrics: tuple[str, ...], corpus: EvalCorpus, model: LoadedModel) -
     scored = sequence_tokens(corpus)
     for metric in metrics:
         if not scored[metric].sum():
-            why = (f"has a target token among the model's {model.d_vocab_out} output logit(s)"
-                   if model.d_vocab_out < model.d_vocab else "gives it a position")
-            raise ConfigError(f"metric {metric} has no position to score: none of its {len(scored[metric])} "
-                              f"evaluation sequence(s) {why}; leave it out (--metric), or give it positions a model "
-                              f"with these output logits can score")
+            why = (
+                f"has a target token among the model's {model.d_vocab_out} output logit(s)"
+                if model.d_vocab_out < model.d_vocab
+                else "gives it a position"
+            )
+            raise ConfigError(
+                f"metric {metric} has no position to score: none of its {len(scored[metric])} "
+                f"evaluation sequence(s) {why}; leave it out (--metric), or give it positions a model "
+                f"with these output logits can score"
+            )
     return metrics
 
 
-def fit_memory(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...],
-                corpus: EvalCorpus, grow: bool = False) -> tuple[AblateConfig, EvalCorpus]:
+def fit_memory(
+    model: LoadedModel,
+    cfg: AblateConfig,
+    metrics: tuple[str, ...],
+    corpus: EvalCorpus,
+    grow: bool = False,
+) -> tuple[AblateConfig, EvalCorpus]:
     """The config and corpus with a token budget per pass whose estimated peak memory fits (see
     interp.model.memory), grown to the free memory with ``grow``; the corpus is batched again
     when the budget changed."""
@@ -170,10 +249,14 @@ def fit_memory(model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...],
     most = max(cfg.heads_per_pass or model.n_heads, steps)
 
     def shapes(budget: int) -> list[tuple[int, int, int, int]]:
-        return [(len(b), b.tokens.shape[1], len(b.row_batch), min(most, pass_size(b, None, budget)))
-                for b in make_batches(corpus.items, budget, pad)]
+        return [
+            (len(b), b.tokens.shape[1], len(b.row_batch), min(most, pass_size(b, None, budget)))
+            for b in make_batches(corpus.items, budget, pad)
+        ]
 
-    budget = memory.ablate_budget(memory.Shape.of(model), cfg.max_tokens_per_batch, shapes, model.device, grow=grow)
+    budget = memory.ablate_budget(
+        memory.Shape.of(model), cfg.max_tokens_per_batch, shapes, model.device, grow=grow
+    )
     if budget == cfg.max_tokens_per_batch:
         return cfg, corpus
     cfg = dataclasses.replace(cfg, max_tokens_per_batch=budget)

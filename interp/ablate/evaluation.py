@@ -60,7 +60,9 @@ class EvalItem:
     wrong: torch.Tensor | None = None  # long [row]: the wrong verb form (sv only)
     is_view: bool = False  # encoder: the word-deleted copy of sentence ``index``
     score: Any = None  # a user task's metric (interp.ablate.tasks); None: the family's own
-    fields: dict[str, int | float] = field(default_factory=dict)  # a task's per-sequence data (Task.fields)
+    fields: dict[str, int | float] = field(
+        default_factory=dict
+    )  # a task's per-sequence data (Task.fields)
 
 
 @dataclass
@@ -78,7 +80,9 @@ class EvalBatch:
     row_target: torch.Tensor  # long [row]
     row_wrong: torch.Tensor | None  # long [row] (sv only)
     score: Any = None  # a user task's metric (interp.ablate.tasks); None: the family's own
-    row_fields: dict[str, torch.Tensor] = field(default_factory=dict)  # a task's fields, one value per row
+    row_fields: dict[str, torch.Tensor] = field(
+        default_factory=dict
+    )  # a task's fields, one value per row
 
     @property
     def valid(self) -> torch.Tensor:
@@ -107,7 +111,7 @@ def prose_subset(n: int, split: int = 0) -> Suite:
     from interp.probes.prose import prose_suite
 
     suite = prose_suite()
-    return Suite(suite.name, suite.family, suite.sentences[1 - split::2][:n], suite.card)
+    return Suite(suite.name, suite.family, suite.sentences[1 - split :: 2][:n], suite.card)
 
 
 def read_eval_corpus(path: str, limit: int | None = None) -> Suite:
@@ -117,8 +121,10 @@ def read_eval_corpus(path: str, limit: int | None = None) -> Suite:
 
     sentences = read_corpus(path, None, limit)
     if len(sentences) < 2:
-        raise CorpusError(f"{path}: the evaluation corpus holds 1 sequence; give at least 2 (half measure the "
-                          f"effects, the other half the pruning curve)")
+        raise CorpusError(
+            f"{path}: the evaluation corpus holds 1 sequence; give at least 2 (half measure the "
+            f"effects, the other half the pruning curve)"
+        )
     return Suite(f"eval:{path}", NATURAL, tuple(sentences))
 
 
@@ -127,9 +133,18 @@ def user_half(suite: Suite, split: int) -> Suite:
     return Suite(suite.name, suite.family, suite.sentences[split::2], suite.card)
 
 
-def causal_items(model, n_prose: int, n_repeated: int, repeated_lengths: tuple[int, ...],
-                 n_syntax: int, seed: int, max_len: int | None = None, split: int = 0,
-                 user: Suite | None = None, tasks: tuple = ()) -> list[EvalItem]:
+def causal_items(
+    model,
+    n_prose: int,
+    n_repeated: int,
+    repeated_lengths: tuple[int, ...],
+    n_syntax: int,
+    seed: int,
+    max_len: int | None = None,
+    split: int = 0,
+    user: Suite | None = None,
+    tasks: tuple = (),
+) -> list[EvalItem]:
 
     aligner = Aligner(model, max_len)
     items: list[EvalItem] = []
@@ -158,8 +173,17 @@ def task_items(aligner: Any, task: Task, split: int, d_vocab: int) -> list[Any]:
     for i in range(split, len(task.sequences), 2):
         tokens, shift, special = encode_task_sequence(aligner, task, i, d_vocab)
         rows = _task_rows(task, i, tokens, special, shift)
-        items.append(EvalItem(tokens, task.name, len(items), rows, tokens[rows + 1], score=task.metric,
-                              fields=task.fields_of(i)))
+        items.append(
+            EvalItem(
+                tokens,
+                task.name,
+                len(items),
+                rows,
+                tokens[rows + 1],
+                score=task.metric,
+                fields=task.fields_of(i),
+            )
+        )
     return items
 
 
@@ -174,7 +198,9 @@ def encode_task_sequence(aligner: Any, task: Task, i: int, d_vocab: int) -> tupl
         tokens, shift = torch.tensor(sequence, dtype=torch.long), 0
         special = torch.zeros(len(tokens), dtype=torch.bool)
     if len(tokens) and not 0 <= int(tokens.min()) <= int(tokens.max()) < d_vocab:
-        raise ConfigError(f"task {task.name!r}, sequence {i}: token ids outside the model's {d_vocab}-id embedding")
+        raise ConfigError(
+            f"task {task.name!r}, sequence {i}: token ids outside the model's {d_vocab}-id embedding"
+        )
     return tokens, shift, special
 
 
@@ -186,8 +212,10 @@ def _task_rows(task: Task, i: int, tokens: Any, special: Any, shift: int) -> Any
     rows = torch.tensor(task.positions[i], dtype=torch.long) + shift
     bad = [p for p, r in zip(task.positions[i], rows.tolist()) if not 0 <= r < len(tokens) - 1]
     if bad:
-        raise ConfigError(f"task {task.name!r}, sequence {i}: position {bad[0]} has no next token in the "
-                          f"{len(tokens) - shift} tokens the model sees; positions count from 0 and score token p + 1")
+        raise ConfigError(
+            f"task {task.name!r}, sequence {i}: position {bad[0]} has no next token in the "
+            f"{len(tokens) - shift} tokens the model sees; positions count from 0 and score token p + 1"
+        )
     return rows
 
 
@@ -203,11 +231,25 @@ def scorable(items: list[EvalItem], vocab_out: int) -> list[EvalItem]:
         dropped += int((~keep).sum())
         if it.family == SV and not bool(keep.all()):
             continue  # its one row cannot be read: the sentence leaves the family
-        out.append(EvalItem(it.tokens, it.family, it.index, it.rows[keep], it.targets[keep],
-                            None if it.wrong is None else it.wrong[keep], it.is_view, it.score, it.fields))
+        out.append(
+            EvalItem(
+                it.tokens,
+                it.family,
+                it.index,
+                it.rows[keep],
+                it.targets[keep],
+                None if it.wrong is None else it.wrong[keep],
+                it.is_view,
+                it.score,
+                it.fields,
+            )
+        )
     if dropped:
-        warnings.warn(f"{dropped} scored token(s) lie outside the model's {vocab_out} output logits "
-                      "and are not scored", stacklevel=3)
+        warnings.warn(
+            f"{dropped} scored token(s) lie outside the model's {vocab_out} output logits "
+            "and are not scored",
+            stacklevel=3,
+        )
     return _renumbered(out)
 
 
@@ -244,7 +286,11 @@ def _sv_items(aligner: Aligner, n: int, seed: int) -> list[EvalItem]:
         if correct is None or wrong is None or correct == wrong:
             continue
         last = torch.tensor([len(seq) - 1])
-        items.append(EvalItem(seq.tokens, SV, len(items), last, torch.tensor([correct]), torch.tensor([wrong])))
+        items.append(
+            EvalItem(
+                seq.tokens, SV, len(items), last, torch.tensor([correct]), torch.tensor([wrong])
+            )
+        )
     return items
 
 
@@ -252,10 +298,14 @@ def _strip_trailing_special(seq: ProbeSequence) -> ProbeSequence:
     end = len(seq)
     while end > 1 and seq.is_special[end - 1]:
         end -= 1
-    return ProbeSequence(seq.tokens[:end], seq.suite, seq.family, seq.is_delim[:end], seq.is_special[:end])
+    return ProbeSequence(
+        seq.tokens[:end], seq.suite, seq.family, seq.is_delim[:end], seq.is_special[:end]
+    )
 
 
-def _next_token(aligner: Aligner, prefix: ProbeSequence, text: str, word: str, suite: Suite) -> int | None:
+def _next_token(
+    aligner: Aligner, prefix: ProbeSequence, text: str, word: str, suite: Suite
+) -> int | None:
     """First sub-token of `` word`` after the prefix, or None if tokenizing merges across the cut."""
     full = _strip_trailing_special(aligner.encode(Sentence(f"{text} {word}"), suite)).tokens
     n = len(prefix.tokens)
@@ -264,8 +314,14 @@ def _next_token(aligner: Aligner, prefix: ProbeSequence, text: str, word: str, s
     return int(full[n])
 
 
-def encoder_items(model, n_prose: int, seed: int, max_len: int | None = None, split: int = 0,
-                  user: Suite | None = None) -> list[EvalItem]:
+def encoder_items(
+    model,
+    n_prose: int,
+    seed: int,
+    max_len: int | None = None,
+    split: int = 0,
+    user: Suite | None = None,
+) -> list[EvalItem]:
     """Prose lines (or the user's sequences) and, for each, a view with ~20% of its word tokens
     deleted (at least one)."""
     aligner = Aligner(model, max_len)
@@ -296,7 +352,10 @@ def make_batches(items: list[EvalItem], max_tokens: int, pad_id: int) -> list[Ev
         mine = [it for it in items if it.family == family and not it.is_view]
         views = {it.index: it for it in items if it.family == family and it.is_view}
         # Views double the batch: budget the pair by its longer member.
-        lengths = [max(len(it.tokens), len(views[it.index].tokens)) if views else len(it.tokens) for it in mine]
+        lengths = [
+            max(len(it.tokens), len(views[it.index].tokens)) if views else len(it.tokens)
+            for it in mine
+        ]
         budget = max_tokens // 2 if views else max_tokens
         groups = _no_singletons(bucket_tight(lengths, budget, MAX_PADDING))
         for group in groups:
@@ -306,7 +365,9 @@ def make_batches(items: list[EvalItem], max_tokens: int, pad_id: int) -> list[Ev
     return batches
 
 
-def bucket_tight(lengths: list[int], max_tokens: int, max_padding: float = MAX_PADDING) -> list[list[int]]:
+def bucket_tight(
+    lengths: list[int], max_tokens: int, max_padding: float = MAX_PADDING
+) -> list[list[int]]:
     """Indices grouped by length: each group under ``max_tokens`` padded tokens *and* at most
     ``max_padding`` of it padding. Padding costs a full forward per token, and an exact sweep
     pays it once per head, so a few more (smaller) batches are cheaper than loose ones."""
@@ -358,11 +419,17 @@ def _pad(family: str, members: list[EvalItem], pad_id: int) -> EvalBatch:
     cat = lambda xs: torch.cat(xs) if xs else torch.zeros(0, dtype=torch.long)  # noqa: E731
     is_view = torch.tensor([it.is_view for it in members])
     return EvalBatch(
-        family=family, tokens=tokens, attention_mask=mask,
-        index=torch.tensor([it.index for it in members]), is_view=is_view, donor=derangement(is_view),
+        family=family,
+        tokens=tokens,
+        attention_mask=mask,
+        index=torch.tensor([it.index for it in members]),
+        is_view=is_view,
+        donor=derangement(is_view),
         row_batch=cat([torch.full((len(it.rows),), i) for i, it in rows]),
-        row_pos=cat([it.rows for _, it in rows]), row_target=cat([it.targets for _, it in rows]),
-        row_wrong=cat([it.wrong for _, it in rows]) if family == SV else None, score=members[0].score,
+        row_pos=cat([it.rows for _, it in rows]),
+        row_target=cat([it.targets for _, it in rows]),
+        row_wrong=cat([it.wrong for _, it in rows]) if family == SV else None,
+        score=members[0].score,
         row_fields=_row_fields(members),
     )
 
@@ -373,7 +440,9 @@ def _row_fields(members: list[EvalItem]) -> dict[str, torch.Tensor]:
     out = {}
     for name, first in members[0].fields.items():
         dtype = torch.long if isinstance(first, int) else torch.float64
-        out[name] = torch.cat([torch.full((len(it.rows),), it.fields[name], dtype=dtype) for it in members])
+        out[name] = torch.cat(
+            [torch.full((len(it.rows),), it.fields[name], dtype=dtype) for it in members]
+        )
     return out
 
 
@@ -390,8 +459,18 @@ def derangement(group: torch.Tensor) -> torch.Tensor:
     return donor
 
 
-def build_corpus(model, n_prose: int, n_repeated: int, repeated_lengths: tuple[int, ...], n_syntax: int,
-                 seed: int, max_tokens: int, split: int = 0, user: Suite | None = None, tasks: tuple = ()) -> EvalCorpus:
+def build_corpus(
+    model,
+    n_prose: int,
+    n_repeated: int,
+    repeated_lengths: tuple[int, ...],
+    n_syntax: int,
+    seed: int,
+    max_tokens: int,
+    split: int = 0,
+    user: Suite | None = None,
+    tasks: tuple = (),
+) -> EvalCorpus:
     """The whole evaluation corpus, encoded and batched for ``model``.
 
     ``split`` picks one of two disjoint halves of the same size and make-up: 0 measures the
@@ -402,8 +481,17 @@ def build_corpus(model, n_prose: int, n_repeated: int, repeated_lengths: tuple[i
     if split not in (0, 1):
         raise ValueError(f"split must be 0 or 1, got {split!r}")
     if model.causal:
-        items = causal_items(model, n_prose, n_repeated, repeated_lengths, n_syntax, seed, split=split, user=user,
-                             tasks=tasks)
+        items = causal_items(
+            model,
+            n_prose,
+            n_repeated,
+            repeated_lengths,
+            n_syntax,
+            seed,
+            split=split,
+            user=user,
+            tasks=tasks,
+        )
     else:
         items = encoder_items(model, n_prose, seed, split=split, user=user)
     pad = model.tokenizer.pad_token_id or 0

@@ -89,8 +89,17 @@ def run_shard(ablator: Ablator, job: SweepJob, shard: Shard, progress: bool = Fa
     """One shard of a sweep on ``ablator``'s model, into a store of its own."""
     start = time.perf_counter()
     store = SumStore(job.sizes)
-    reuse = exact_sweep(ablator, job.corpus, store, list(shard.heads), job.kinds, job.means, job.heads_per_pass,
-                        job.max_tokens, progress=progress)
+    reuse = exact_sweep(
+        ablator,
+        job.corpus,
+        store,
+        list(shard.heads),
+        job.kinds,
+        job.means,
+        job.heads_per_pass,
+        job.max_tokens,
+        progress=progress,
+    )
     return ShardResult(shard, store, reuse, time.perf_counter() - start)
 
 
@@ -115,14 +124,16 @@ def partition(heads: list[Head], n_layers: int, n_shards: int) -> list[Shard]:
         while len(units) < n_shards and any(len(u) > 1 for u in units):
             i = max((i for i, u in enumerate(units) if len(u) > 1), key=lambda i: cost(units[i]))
             unit = units[i]
-            units[i: i + 1] = [unit[: len(unit) // 2], unit[len(unit) // 2:]]
+            units[i : i + 1] = [unit[: len(unit) // 2], unit[len(unit) // 2 :]]
         return [Shard(i, tuple(u)) for i, u in enumerate(units)]
     total = sum(cost(u) + n_layers for u in units)
     shards: list[list[Head]] = [[]]
     done = 0
     for i, unit in enumerate(units):
         # cut at the next equal share of the cost, or when the layers left are just enough
-        if shards[-1] and (done * n_shards >= total * len(shards) or len(units) - i <= n_shards - len(shards)):
+        if shards[-1] and (
+            done * n_shards >= total * len(shards) or len(units) - i <= n_shards - len(shards)
+        ):
             shards.append([])
         shards[-1] += unit
         done += cost(unit) + n_layers
@@ -170,12 +181,25 @@ class LocalExecutor:
 def shard_record(result: ShardResult, sweep: int) -> dict[str, Any]:
     """One shard's line in the manifest (``sweep``: which of the stage's sweeps, one per round and
     family of a sequential sweep)."""
-    return {"sweep": sweep, "shard": result.shard.index, "layers": result.shard.layers, "heads": len(result.shard.heads),
-            "seconds": round(result.seconds, 3), "worker": result.worker, "attempts": result.attempts}
+    return {
+        "sweep": sweep,
+        "shard": result.shard.index,
+        "layers": result.shard.layers,
+        "heads": len(result.shard.heads),
+        "seconds": round(result.seconds, 3),
+        "worker": result.worker,
+        "attempts": result.attempts,
+    }
 
 
-def sweep_with(executor: Executor, job: SweepJob, heads: list[Head], n_layers: int, store: SumStore,
-               progress: bool = True) -> bool:
+def sweep_with(
+    executor: Executor,
+    job: SweepJob,
+    heads: list[Head],
+    n_layers: int,
+    store: SumStore,
+    progress: bool = True,
+) -> bool:
     """The exact sweep of ``heads`` through ``executor``: the shards' sums merged into ``store``
     in shard order (the coordinator's one write); returns whether layer reuse held everywhere."""
     shards = executor.shards(heads, n_layers)

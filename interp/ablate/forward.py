@@ -22,13 +22,13 @@ a CPU:
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
-from interp.model import lens
 from interp.ablate.evaluation import EvalBatch
+from interp.model import lens
 from interp.model.load import LoadedModel
 
 
@@ -50,10 +50,14 @@ class Edit:
 class CleanPass:
     """What the intact model's pass over one batch leaves behind for the ablated passes."""
 
-    readout: torch.Tensor  # causal: logits [row, vocab]; encoder: final hidden [batch, pos, d_model]
+    readout: (
+        torch.Tensor
+    )  # causal: logits [row, vocab]; encoder: final hidden [batch, pos, d_model]
     resid_pre: list[torch.Tensor] = field(default_factory=list)  # per layer [batch, pos, d_model]
     z: list[torch.Tensor] = field(default_factory=list)  # per layer [batch, pos, head, d_head]
-    sink_v: list[torch.Tensor] = field(default_factory=list)  # per layer [batch, head, d_head]: value at position 0
+    sink_v: list[torch.Tensor] = field(
+        default_factory=list
+    )  # per layer [batch, head, d_head]: value at position 0
 
 
 class Ablator:
@@ -72,7 +76,13 @@ class Ablator:
 
     # --- public passes -------------------------------------------------------------------
 
-    def clean(self, batch: EvalBatch, keep_resid: bool = False, keep_z: bool = False, keep_sink: bool = False) -> CleanPass:
+    def clean(
+        self,
+        batch: EvalBatch,
+        keep_resid: bool = False,
+        keep_z: bool = False,
+        keep_sink: bool = False,
+    ) -> CleanPass:
         """The intact model's readout, with each layer's resid_pre, z and/or the value vectors at
         the first position (per query head) kept when asked."""
         out = CleanPass(readout=torch.empty(0))
@@ -90,8 +100,14 @@ class Ablator:
             out.readout = self._forward(batch, taps, replicas=1)
         return out
 
-    def run(self, batch: EvalBatch, edits: list[Edit], replicas: int = 1,
-            start_layer: int = 0, resid: torch.Tensor | None = None) -> torch.Tensor:
+    def run(
+        self,
+        batch: EvalBatch,
+        edits: list[Edit],
+        replicas: int = 1,
+        start_layer: int = 0,
+        resid: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Readout with ``edits`` applied; ``[replica, ...]`` leading dim when ``replicas > 1``.
 
         With ``start_layer > 0``, ``resid`` (the clean ``hook_resid_pre`` of that layer, one
@@ -100,7 +116,10 @@ class Ablator:
         """
         if any(e.layer < start_layer for e in edits):
             raise ValueError("an edit below start_layer would be skipped")
-        taps = [lens.Tap("z", _edit_hook(group, replicas), layer) for layer, group in _by_layer(edits).items()]
+        taps = [
+            lens.Tap("z", _edit_hook(group, replicas), layer)
+            for layer, group in _by_layer(edits).items()
+        ]
         with torch.inference_mode():
             if start_layer == 0:
                 out = self._forward(batch, taps, replicas)
@@ -114,8 +133,11 @@ class Ablator:
         """Restarting from ``clean``'s cached resid_pre at the first, middle and last layer,
         against ``clean``'s readout (the shortcut itself, whatever ``reuse`` says)."""
         with torch.inference_mode():
-            return lens.check_restart(lambda layer: self._forward(batch, [], 1, clean.resid_pre[layer], layer),
-                                      clean.readout, lens.probe_layers(self.n_layers))
+            return lens.check_restart(
+                lambda layer: self._forward(batch, [], 1, clean.resid_pre[layer], layer),
+                clean.readout,
+                lens.probe_layers(self.n_layers),
+            )
 
     def check_reuse(self, batch: EvalBatch, clean: CleanPass) -> bool:
         """Whether restarting is exact here (:meth:`restart_check`): checked once per Ablator,
@@ -124,8 +146,9 @@ class Ablator:
             self._settle(self.restart_check(batch, clean))
         return bool(self.reuse)
 
-    def run_with_grad(self, batch: EvalBatch, mix: Callable[[torch.Tensor, int], torch.Tensor] | None = None
-                      ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def run_with_grad(
+        self, batch: EvalBatch, mix: Callable[[torch.Tensor, int], torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Intact readout with autograd on, and every layer's hook_z as graph tensors.
 
         The residual entering block 0 is made a leaf that requires grad, so the graph exists
@@ -153,14 +176,25 @@ class Ablator:
 
     # --- the one forward -----------------------------------------------------------------
 
-    def _restart(self, batch: EvalBatch, taps: list[lens.Tap], replicas: int, start_layer: int,
-                 resid: torch.Tensor) -> torch.Tensor:
+    def _restart(
+        self,
+        batch: EvalBatch,
+        taps: list[lens.Tap],
+        replicas: int,
+        start_layer: int,
+        resid: torch.Tensor,
+    ) -> torch.Tensor:
         """A pass from ``start_layer``'s cached residual; the first one on this model is also
         run in full and compared, and the full pass is used from then on if they differ."""
         if self.reuse is None:
             full = self._forward(batch, taps, replicas)
-            self._settle(lens.check_restart(lambda layer: self._forward(batch, taps, replicas, resid, layer),
-                                            full, [start_layer]))
+            self._settle(
+                lens.check_restart(
+                    lambda layer: self._forward(batch, taps, replicas, resid, layer),
+                    full,
+                    [start_layer],
+                )
+            )
             return full
         if not self.reuse:
             return self._forward(batch, taps, replicas)
@@ -169,11 +203,20 @@ class Ablator:
     def _settle(self, check: lens.RestartCheck) -> None:
         self.reuse = check.exact
         if not check.exact:
-            warnings.warn(f"restarting at a cached layer {check.problem()}: running full forwards instead "
-                          "(slower, still exact)", stacklevel=4)
+            warnings.warn(
+                f"restarting at a cached layer {check.problem()}: running full forwards instead "
+                "(slower, still exact)",
+                stacklevel=4,
+            )
 
-    def _forward(self, batch: EvalBatch, taps: list[lens.Tap], replicas: int, resid: torch.Tensor | None = None,
-                 start_layer: int = 0) -> torch.Tensor:
+    def _forward(
+        self,
+        batch: EvalBatch,
+        taps: list[lens.Tap],
+        replicas: int,
+        resid: torch.Tensor | None = None,
+        start_layer: int = 0,
+    ) -> torch.Tensor:
         mask = batch.attention_mask.to(self.device)
         if resid is not None:
             inputs = resid.repeat(replicas, 1, 1) if replicas > 1 else resid
@@ -195,15 +238,18 @@ class Ablator:
 def _keep(store: list) -> Callable:
     def keep(x: torch.Tensor, layer: int) -> None:
         store[layer] = x.detach()
+
     return keep
 
 
 def _keep_sink(store: list, n_heads: int) -> Callable:
     """Keep the value vectors (site ``v``) at position 0, [batch, pos, kv_head, d_head], as [batch, head, d_head]:
     each query head reads its key-value group's value (grouped-query models share them)."""
+
     def keep(v: torch.Tensor, layer: int) -> None:
         first = v[:, 0].detach()
         store[layer] = first.repeat_interleave(n_heads // first.shape[1], dim=1)
+
     return keep
 
 
@@ -217,8 +263,11 @@ def _by_layer(edits: list[Edit]) -> dict[int, list[Edit]]:
 def _edit_hook(edits: list[Edit], replicas: int) -> Callable:
     def edit(z: torch.Tensor, layer: int) -> torch.Tensor:
         z = z.clone()  # never write into a tensor the bridge may still hold
-        view = z.unflatten(0, (replicas, -1))  # [replica, batch, pos, head, d_head], shares z's memory
+        view = z.unflatten(
+            0, (replicas, -1)
+        )  # [replica, batch, pos, head, d_head], shares z's memory
         for e in edits:
             view[e.replica, :, :, e.head] = e.value.to(z.dtype)
         return z
+
     return edit

@@ -53,25 +53,39 @@ def midpoints(steps: int) -> list[float]:
     return [(i + 0.5) / steps for i in range(steps)]
 
 
-def integrate(ablator: Ablator, corpus: EvalCorpus, kinds: tuple[str, ...], means: torch.Tensor | None,
-              steps: int = DEFAULT_STEPS, progress: bool = True) -> SumStore:
+def integrate(
+    ablator: Ablator,
+    corpus: EvalCorpus,
+    kinds: tuple[str, ...],
+    means: torch.Tensor | None,
+    steps: int = DEFAULT_STEPS,
+    progress: bool = True,
+) -> SumStore:
     """Every head's estimated effect on every gradient-carrying metric, one path per ablation
     kind: condition (kind, layer, head) -> intact + estimated change, per sequence.
 
     ``means`` (``[layer, head, d_head]``): the heads' corpus means, for ``mean`` and for
     ``resample``'s positions without a donor (None when only ``zero`` is asked for).
     """
-    store = SumStore({m: n for m, n in metric_sizes(corpus.sizes).items() if HAS_GRADIENT.get(m, True)})
+    store = SumStore(
+        {m: n for m, n in metric_sizes(corpus.sizes).items() if HAS_GRADIENT.get(m, True)}
+    )
     total = len(corpus.batches) * len(kinds) * steps
-    with tqdm(total=total, desc="ablate: integrated gradients", unit="step", disable=not progress) as bar:
+    with tqdm(
+        total=total, desc="ablate: integrated gradients", unit="step", disable=not progress
+    ) as bar:
         for batch in corpus.batches:
             clean = ablator.clean(batch, keep_z="resample" in kinds)
             per = {m: p for m, p in batch_metrics(clean.readout, batch).items() if m in store}
             store.add_base(per)
             for kind in kinds:
-                change = torch.zeros(ablator.n_layers, len(batch), ablator.model.n_heads, dtype=torch.float64)
+                change = torch.zeros(
+                    ablator.n_layers, len(batch), ablator.model.n_heads, dtype=torch.float64
+                )
                 for alpha in midpoints(steps):
-                    change += path_terms(ablator, batch, kind, alpha, clean.z or None, means) / steps
+                    change += (
+                        path_terms(ablator, batch, kind, alpha, clean.z or None, means) / steps
+                    )
                     bar.update(1)
                 for layer in range(ablator.n_layers):
                     for head in range(ablator.model.n_heads):
@@ -79,11 +93,19 @@ def integrate(ablator: Ablator, corpus: EvalCorpus, kinds: tuple[str, ...], mean
     return store
 
 
-def path_terms(ablator: Ablator, batch: EvalBatch, kind: str, alpha: float, clean_z: list[torch.Tensor] | None,
-               means: torch.Tensor | None) -> torch.Tensor:
+def path_terms(
+    ablator: Ablator,
+    batch: EvalBatch,
+    kind: str,
+    alpha: float,
+    clean_z: list[torch.Tensor] | None,
+    means: torch.Tensor | None,
+) -> torch.Tensor:
     """``[layer, batch, head]``: each head's ``sum_p dM/dz_h . (z'_h - z_h)`` at path point ``alpha``."""
-    targets = [_layer_replacement(kind, layer, ablator.model.n_heads, batch, clean_z, means)
-               for layer in range(ablator.n_layers)]
+    targets = [
+        _layer_replacement(kind, layer, ablator.model.n_heads, batch, clean_z, means)
+        for layer in range(ablator.n_layers)
+    ]
     diffs: list[torch.Tensor] = [None] * ablator.n_layers  # type: ignore[list-item]
 
     def mix(z: torch.Tensor, layer: int) -> torch.Tensor:
@@ -97,16 +119,28 @@ def path_terms(ablator: Ablator, batch: EvalBatch, kind: str, alpha: float, clea
     grads = torch.autograd.grad(objective, zs)
     valid = batch.valid.to(zs[0].device)[:, :, None, None]
     with torch.no_grad():
-        return torch.stack([(g.float() * d.float() * valid).sum((1, 3)) for g, d in zip(grads, diffs)]).double().cpu()
+        return (
+            torch.stack([(g.float() * d.float() * valid).sum((1, 3)) for g, d in zip(grads, diffs)])
+            .double()
+            .cpu()
+        )
 
 
-def _layer_replacement(kind: str, layer: int, n_heads: int, batch: EvalBatch, clean_z: list[torch.Tensor] | None,
-                       means: torch.Tensor | None) -> torch.Tensor:
+def _layer_replacement(
+    kind: str,
+    layer: int,
+    n_heads: int,
+    batch: EvalBatch,
+    clean_z: list[torch.Tensor] | None,
+    means: torch.Tensor | None,
+) -> torch.Tensor:
     """Every head's ablated value at once, broadcastable to ``[batch, pos, head, d_head]``."""
     if kind == "zero":
         return torch.zeros(())
     if kind == "mean" and means is not None:
         return means[layer][None, None]  # [1, 1, head, d_head]
-    values = [replacement(kind, layer, head, batch, clean_z, means).expand(*batch.tokens.shape, -1)
-              for head in range(n_heads)]
+    values = [
+        replacement(kind, layer, head, batch, clean_z, means).expand(*batch.tokens.shape, -1)
+        for head in range(n_heads)
+    ]
     return torch.stack(values, dim=2)

@@ -55,7 +55,9 @@ def metric_sizes(sizes: dict[str, int]) -> dict[str, int]:
     return {m: n for family, n in sizes.items() for m in family_metrics(family)}
 
 
-def batch_metrics(readout: torch.Tensor, batch: EvalBatch, clean: torch.Tensor | None = None) -> dict[str, PerSeq]:
+def batch_metrics(
+    readout: torch.Tensor, batch: EvalBatch, clean: torch.Tensor | None = None
+) -> dict[str, PerSeq]:
     """The metrics a batch carries, from one pass's readout (``clean``: the intact readout,
     which ``embedding_cosine`` compares against; the readout itself when it is the intact one)."""
     if batch.family == ENCODER:
@@ -76,8 +78,12 @@ def causal_metric(logits: torch.Tensor, batch: EvalBatch) -> PerSeq:
     else:
         value = torch.logsumexp(logits, dim=-1) - target
     where = batch.row_batch.to(logits.device)
-    num = torch.zeros(len(batch), device=logits.device, dtype=value.dtype).index_add(0, where, value)
-    den = torch.zeros(len(batch), device=logits.device, dtype=value.dtype).index_add(0, where, torch.ones_like(value))
+    num = torch.zeros(len(batch), device=logits.device, dtype=value.dtype).index_add(
+        0, where, value
+    )
+    den = torch.zeros(len(batch), device=logits.device, dtype=value.dtype).index_add(
+        0, where, torch.ones_like(value)
+    )
     return PerSeq(batch.index, num, den)
 
 
@@ -93,7 +99,9 @@ def _at_least_fp32(x: torch.Tensor) -> torch.Tensor:
     return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
 
 
-def encoder_metrics(hidden: torch.Tensor, batch: EvalBatch, clean: torch.Tensor) -> dict[str, PerSeq]:
+def encoder_metrics(
+    hidden: torch.Tensor, batch: EvalBatch, clean: torch.Tensor
+) -> dict[str, PerSeq]:
     sent, view = ~batch.is_view, batch.is_view
     emb = mean_pool(hidden, batch.valid)
     ref = mean_pool(clean, batch.valid)
@@ -108,4 +116,7 @@ def encoder_metrics(hidden: torch.Tensor, batch: EvalBatch, clean: torch.Tensor)
     others = (sim.sum(1) - sim.diagonal()) / max(n - 1, 1)
     margin = sim.diagonal() - (others if n > 1 else 0)
     index = batch.index[sent]
-    return {"embedding_cosine": PerSeq(index, cosine, ones), "retrieval_margin": PerSeq(index, margin, ones)}
+    return {
+        "embedding_cosine": PerSeq(index, cosine, ones),
+        "retrieval_margin": PerSeq(index, margin, ones),
+    }

@@ -71,9 +71,22 @@ def step_sizes(n_heads: int, step: float | None) -> list[int]:
 class Removals:
     """Per-sequence sums of one metric with head sets removed, measured on held-out batches."""
 
-    def __init__(self, ablator: Ablator, corpus: EvalCorpus, metric: str, kind: str, means: torch.Tensor | None,
-                 max_tokens: int | None):
-        self.ablator, self.metric, self.kind, self.means, self.max_tokens = ablator, metric, kind, means, max_tokens
+    def __init__(
+        self,
+        ablator: Ablator,
+        corpus: EvalCorpus,
+        metric: str,
+        kind: str,
+        means: torch.Tensor | None,
+        max_tokens: int | None,
+    ):
+        self.ablator, self.metric, self.kind, self.means, self.max_tokens = (
+            ablator,
+            metric,
+            kind,
+            means,
+            max_tokens,
+        )
         self.batches = [b for b in corpus.batches if metric in family_metrics(b.family)]
         size = metric_sizes(corpus.sizes)[metric]
         self.den = np.zeros(size)
@@ -87,27 +100,50 @@ class Removals:
         for key, _ in todo:
             self.num[key] = np.zeros_like(self.den)
         for batch in self.batches:
-            clean = self.ablator.clean(batch, keep_resid=True, keep_z=self.kind == "resample",
-                                       keep_sink=self.kind == "sink")
+            clean = self.ablator.clean(
+                batch,
+                keep_resid=True,
+                keep_z=self.kind == "resample",
+                keep_sink=self.kind == "sink",
+            )
             intact = batch_metrics(clean.readout, batch)[self.metric]
             self.den[intact.index.numpy()] = intact.den.double().numpy()
             for chunk in chunks(todo, pass_size(batch, None, self.max_tokens)):
-                for key, per in zip([k for k, _ in chunk], self._pass(batch, clean, [h for _, h in chunk])):
+                for key, per in zip(
+                    [k for k, _ in chunk], self._pass(batch, clean, [h for _, h in chunk])
+                ):
                     self.num[key][per.index.numpy()] = per.num.double().numpy()
 
     def _pass(self, batch: EvalBatch, clean, sets: list[list[Head]]) -> list:
         """One stacked forward: copy ``i`` of the batch has ``sets[i]`` removed (the intact
         readout for an empty set)."""
-        edits = [e for i, heads in enumerate(sets)
-                 for e in edits_for(self.kind, heads, batch, clean.z or None, self.means, replica=i,
-                                    sink_v=clean.sink_v or None)]
+        edits = [
+            e
+            for i, heads in enumerate(sets)
+            for e in edits_for(
+                self.kind,
+                heads,
+                batch,
+                clean.z or None,
+                self.means,
+                replica=i,
+                sink_v=clean.sink_v or None,
+            )
+        ]
         if not edits:
             return [batch_metrics(clean.readout, batch)[self.metric] for _ in sets]
         start = min(e.layer for e in edits)
-        out = self.ablator.run(batch, edits, replicas=len(sets), start_layer=start,
-                               resid=clean.resid_pre[start] if start else None)
-        return [batch_metrics(out[i] if len(sets) > 1 else out, batch, clean.readout)[self.metric]
-                for i in range(len(sets))]
+        out = self.ablator.run(
+            batch,
+            edits,
+            replicas=len(sets),
+            start_layer=start,
+            resid=clean.resid_pre[start] if start else None,
+        )
+        return [
+            batch_metrics(out[i] if len(sets) > 1 else out, batch, clean.readout)[self.metric]
+            for i in range(len(sets))
+        ]
 
     def counts(self) -> list[int]:
         """The head counts of the own-order curve measured so far (role sets have text keys)."""
@@ -122,8 +158,14 @@ class Removals:
             return (num @ weights) / (self.den @ weights)
 
 
-def metric_curve(removals: Removals, order: list[Head], step: float | None, n_boot: int, seed: int,
-                 progress: bool = True) -> tuple[pd.DataFrame, dict[str, dict[str, float]]]:
+def metric_curve(
+    removals: Removals,
+    order: list[Head],
+    step: float | None,
+    n_boot: int,
+    seed: int,
+    progress: bool = True,
+) -> tuple[pd.DataFrame, dict[str, dict[str, float]]]:
     """One metric's curve in its own ``order``: (pruning rows, tolerance -> removable share with CI)."""
     n = len(order)
     counts = [0] + step_sizes(n, step)
@@ -143,16 +185,28 @@ def metric_curve(removals: Removals, order: list[Head], step: float | None, n_bo
     boot = removals.values(counts, bootstrap_weights(len(removals.den), n_boot, seed))
     low, high = np.nanquantile(boot, [0.025, 0.975], axis=1)
     values = removals.values(counts)
-    rows = [{
-        "fraction_removed": k / n if n else 0.0, "heads_removed": k, "metric": removals.metric, "value": values[i],
-        "last_removed": " ".join(f"L{la}H{he}" for la, he in order[counts[i - 1]: k]) if i else np.nan,
-        "ci_low": low[i], "ci_high": high[i], "removed_by": EFFECT_ORDER,
-    } for i, k in enumerate(counts)]
+    rows = [
+        {
+            "fraction_removed": k / n if n else 0.0,
+            "heads_removed": k,
+            "metric": removals.metric,
+            "value": values[i],
+            "last_removed": " ".join(f"L{la}H{he}" for la, he in order[counts[i - 1] : k])
+            if i
+            else np.nan,
+            "ci_low": low[i],
+            "ci_high": high[i],
+            "removed_by": EFFECT_ORDER,
+        }
+        for i, k in enumerate(counts)
+    ]
     shares = {f"{tol:.0%}": share_interval(counts, n, values, boot, tol) for tol in TOLERANCES}
     return pd.DataFrame(rows), shares
 
 
-def role_rows(removals: Removals, roles: dict[str, list[Head]], n_heads: int, n_boot: int, seed: int) -> pd.DataFrame:
+def role_rows(
+    removals: Removals, roles: dict[str, list[Head]], n_heads: int, n_boot: int, seed: int
+) -> pd.DataFrame:
     """One row per role: the metric with every head of that role removed at once (held-out split)."""
     removals.measure({f"role:{r}": heads for r, heads in roles.items()})
     keys = [f"role:{r}" for r in roles]
@@ -161,8 +215,18 @@ def role_rows(removals: Removals, roles: dict[str, list[Head]], n_heads: int, n_
     boot = removals.values(keys, bootstrap_weights(len(removals.den), n_boot, seed))
     low, high = np.nanquantile(boot, [0.025, 0.975], axis=1)
     values = removals.values(keys)
-    return pd.DataFrame([{
-        "fraction_removed": len(roles[r]) / n_heads, "heads_removed": len(roles[r]), "metric": removals.metric,
-        "value": values[i], "last_removed": " ".join(f"L{la}H{he}" for la, he in roles[r]), "ci_low": low[i],
-        "ci_high": high[i], "removed_by": keys[i],
-    } for i, r in enumerate(roles)])
+    return pd.DataFrame(
+        [
+            {
+                "fraction_removed": len(roles[r]) / n_heads,
+                "heads_removed": len(roles[r]),
+                "metric": removals.metric,
+                "value": values[i],
+                "last_removed": " ".join(f"L{la}H{he}" for la, he in roles[r]),
+                "ci_low": low[i],
+                "ci_high": high[i],
+                "removed_by": keys[i],
+            }
+            for i, r in enumerate(roles)
+        ]
+    )

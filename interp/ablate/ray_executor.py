@@ -31,8 +31,17 @@ import torch
 from ray.exceptions import GetTimeoutError, RayActorError
 
 from interp.ablate.config import AblateConfig
-from interp.ablate.executor import (SHARDS_PER_WORKER, Head, Shard, ShardResult, SweepJob, partition, progress_bar,
-                                    run_shard, shard_record)
+from interp.ablate.executor import (
+    SHARDS_PER_WORKER,
+    Head,
+    Shard,
+    ShardResult,
+    SweepJob,
+    partition,
+    progress_bar,
+    run_shard,
+    shard_record,
+)
 from interp.ablate.forward import Ablator
 from interp.errors import ConfigError, RunError
 from interp.model.load import LoadedModel, check_dtype, load_model
@@ -92,16 +101,27 @@ class RayExecutor:
     @classmethod
     def start(cls, model: LoadedModel, config: AblateConfig, threads: int) -> RayExecutor:
         if model.spec is None:
-            raise ConfigError("--executor ray loads the model on every worker from the run's model spec, and a model "
-                              "built in Python has none: use the local executor, or load the model by name or path")
+            raise ConfigError(
+                "--executor ray loads the model on every worker from the run's model spec, and a model "
+                "built in Python has none: use the local executor, or load the model by name or path"
+            )
         owned = _connect(config.address)
         try:
             cpus = int(ray.cluster_resources().get("CPU", 0))
             workers = config.workers or max(1, min(cpus // threads, model.n_layers))
             if workers * threads > cpus:
-                raise ConfigError(f"--workers {workers} with {threads} threads each need {workers * threads} CPUs "
-                                  f"and the Ray cluster has {cpus}: lower --workers, or pass --threads 1")
-            executor = cls(dataclasses.asdict(model.spec), config.dtype, threads, config.address, owned, workers)
+                raise ConfigError(
+                    f"--workers {workers} with {threads} threads each need {workers * threads} CPUs "
+                    f"and the Ray cluster has {cpus}: lower --workers, or pass --threads 1"
+                )
+            executor = cls(
+                dataclasses.asdict(model.spec),
+                config.dtype,
+                threads,
+                config.address,
+                owned,
+                workers,
+            )
             begin = time.perf_counter()
             for _ in range(workers):
                 executor._spawn()
@@ -130,7 +150,11 @@ class RayExecutor:
                         continue
                     shard, attempt = queue.popleft()
                     die = attempt == 1 and shard.index in DIE_ON_FIRST_TRY
-                    running[self.actors[worker].sweep.remote(job_ref, shard, die)] = (worker, shard, attempt)
+                    running[self.actors[worker].sweep.remote(job_ref, shard, die)] = (
+                        worker,
+                        shard,
+                        attempt,
+                    )
                 [ref], _ = ray.wait(list(running), num_returns=1)
                 worker, shard, attempt = running.pop(ref)
                 try:
@@ -149,9 +173,16 @@ class RayExecutor:
         return results
 
     def record(self) -> dict[str, Any]:
-        return {"executor": self.name, "address": self.address, "workers": self.workers,
-                "threads_per_worker": self.threads, "workers_started": self.started,
-                "load_seconds": round(self.load_seconds, 3), "shards": self.log, "retried": self.retried}
+        return {
+            "executor": self.name,
+            "address": self.address,
+            "workers": self.workers,
+            "threads_per_worker": self.threads,
+            "workers_started": self.started,
+            "load_seconds": round(self.load_seconds, 3),
+            "shards": self.log,
+            "retried": self.retried,
+        }
 
     def close(self) -> None:
         for actor in self.actors.values():
@@ -175,16 +206,28 @@ class RayExecutor:
         try:
             ray.get([actor.ready.remote() for actor in self.actors.values()])
         except (RayActorError, GetTimeoutError) as exc:
-            raise RunError(f"the Ray workers could not load the model {model_name}: {_last_line(exc)} (every worker "
-                           f"needs interp installed and the model at the same path or name)") from None
+            raise RunError(
+                f"the Ray workers could not load the model {model_name}: {_last_line(exc)} (every worker "
+                f"needs interp installed and the model at the same path or name)"
+            ) from None
 
     def _lost(self, worker: str, shard: Shard, attempt: int, exc: Exception) -> None:
         self.actors.pop(worker, None)
-        self.retried.append({"sweep": self.sweeps, "shard": shard.index, "layers": shard.layers, "worker": worker,
-                             "attempt": attempt, "error": _last_line(exc)})
+        self.retried.append(
+            {
+                "sweep": self.sweeps,
+                "shard": shard.index,
+                "layers": shard.layers,
+                "worker": worker,
+                "attempt": attempt,
+                "error": _last_line(exc),
+            }
+        )
         if attempt >= MAX_ATTEMPTS:
-            raise RunError(f"shard {shard.index} of the exact sweep (layers {shard.layers}) ended {attempt} Ray workers "
-                           f"in turn, the last with: {_last_line(exc)}")
+            raise RunError(
+                f"shard {shard.index} of the exact sweep (layers {shard.layers}) ended {attempt} Ray workers "
+                f"in turn, the last with: {_last_line(exc)}"
+            )
 
 
 def _connect(address: str | None) -> bool:
@@ -195,8 +238,10 @@ def _connect(address: str | None) -> bool:
     try:
         ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING)
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise RunError(f"cannot reach the Ray cluster at {address}: {_last_line(exc)} (start one with "
-                       f"`ray start --head`, or leave out --address to start one here)") from None
+        raise RunError(
+            f"cannot reach the Ray cluster at {address}: {_last_line(exc)} (start one with "
+            f"`ray start --head`, or leave out --address to start one here)"
+        ) from None
     return True
 
 

@@ -17,7 +17,9 @@ import pandas as pd
 from interp.ablate.catalogue import ORIENTATION
 
 TOLERANCES = (0.01, 0.05)  # how far from intact (relative, either side) a pruned model may get
-EFFECT_ORDER = "effect"  # pruning rows of a metric's own curve (``removed_by``); role rows say role:<name>
+EFFECT_ORDER = (
+    "effect"  # pruning rows of a metric's own curve (``removed_by``); role rows say role:<name>
+)
 
 
 def effect_curve(pruning: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -42,14 +44,19 @@ def removable_index(values: np.ndarray, tolerance: float) -> int:
     return int(over[0] - 1) if len(over) else len(values) - 1
 
 
-def share_interval(counts: list[int], n_heads: int, values: np.ndarray, boot: np.ndarray,
-                   tolerance: float) -> dict[str, float]:
+def share_interval(
+    counts: list[int], n_heads: int, values: np.ndarray, boot: np.ndarray, tolerance: float
+) -> dict[str, float]:
     """The removable share at ``tolerance`` of a curve measured at head ``counts`` (``values``
     ``[step]``), with its 95% percentile interval: the same rule applied to each bootstrap
     draw of the curve (``boot`` ``[step, draw]``, resampled sequences)."""
     drawn = [counts[removable_index(boot[:, d], tolerance)] / n_heads for d in range(boot.shape[1])]
     low, high = np.nanquantile(drawn, [0.025, 0.975])
-    return {"share": counts[removable_index(values, tolerance)] / n_heads, "ci_low": float(low), "ci_high": float(high)}
+    return {
+        "share": counts[removable_index(values, tolerance)] / n_heads,
+        "ci_low": float(low),
+        "ci_high": float(high),
+    }
 
 
 def improvement(values: np.ndarray, sign: float) -> tuple[float, int]:
@@ -77,20 +84,28 @@ def removable_fraction(pruning: pd.DataFrame, metric: str, tolerance: float) -> 
     return float(curve["fraction_removed"].iloc[index])
 
 
-def improved(pruning: pd.DataFrame, metric: str, sign: float | None = None,
-             tolerance: float = TOLERANCES[0]) -> dict[str, float] | None:
+def improved(
+    pruning: pd.DataFrame, metric: str, sign: float | None = None, tolerance: float = TOLERANCES[0]
+) -> dict[str, float] | None:
     """``{"by": relative improvement, "at": share of heads removed}`` where ``metric``'s curve
     gets better than intact by more than ``tolerance`` (its best step), else None. ``sign``: as
     in :func:`improvement` (None: the metric's known orientation)."""
     curve = effect_curve(pruning, metric).dropna(subset=["value"])
     if curve.empty:
         return None
-    by, index = improvement(curve["value"].to_numpy(dtype=float), ORIENTATION.get(metric, 1) if sign is None else sign)
-    return {"by": by, "at": float(curve["fraction_removed"].iloc[index])} if by > tolerance else None
+    by, index = improvement(
+        curve["value"].to_numpy(dtype=float), ORIENTATION.get(metric, 1) if sign is None else sign
+    )
+    return (
+        {"by": by, "at": float(curve["fraction_removed"].iloc[index])} if by > tolerance else None
+    )
 
 
-def removable_summary(pruning: pd.DataFrame,
-                      tolerances: tuple[float, ...] = TOLERANCES) -> dict[str, dict[str, float]]:
+def removable_summary(
+    pruning: pd.DataFrame, tolerances: tuple[float, ...] = TOLERANCES
+) -> dict[str, dict[str, float]]:
     """metric -> {"1%": fraction, "5%": fraction}: what the report and the manifest show."""
-    return {m: {f"{t:.0%}": removable_fraction(pruning, m, t) for t in tolerances}
-            for m in dict.fromkeys(pruning["metric"])}
+    return {
+        m: {f"{t:.0%}": removable_fraction(pruning, m, t) for t in tolerances}
+        for m in dict.fromkeys(pruning["metric"])
+    }

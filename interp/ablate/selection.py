@@ -31,17 +31,33 @@ Head = tuple[int, int]
 ALL, TOP, AUDIT = "all", "top_k", "audit"
 
 
-def choose(heads: list[Head], estimates: pd.DataFrame | None, top_k: int | None, audit: int | None, kind: str,
-           metrics: tuple[str, ...], seed: int) -> dict[Head, str]:
+def choose(
+    heads: list[Head],
+    estimates: pd.DataFrame | None,
+    top_k: int | None,
+    audit: int | None,
+    kind: str,
+    metrics: tuple[str, ...],
+    seed: int,
+) -> dict[Head, str]:
     """Head -> why it is ablated exactly (``all``, ``top_k`` or ``audit``), in ``heads`` order.
 
     ``audit``: heads sampled at random from the rest (None: ``AUDIT_SHARE`` as many as the top
     heads, at least one)."""
     if top_k is None or top_k >= len(heads):
         return {h: ALL for h in heads}
-    rows = None if estimates is None else estimates[(estimates["ablation"] == kind) & estimates["metric"].isin(metrics)]
-    if rows is None or rows.empty:  # e.g. an encoder asked for embedding_cosine only: nothing to rank by
-        warnings.warn("top_k needs a metric the estimator can estimate; ablating every head exactly", stacklevel=3)
+    rows = (
+        None
+        if estimates is None
+        else estimates[(estimates["ablation"] == kind) & estimates["metric"].isin(metrics)]
+    )
+    if (
+        rows is None or rows.empty
+    ):  # e.g. an encoder asked for embedding_cosine only: nothing to rank by
+        warnings.warn(
+            "top_k needs a metric the estimator can estimate; ablating every head exactly",
+            stacklevel=3,
+        )
         return {h: ALL for h in heads}
     top = top_heads(rows, top_k)
     rest = [h for h in heads if h not in top]
@@ -55,7 +71,9 @@ def top_heads(rows: pd.DataFrame, k: int) -> set[Head]:
     |delta|, every head tied with the ``k``-th included (NaN estimates rank nowhere)."""
     out: set[Head] = set()
     for _, group in rows.groupby(["estimator", "metric"]):
-        size = group.set_index(["layer", "head"])["delta"].abs().dropna().sort_values(ascending=False)
+        size = (
+            group.set_index(["layer", "head"])["delta"].abs().dropna().sort_values(ascending=False)
+        )
         if size.empty:
             continue
         cut = size.iloc[min(k, len(size)) - 1]
@@ -66,17 +84,30 @@ def top_heads(rows: pd.DataFrame, k: int) -> set[Head]:
 def never_exact(effects: pd.DataFrame, n_layers: int, n_heads: int) -> list[str]:
     """The heads with no exact row in ``effects``, as ``L{layer}H{head}`` in layer order: their
     effects are estimates only (what the manifest and the report list)."""
-    exact = effects[effects["estimator"] == "exact"] if "estimator" in effects.columns else effects.iloc[:0]
+    exact = (
+        effects[effects["estimator"] == "exact"]
+        if "estimator" in effects.columns
+        else effects.iloc[:0]
+    )
     done = set(zip(exact["layer"].astype(int), exact["head"].astype(int)))
-    return [f"L{layer}H{head}" for layer in range(n_layers) for head in range(n_heads) if (layer, head) not in done]
+    return [
+        f"L{layer}H{head}"
+        for layer in range(n_layers)
+        for head in range(n_heads)
+        if (layer, head) not in done
+    ]
 
 
-def annotate(exact: pd.DataFrame, estimates: pd.DataFrame | None, chosen: dict[Head, str]) -> pd.DataFrame:
+def annotate(
+    exact: pd.DataFrame, estimates: pd.DataFrame | None, chosen: dict[Head, str]
+) -> pd.DataFrame:
     """Exact rows with ``selected`` (why the head was ablated) and ``estimate`` (the estimator's
     delta for the same head, kind and metric; NaN where there is none)."""
     if exact.empty:
         return exact
-    out = exact.assign(selected=[chosen.get((int(r.layer), int(r.head)), ALL) for r in exact.itertuples()])
+    out = exact.assign(
+        selected=[chosen.get((int(r.layer), int(r.head)), ALL) for r in exact.itertuples()]
+    )
     if estimates is None or estimates.empty:
         return out.assign(estimate=np.nan)
     keys = ["layer", "head", "ablation", "metric"]
@@ -125,6 +156,8 @@ def audit_summary(effects: pd.DataFrame) -> dict[str, dict[str, float | int]]:
             "mean_abs_error": float(error.mean()) if len(audit) else float("nan"),
             "max_abs_error": float(error.max()) if len(audit) else float("nan"),
             "missed": int((audit["delta"].abs() > floor).sum()),
-            "spearman": float(group["delta"].rank().corr(group["estimate"].rank())) if len(group) >= 3 else float("nan"),
+            "spearman": float(group["delta"].rank().corr(group["estimate"].rank()))
+            if len(group) >= 3
+            else float("nan"),
         }
     return out

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -38,8 +38,13 @@ ABS_PRECISION = 0.01  # ... or this much absolute (nats, logits), whichever is l
 Head = tuple[int, int]
 
 
-def rounds(corpus: EvalCorpus, n_rounds: int, max_tokens: int, pad_id: int,
-           whole: frozenset[str] = frozenset()) -> list[EvalCorpus]:
+def rounds(
+    corpus: EvalCorpus,
+    n_rounds: int,
+    max_tokens: int,
+    pad_id: int,
+    whole: frozenset[str] = frozenset(),
+) -> list[EvalCorpus]:
     """``corpus`` cut into ``n_rounds`` corpora of the same make-up (every family's index order
     sliced evenly; sequence indices kept, so the rounds share one SumStore). The families in
     ``whole`` (the user's own sequences: an evaluation corpus, a task, which are not made
@@ -57,8 +62,11 @@ def rounds(corpus: EvalCorpus, n_rounds: int, max_tokens: int, pad_id: int,
 
 def family_part(corpus: EvalCorpus, family: str) -> EvalCorpus:
     """The batches of one family (a batch holds one family)."""
-    return EvalCorpus([it for it in corpus.items if it.family == family],
-                      [b for b in corpus.batches if b.family == family], corpus.sizes)
+    return EvalCorpus(
+        [it for it in corpus.items if it.family == family],
+        [b for b in corpus.batches if b.family == family],
+        corpus.sizes,
+    )
 
 
 def settled(effects: pd.DataFrame) -> pd.Series:
@@ -85,9 +93,13 @@ def precision(effects: pd.DataFrame, stopped_by: str) -> pd.DataFrame:
     return effects.assign(precision=np.where(settled(effects), MET, stopped_by))
 
 
-def sequential_sweep(parts: list[EvalCorpus], heads: list[Head], sweep: Callable[[EvalCorpus, list[Head]], None],
-                     effects: Callable[[], pd.DataFrame],
-                     deadline: float | None = None) -> tuple[list[dict[str, int]], str]:
+def sequential_sweep(
+    parts: list[EvalCorpus],
+    heads: list[Head],
+    sweep: Callable[[EvalCorpus, list[Head]], None],
+    effects: Callable[[], pd.DataFrame],
+    deadline: float | None = None,
+) -> tuple[list[dict[str, int]], str]:
     """Run ``sweep(corpus, heads)`` round by round on the heads still open per family, starting no
     round after ``deadline`` (``time.perf_counter()`` seconds; round 0 always runs). Returns, per
     round, the number of heads each family's sweep ran (what the manifest records), and what
@@ -106,7 +118,9 @@ def sequential_sweep(parts: list[EvalCorpus], heads: list[Head], sweep: Callable
         log.append(ran)
         if r + 1 < len(parts):
             table = effects()
-            todo = {family: sorted(open_heads(table, family) & set(heads)) for family in parts[0].sizes}
+            todo = {
+                family: sorted(open_heads(table, family) & set(heads)) for family in parts[0].sizes
+            }
             if not any(todo.values()):
                 break
     return log, ROUNDS

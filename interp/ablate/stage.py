@@ -40,21 +40,31 @@ import dataclasses
 import os
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pandas as pd
 import torch
 
-from interp.pipeline import rundir
 from interp.ablate.attribution import attribute
 from interp.ablate.catalogue import ENCODER, ESTIMATORS, PROSE, REPEATED, SV
-from interp.ablate.corpora import (corpus_facts, estimator_corpus, fit_memory, measurable, scorable, stage_corpus,
-                                   stage_metrics)
+from interp.ablate.config import AblateConfig
+from interp.ablate.corpora import (
+    corpus_facts,
+    estimator_corpus,
+    fit_memory,
+    measurable,
+    scorable,
+    stage_corpus,
+    stage_metrics,
+)
 from interp.ablate.evaluation import EvalCorpus, read_eval_corpus
-from interp.ablate.integrated import integrate
+from interp.ablate.executor import Executor, SweepJob, sweep_with
+from interp.ablate.executors import check_executor, open_executor
 from interp.ablate.forward import Ablator
+from interp.ablate.integrated import integrate
 from interp.ablate.metrics import metric_sizes
 from interp.ablate.pruning import Removals, metric_curve, pruning_order, role_rows
 from interp.ablate.removable import improved
@@ -62,19 +72,24 @@ from interp.ablate.selection import annotate, audit_summary, choose, flag_estima
 from interp.ablate.sequential import ROUNDS, precision, rounds, sequential_sweep
 from interp.ablate.stats import SumStore, effects_from_sums, sequence_tokens
 from interp.ablate.surprises import role_effects, surprises
-from interp.ablate.executor import Executor, SweepJob, sweep_with
-from interp.ablate.executors import check_executor, open_executor
 from interp.ablate.sweep import probe_pass
 from interp.ablate.task_attention import task_attention
 from interp.ablate.threads import choose_threads, stage_threads
 from interp.ablate.values import MeanAccumulator
-from interp.ablate.config import AblateConfig
 from interp.errors import RunError
 from interp.model.load import LoadedModel
+from interp.pipeline import rundir
 from interp.pipeline.tables import EFFECTS, PRUNING
 
-__all__ = ["AblateConfig", "AblateResult", "ablate", "role_effects", "run_stage", "surprises", "write"]
-
+__all__ = [
+    "AblateConfig",
+    "AblateResult",
+    "ablate",
+    "role_effects",
+    "run_stage",
+    "surprises",
+    "write",
+]
 
 
 @dataclass
@@ -82,15 +97,25 @@ class AblateResult:
     effects: pd.DataFrame  # the `effects` table
     pruning: pd.DataFrame  # the `pruning` table (empty when prune=False)
     timings: dict[str, float]  # seconds per step, plus per-head and per-pass figures
-    summary: dict[str, Any] = field(default_factory=dict)  # corpus sizes, removable fractions, settings used
-    task_attention: pd.DataFrame | None = None  # the `task_attention` table; None: no task names positions
+    summary: dict[str, Any] = field(
+        default_factory=dict
+    )  # corpus sizes, removable fractions, settings used
+    task_attention: pd.DataFrame | None = (
+        None  # the `task_attention` table; None: no task names positions
+    )
 
 
-def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: bool = True,
-           roles: pd.DataFrame | None = None) -> AblateResult:
+def ablate(
+    model: LoadedModel,
+    config: AblateConfig = AblateConfig(),
+    progress: bool = True,
+    roles: pd.DataFrame | None = None,
+) -> AblateResult:
     """Measure every head's effect (exact and/or estimated) and the pruning curves; with a
     ``roles`` table, also the curves that remove every head of one role."""
-    grow = config.max_tokens_per_batch is None and model.device != "cpu"  # an accelerator's memory sets the pass
+    grow = (
+        config.max_tokens_per_batch is None and model.device != "cpu"
+    )  # an accelerator's memory sets the pass
     cfg = config.resolved(model.n_layers * model.n_heads)
     metrics = stage_metrics(model, cfg)
     timings: dict[str, float] = {}
@@ -100,32 +125,61 @@ def ablate(model: LoadedModel, config: AblateConfig = AblateConfig(), progress: 
             cfg, corpus = fit_memory(m, cfg, metrics, corpus, grow)
         metrics = scorable(measurable(metrics, corpus, cfg), corpus, m)
         _done(progress, f"evaluation corpus {corpus.n_tokens} tokens", timings["corpus"])
-        with _timed(timings, "task_attention"):  # where heads attend between the tasks' named positions
-            attention = task_attention(m, tuple(t for t in cfg.tasks if t.name in metrics), cfg.n_bootstrap, cfg.seed,
-                                       cfg.max_tokens_per_batch)
+        with _timed(
+            timings, "task_attention"
+        ):  # where heads attend between the tasks' named positions
+            attention = task_attention(
+                m,
+                tuple(t for t in cfg.tasks if t.name in metrics),
+                cfg.n_bootstrap,
+                cfg.seed,
+                cfg.max_tokens_per_batch,
+            )
         ablator = Ablator(m)
         with _timed(timings, "threads"):
-            threads = choose_threads(cfg.threads or pinned_threads(),
-                                     lambda: probe_pass(ablator, corpus, cfg.max_tokens_per_batch), m.bridge)
+            threads = choose_threads(
+                cfg.threads or pinned_threads(),
+                lambda: probe_pass(ablator, corpus, cfg.max_tokens_per_batch),
+                m.bridge,
+            )
         n_threads = threads or torch.get_num_threads()
-        _done(progress, f"thread probe ({n_threads} thread{'s' if n_threads > 1 else ''})", timings["threads"])
+        _done(
+            progress,
+            f"thread probe ({n_threads} thread{'s' if n_threads > 1 else ''})",
+            timings["threads"],
+        )
         with stage_threads(threads):
-            effects, pruning, found = _measure(ablator, corpus, cfg, metrics, roles, timings, progress)
+            effects, pruning, found = _measure(
+                ablator, corpus, cfg, metrics, roles, timings, progress
+            )
     summary = {
         "corpus": corpus_facts(corpus),
-        "n_tokens": corpus.n_tokens, "metrics": list(metrics), **found,
+        "n_tokens": corpus.n_tokens,
+        "metrics": list(metrics),
+        **found,
         "never_exact": never_exact(effects, model.n_layers, model.n_heads),
-        "improved": {metric: by for metric in metrics if (by := improved(pruning, metric)) is not None},
-        "threads": threads or torch.get_num_threads(), "estimator": cfg.estimator if cfg.attribution or cfg.top_k else None,
+        "improved": {
+            metric: by for metric in metrics if (by := improved(pruning, metric)) is not None
+        },
+        "threads": threads or torch.get_num_threads(),
+        "estimator": cfg.estimator if cfg.attribution or cfg.top_k else None,
         "audit": audit_summary(effects),
         "resolved_config": dataclasses.asdict(cfg),
     }
-    return AblateResult(effects, PRUNING.validate(PRUNING.finite(pruning)), timings, summary, attention)
+    return AblateResult(
+        effects, PRUNING.validate(PRUNING.finite(pruning)), timings, summary, attention
+    )
 
 
-def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: tuple[str, ...],
-             roles: pd.DataFrame | None, timings: dict[str, float], progress: bool
-             ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+def _measure(
+    ablator: Ablator,
+    corpus: EvalCorpus,
+    cfg: AblateConfig,
+    metrics: tuple[str, ...],
+    roles: pd.DataFrame | None,
+    timings: dict[str, float],
+    progress: bool,
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """Estimates, the exact sweep and the pruning curves: (effects, pruning, summary facts:
     exact heads, layer reuse, removable shares with their intervals)."""
     estimates, means, facts = None, None, {}
@@ -136,9 +190,11 @@ def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: t
         # top_k ranks heads by every estimator (attribution first: it also gives the means); the stage's own
         # estimator reads the wide corpus, the others (a second opinion on the ranking) the exact sweep's
         frames = []
-        for name in (ESTIMATORS if cfg.top_k is not None else (cfg.estimator,)):
+        for name in ESTIMATORS if cfg.top_k is not None else (cfg.estimator,):
             with _timed(timings, name):
-                frame, means = _estimate(ablator, wide if name == cfg.estimator else corpus, cfg, name, means, progress)
+                frame, means = _estimate(
+                    ablator, wide if name == cfg.estimator else corpus, cfg, name, means, progress
+                )
             _done(progress, f"{name} estimate", timings[name])
             frames.append(frame)
         estimates = pd.concat(frames, ignore_index=True)
@@ -156,15 +212,27 @@ def _measure(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, metrics: t
     timings["exact_per_head"] = timings["exact"] / max(len(heads) * len(cfg.ablations), 1)
     _done(progress, f"exact sweep {len(heads)} heads", timings["exact"])
     primary = None if estimates is None else estimates[estimates["estimator"] == cfg.estimator]
-    effects = _finish_effects([flag_estimates(estimates, exact), annotate(exact, primary, chosen)], metrics)
+    effects = _finish_effects(
+        [flag_estimates(estimates, exact), annotate(exact, primary, chosen)], metrics
+    )
     check_measured(effects)
     pruning, shares = pd.DataFrame(columns=PRUNING.names), {}
     if cfg.prune:
         with _timed(timings, "pruning"):
             pruning, shares = _pruning(ablator, effects, cfg, metrics, means, roles, progress)
         _done(progress, f"pruning {len(shares)} metric(s)", timings["pruning"])
-    return effects, pruning, {**facts, "exact_heads": len(heads), "layer_reuse": reused, "rounds": log,
-                              "executor": executor.record(), "removable": shares}
+    return (
+        effects,
+        pruning,
+        {
+            **facts,
+            "exact_heads": len(heads),
+            "layer_reuse": reused,
+            "rounds": log,
+            "executor": executor.record(),
+            "removable": shares,
+        },
+    )
 
 
 def check_measured(effects: pd.DataFrame) -> None:
@@ -172,10 +240,14 @@ def check_measured(effects: pd.DataFrame) -> None:
     of a model built in Python, an overflow in half precision). A sequence whose metric is NaN
     counts as not measured (interp.ablate.stats), so such a model would leave an effects table
     with no row, or rows that mean nothing, instead of failing."""
-    lost = effects.empty or "baseline" not in effects.columns or bool(effects["baseline"].isna().all())
+    lost = (
+        effects.empty or "baseline" not in effects.columns or bool(effects["baseline"].isna().all())
+    )
     if lost:
-        raise RunError("the model's output is NaN or infinite on the evaluation corpus: no effect can be measured; "
-                       "check the weights, or load the model with --dtype float32 if it overflows in half precision")
+        raise RunError(
+            "the model's output is NaN or infinite on the evaluation corpus: no effect can be measured; "
+            "check the weights, or load the model with --dtype float32 if it overflows in half precision"
+        )
 
 
 def write(run_dir: Path, result: AblateResult) -> None:
@@ -197,8 +269,9 @@ def check_inputs(config: AblateConfig) -> None:
         read_eval_corpus(config.eval_corpus)
 
 
-def run_stage(run_dir: Path, model: LoadedModel, config: AblateConfig = AblateConfig(),
-              progress: bool = True) -> dict[str, Any]:
+def run_stage(
+    run_dir: Path, model: LoadedModel, config: AblateConfig = AblateConfig(), progress: bool = True
+) -> dict[str, Any]:
     """The ablate stage of a run: measure, write, and hand the timings and corpus facts to the manifest."""
     result = ablate(model, config, progress, roles=rundir.read_table(run_dir, "roles"))
     write(run_dir, result)
@@ -226,22 +299,38 @@ def head_means(ablator: Ablator, corpus: EvalCorpus) -> torch.Tensor:
 # --- helpers -------------------------------------------------------------------------------
 
 
-def _estimate(ablator: Ablator, corpus: EvalCorpus, cfg: AblateConfig, estimator: str, means: torch.Tensor | None,
-              progress: bool) -> tuple[pd.DataFrame, torch.Tensor | None]:
+def _estimate(
+    ablator: Ablator,
+    corpus: EvalCorpus,
+    cfg: AblateConfig,
+    estimator: str,
+    means: torch.Tensor | None,
+    progress: bool,
+) -> tuple[pd.DataFrame, torch.Tensor | None]:
     """Every head's estimated effect rows (``estimator`` the estimator's name) and the heads' means
     (None where no kind needs them and no estimator computed them anyway)."""
     if estimator == "attribution":
         attr = attribute(ablator, corpus, cfg.ablations, progress)
-        return effects_from_sums(attr.store, "attribution", cfg.n_bootstrap, cfg.seed, sequence_tokens(corpus)), attr.means
+        return effects_from_sums(
+            attr.store, "attribution", cfg.n_bootstrap, cfg.seed, sequence_tokens(corpus)
+        ), attr.means
     if means is None and set(cfg.ablations) & {"mean", "resample"}:
         means = head_means(ablator, corpus)
     store = integrate(ablator, corpus, cfg.ablations, means, cfg.ig_steps, progress)
-    return effects_from_sums(store, "integrated", cfg.n_bootstrap, cfg.seed, sequence_tokens(corpus)), means
+    return effects_from_sums(
+        store, "integrated", cfg.n_bootstrap, cfg.seed, sequence_tokens(corpus)
+    ), means
 
 
-def _exact(ablator: Ablator, corpus: EvalCorpus, heads: list[tuple[int, int]], cfg: AblateConfig,
-           means: torch.Tensor | None, executor: Executor, progress: bool
-           ) -> tuple[pd.DataFrame, bool, list[dict[str, int]]]:
+def _exact(
+    ablator: Ablator,
+    corpus: EvalCorpus,
+    heads: list[tuple[int, int]],
+    cfg: AblateConfig,
+    means: torch.Tensor | None,
+    executor: Executor,
+    progress: bool,
+) -> tuple[pd.DataFrame, bool, list[dict[str, int]]]:
     """Exact effect rows of ``heads``, whether layer reuse held, and the heads each round ran per
     family (one round unless ``max_rounds > 1``: then :mod:`interp.ablate.sequential`); each
     sweep's shards run on ``executor`` (:mod:`interp.ablate.executor`), their sums merged here."""
@@ -258,8 +347,16 @@ def _exact(ablator: Ablator, corpus: EvalCorpus, heads: list[tuple[int, int]], c
         return effects_from_sums(store, "exact", cfg.n_bootstrap, cfg.seed, tokens)
 
     # the built-in families were made max_rounds times as large (stage_corpus); the user's sequences were not
-    whole = frozenset(corpus.sizes) - ({PROSE, REPEATED, SV} | ({ENCODER} if not cfg.eval_corpus else set()))
-    parts = rounds(corpus, cfg.max_rounds, cfg.max_tokens_per_batch, ablator.model.tokenizer.pad_token_id or 0, whole)
+    whole = frozenset(corpus.sizes) - (
+        {PROSE, REPEATED, SV} | ({ENCODER} if not cfg.eval_corpus else set())
+    )
+    parts = rounds(
+        corpus,
+        cfg.max_rounds,
+        cfg.max_tokens_per_batch,
+        ablator.model.tokenizer.pad_token_id or 0,
+        whole,
+    )
     if len(parts) == 1:
         sweep(corpus, heads)
         log, stopped_by = [dict.fromkeys(corpus.sizes, len(heads))], ROUNDS
@@ -269,8 +366,15 @@ def _exact(ablator: Ablator, corpus: EvalCorpus, heads: list[tuple[int, int]], c
     return precision(table(), stopped_by), all(reused), log
 
 
-def _pruning(ablator: Ablator, effects: pd.DataFrame, cfg: AblateConfig, metrics: tuple[str, ...],
-             means: torch.Tensor | None, roles: pd.DataFrame | None, progress: bool) -> tuple[pd.DataFrame, dict]:
+def _pruning(
+    ablator: Ablator,
+    effects: pd.DataFrame,
+    cfg: AblateConfig,
+    metrics: tuple[str, ...],
+    means: torch.Tensor | None,
+    roles: pd.DataFrame | None,
+    progress: bool,
+) -> tuple[pd.DataFrame, dict]:
     """Each metric's pruning curve in its own order (primary ablation kind), measured on the
     held-out split (split 1, see corpus.py), then every role's heads removed at once: (the
     ``pruning`` rows, metric -> tolerance -> removable share with its bootstrap interval)."""
@@ -280,12 +384,18 @@ def _pruning(ablator: Ablator, effects: pd.DataFrame, cfg: AblateConfig, metrics
     by_role = _heads_by_role(roles)
     frames, shares = [], {}
     for metric in measurable(metrics, held_out, cfg):
-        removals = Removals(ablator, held_out, metric, cfg.ablations[0], means, cfg.max_tokens_per_batch)
+        removals = Removals(
+            ablator, held_out, metric, cfg.ablations[0], means, cfg.max_tokens_per_batch
+        )
         order = pruning_order(effects, heads, metric, cfg.ablations[0])
-        curve, shares[metric] = metric_curve(removals, order, cfg.prune_step, cfg.n_bootstrap, cfg.seed, progress)
+        curve, shares[metric] = metric_curve(
+            removals, order, cfg.prune_step, cfg.n_bootstrap, cfg.seed, progress
+        )
         frames += [curve, role_rows(removals, by_role, len(heads), cfg.n_bootstrap, cfg.seed)]
     frames = [f for f in frames if len(f)]
-    pruning = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=PRUNING.names)
+    pruning = (
+        pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=PRUNING.names)
+    )
     return pruning, shares
 
 
@@ -293,8 +403,10 @@ def _heads_by_role(roles: pd.DataFrame | None) -> dict[str, list[tuple[int, int]
     """Primary role -> its heads, from a roles table (empty without one)."""
     if roles is None or roles.empty:
         return {}
-    return {str(role): sorted(zip(group["layer"].astype(int), group["head"].astype(int)))
-            for role, group in roles.groupby("role")}
+    return {
+        str(role): sorted(zip(group["layer"].astype(int), group["head"].astype(int)))
+        for role, group in roles.groupby("role")
+    }
 
 
 def _finish_effects(frames: list[pd.DataFrame | None], metrics: tuple[str, ...]) -> pd.DataFrame:
@@ -304,7 +416,9 @@ def _finish_effects(frames: list[pd.DataFrame | None], metrics: tuple[str, ...])
     effects = pd.concat(frames, ignore_index=True)
     effects = effects[effects["metric"].isin(metrics)]
     effects = effects.astype({"layer": int, "head": int})
-    effects = effects.sort_values(["estimator", "ablation", "metric", "layer", "head"], kind="stable")
+    effects = effects.sort_values(
+        ["estimator", "ablation", "metric", "layer", "head"], kind="stable"
+    )
     return EFFECTS.validate(EFFECTS.finite(effects.reset_index(drop=True)))
 
 

@@ -20,7 +20,9 @@ from interp.ablate.evaluation import EvalCorpus
 from interp.ablate.metrics import PerSeq, family_metrics, metric_sizes
 
 Condition = tuple[str, int, int]  # (ablation kind, layer, head)
-TOLERANCE = 0.01  # a head "matters" past 1% of the intact metric: the pruning curve's tightest tolerance
+TOLERANCE = (
+    0.01  # a head "matters" past 1% of the intact metric: the pruning curve's tightest tolerance
+)
 
 
 @dataclass
@@ -48,7 +50,9 @@ class MetricSums:
         self.measured[per.index] = True
 
     def add(self, condition: Condition, per: PerSeq) -> None:
-        row = self.ablated.setdefault(condition, torch.full((self.size,), float("nan"), dtype=torch.float64))
+        row = self.ablated.setdefault(
+            condition, torch.full((self.size,), float("nan"), dtype=torch.float64)
+        )
         row[per.index] = per.num.detach().double().cpu()
 
     def merge(self, other: MetricSums, metric: str = "") -> None:
@@ -57,11 +61,17 @@ class MetricSums:
         model on the sequences they share, and must have got the same sums; a (condition,
         sequence) measured by both is refused (a head measured twice)."""
         if other.size != self.size:
-            raise ValueError(f"{metric}: cannot merge sums over {other.size} sequences into {self.size}")
+            raise ValueError(
+                f"{metric}: cannot merge sums over {other.size} sequences into {self.size}"
+            )
         both = self.measured & other.measured
-        if not (_same(self.base[both], other.base[both]) and _same(self.den[both], other.den[both])):
-            raise ValueError(f"{metric}: two shards measured the intact model differently on the same sequences "
-                             "(different weights, dtype, thread count or library versions)")
+        if not (
+            _same(self.base[both], other.base[both]) and _same(self.den[both], other.den[both])
+        ):
+            raise ValueError(
+                f"{metric}: two shards measured the intact model differently on the same sequences "
+                "(different weights, dtype, thread count or library versions)"
+            )
         new = other.measured & ~self.measured
         self.base[new], self.den[new] = other.base[new], other.den[new]
         self.measured |= other.measured
@@ -72,7 +82,9 @@ class MetricSums:
                 continue
             theirs = ~torch.isnan(row)
             if (theirs & ~torch.isnan(mine)).any():
-                raise ValueError(f"{metric}: condition {condition} was measured by two shards on the same sequence")
+                raise ValueError(
+                    f"{metric}: condition {condition} was measured by two shards on the same sequence"
+                )
             mine[theirs] = row[theirs]
 
 
@@ -118,7 +130,9 @@ def sequence_tokens(corpus: EvalCorpus) -> dict[str, np.ndarray]:
     out = {m: np.zeros(n, dtype=np.int64) for m, n in metric_sizes(corpus.sizes).items()}
     for item in corpus.items:
         for metric in family_metrics(item.family):
-            out[metric][item.index] += len(item.tokens) if item.family == ENCODER else len(item.rows)
+            out[metric][item.index] += (
+                len(item.tokens) if item.family == ENCODER else len(item.rows)
+            )
     return out
 
 
@@ -131,8 +145,13 @@ def bootstrap_weights(n: int, n_boot: int, seed: int) -> np.ndarray:
     return weights
 
 
-def effects_from_sums(store: SumStore, estimator: str, n_boot: int, seed: int,
-                      tokens: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
+def effects_from_sums(
+    store: SumStore,
+    estimator: str,
+    n_boot: int,
+    seed: int,
+    tokens: dict[str, np.ndarray] | None = None,
+) -> pd.DataFrame:
     """One ``effects`` row per (condition, metric) in ``store``; delta oriented worse = positive.
 
     A condition's effect rests on the sequences it was measured on (a sequential sweep stops
@@ -154,22 +173,34 @@ def effects_from_sums(store: SumStore, estimator: str, n_boot: int, seed: int,
             if not mask.any():
                 continue
             group = np.nonzero((seen == mask).all(1))[0]
-            delta, lo, hi = _paired(sums, abl[group][:, mask], mask, ORIENTATION.get(metric, 1), n_boot, seed)
+            delta, lo, hi = _paired(
+                sums, abl[group][:, mask], mask, ORIENTATION.get(metric, 1), n_boot, seed
+            )
             for j, i in enumerate(group):
                 kind, layer, head = conditions[i]
-                rows.append({
-                    "layer": layer, "head": head, "ablation": kind, "metric": metric, "baseline": baseline,
-                    "ablated": baseline + ORIENTATION.get(metric, 1) * delta[j], "delta": delta[j],
-                    "delta_rel": delta[j] / abs(baseline) if baseline != 0 else np.nan,
-                    "ci_low": lo[j], "ci_high": hi[j], "estimator": estimator,
-                    "n_tokens": int(n_tok[mask].sum()) if n_tok is not None else np.nan,
-                })
+                rows.append(
+                    {
+                        "layer": layer,
+                        "head": head,
+                        "ablation": kind,
+                        "metric": metric,
+                        "baseline": baseline,
+                        "ablated": baseline + ORIENTATION.get(metric, 1) * delta[j],
+                        "delta": delta[j],
+                        "delta_rel": delta[j] / abs(baseline) if baseline != 0 else np.nan,
+                        "ci_low": lo[j],
+                        "ci_high": hi[j],
+                        "estimator": estimator,
+                        "n_tokens": int(n_tok[mask].sum()) if n_tok is not None else np.nan,
+                    }
+                )
     frame = pd.DataFrame(rows)
     return decisions(frame) if len(frame) else frame
 
 
-def _paired(sums: MetricSums, abl: np.ndarray, mask: np.ndarray, sign: int, n_boot: int,
-            seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _paired(
+    sums: MetricSums, abl: np.ndarray, mask: np.ndarray, sign: int, n_boot: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(delta, ci_low, ci_high) per condition of ``abl`` ``[condition, seq]``, on the sequences
     ``mask`` keeps: the delta of the ratio of sums, and its paired bootstrap interval."""
     base, den = sums.base.numpy()[mask], sums.den.numpy()[mask]
@@ -195,5 +226,7 @@ def decisions(effects: pd.DataFrame) -> pd.DataFrame:
     tol = tolerance_of(effects["baseline"])
     lo, hi = effects["ci_low"], effects["ci_high"]
     vs_zero = np.select([lo > 0, hi < 0], ["above", "below"], "undecided")
-    vs_tol = np.select([lo > tol, hi < -tol, (lo >= -tol) & (hi <= tol)], ["above", "below", "within"], "undecided")
+    vs_tol = np.select(
+        [lo > tol, hi < -tol, (lo >= -tol) & (hi <= tol)], ["above", "below", "within"], "undecided"
+    )
     return effects.assign(tolerance=tol, vs_zero=vs_zero, vs_tolerance=vs_tol)

@@ -10,10 +10,34 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-ROLE_EFFECT_COLUMNS = ["role", "ablation", "metric", "estimator", "n_heads", "mean_delta", "median_delta",
-                       "q25_delta", "q75_delta", "max_delta", "share_important"]
-SURPRISE_COLUMNS = ["layer", "head", "role", "confidence", "surprise", "ablation", "metric", "estimator",
-                    "delta", "ci_low", "ci_high", "delta_rank", "reason"]
+ROLE_EFFECT_COLUMNS = [
+    "role",
+    "ablation",
+    "metric",
+    "estimator",
+    "n_heads",
+    "mean_delta",
+    "median_delta",
+    "q25_delta",
+    "q75_delta",
+    "max_delta",
+    "share_important",
+]
+SURPRISE_COLUMNS = [
+    "layer",
+    "head",
+    "role",
+    "confidence",
+    "surprise",
+    "ablation",
+    "metric",
+    "estimator",
+    "delta",
+    "ci_low",
+    "ci_high",
+    "delta_rank",
+    "reason",
+]
 UNEXPLAINED = "unexplained"
 TOP_SHARE = 0.10  # "important": among the top 10% of heads by delta on some metric...
 LABEL_CONFIDENCE = 0.5  # "labelled": the classifier's primary role at least this probable
@@ -46,12 +70,18 @@ def role_effects(roles: pd.DataFrame | None, effects: pd.DataFrame) -> pd.DataFr
     """Effect distribution per role: quantiles of ``delta`` and the share of important heads."""
     if roles is None or roles.empty or effects is None or effects.empty:
         return pd.DataFrame(columns=ROLE_EFFECT_COLUMNS)
-    merged = mark_important(effects).merge(roles[["layer", "head", "role"]], on=["layer", "head"], how="inner")
+    merged = mark_important(effects).merge(
+        roles[["layer", "head", "role"]], on=["layer", "head"], how="inner"
+    )
     grouped = merged.groupby(["role", "ablation", "metric", "estimator"])
     out = grouped.agg(
-        n_heads=("delta", "size"), mean_delta=("delta", "mean"), median_delta=("delta", "median"),
-        q25_delta=("delta", lambda d: d.quantile(0.25)), q75_delta=("delta", lambda d: d.quantile(0.75)),
-        max_delta=("delta", "max"), share_important=("important", "mean"),
+        n_heads=("delta", "size"),
+        mean_delta=("delta", "mean"),
+        median_delta=("delta", "median"),
+        q25_delta=("delta", lambda d: d.quantile(0.25)),
+        q75_delta=("delta", lambda d: d.quantile(0.75)),
+        max_delta=("delta", "max"),
+        share_important=("important", "mean"),
     ).reset_index()
     return out[ROLE_EFFECT_COLUMNS]
 
@@ -66,25 +96,48 @@ def surprises(roles: pd.DataFrame | None, effects: pd.DataFrame) -> pd.DataFrame
     """
     if roles is None or roles.empty or effects is None or effects.empty:
         return pd.DataFrame(columns=SURPRISE_COLUMNS)
-    marked = mark_important(effects).merge(roles[["layer", "head", "role", "confidence"]], on=["layer", "head"])
+    marked = mark_important(effects).merge(
+        roles[["layer", "head", "role", "confidence"]], on=["layer", "head"]
+    )
     rows = []
-    for (layer, head), group in marked.groupby(["layer", "head"]):
+    for _, group in marked.groupby(["layer", "head"]):
         role, confidence = group["role"].iloc[0], float(group["confidence"].iloc[0])
         important = group[group["important"]]
         if role == UNEXPLAINED and not important.empty:
             top = important.sort_values("delta_rank").iloc[0]
-            rows.append(_row(top, "unexplained_but_important",
-                             f"no role, but rank {int(top.delta_rank)} on {top.metric} ({top.ablation})"))
+            rows.append(
+                _row(
+                    top,
+                    "unexplained_but_important",
+                    f"no role, but rank {int(top.delta_rank)} on {top.metric} ({top.ablation})",
+                )
+            )
         elif role != UNEXPLAINED and confidence >= LABEL_CONFIDENCE and important.empty:
             top = group.sort_values("delta_rank").iloc[0]
-            rows.append(_row(top, "labelled_but_unimportant",
-                             f"{role} ({confidence:.2f}), best rank {int(top.delta_rank)} on {top.metric}"))
+            rows.append(
+                _row(
+                    top,
+                    "labelled_but_unimportant",
+                    f"{role} ({confidence:.2f}), best rank {int(top.delta_rank)} on {top.metric}",
+                )
+            )
     return pd.DataFrame(rows, columns=SURPRISE_COLUMNS)
 
 
 def _row(r: pd.Series, surprise: str, reason: str) -> dict:
     # r["head"], not r.head: a Series' .head is its method.
-    return {"layer": int(r["layer"]), "head": int(r["head"]), "role": r["role"], "confidence": float(r["confidence"]),
-            "surprise": surprise, "ablation": r["ablation"], "metric": r["metric"], "estimator": r["estimator"],
-            "delta": float(r["delta"]), "ci_low": float(r["ci_low"]), "ci_high": float(r["ci_high"]),
-            "delta_rank": int(r["delta_rank"]), "reason": reason}
+    return {
+        "layer": int(r["layer"]),
+        "head": int(r["head"]),
+        "role": r["role"],
+        "confidence": float(r["confidence"]),
+        "surprise": surprise,
+        "ablation": r["ablation"],
+        "metric": r["metric"],
+        "estimator": r["estimator"],
+        "delta": float(r["delta"]),
+        "ci_low": float(r["ci_low"]),
+        "ci_high": float(r["ci_high"]),
+        "delta_rank": int(r["delta_rank"]),
+        "reason": reason,
+    }

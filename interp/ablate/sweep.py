@@ -15,7 +15,7 @@ import torch
 from tqdm.auto import tqdm
 
 from interp.ablate.evaluation import EvalBatch, EvalCorpus
-from interp.ablate.forward import CleanPass, Ablator
+from interp.ablate.forward import Ablator, CleanPass
 from interp.ablate.metrics import batch_metrics
 from interp.ablate.stats import SumStore
 from interp.ablate.values import edits_for
@@ -29,9 +29,18 @@ def reuse_error(ablator: Ablator, batch: EvalBatch, clean: CleanPass) -> float:
     return ablator.restart_check(batch, clean).error
 
 
-def exact_sweep(ablator: Ablator, corpus: EvalCorpus, store: SumStore, heads: list[Head], kinds: tuple[str, ...],
-                means: torch.Tensor | None, heads_per_pass: int | None = 1, max_tokens: int | None = None,
-                reuse: bool = True, progress: bool = True) -> bool:
+def exact_sweep(
+    ablator: Ablator,
+    corpus: EvalCorpus,
+    store: SumStore,
+    heads: list[Head],
+    kinds: tuple[str, ...],
+    means: torch.Tensor | None,
+    heads_per_pass: int | None = 1,
+    max_tokens: int | None = None,
+    reuse: bool = True,
+    progress: bool = True,
+) -> bool:
     """Fill ``store`` with the intact and every (kind, head)'s per-sequence metric sums.
 
     ``heads_per_pass``: heads of one layer ablated in one forward (None: all of them), as
@@ -47,7 +56,9 @@ def exact_sweep(ablator: Ablator, corpus: EvalCorpus, store: SumStore, heads: li
     total = len(corpus.batches) * len(heads) * len(kinds)
     with tqdm(total=total, desc="ablate: exact", unit="head", disable=not progress) as bar:
         for i, batch in enumerate(corpus.batches):
-            clean = ablator.clean(batch, keep_resid=reuse, keep_z="resample" in kinds, keep_sink="sink" in kinds)
+            clean = ablator.clean(
+                batch, keep_resid=reuse, keep_z="resample" in kinds, keep_sink="sink" in kinds
+            )
             store.add_base(batch_metrics(clean.readout, batch))
             if i == 0 and reuse:
                 reuse = ablator.check_reuse(batch, clean)
@@ -78,17 +89,41 @@ def pass_size(batch: EvalBatch, heads_per_pass: int | None, max_tokens: int | No
 
 
 def chunks(items: list, size: int) -> list[list]:
-    return [items[i: i + size] for i in range(0, len(items), size)]
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def _run_chunk(ablator: Ablator, batch: EvalBatch, clean: CleanPass, store: SumStore, kind: str, layer: int,
-               chunk: list[int], means: torch.Tensor | None, reuse: bool) -> None:
-    edits = [e for i, head in enumerate(chunk)
-             for e in edits_for(kind, [(layer, head)], batch, clean.z or None, means, replica=i,
-                                sink_v=clean.sink_v or None)]
+def _run_chunk(
+    ablator: Ablator,
+    batch: EvalBatch,
+    clean: CleanPass,
+    store: SumStore,
+    kind: str,
+    layer: int,
+    chunk: list[int],
+    means: torch.Tensor | None,
+    reuse: bool,
+) -> None:
+    edits = [
+        e
+        for i, head in enumerate(chunk)
+        for e in edits_for(
+            kind,
+            [(layer, head)],
+            batch,
+            clean.z or None,
+            means,
+            replica=i,
+            sink_v=clean.sink_v or None,
+        )
+    ]
     start = layer if reuse else 0
-    out = ablator.run(batch, edits, replicas=len(chunk), start_layer=start,
-                     resid=clean.resid_pre[layer] if start else None)
+    out = ablator.run(
+        batch,
+        edits,
+        replicas=len(chunk),
+        start_layer=start,
+        resid=clean.resid_pre[layer] if start else None,
+    )
     for i, head in enumerate(chunk):
         readout = out[i] if len(chunk) > 1 else out
         store.add((kind, layer, head), batch_metrics(readout, batch, clean.readout))

@@ -42,8 +42,9 @@ class NamedPrompt:
     rows: dict[str, int]  # name -> position in ``tokens``
 
 
-def task_attention(model: Any, tasks: tuple[Task, ...], n_bootstrap: int, seed: int,
-                   max_tokens: int) -> pd.DataFrame | None:
+def task_attention(
+    model: Any, tasks: tuple[Task, ...], n_bootstrap: int, seed: int, max_tokens: int
+) -> pd.DataFrame | None:
     """The ``task_attention`` table of the ``tasks`` that name positions; None when none does (the
     run then has no such table)."""
     frames = []
@@ -78,15 +79,18 @@ def named_rows(task: Task, i: int, n_tokens: int, shift: int) -> dict[str, int]:
     rows = {}
     for name, pos in task.named_positions[i].items():
         if pos + shift >= n_tokens:
-            raise ConfigError(f"task {task.name!r}, sequence {i}: named position {name!r} = {pos} is beyond the "
-                              f"{n_tokens - shift} tokens the model sees; positions count from 0 in the sequence "
-                              f"as written")
+            raise ConfigError(
+                f"task {task.name!r}, sequence {i}: named position {name!r} = {pos} is beyond the "
+                f"{n_tokens - shift} tokens the model sees; positions count from 0 in the sequence "
+                f"as written"
+            )
         rows[name] = pos + shift
     return rows
 
 
-def pair_weights(model: Any, prompts: list[NamedPrompt], named: list[tuple[str, str]],
-                 max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+def pair_weights(
+    model: Any, prompts: list[NamedPrompt], named: list[tuple[str, str]], max_tokens: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(weights ``[prompt, pair, layer, head]``, valid ``[prompt, pair]``): each head's attention
     from the pair's query position to its key position; valid where the key is not after the query
     (elsewhere the weight is 0 and not counted)."""
@@ -98,7 +102,9 @@ def pair_weights(model: Any, prompts: list[NamedPrompt], named: list[tuple[str, 
         tokens, mask = _padded([prompts[i].tokens for i in group], pad)
         index = torch.tensor(group)
 
-        def keep(layer: int, pattern: torch.Tensor) -> None:  # [batch, head, q, k] -> [batch, pair, head]
+        def keep(
+            layer: int, pattern: torch.Tensor
+        ) -> None:  # [batch, head, q, k] -> [batch, pair, head]
             b = torch.arange(len(group))[:, None]
             picked = pattern[b, :, torch.from_numpy(q[group]), torch.from_numpy(k[group])]
             weights[index.numpy(), :, layer] = picked.float().cpu().numpy()
@@ -107,25 +113,45 @@ def pair_weights(model: Any, prompts: list[NamedPrompt], named: list[tuple[str, 
     return weights, k <= q
 
 
-def attention_table(task: str, named: list[tuple[str, str]], weights: np.ndarray, valid: np.ndarray,
-                    n_bootstrap: int, seed: int) -> pd.DataFrame:
+def attention_table(
+    task: str,
+    named: list[tuple[str, str]],
+    weights: np.ndarray,
+    valid: np.ndarray,
+    n_bootstrap: int,
+    seed: int,
+) -> pd.DataFrame:
     """One row per (pair, layer, head) counted in at least one prompt: the mean weight over the
     prompts where the pair is valid, its bootstrap interval over prompts, and how many prompts."""
     n_prompts, n_pairs, n_layers, n_heads = weights.shape
     counted = np.nonzero(valid.any(0))[0]  # pairs with at least one prompt
     valid = valid[:, counted].astype(float)
-    num = (weights[:, counted] * valid[:, :, None, None]).reshape(n_prompts, -1)  # [prompt, pair * layer * head]
+    num = (weights[:, counted] * valid[:, :, None, None]).reshape(
+        n_prompts, -1
+    )  # [prompt, pair * layer * head]
     den = np.repeat(valid, n_layers * n_heads, axis=1)
     draws = bootstrap_weights(n_prompts, n_bootstrap, seed)  # [prompt, draw]
-    with np.errstate(invalid="ignore", divide="ignore"):  # a draw may miss every prompt of a pair: NaN there
+    with np.errstate(
+        invalid="ignore", divide="ignore"
+    ):  # a draw may miss every prompt of a pair: NaN there
         boot = (draws.T @ num) / (draws.T @ den)  # [draw, pair * layer * head]
-    low, high = np.nanquantile(boot, [0.025, 0.975], axis=0) if boot.size else (np.array([]), np.array([]))
+    low, high = (
+        np.nanquantile(boot, [0.025, 0.975], axis=0) if boot.size else (np.array([]), np.array([]))
+    )
     pair, layer, head = np.unravel_index(np.arange(num.shape[1]), (len(counted), n_layers, n_heads))
-    return pd.DataFrame({
-        "task": task, "layer": layer, "head": head, "query": [named[counted[p]][0] for p in pair],
-        "key": [named[counted[p]][1] for p in pair], "attention": num.sum(0) / den.sum(0), "ci_low": low,
-        "ci_high": high, "n": den.sum(0).astype(int),
-    })
+    return pd.DataFrame(
+        {
+            "task": task,
+            "layer": layer,
+            "head": head,
+            "query": [named[counted[p]][0] for p in pair],
+            "key": [named[counted[p]][1] for p in pair],
+            "attention": num.sum(0) / den.sum(0),
+            "ci_low": low,
+            "ci_high": high,
+            "n": den.sum(0).astype(int),
+        }
+    )
 
 
 def _padded(sequences: list[torch.Tensor], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -69,25 +69,41 @@ class Task:
 
     name: str
     sequences: tuple[str | tuple[int, ...], ...]
-    positions: tuple[tuple[int, ...], ...] | None = None  # per sequence; None: every next-token prediction
-    metric: Callable[..., Any] | None = None  # (logits [row, vocab], tokens [row], **fields [row]) -> [row]; None: the loss
+    positions: tuple[tuple[int, ...], ...] | None = (
+        None  # per sequence; None: every next-token prediction
+    )
+    metric: Callable[..., Any] | None = (
+        None  # (logits [row, vocab], tokens [row], **fields [row]) -> [row]; None: the loss
+    )
     fields: Mapping[str, Sequence[Any]] | None = None  # name -> one number per sequence
-    named_positions: Sequence[Mapping[str, int]] | None = None  # per sequence: name -> token position
+    named_positions: Sequence[Mapping[str, int]] | None = (
+        None  # per sequence: name -> token position
+    )
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sequences", tuple(s if isinstance(s, str) else tuple(s) for s in self.sequences))
+        object.__setattr__(
+            self, "sequences", tuple(s if isinstance(s, str) else tuple(s) for s in self.sequences)
+        )
         if self.positions is not None:
             object.__setattr__(self, "positions", tuple(tuple(p) for p in self.positions))
         if not self.name or self.name in METRICS:
-            raise ConfigError(f"task name {self.name!r}: give a name that is not a built-in metric ({', '.join(METRICS)})")
+            raise ConfigError(
+                f"task name {self.name!r}: give a name that is not a built-in metric ({', '.join(METRICS)})"
+            )
         if len(self.sequences) < 2:
-            raise ConfigError(f"task {self.name!r} has {len(self.sequences)} sequence(s); give at least 2 (half measure "
-                              f"the effects, the other half the pruning curve)")
+            raise ConfigError(
+                f"task {self.name!r} has {len(self.sequences)} sequence(s); give at least 2 (half measure "
+                f"the effects, the other half the pruning curve)"
+            )
         if self.positions is not None and len(self.positions) != len(self.sequences):
-            raise ConfigError(f"task {self.name!r} has {len(self.positions)} position lists for {len(self.sequences)} "
-                              f"sequences; give one per sequence")
+            raise ConfigError(
+                f"task {self.name!r} has {len(self.positions)} position lists for {len(self.sequences)} "
+                f"sequences; give one per sequence"
+            )
         if self.metric is not None and not callable(self.metric):
-            raise ConfigError(f"task {self.name!r}: metric must be a function (logits, tokens) -> values")
+            raise ConfigError(
+                f"task {self.name!r}: metric must be a function (logits, tokens) -> values"
+            )
         object.__setattr__(self, "fields", self._checked_fields())
         object.__setattr__(self, "named_positions", self._checked_names())
         self._check_metric_takes_fields()
@@ -109,20 +125,30 @@ class Task:
         if self.fields is None:
             return None
         if not isinstance(self.fields, Mapping):
-            raise ConfigError(f"task {self.name!r}: fields must map a name to one number per sequence, got "
-                              f"{type(self.fields).__name__}")
+            raise ConfigError(
+                f"task {self.name!r}: fields must map a name to one number per sequence, got "
+                f"{type(self.fields).__name__}"
+            )
         out = {}
         for name, values in self.fields.items():
             if not isinstance(name, str) or not name.isidentifier():
-                raise ConfigError(f"task {self.name!r}: field name {name!r} must be a Python identifier (the metric "
-                                  f"receives it as a keyword argument)")
-            values = values.tolist() if hasattr(values, "tolist") else values  # a numpy array or a tensor
+                raise ConfigError(
+                    f"task {self.name!r}: field name {name!r} must be a Python identifier (the metric "
+                    f"receives it as a keyword argument)"
+                )
+            values = (
+                values.tolist() if hasattr(values, "tolist") else values
+            )  # a numpy array or a tensor
             if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-                raise ConfigError(f"task {self.name!r}: field {name!r} must hold one number per sequence, got "
-                                  f"{type(values).__name__}")
+                raise ConfigError(
+                    f"task {self.name!r}: field {name!r} must hold one number per sequence, got "
+                    f"{type(values).__name__}"
+                )
             if len(values) != len(self.sequences):
-                raise ConfigError(f"task {self.name!r}: field {name!r} has {len(values)} values for "
-                                  f"{len(self.sequences)} sequences; give one per sequence")
+                raise ConfigError(
+                    f"task {self.name!r}: field {name!r} has {len(values)} values for "
+                    f"{len(self.sequences)} sequences; give one per sequence"
+                )
             out[name] = _numbers(self.name, name, values)
         return out
 
@@ -131,23 +157,33 @@ class Task:
             return None
         maps = tuple(self.named_positions)
         if len(maps) != len(self.sequences):
-            raise ConfigError(f"task {self.name!r} has {len(maps)} named-position maps for {len(self.sequences)} "
-                              f"sequences; give one per sequence")
+            raise ConfigError(
+                f"task {self.name!r} has {len(maps)} named-position maps for {len(self.sequences)} "
+                f"sequences; give one per sequence"
+            )
         out = []
         for i, names in enumerate(maps):
             if not isinstance(names, Mapping) or not names:
-                raise ConfigError(f"task {self.name!r}, sequence {i}: named positions must be a non-empty "
-                                  f"mapping from names to token positions, got {names!r}")
+                raise ConfigError(
+                    f"task {self.name!r}, sequence {i}: named positions must be a non-empty "
+                    f"mapping from names to token positions, got {names!r}"
+                )
             for key, pos in names.items():
                 if not isinstance(key, str) or not key:
-                    raise ConfigError(f"task {self.name!r}, sequence {i}: position names must be non-empty strings, "
-                                      f"got {key!r}")
+                    raise ConfigError(
+                        f"task {self.name!r}, sequence {i}: position names must be non-empty strings, "
+                        f"got {key!r}"
+                    )
                 if isinstance(pos, bool) or not isinstance(pos, numbers.Integral) or pos < 0:
-                    raise ConfigError(f"task {self.name!r}, sequence {i}: named position {key!r} = {pos!r} must be a "
-                                      f"whole number >= 0 (a token position, counted as positions are)")
+                    raise ConfigError(
+                        f"task {self.name!r}, sequence {i}: named position {key!r} = {pos!r} must be a "
+                        f"whole number >= 0 (a token position, counted as positions are)"
+                    )
             if i and set(names) != set(out[0]):
-                raise ConfigError(f"task {self.name!r}, sequence {i} names positions {', '.join(names)} where "
-                                  f"sequence 0 names {', '.join(out[0])}; name the same positions in every sequence")
+                raise ConfigError(
+                    f"task {self.name!r}, sequence {i} names positions {', '.join(names)} where "
+                    f"sequence 0 names {', '.join(out[0])}; name the same positions in every sequence"
+                )
             out.append({key: int(pos) for key, pos in names.items()})
         return tuple(out)
 
@@ -156,22 +192,33 @@ class Task:
         if not names:
             return
         if self.metric is None:
-            raise ConfigError(f"task {self.name!r}: fields go to the metric, and the default metric (the next-token "
-                              f"loss) takes none; give metric(logits, tokens, {', '.join(names)})")
+            raise ConfigError(
+                f"task {self.name!r}: fields go to the metric, and the default metric (the next-token "
+                f"loss) takes none; give metric(logits, tokens, {', '.join(names)})"
+            )
         try:
             signature = inspect.signature(self.metric)
-        except (TypeError, ValueError):  # a builtin or an extension type: it will say so when called
+        except (
+            TypeError,
+            ValueError,
+        ):  # a builtin or an extension type: it will say so when called
             return
-        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
+        takes_any = any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()
+        )
         unknown = [n for n in names if n not in signature.parameters and not takes_any]
         if unknown:
-            raise ConfigError(f"task {self.name!r}: its metric takes no argument {unknown[0]!r}; write it as "
-                              f"metric(logits, tokens, {', '.join(names)})")
+            raise ConfigError(
+                f"task {self.name!r}: its metric takes no argument {unknown[0]!r}; write it as "
+                f"metric(logits, tokens, {', '.join(names)})"
+            )
         try:
             signature.bind(None, None, **dict.fromkeys(names))
         except TypeError as exc:
-            raise ConfigError(f"task {self.name!r}: its metric cannot take the fields ({exc}); write it as "
-                              f"metric(logits, tokens, {', '.join(names)})") from None
+            raise ConfigError(
+                f"task {self.name!r}: its metric cannot take the fields ({exc}); write it as "
+                f"metric(logits, tokens, {', '.join(names)})"
+            ) from None
 
 
 def _numbers(task: str, field: str, values: Sequence[Any]) -> tuple[int | float, ...]:
@@ -179,8 +226,10 @@ def _numbers(task: str, field: str, values: Sequence[Any]) -> tuple[int | float,
     other real number makes the whole field float."""
     for i, v in enumerate(values):
         if not isinstance(v, numbers.Real):
-            raise ConfigError(f"task {task!r}: field {field!r}, sequence {i}: {v!r} is not a number; a field holds one "
-                              f"number per sequence (a token id, a count, a weight)")
+            raise ConfigError(
+                f"task {task!r}: field {field!r}, sequence {i}: {v!r} is not a number; a field holds one "
+                f"number per sequence (a token id, a count, a weight)"
+            )
     if all(isinstance(v, numbers.Integral) for v in values):
         return tuple(int(v) for v in values)
     return tuple(float(v) for v in values)

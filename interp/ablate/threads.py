@@ -24,7 +24,7 @@ import contextlib
 import math
 import os
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -57,8 +57,13 @@ def deadline(module: torch.nn.Module | None, seconds: float) -> Iterator[None]:
             handle.remove()
 
 
-def fastest_threads(probe: Callable[[], object], candidates: tuple[int, ...] = (1, 2), rounds: int = 2,
-                    module: torch.nn.Module | None = None, budget: float = PROBE_BUDGET_S) -> int:
+def fastest_threads(
+    probe: Callable[[], object],
+    candidates: tuple[int, ...] = (1, 2),
+    rounds: int = 2,
+    module: torch.nn.Module | None = None,
+    budget: float = PROBE_BUDGET_S,
+) -> int:
     """The count in ``candidates`` under which ``probe()`` runs fastest (best of up to
     ``rounds``, interleaved so that a passing disturbance hits every count alike; ties go to
     fewer). ``module``: the model ``probe`` runs, whose pass is cut short once slower than the
@@ -85,8 +90,9 @@ def fastest_threads(probe: Callable[[], object], candidates: tuple[int, ...] = (
     return min(candidates, key=lambda n: (best[n], n))
 
 
-def choose_threads(requested: int | None, probe: Callable[[], object],
-                   module: torch.nn.Module | None = None) -> int | None:
+def choose_threads(
+    requested: int | None, probe: Callable[[], object], module: torch.nn.Module | None = None
+) -> int | None:
     """``requested`` if set; else on a small machine the faster of one and two threads for
     ``probe`` (a pass of ``module``, cut short where it is the slower); else None (torch's default)."""
     if requested is not None:

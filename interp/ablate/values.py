@@ -51,14 +51,23 @@ class MeanAccumulator:
         return (self.total / self.count).float()
 
 
-def replacement(kind: str, layer: int, head: int, batch: EvalBatch, clean_z: list[torch.Tensor] | None,
-                means: torch.Tensor | None, sink_v: list[torch.Tensor] | None = None) -> torch.Tensor:
+def replacement(
+    kind: str,
+    layer: int,
+    head: int,
+    batch: EvalBatch,
+    clean_z: list[torch.Tensor] | None,
+    means: torch.Tensor | None,
+    sink_v: list[torch.Tensor] | None = None,
+) -> torch.Tensor:
     """The value that stands in for head ``(layer, head)``'s z on ``batch``."""
     if kind == "zero":
         return _ZERO
     if kind == SINK:
         if sink_v is None:
-            raise ValueError("sink ablation needs the intact pass's value vectors at the first position")
+            raise ValueError(
+                "sink ablation needs the intact pass's value vectors at the first position"
+            )
         return sink_v[layer][:, head, None, :]  # [batch, 1, d_head]
     if means is None:
         raise ValueError(f"{kind} ablation needs the heads' mean outputs")
@@ -76,8 +85,17 @@ def replacement(kind: str, layer: int, head: int, batch: EvalBatch, clean_z: lis
     return torch.where(usable.unsqueeze(-1), z[donor], mean.to(z.dtype).to(z.device))
 
 
-def edits_for(kind: str, heads: list[tuple[int, int]], batch: EvalBatch, clean_z: list[torch.Tensor] | None,
-              means: torch.Tensor | None, replica: int = 0, sink_v: list[torch.Tensor] | None = None) -> list[Edit]:
+def edits_for(
+    kind: str,
+    heads: list[tuple[int, int]],
+    batch: EvalBatch,
+    clean_z: list[torch.Tensor] | None,
+    means: torch.Tensor | None,
+    replica: int = 0,
+    sink_v: list[torch.Tensor] | None = None,
+) -> list[Edit]:
     """Edits that ablate every head of ``heads`` together, in one replica."""
-    return [Edit(layer, head, replacement(kind, layer, head, batch, clean_z, means, sink_v), replica)
-            for layer, head in heads]
+    return [
+        Edit(layer, head, replacement(kind, layer, head, batch, clean_z, means, sink_v), replica)
+        for layer, head in heads
+    ]

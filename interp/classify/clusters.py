@@ -34,8 +34,18 @@ from sklearn.metrics import silhouette_samples, silhouette_score
 
 from interp.roles import UNEXPLAINED
 
-PROFILE = ("sink_mass", "delimiter", "previous_token", "current_token", "next_token", "local", "positional", "broad",
-           "duplicate_token", "induction")
+PROFILE = (
+    "sink_mass",
+    "delimiter",
+    "previous_token",
+    "current_token",
+    "next_token",
+    "local",
+    "positional",
+    "broad",
+    "duplicate_token",
+    "induction",
+)
 DEFAULT_DISTANCE = 2.0
 MIN_DIFFERENCE = 0.5  # standard deviations: smaller differences are not worth a word
 MIN_SCALE = 0.05  # floor on a feature's spread: differences of a few hundredths in lift are noise
@@ -48,8 +58,9 @@ CLUSTER_COLUMNS = ["cluster", "layer", "head", "description", "silhouette"]
 def _labels(z: np.ndarray, distance: float | None) -> np.ndarray:
     n = len(z)
     if distance is not None or n < 4:
-        model = AgglomerativeClustering(n_clusters=None, distance_threshold=distance or DEFAULT_DISTANCE,
-                                        linkage="average")
+        model = AgglomerativeClustering(
+            n_clusters=None, distance_threshold=distance or DEFAULT_DISTANCE, linkage="average"
+        )
         return model.fit_predict(z)
     best, best_score = np.zeros(n, dtype=int), -np.inf
     for k in range(2, min(12, n - 1) + 1):
@@ -60,20 +71,31 @@ def _labels(z: np.ndarray, distance: float | None) -> np.ndarray:
     return best
 
 
-def describe(members: np.ndarray, z: pd.DataFrame, raw: pd.DataFrame, top: int = 3,
-             others: np.ndarray | None = None) -> str:
+def describe(
+    members: np.ndarray,
+    z: pd.DataFrame,
+    raw: pd.DataFrame,
+    top: int = 3,
+    others: np.ndarray | None = None,
+) -> str:
     """The ``top`` profile features separating ``members`` (bool [head]) from ``others`` (bool
     [head]; default: every other head)."""
     others = ~members if others is None else others & ~members
     diff = z[members].mean() - z[others].mean()
-    order = [f for f in diff.abs().sort_values(ascending=False).index[:top] if abs(diff[f]) >= MIN_DIFFERENCE]
+    order = [
+        f
+        for f in diff.abs().sort_values(ascending=False).index[:top]
+        if abs(diff[f]) >= MIN_DIFFERENCE
+    ]
     if not order:
         return "no profile feature sets them apart from the other heads"
     parts = []
     for f in order:
         what = {"broad": "entropy", "sink_mass": "mass"}.get(f, "lift")
-        parts.append(f"{'more' if diff[f] > 0 else 'less'} {f} ({what} {_two(raw.loc[members, f].mean())} "
-                     f"vs {_two(raw.loc[others, f].mean())})")
+        parts.append(
+            f"{'more' if diff[f] > 0 else 'less'} {f} ({what} {_two(raw.loc[members, f].mean())} "
+            f"vs {_two(raw.loc[others, f].mean())})"
+        )
     return ", ".join(parts)
 
 
@@ -89,8 +111,9 @@ def _silhouettes(z: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return silhouette_samples(z, labels)
 
 
-def cluster_unexplained(matrix: pd.DataFrame, roles: pd.Series, distance: float | None = None,
-                        min_size: int = 2) -> pd.DataFrame:
+def cluster_unexplained(
+    matrix: pd.DataFrame, roles: pd.Series, distance: float | None = None, min_size: int = 2
+) -> pd.DataFrame:
     """Recurring groups of unexplained heads: columns cluster, layer, head, description, silhouette.
 
     ``matrix`` is the head matrix joined with the sink mass (index (layer, head)); ``roles`` the
@@ -112,8 +135,16 @@ def cluster_unexplained(matrix: pd.DataFrame, roles: pd.Series, distance: float 
         mine = labels == label
         members = matrix.index.isin(heads[mine])
         text = describe(members, z, raw, others=unexplained if mine.sum() < len(labels) else None)
-        rows += [{"cluster": number, "layer": int(l), "head": int(h), "description": text, "silhouette": float(s)}
-                 for (l, h), s in zip(heads[mine], silhouette[mine])]
+        rows += [
+            {
+                "cluster": number,
+                "layer": int(l),
+                "head": int(h),
+                "description": text,
+                "silhouette": float(s),
+            }
+            for (l, h), s in zip(heads[mine], silhouette[mine])
+        ]
     return pd.DataFrame(rows, columns=CLUSTER_COLUMNS)
 
 
@@ -125,11 +156,21 @@ def overview(clusters: pd.DataFrame, max_members: int = 12) -> pd.DataFrame:
         names = [f"L{l}H{h}" for l, h in zip(group["layer"], group["head"])]
         more = f" … and {len(names) - max_members} more" if len(names) > max_members else ""
         low, high = int(group["layer"].min()), int(group["layer"].max())
-        rows.append({"cluster": int(number), "heads": len(group), "layers": f"L{low}" if low == high else f"L{low}–L{high}",
-                     "silhouette": float(group["silhouette"].mean()) if "silhouette" in group else np.nan,
-                     "description": str(group["description"].iloc[0]) if "description" in group else "",
-                     "members": " ".join(names[:max_members]) + more})
-    return pd.DataFrame(rows, columns=["cluster", "heads", "layers", "silhouette", "description", "members"])
+        rows.append(
+            {
+                "cluster": int(number),
+                "heads": len(group),
+                "layers": f"L{low}" if low == high else f"L{low}–L{high}",
+                "silhouette": float(group["silhouette"].mean())
+                if "silhouette" in group
+                else np.nan,
+                "description": str(group["description"].iloc[0]) if "description" in group else "",
+                "members": " ".join(names[:max_members]) + more,
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["cluster", "heads", "layers", "silhouette", "description", "members"]
+    )
 
 
 def separates(clusters: pd.DataFrame) -> bool | None:
@@ -147,21 +188,28 @@ def verdict(clusters: pd.DataFrame, n_unexplained: int | None = None) -> str:
     sizes = clusters["cluster"].value_counts()
     apart = separates(clusters)
     if apart is None:
-        score = ("How well they separate is not known: this run's clusters.csv has no silhouette "
-                 "(rerun `interp classify RUN_DIR`)." if "silhouette" not in clusters else
-                 "With a single group, the heads cannot be told apart on these features.")
+        score = (
+            "How well they separate is not known: this run's clusters.csv has no silhouette "
+            "(rerun `interp classify RUN_DIR`)."
+            if "silhouette" not in clusters
+            else "With a single group, the heads cannot be told apart on these features."
+        )
     else:
         mean = float(clusters["silhouette"].mean())
         if apart:
             score = f"The groups separate (mean silhouette {mean:.2f}; 1: far apart, 0: on the border between two groups)."
         elif mean >= NO_STRUCTURE:
-            score = (f"The groups separate only weakly (mean silhouette {mean:.2f}, under {SEPARATES}): a structure this "
-                     "weak may be an artefact of the clustering, so read each description as a tendency.")
+            score = (
+                f"The groups separate only weakly (mean silhouette {mean:.2f}, under {SEPARATES}): a structure this "
+                "weak may be an artefact of the clustering, so read each description as a tendency."
+            )
         else:
-            score = (f"The groups do not separate (mean silhouette {mean:.2f}, under {NO_STRUCTURE}): the unexplained "
-                     "heads vary along a continuum that these groups only cut, so read each description as a tendency, "
-                     "not a kind of head.")
+            score = (
+                f"The groups do not separate (mean silhouette {mean:.2f}, under {NO_STRUCTURE}): the unexplained "
+                "heads vary along a continuum that these groups only cut, so read each description as a tendency, "
+                "not a kind of head."
+            )
     lead = f"{grouped} heads{of} fall into {len(sizes)} group{'s' if len(sizes) != 1 else ''}. "
     if len(sizes) and sizes.iloc[0] >= DOMINANT * grouped and len(sizes) > 1:
-        lead += (f"One group holds {sizes.iloc[0]} of them: on these features most unexplained heads look alike. ")
+        lead += f"One group holds {sizes.iloc[0]} of them: on these features most unexplained heads look alike. "
     return lead + score

@@ -66,8 +66,16 @@ class HeadRoleClassifier(ClassifierMixin, BaseEstimator):
     max_iter, random_state : passed to the solver / the fold split.
     """
 
-    def __init__(self, C: float = 1.0, interactions: bool = False, calibrate: bool = True, cv: int = 5,
-                 second_min_lift: float = 0.2, max_iter: int = 2000, random_state: int | None = 0):
+    def __init__(
+        self,
+        C: float = 1.0,
+        interactions: bool = False,
+        calibrate: bool = True,
+        cv: int = 5,
+        second_min_lift: float = 0.2,
+        max_iter: int = 2000,
+        random_state: int | None = 0,
+    ):
         self.C = C
         self.interactions = interactions
         self.calibrate = calibrate
@@ -87,7 +95,9 @@ class HeadRoleClassifier(ClassifierMixin, BaseEstimator):
         check_classification_targets(y)
         self.classes_, codes = np.unique(y, return_inverse=True)
         if len(self.classes_) < 2:
-            raise ValueError(f"HeadRoleClassifier needs at least 2 classes, got 1 class ({self.classes_[0]!r})")
+            raise ValueError(
+                f"HeadRoleClassifier needs at least 2 classes, got 1 class ({self.classes_[0]!r})"
+            )
         self.mean_ = X.mean(axis=0)
         scale = X.std(axis=0)
         self.scale_ = np.where(scale > 1e-12, scale, 1.0)
@@ -102,7 +112,9 @@ class HeadRoleClassifier(ClassifierMixin, BaseEstimator):
         what a head of each class shows on every feature anyway (see the module docstring)."""
         names = [str(n) for n in getattr(self, "feature_names_in_", [])]
         k, n = len(self.classes_), X.shape[1]
-        self.own_column_ = np.array([names.index(str(c)) if str(c) in names else -1 for c in self.classes_])
+        self.own_column_ = np.array(
+            [names.index(str(c)) if str(c) in names else -1 for c in self.classes_]
+        )
         self.implied_base_, self.implied_slope_ = np.zeros((k, n)), np.zeros((k, n))
         for c in range(k):
             rows, own = X[codes == c], self.own_column_[c]
@@ -111,7 +123,9 @@ class HeadRoleClassifier(ClassifierMixin, BaseEstimator):
                 continue
             clear = rows[rows[:, own] >= 0.3]
             if len(clear):
-                self.implied_slope_[c] = np.maximum(np.median(clear / clear[:, own:own + 1], axis=0), 0.0)
+                self.implied_slope_[c] = np.maximum(
+                    np.median(clear / clear[:, own : own + 1], axis=0), 0.0
+                )
 
     def _fit_linear(self, Z: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Weights [class, feature] and bias [class] of a softmax over linear scores."""
@@ -133,15 +147,21 @@ class HeadRoleClassifier(ClassifierMixin, BaseEstimator):
             return 1.0
         logits = np.zeros((len(codes), int(codes.max()) + 1))
         if groups is None:
-            split = StratifiedKFold(folds, shuffle=True, random_state=self.random_state).split(Z, codes)
+            split = StratifiedKFold(folds, shuffle=True, random_state=self.random_state).split(
+                Z, codes
+            )
         else:
-            split = StratifiedGroupKFold(folds, shuffle=True, random_state=self.random_state).split(Z, codes, groups)
+            split = StratifiedGroupKFold(folds, shuffle=True, random_state=self.random_state).split(
+                Z, codes, groups
+            )
         for train, test in split:
             w, b = self._fit_linear(Z[train], codes[train])
             logits[test] = Z[test] @ w.T + b
 
         def nll(log_t: float) -> float:
-            return float(-log_softmax(logits / np.exp(log_t), axis=1)[np.arange(len(codes)), codes].mean())
+            return float(
+                -log_softmax(logits / np.exp(log_t), axis=1)[np.arange(len(codes)), codes].mean()
+            )
 
         return float(np.exp(minimize_scalar(nll, bounds=(-3.0, 3.0), method="bounded").x))
 
@@ -171,17 +191,27 @@ class HeadRoleClassifier(ClassifierMixin, BaseEstimator):
         """The second role of each sample (object array, NaN where none holds); see the module doc."""
         logits = self._logits(X)
         X = validate_data(self, X, dtype=np.float64, reset=False)
-        primary_idx = np.argmax(logits, axis=1) if primary is None else np.searchsorted(self.classes_, primary)
+        primary_idx = (
+            np.argmax(logits, axis=1)
+            if primary is None
+            else np.searchsorted(self.classes_, primary)
+        )
         out = np.full(len(X), np.nan, dtype=object)
         names = [str(n) for n in getattr(self, "feature_names_in_", [])]
-        candidates = [(k, names.index(str(c))) for k, c in enumerate(self.classes_)
-                      if str(c) in names and str(c) not in NO_SECOND]
+        candidates = [
+            (k, names.index(str(c)))
+            for k, c in enumerate(self.classes_)
+            if str(c) in names and str(c) not in NO_SECOND
+        ]
         if not candidates:
             return out
         cls, cols = np.array([k for k, _ in candidates]), np.array([j for _, j in candidates])
         own = self.own_column_[primary_idx]
         own_value = np.where(own >= 0, X[np.arange(len(X)), np.maximum(own, 0)], 0.0)
-        implied = self.implied_base_[primary_idx] + self.implied_slope_[primary_idx] * np.maximum(own_value, 0.0)[:, None]
+        implied = (
+            self.implied_base_[primary_idx]
+            + self.implied_slope_[primary_idx] * np.maximum(own_value, 0.0)[:, None]
+        )
         excess = X[:, cols] - implied[:, cols]
         excess[cls[None, :] == primary_idx[:, None]] = -np.inf
         best = np.argmax(excess, axis=1)
@@ -193,11 +223,22 @@ class HeadRoleClassifier(ClassifierMixin, BaseEstimator):
 
     def to_dict(self) -> dict[str, Any]:
         check_is_fitted(self)
-        out: dict[str, Any] = {"params": self.get_params(), "classes": self.classes_.tolist(),
-                               "n_features_in": int(self.n_features_in_)}
+        out: dict[str, Any] = {
+            "params": self.get_params(),
+            "classes": self.classes_.tolist(),
+            "n_features_in": int(self.n_features_in_),
+        }
         if hasattr(self, "feature_names_in_"):
             out["feature_names_in"] = [str(n) for n in self.feature_names_in_]
-        for name in ("mean_", "scale_", "weights_", "bias_", "implied_base_", "implied_slope_", "own_column_"):
+        for name in (
+            "mean_",
+            "scale_",
+            "weights_",
+            "bias_",
+            "implied_base_",
+            "implied_slope_",
+            "own_column_",
+        ):
             out[name.rstrip("_")] = getattr(self, name).tolist()
         out["temperature"] = float(self.temperature_)
         out["n_iter"] = int(self.n_iter_)

@@ -51,7 +51,9 @@ SINK_ROLE = "first_token"
 # one column per role that describes non-sink attention, in catalogue order
 COLUMNS: tuple[str, ...] = tuple(r for r in NAMED_ROLES if r != SINK_ROLE)
 FAMILY_COLUMNS = FEATURE_FAMILY_PREFIX
-LIFT_COLUMNS: tuple[str, ...] = tuple(c for c in COLUMNS if c not in FAMILY_COLUMNS and c != "broad")
+LIFT_COLUMNS: tuple[str, ...] = tuple(
+    c for c in COLUMNS if c not in FAMILY_COLUMNS and c != "broad"
+)
 SINK_MASS = "sink_mass"
 SINK_COLUMNS: tuple[str, ...] = tuple(f"sink:{c}" for c in COLUMNS) + (SINK_MASS,)
 MIN_ARCS = 20
@@ -59,8 +61,12 @@ MIN_QUERIES = 20
 BROAD_MISSING = 0.5
 
 
-def columns_from_arrays(values: np.ndarray, names: list[str] | tuple[str, ...], baselines: np.ndarray,
-                        counts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def columns_from_arrays(
+    values: np.ndarray,
+    names: list[str] | tuple[str, ...],
+    baselines: np.ndarray,
+    counts: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """values float [..., feature] (features in ``names`` order) -> (matrix float [..., column],
     source long [..., column]: the feature index each column was read from, -1 where imputed).
 
@@ -92,13 +98,19 @@ def columns_from_arrays(values: np.ndarray, names: list[str] | tuple[str, ...], 
     return out, source
 
 
-def matrix_from_arrays(values: np.ndarray, names: list[str] | tuple[str, ...], baselines: np.ndarray,
-                       counts: np.ndarray | None = None) -> np.ndarray:
+def matrix_from_arrays(
+    values: np.ndarray,
+    names: list[str] | tuple[str, ...],
+    baselines: np.ndarray,
+    counts: np.ndarray | None = None,
+) -> np.ndarray:
     """The matrix of :func:`columns_from_arrays` alone: float [..., column]."""
     return columns_from_arrays(values, names, baselines, counts)[0]
 
 
-def _best(values: np.ndarray, names, baselines: np.ndarray, counts: np.ndarray, col: str) -> tuple[np.ndarray, np.ndarray]:
+def _best(
+    values: np.ndarray, names, baselines: np.ndarray, counts: np.ndarray, col: str
+) -> tuple[np.ndarray, np.ndarray]:
     """Best lift over a family of features (see the module docstring) and which feature gave it."""
     prefix = FAMILY_COLUMNS[col]
     syntactic = col == "syntactic"
@@ -115,7 +127,9 @@ def _best(values: np.ndarray, names, baselines: np.ndarray, counts: np.ndarray, 
     best = np.take_along_axis(lift, arg[..., None], -1)[..., 0]
     found = np.isfinite(best)
     lowest = -1.0 if syntactic else -np.inf
-    return np.where(found, np.maximum(best, lowest), 0.0), np.where(found, np.asarray(slots)[arg], -1)
+    return np.where(found, np.maximum(best, lowest), 0.0), np.where(
+        found, np.asarray(slots)[arg], -1
+    )
 
 
 def sinks_from_arrays(sinks: np.ndarray, source: np.ndarray, head_sink: np.ndarray) -> np.ndarray:
@@ -151,12 +165,19 @@ def head_frames(features: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     arrays = table_arrays(features)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        matrix, source = columns_from_arrays(arrays.values, arrays.names, arrays.baselines, arrays.counts)
-        head_sink = (arrays.sinks[:, arrays.names.index(SINK_ROLE)] if SINK_ROLE in arrays.names
-                     else np.full(len(matrix), np.nan))
+        matrix, source = columns_from_arrays(
+            arrays.values, arrays.names, arrays.baselines, arrays.counts
+        )
+        head_sink = (
+            arrays.sinks[:, arrays.names.index(SINK_ROLE)]
+            if SINK_ROLE in arrays.names
+            else np.full(len(matrix), np.nan)
+        )
         sinks = sinks_from_arrays(arrays.sinks, source, head_sink)
-    return (pd.DataFrame(matrix, index=arrays.index, columns=list(COLUMNS)),
-            pd.DataFrame(sinks, index=arrays.index, columns=list(SINK_COLUMNS)))
+    return (
+        pd.DataFrame(matrix, index=arrays.index, columns=list(COLUMNS)),
+        pd.DataFrame(sinks, index=arrays.index, columns=list(SINK_COLUMNS)),
+    )
 
 
 @dataclass
@@ -186,6 +207,14 @@ def table_arrays(features: pd.DataFrame) -> TableArrays:
 
     values = wide("value")
     counts = features.groupby("feature", sort=False)["n"].first().reindex(names)
-    index = pd.MultiIndex.from_tuples([(int(l), int(h)) for l, h in values.index], names=["layer", "head"])
-    return TableArrays(values.to_numpy(dtype=float), names, wide("baseline").to_numpy(dtype=float),
-                       wide(SINK_MASS).to_numpy(dtype=float), counts.to_numpy(dtype=float), index)
+    index = pd.MultiIndex.from_tuples(
+        [(int(l), int(h)) for l, h in values.index], names=["layer", "head"]
+    )
+    return TableArrays(
+        values.to_numpy(dtype=float),
+        names,
+        wide("baseline").to_numpy(dtype=float),
+        wide(SINK_MASS).to_numpy(dtype=float),
+        counts.to_numpy(dtype=float),
+        index,
+    )

@@ -56,7 +56,9 @@ class Labels:
 def nonsink_share(labels: np.ndarray, sinks: pd.DataFrame) -> np.ndarray:
     """1 - the sink mass on the queries where each head's (non-sink) label is measured."""
     columns = list(sinks.columns)
-    which = np.array([columns.index(f"sink:{label}" if label in COLUMNS else SINK_MASS) for label in labels])
+    which = np.array(
+        [columns.index(f"sink:{label}" if label in COLUMNS else SINK_MASS) for label in labels]
+    )
     return 1.0 - sinks.to_numpy(dtype=float)[np.arange(len(labels)), which]
 
 
@@ -65,16 +67,24 @@ def sunk(labels: np.ndarray, sinks: pd.DataFrame, nonsink_min: float = NONSINK_M
     return nonsink_share(labels, sinks) < nonsink_min
 
 
-def primary_roles(clf: HeadRoleClassifier, matrix: pd.DataFrame, sinks: pd.DataFrame,
-                  nonsink_min: float = NONSINK_MIN) -> np.ndarray:
+def primary_roles(
+    clf: HeadRoleClassifier,
+    matrix: pd.DataFrame,
+    sinks: pd.DataFrame,
+    nonsink_min: float = NONSINK_MIN,
+) -> np.ndarray:
     """The primary role of each head (str [head]): rows of ``matrix`` (COLUMNS) and ``sinks`` align."""
     labels = np.asarray(clf.predict(matrix[list(COLUMNS)])).astype(object)
     labels[sunk(labels, sinks, nonsink_min)] = SINK_ROLE
     return labels.astype(str)
 
 
-def label_heads(clf: HeadRoleClassifier, matrix: pd.DataFrame, sinks: pd.DataFrame,
-                nonsink_min: float = NONSINK_MIN) -> Labels:
+def label_heads(
+    clf: HeadRoleClassifier,
+    matrix: pd.DataFrame,
+    sinks: pd.DataFrame,
+    nonsink_min: float = NONSINK_MIN,
+) -> Labels:
     """Primary role, confidence, scores and second role of every head (see the module docstring)."""
     X = matrix[list(COLUMNS)]
     proba = clf.predict_proba(X)

@@ -20,8 +20,14 @@ from interp.classify.matrix import COLUMNS, SINK_COLUMNS, matrix_from_arrays
 from interp.classify.primary import primary_roles
 
 
-def replicate_labels(clf: HeadRoleClassifier, replicates: np.ndarray, names: list[str], baselines: np.ndarray,
-                     counts: np.ndarray | None = None, sinks: np.ndarray | None = None) -> np.ndarray:
+def replicate_labels(
+    clf: HeadRoleClassifier,
+    replicates: np.ndarray,
+    names: list[str],
+    baselines: np.ndarray,
+    counts: np.ndarray | None = None,
+    sinks: np.ndarray | None = None,
+) -> np.ndarray:
     """Primary role of every head on every replicate: str [replicate, layer, head].
 
     ``replicates`` float [replicate, layer, feature, head] with features in ``names`` order;
@@ -30,8 +36,10 @@ def replicate_labels(clf: HeadRoleClassifier, replicates: np.ndarray, names: lis
     """
     replicates = np.asarray(replicates, dtype=float)
     if replicates.ndim != 4 or replicates.shape[2] != len(names):
-        raise ValueError(f"replicates must be [replicate, layer, feature, head] with {len(names)} features, "
-                         f"got shape {replicates.shape}")
+        raise ValueError(
+            f"replicates must be [replicate, layer, feature, head] with {len(names)} features, "
+            f"got shape {replicates.shape}"
+        )
     values = replicates.transpose(0, 1, 3, 2)  # [replicate, layer, head, feature]
     with np.errstate(invalid="ignore", divide="ignore"):
         matrix = matrix_from_arrays(values, names, baselines, counts)
@@ -39,13 +47,23 @@ def replicate_labels(clf: HeadRoleClassifier, replicates: np.ndarray, names: lis
     if sinks is None:
         return np.asarray(clf.predict(flat)).reshape(values.shape[:3])
 
-    tiled = np.broadcast_to(sinks[None], values.shape[:3] + (sinks.shape[-1],)).reshape(-1, sinks.shape[-1])
-    return primary_roles(clf, flat, pd.DataFrame(tiled, columns=list(SINK_COLUMNS))).reshape(values.shape[:3])
+    tiled = np.broadcast_to(sinks[None], values.shape[:3] + (sinks.shape[-1],)).reshape(
+        -1, sinks.shape[-1]
+    )
+    return primary_roles(clf, flat, pd.DataFrame(tiled, columns=list(SINK_COLUMNS))).reshape(
+        values.shape[:3]
+    )
 
 
-def stability(clf: HeadRoleClassifier, replicates: np.ndarray | None, names: list[str] | None,
-              baselines: np.ndarray, counts: np.ndarray | None, primary: pd.Series,
-              sinks: np.ndarray | None = None) -> pd.Series:
+def stability(
+    clf: HeadRoleClassifier,
+    replicates: np.ndarray | None,
+    names: list[str] | None,
+    baselines: np.ndarray,
+    counts: np.ndarray | None,
+    primary: pd.Series,
+    sinks: np.ndarray | None = None,
+) -> pd.Series:
     """Share of replicates giving each head its primary role (NaN for every head when
     ``replicates`` is None). ``primary`` is the label per head, indexed by (layer, head)."""
     if replicates is None:

@@ -31,29 +31,38 @@ whose role could be decided by features the run did not measure is ``unmeasured`
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 import pandas as pd
 
 from interp.classify.clusters import cluster_unexplained
+from interp.classify.config import ClassifyConfig
 from interp.classify.estimator import HeadRoleClassifier
 from interp.classify.matrix import SINK_MASS, head_frames, head_matrix, table_arrays
 from interp.classify.primary import label_heads
-from interp.classify.reference.fit import default_classifier, load_classifier, refit as refit_reference
+from interp.classify.reference import REFERENCE_VERSION
+from interp.classify.reference.fit import default_classifier, load_classifier
+from interp.classify.reference.fit import refit as refit_reference
 from interp.classify.stability import grid, stability
 from interp.classify.unmeasured import mark
 from interp.collect.config import FEATURES_VERSION
 from interp.collect.measured import measured_mask
-from interp.classify.config import ClassifyConfig
 from interp.errors import RunError
-from interp.classify.reference import REFERENCE_VERSION
-from interp.roles import ROLE_NAMES, SCORED_ROLES, UNEXPLAINED, UNMEASURED
 from interp.pipeline.tables import ROLES_TABLE
+from interp.roles import ROLE_NAMES, SCORED_ROLES, UNEXPLAINED, UNMEASURED
 
-__all__ = ["ClassifyConfig", "ClassifyResult", "HeadRoleClassifier", "classify", "head_matrix", "run_stage", "write"]
+__all__ = [
+    "ClassifyConfig",
+    "ClassifyResult",
+    "HeadRoleClassifier",
+    "classify",
+    "head_matrix",
+    "run_stage",
+    "write",
+]
 
 REPLICATES_FILE = "feature_replicates.npz"
 REFIT_MODEL_FILE = "classifier.json"
@@ -84,31 +93,45 @@ class ClassifyResult:
     @property
     def per_layer(self) -> pd.DataFrame:
         """Role counts per layer: layer x role."""
-        return pd.crosstab(self.roles["layer"], self.roles["role"]).reindex(columns=list(ROLE_NAMES), fill_value=0)
+        return pd.crosstab(self.roles["layer"], self.roles["role"]).reindex(
+            columns=list(ROLE_NAMES), fill_value=0
+        )
 
     def summary_text(self) -> str:
         """A few lines for the terminal: heads per role, share unexplained, recurring groups."""
         counts = self.counts[self.counts > 0]
-        lines = [f"{len(self.roles)} heads: " + ", ".join(f"{role} {n}" for role, n in counts.items()),
-                 f"unexplained: {self.share_unexplained:.0%}"]
+        lines = [
+            f"{len(self.roles)} heads: " + ", ".join(f"{role} {n}" for role, n in counts.items()),
+            f"unexplained: {self.share_unexplained:.0%}",
+        ]
         if "unmeasured" in self.roles.columns and self.roles["unmeasured"].notna().any():
             named = self.roles["unmeasured"].dropna().value_counts().index[0]
-            lines.append(f"not measured: {named} ({int((self.roles['role'] == UNMEASURED).sum())} heads whose role "
-                         f"they could decide are {UNMEASURED})")
+            lines.append(
+                f"not measured: {named} ({int((self.roles['role'] == UNMEASURED).sum())} heads whose role "
+                f"they could decide are {UNMEASURED})"
+            )
         stability = self.roles["stability"]
         if stability.notna().any():
             lines.append(f"mean stability: {stability.mean():.2f}")
         for number, group in self.clusters.groupby("cluster"):
             members = " ".join(f"L{l}H{h}" for l, h in zip(group["layer"], group["head"]))
-            lines.append(f"unexplained group {number} ({len(group)} heads: {members}): {group['description'].iloc[0]}")
+            lines.append(
+                f"unexplained group {number} ({len(group)} heads: {members}): {group['description'].iloc[0]}"
+            )
         return "\n".join(lines)
 
 
 def _classifier(config: ClassifyConfig) -> HeadRoleClassifier:
-    clf = default_classifier() if config.reference is None else load_classifier(config.reference, config.reference_version)
+    clf = (
+        default_classifier()
+        if config.reference is None
+        else load_classifier(config.reference, config.reference_version)
+    )
     if config.reference is None and config.reference_version != REFERENCE_VERSION:
-        raise RunError(f"this interp ships reference version {REFERENCE_VERSION!r}, the config asks for "
-                       f"{config.reference_version!r}: reclassify with --refit or the matching interp version")
+        raise RunError(
+            f"this interp ships reference version {REFERENCE_VERSION!r}, the config asks for "
+            f"{config.reference_version!r}: reclassify with --refit or the matching interp version"
+        )
     return clf
 
 
@@ -116,13 +139,17 @@ def roles_table(clf: HeadRoleClassifier, matrix: pd.DataFrame, sinks: pd.DataFra
     """layer, head, role, confidence, second_role, sink_mass, score_<role> for every role the
     classifier names (stability added later)."""
     labels = label_heads(clf, matrix, sinks)
-    frame = pd.DataFrame({
-        "layer": matrix.index.get_level_values("layer").astype(int),
-        "head": matrix.index.get_level_values("head").astype(int),
-        "role": labels.primary, "confidence": labels.confidence,
-        "second_role": pd.Series(labels.second, dtype=object).to_numpy(),
-        "sink_mass": sinks[SINK_MASS].to_numpy(), "stability": np.nan,
-    })
+    frame = pd.DataFrame(
+        {
+            "layer": matrix.index.get_level_values("layer").astype(int),
+            "head": matrix.index.get_level_values("head").astype(int),
+            "role": labels.primary,
+            "confidence": labels.confidence,
+            "second_role": pd.Series(labels.second, dtype=object).to_numpy(),
+            "sink_mass": sinks[SINK_MASS].to_numpy(),
+            "stability": np.nan,
+        }
+    )
     for j, role in enumerate(SCORED_ROLES):
         frame[f"score_{role}"] = labels.scores[:, j]
     return frame
@@ -132,38 +159,73 @@ def suite_sinks(roles: pd.DataFrame, sinks: pd.DataFrame | None) -> pd.DataFrame
     """The roles table with ``sink_mass_<suite>`` per suite of the ``sinks`` table (interp.collect.sinks), if any."""
     if sinks is None or sinks.empty:
         return roles
-    wide = sinks.pivot_table(index=["layer", "head"], columns="suite", values="sink_mass", aggfunc="mean", dropna=False)
+    wide = sinks.pivot_table(
+        index=["layer", "head"], columns="suite", values="sink_mass", aggfunc="mean", dropna=False
+    )
     wide.columns = [f"sink_mass_{suite}" for suite in wide.columns]
     return roles.join(wide, on=["layer", "head"])
 
 
-def role_summary(roles: pd.DataFrame, truth: Mapping[tuple[int, int], str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+def role_summary(
+    roles: pd.DataFrame, truth: Mapping[tuple[int, int], str] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """Tidy counts per role for the model and per layer (+ recall per true role), and the confusion table."""
     rows = []
     counts = roles["role"].value_counts()
     for role in ROLE_NAMES:
-        rows.append({"scope": "model", "layer": np.nan, "role": role, "count": int(counts.get(role, 0)),
-                     "share": counts.get(role, 0) / len(roles)})
+        rows.append(
+            {
+                "scope": "model",
+                "layer": np.nan,
+                "role": role,
+                "count": int(counts.get(role, 0)),
+                "share": counts.get(role, 0) / len(roles),
+            }
+        )
     for layer, group in roles.groupby("layer"):
         c = group["role"].value_counts()
         for role in ROLE_NAMES:
-            rows.append({"scope": "layer", "layer": layer, "role": role, "count": int(c.get(role, 0)),
-                         "share": c.get(role, 0) / len(group)})
+            rows.append(
+                {
+                    "scope": "layer",
+                    "layer": layer,
+                    "role": role,
+                    "count": int(c.get(role, 0)),
+                    "share": c.get(role, 0) / len(group),
+                }
+            )
     confusion = None
     if truth:
         known = roles[[(l, h) in truth for l, h in zip(roles["layer"], roles["head"])]]
-        true = pd.Series([truth[(l, h)] for l, h in zip(known["layer"], known["head"])], index=known.index, name="truth")
+        true = pd.Series(
+            [truth[(l, h)] for l, h in zip(known["layer"], known["head"])],
+            index=known.index,
+            name="truth",
+        )
         confusion = pd.crosstab(true, known["role"].rename("predicted"))
         for role, group in known.groupby(true):
-            rows.append({"scope": "truth", "layer": np.nan, "role": role, "count": len(group),
-                         "share": float((group["role"] == role).mean())})
+            rows.append(
+                {
+                    "scope": "truth",
+                    "layer": np.nan,
+                    "role": role,
+                    "count": len(group),
+                    "share": float((group["role"] == role).mean()),
+                }
+            )
     return pd.DataFrame(rows, columns=["scope", "layer", "role", "count", "share"]), confusion
 
 
-def classify(features: pd.DataFrame, replicates: np.ndarray | None = None, names: list[str] | None = None,
-             config: ClassifyConfig = ClassifyConfig(), truth: Mapping[tuple[int, int], str] | None = None,
-             classifier: HeadRoleClassifier | None = None, sinks: pd.DataFrame | None = None,
-             causal: bool | None = None) -> ClassifyResult:
+def classify(
+    features: pd.DataFrame,
+    replicates: np.ndarray | None = None,
+    names: list[str] | None = None,
+    config: ClassifyConfig = ClassifyConfig(),
+    truth: Mapping[tuple[int, int], str] | None = None,
+    classifier: HeadRoleClassifier | None = None,
+    sinks: pd.DataFrame | None = None,
+    causal: bool | None = None,
+) -> ClassifyResult:
     """Label every head of a features table.
 
     replicates: bootstrap replicates of the values, float [replicate, layer, feature, head] with
@@ -192,28 +254,44 @@ def classify(features: pd.DataFrame, replicates: np.ndarray | None = None, names
     roles = suite_sinks(mark(roles, features, matrix, clf, ok, causal), sinks)
     roles = ROLES_TABLE.validate(roles.sort_values(["layer", "head"]).reset_index(drop=True))
     clustered = pd.Series(roles["role"].to_numpy(), index=matrix.index)
-    clusters = cluster_unexplained(matrix.join(shares[[SINK_MASS]]), clustered, config.cluster_distance,
-                                   config.min_cluster_size)
+    clusters = cluster_unexplained(
+        matrix.join(shares[[SINK_MASS]]),
+        clustered,
+        config.cluster_distance,
+        config.min_cluster_size,
+    )
     summary, confusion = role_summary(roles, truth)
     return ClassifyResult(roles, clusters, summary, confusion)
 
 
-def _stability(clf: HeadRoleClassifier, features: pd.DataFrame, replicates: np.ndarray, names: list[str],
-               sinks: pd.DataFrame, primary: pd.Series) -> np.ndarray:
+def _stability(
+    clf: HeadRoleClassifier,
+    features: pd.DataFrame,
+    replicates: np.ndarray,
+    names: list[str],
+    sinks: pd.DataFrame,
+    primary: pd.Series,
+) -> np.ndarray:
     """Stability of every head's primary role on the replicates (features in ``names`` order)."""
     if replicates.ndim != 4:
-        raise ValueError(f"replicates must be [replicate, layer, feature, head], got shape {replicates.shape}")
+        raise ValueError(
+            f"replicates must be [replicate, layer, feature, head], got shape {replicates.shape}"
+        )
     arrays = table_arrays(features)
     where = {name: i for i, name in enumerate(arrays.names)}
     take = np.array([where.get(n, -1) for n in names], dtype=int)
 
-    def reorder(a: np.ndarray) -> np.ndarray:  # [..., table feature] -> [..., names feature], NaN where absent
+    def reorder(
+        a: np.ndarray,
+    ) -> np.ndarray:  # [..., table feature] -> [..., names feature], NaN where absent
         return np.where(take >= 0, a[..., np.maximum(take, 0)], np.nan)
 
     n_layers, n_heads = replicates.shape[1], replicates.shape[3]
     base = grid(reorder(arrays.baselines), arrays.index, n_layers, n_heads)
     sink_grid = grid(sinks.to_numpy(dtype=float), sinks.index, n_layers, n_heads)
-    return stability(clf, replicates, names, base, reorder(arrays.counts), primary, sink_grid).to_numpy()
+    return stability(
+        clf, replicates, names, base, reorder(arrays.counts), primary, sink_grid
+    ).to_numpy()
 
 
 def read_replicates(run_dir: Path) -> tuple[np.ndarray | None, list[str] | None]:
@@ -227,11 +305,15 @@ def read_replicates(run_dir: Path) -> tuple[np.ndarray | None, list[str] | None]
         with np.load(path, allow_pickle=False) as data:
             values, names = np.asarray(data["values"], dtype=float), [str(n) for n in data["names"]]
     except Exception:  # noqa: BLE001  (random bytes, a pickle, a truncated zip: numpy and zipfile raise many types)
-        raise RunError(f"{path} is unreadable or malformed (not a NumPy archive of float arrays 'values' and "
-                       f"'names'); rerun the stage that writes it") from None
+        raise RunError(
+            f"{path} is unreadable or malformed (not a NumPy archive of float arrays 'values' and "
+            f"'names'); rerun the stage that writes it"
+        ) from None
     if values.ndim != 4 or values.shape[2] != len(names):
-        raise RunError(f"{path} is unreadable or malformed (values of shape {values.shape} for {len(names)} feature "
-                       f"names); rerun the stage that writes it")
+        raise RunError(
+            f"{path} is unreadable or malformed (values of shape {values.shape} for {len(names)} feature "
+            f"names); rerun the stage that writes it"
+        )
     return values, names
 
 
@@ -243,10 +325,14 @@ def check_features_version(run_dir: Path) -> None:
     collected = rundir.read_manifest(run_dir).get("stages", {}).get("collect")
     if collected is None:
         return
-    version = (collected.get("config") or {}).get("features_version", collected.get("features_version", 1))
+    version = (collected.get("config") or {}).get(
+        "features_version", collected.get("features_version", 1)
+    )
     if version != FEATURES_VERSION:
-        raise RunError(f"{run_dir} was collected with features version {version}, this interp classifies "
-                       f"version {FEATURES_VERSION}: collect again with `interp collect {run_dir}` or `interp run`")
+        raise RunError(
+            f"{run_dir} was collected with features version {version}, this interp classifies "
+            f"version {FEATURES_VERSION}: collect again with `interp collect {run_dir}` or `interp run`"
+        )
 
 
 def write(run_dir: Path, result: ClassifyResult) -> None:
@@ -265,8 +351,12 @@ def check_inputs(config: ClassifyConfig) -> None:
         load_classifier(config.reference, config.reference_version)
 
 
-def run_stage(run_dir: Path, model: object = None, config: ClassifyConfig = ClassifyConfig(),
-              progress: bool = True) -> dict[str, object]:
+def run_stage(
+    run_dir: Path,
+    model: object = None,
+    config: ClassifyConfig = ClassifyConfig(),
+    progress: bool = True,
+) -> dict[str, object]:
     """The classify stage of a run: read ``features.parquet`` (+ ``feature_replicates.npz``),
     classify, write. The model is not needed (heads are labelled from their features).
 
@@ -279,14 +369,28 @@ def run_stage(run_dir: Path, model: object = None, config: ClassifyConfig = Clas
     run_dir = Path(run_dir)
     features = rundir.read_table(run_dir, "features")
     if features is None:
-        raise RunError(f"{run_dir} has no features table: run `interp collect {run_dir}` (or `interp run`) first")
+        raise RunError(
+            f"{run_dir} has no features table: run `interp collect {run_dir}` (or `interp run`) first"
+        )
     check_features_version(run_dir)
     replicates, names = read_replicates(run_dir)
     classifier = None
     if config.refit:
-        classifier = refit_reference(run_dir, held_out_seed=None, model_name=REFIT_MODEL_FILE, bank_name=REFIT_BANK_FILE)
+        classifier = refit_reference(
+            run_dir, held_out_seed=None, model_name=REFIT_MODEL_FILE, bank_name=REFIT_BANK_FILE
+        )
     causal = (rundir.read_manifest(run_dir).get("model") or {}).get("causal")
-    result = classify(features, replicates, names, config, classifier=classifier,
-                      sinks=rundir.read_table(run_dir, "sinks"), causal=causal if isinstance(causal, bool) else None)
+    result = classify(
+        features,
+        replicates,
+        names,
+        config,
+        classifier=classifier,
+        sinks=rundir.read_table(run_dir, "sinks"),
+        causal=causal if isinstance(causal, bool) else None,
+    )
     write(run_dir, result)
-    return {"reference_version": REFERENCE_VERSION, "share_unexplained": round(result.share_unexplained, 4)}
+    return {
+        "reference_version": REFERENCE_VERSION,
+        "share_unexplained": round(result.share_unexplained, 4),
+    }

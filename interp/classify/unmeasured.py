@@ -48,7 +48,11 @@ def missing_columns(features: pd.DataFrame, causal: bool | None = None) -> tuple
     def measured(col: str) -> bool:
         if col in FAMILY_COLUMNS:
             least = MIN_ARCS if col == "syntactic" else MIN_QUERIES
-            return bool((counts[counts.index.astype(str).str.startswith(FAMILY_COLUMNS[col])] >= least).any())
+            return bool(
+                (
+                    counts[counts.index.astype(str).str.startswith(FAMILY_COLUMNS[col])] >= least
+                ).any()
+            )
         return counts.get(ROLES[col].feature, 0) > 0
 
     if causal is None:
@@ -56,8 +60,9 @@ def missing_columns(features: pd.DataFrame, causal: bool | None = None) -> tuple
     return tuple(c for c in COLUMNS if not measured(c) and not (c == "next_token" and causal))
 
 
-def undecided(clf: HeadRoleClassifier, matrix: pd.DataFrame, primary: np.ndarray,
-              missing: tuple[str, ...]) -> np.ndarray:
+def undecided(
+    clf: HeadRoleClassifier, matrix: pd.DataFrame, primary: np.ndarray, missing: tuple[str, ...]
+) -> np.ndarray:
     """bool [head]: the head's label is ``unexplained`` or a role whose own column is ``missing``,
     and some corner of the missing columns' box makes the classifier name another one."""
     primary = np.asarray(primary).astype(str)
@@ -77,8 +82,14 @@ def undecided(clf: HeadRoleClassifier, matrix: pd.DataFrame, primary: np.ndarray
     return out
 
 
-def mark(roles: pd.DataFrame, features: pd.DataFrame, matrix: pd.DataFrame, clf: HeadRoleClassifier,
-         ok: np.ndarray, causal: bool | None = None) -> pd.DataFrame:
+def mark(
+    roles: pd.DataFrame,
+    features: pd.DataFrame,
+    matrix: pd.DataFrame,
+    clf: HeadRoleClassifier,
+    ok: np.ndarray,
+    causal: bool | None = None,
+) -> pd.DataFrame:
     """The roles table (rows in ``matrix``'s order) with ``measured`` (``ok``: the head's attention
     was measured, interp.collect.measured), ``unmeasured`` and the role ``unmeasured`` where it applies."""
     roles = roles.copy()

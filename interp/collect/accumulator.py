@@ -16,21 +16,39 @@ import numpy as np
 import pandas as pd
 import torch
 
-from interp.collect.features import DIRECTIONS, MASS_FEATURES, STATIC_FEATURES, FeatureContext, Pattern, syntactic_name
 from interp.collect.bootstrap import add_sums, sequence_weights
+from interp.collect.features import (
+    DIRECTIONS,
+    MASS_FEATURES,
+    STATIC_FEATURES,
+    FeatureContext,
+    Pattern,
+    syntactic_name,
+)
 from interp.collect.syntax import arc_sink, best_rule_share, fixed_rule_counts, syntactic
 
 
 class FeatureAccumulator:
-    def __init__(self, n_layers: int, n_heads: int, relations: tuple[str, ...], n_bootstrap: int = 200, seed: int = 0):
+    def __init__(
+        self,
+        n_layers: int,
+        n_heads: int,
+        relations: tuple[str, ...],
+        n_bootstrap: int = 200,
+        seed: int = 0,
+    ):
         self.relations = tuple(relations)
-        self.names = list(STATIC_FEATURES) + [syntactic_name(r, d) for r in self.relations for d in DIRECTIONS]
+        self.names = list(STATIC_FEATURES) + [
+            syntactic_name(r, d) for r in self.relations for d in DIRECTIONS
+        ]
         n_feat = len(self.names)
         self.n_layers, self.n_heads, self.n_static = n_layers, n_heads, len(STATIC_FEATURES)
         shape = (n_layers, n_feat, n_heads)
         # sums over eligible queries: mass on the targets, its uniform baseline, the counted
         # (non-sink) mass they are divided by, and the mass on the first position
-        self.value, self.base, self.weight, self.sink = (torch.zeros(shape, dtype=torch.float64) for _ in range(4))
+        self.value, self.base, self.weight, self.sink = (
+            torch.zeros(shape, dtype=torch.float64) for _ in range(4)
+        )
         self.count = torch.zeros(n_feat, dtype=torch.float64)
         # mass features' raw shares (interp.collect.features), summed over the sequences each reads
         self.raw = torch.zeros((n_layers, self.n_static, n_heads), dtype=torch.float64)
@@ -42,7 +60,17 @@ class FeatureAccumulator:
         self._weights: torch.Tensor | None = None
         self._layers_seen: set[int] = set()
 
-    SUMS = ("value", "base", "weight", "sink", "count", "raw", "raw_sequences", "rep_value", "rep_weight")
+    SUMS = (
+        "value",
+        "base",
+        "weight",
+        "sink",
+        "count",
+        "raw",
+        "raw_sequences",
+        "rep_value",
+        "rep_weight",
+    )
 
     def merge(self, other: FeatureAccumulator) -> None:
         """Add the sums of an accumulator fed other sequences (a shard of the corpus)."""
@@ -54,7 +82,9 @@ class FeatureAccumulator:
         n = ctx.batch.tokens.shape[0]
         self._weights = sequence_weights(self.seed, ctx.batch.index, self.rep_value.shape[0])
         self._layers_seen = set()
-        dummy = ctx.batch.valid.new_zeros((n, 1, 1, 1), dtype=torch.float32).expand(n, 1, *ctx.allowed.shape[1:])
+        dummy = ctx.batch.valid.new_zeros((n, 1, 1, 1), dtype=torch.float32).expand(
+            n, 1, *ctx.allowed.shape[1:]
+        )
         static = [fn(dummy, ctx) for fn in MASS_FEATURES.values()]
         count = [s.count for s in static]
         self.raw_sequences += torch.stack([(s.rows > 0).double() for s in static], 1).sum(0)
@@ -83,27 +113,53 @@ class FeatureAccumulator:
         self.sink[layer] += per_seq("sink", arc_sink(pattern, ctx)).sum(0)
         self.rep_value[:, layer] += torch.einsum("rb,bfh->rfh", self._weights, value)
         self.rep_weight[:, layer] += torch.einsum("rb,bfh->rfh", self._weights, weight)
-        self.raw[layer] += torch.stack([s.raw / s.rows.clamp(min=1)[:, None] for s in sums], 1).sum(0)
+        self.raw[layer] += torch.stack([s.raw / s.rows.clamp(min=1)[:, None] for s in sums], 1).sum(
+            0
+        )
 
     def table(self) -> pd.DataFrame:
         """The tidy features table (see interp.pipeline.tables.FEATURES)."""
         with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices: features without positions
+            warnings.simplefilter(
+                "ignore", RuntimeWarning
+            )  # all-NaN slices: features without positions
             count = self.count.numpy()
             value = _ratio(self.value, self.weight)
             baseline = _ratio(self.base, self.weight)
-            baseline[:, self.n_static:] = best_rule_share(self.rule_hits, count[self.n_static:])[None, :, None]
+            baseline[:, self.n_static :] = best_rule_share(self.rule_hits, count[self.n_static :])[
+                None, :, None
+            ]
             sink = self.sink.numpy() / count[None, :, None]
             raw = np.full(value.shape, np.nan)
-            raw[:, : self.n_static] = _ratio(self.raw, self.raw_sequences[None, :, None].expand_as(self.raw))
+            raw[:, : self.n_static] = _ratio(
+                self.raw, self.raw_sequences[None, :, None].expand_as(self.raw)
+            )
             reps = self.replicates()
-            lo, hi = np.nanquantile(reps, [0.025, 0.975], axis=0) if np.isfinite(reps).any() else (value * np.nan,) * 2
-        layer, feat, head = np.meshgrid(np.arange(self.n_layers), np.arange(len(self.names)), np.arange(self.n_heads), indexing="ij")
-        frame = pd.DataFrame({
-            "layer": layer.ravel(), "head": head.ravel(), "feature": np.array(self.names)[feat.ravel()],
-            "value": value.ravel(), "raw": raw.ravel(), "baseline": baseline.ravel(), "sink_mass": sink.ravel(),
-            "ci_low": lo.ravel(), "ci_high": hi.ravel(), "n": np.broadcast_to(count[None, :, None], value.shape).ravel().astype(int),
-        })
+            lo, hi = (
+                np.nanquantile(reps, [0.025, 0.975], axis=0)
+                if np.isfinite(reps).any()
+                else (value * np.nan,) * 2
+            )
+        layer, feat, head = np.meshgrid(
+            np.arange(self.n_layers),
+            np.arange(len(self.names)),
+            np.arange(self.n_heads),
+            indexing="ij",
+        )
+        frame = pd.DataFrame(
+            {
+                "layer": layer.ravel(),
+                "head": head.ravel(),
+                "feature": np.array(self.names)[feat.ravel()],
+                "value": value.ravel(),
+                "raw": raw.ravel(),
+                "baseline": baseline.ravel(),
+                "sink_mass": sink.ravel(),
+                "ci_low": lo.ravel(),
+                "ci_high": hi.ravel(),
+                "n": np.broadcast_to(count[None, :, None], value.shape).ravel().astype(int),
+            }
+        )
         return frame.sort_values(["layer", "head", "feature"], kind="stable").reset_index(drop=True)
 
     def replicates(self) -> np.ndarray:

@@ -18,19 +18,25 @@ from torch import Tensor
 CHUNK = 1024  # sequences per generator draw
 
 
-def sequence_weights(seed: int, index: Int[Tensor, "batch"], n_replicates: int) -> Float[Tensor, "replicate batch"]:
+def sequence_weights(
+    seed: int, index: Int[Tensor, " batch"], n_replicates: int
+) -> Float[Tensor, "replicate batch"]:
     """Poisson(1) weights of the sequences ``index`` (positions in the corpus) in each replicate."""
     out = torch.empty((n_replicates, len(index)), dtype=torch.float64)
     index = index.long()
     for chunk in torch.unique(index // CHUNK).tolist():
         generator = torch.Generator().manual_seed(seed * 1_000_003 + chunk)
-        draws = torch.poisson(torch.ones(n_replicates, CHUNK, dtype=torch.float64), generator=generator)
+        draws = torch.poisson(
+            torch.ones(n_replicates, CHUNK, dtype=torch.float64), generator=generator
+        )
         mine = index // CHUNK == chunk
         out[:, mine] = draws[:, index[mine] % CHUNK]
     return out
 
 
-def add_sums(target: object, source: object, tensors: tuple[str, ...], counters: tuple[str, ...] = ()) -> None:
+def add_sums(
+    target: object, source: object, tensors: tuple[str, ...], counters: tuple[str, ...] = ()
+) -> None:
     """Add ``source``'s running sums into ``target``'s (the same accumulator class, fed other
     sequences): the named tensors elementwise, the named dicts key by key."""
     if type(source) is not type(target):

@@ -26,7 +26,9 @@ MAX_REPEATED_LENGTH = 100_000  # tokens of a repeated-token half; a model's cont
 MIN_SEQ_LEN = 4
 
 
-CPU_TOKENS_PER_BATCH = 4096  # collect's batch on a CPU, and where an accelerator's batch starts growing
+CPU_TOKENS_PER_BATCH = (
+    4096  # collect's batch on a CPU, and where an accelerator's batch starts growing
+)
 
 
 @config
@@ -69,10 +71,20 @@ class CollectConfig:
     """the version of the feature definitions (a run collected under another is not resumed)"""
 
     def __post_init__(self) -> None:
-        require(self, "max_seq_len", self.max_seq_len is None or self.max_seq_len >= MIN_SEQ_LEN,
-                f"at least {MIN_SEQ_LEN} tokens: shorter probes are too short to measure any feature")
-        require(self, "repeated_lengths", bool(self.repeated_lengths) and min(self.repeated_lengths) >= 2
-                and max(self.repeated_lengths) <= MAX_REPEATED_LENGTH, f"lengths from 2 to {MAX_REPEATED_LENGTH}")
+        require(
+            self,
+            "max_seq_len",
+            self.max_seq_len is None or self.max_seq_len >= MIN_SEQ_LEN,
+            f"at least {MIN_SEQ_LEN} tokens: shorter probes are too short to measure any feature",
+        )
+        require(
+            self,
+            "repeated_lengths",
+            bool(self.repeated_lengths)
+            and min(self.repeated_lengths) >= 2
+            and max(self.repeated_lengths) <= MAX_REPEATED_LENGTH,
+            f"lengths from 2 to {MAX_REPEATED_LENGTH}",
+        )
 
     @property
     def cpu_batch_tokens(self) -> int:
@@ -82,6 +94,10 @@ class CollectConfig:
     def for_quick(self, keep: tuple[str, ...] = ()) -> CollectConfig:
         """A smaller probe set for --quick: the same features on fewer sequences. Fields named in
         ``keep`` (the ones a user set explicitly) stay as they are: a flag wins over --quick."""
-        smaller = {"n_repeated": min(self.n_repeated, 32), "n_syntax": min(self.n_syntax, 300),
-                   "max_sentences": min(self.max_sentences or 120, 120), "n_bootstrap": min(self.n_bootstrap, 100)}
+        smaller = {
+            "n_repeated": min(self.n_repeated, 32),
+            "n_syntax": min(self.n_syntax, 300),
+            "max_sentences": min(self.max_sentences or 120, 120),
+            "n_bootstrap": min(self.n_bootstrap, 100),
+        }
         return dataclasses.replace(self, **{k: v for k, v in smaller.items() if k not in keep})

@@ -30,16 +30,19 @@ from __future__ import annotations
 import io
 import json
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from interp.pipeline.rundir import read_archive, write_bytes
 
 FILE = "exemplars.npz"
-LEGACY_FILE = "exemplars.json"  # one pattern per feature, written by an extra pass (before format 1)
+LEGACY_FILE = (
+    "exemplars.json"  # one pattern per feature, written by an extra pass (before format 1)
+)
 FORMAT_VERSION = 1
 PROBES_PER_SUITE = 2
 MIN_TOKENS = 8  # shorter probes show little (a 3-token pattern says nothing about a local head)
@@ -82,7 +85,10 @@ class Exemplars:
 
 # --- capture (collect stage) -------------------------------------------------------------------
 
-def choose_probes(seqs: Sequence[Any], max_tokens: int, per_suite: int = PROBES_PER_SUITE) -> list[int]:
+
+def choose_probes(
+    seqs: Sequence[Any], max_tokens: int, per_suite: int = PROBES_PER_SUITE
+) -> list[int]:
     """Corpus indices of a few short probes per suite.
 
     Among a suite's probes that fit whole (``MIN_TOKENS`` to ``max_tokens`` tokens): those with
@@ -110,14 +116,21 @@ class ExemplarRecorder:
     ``result()`` returns what was kept.
     """
 
-    def __init__(self, seqs: Sequence[Any], max_tokens: int, n_layers: int, n_heads: int, tokenizer: Any):
+    def __init__(
+        self, seqs: Sequence[Any], max_tokens: int, n_layers: int, n_heads: int, tokenizer: Any
+    ):
         self.index = choose_probes(seqs, max_tokens)
         self._slot = {i: k for k, i in enumerate(self.index)}
         self._seqs = [seqs[i] for i in self.index]
         self._kept = [min(len(s), max_tokens) for s in self._seqs]
         width = max(self._kept, default=0)
-        self._patterns = np.zeros((len(self.index), n_layers, n_heads, width, width), dtype=np.float16)
-        self._labels = [tuple(tokenizer.decode([t]) for t in s.tokens[:n].tolist()) for s, n in zip(self._seqs, self._kept)]
+        self._patterns = np.zeros(
+            (len(self.index), n_layers, n_heads, width, width), dtype=np.float16
+        )
+        self._labels = [
+            tuple(tokenizer.decode([t]) for t in s.tokens[:n].tolist())
+            for s, n in zip(self._seqs, self._kept)
+        ]
         self._rows: list[tuple[int, int]] = []  # (batch row, slot) of the current batch
         self._filled = np.zeros(len(self.index), dtype=bool)  # slots whose probe has been seen
 
@@ -137,12 +150,16 @@ class ExemplarRecorder:
             self._patterns[slot, layer, :, :n, :n] = pattern[row, :, :n, :n].float().cpu().numpy()
 
     def result(self) -> Exemplars:
-        return Exemplars(tuple(
-            Probe(s.suite, s.family, labels, len(s), self._patterns[k, :, :, :n, :n])
-            for k, (s, labels, n) in enumerate(zip(self._seqs, self._labels, self._kept))))
+        return Exemplars(
+            tuple(
+                Probe(s.suite, s.family, labels, len(s), self._patterns[k, :, :, :n, :n])
+                for k, (s, labels, n) in enumerate(zip(self._seqs, self._labels, self._kept))
+            )
+        )
 
 
 # --- storage -----------------------------------------------------------------------------------
+
 
 def to_bytes(exemplars: Exemplars) -> bytes:
     """The npz file of the module docstring."""
@@ -155,12 +172,16 @@ def to_bytes(exemplars: Exemplars) -> bytes:
         patterns[k, :, :, :n, :n] = p.patterns
     buffer = io.BytesIO()
     np.savez_compressed(
-        buffer, version=np.int64(FORMAT_VERSION), patterns=patterns,
+        buffer,
+        version=np.int64(FORMAT_VERSION),
+        patterns=patterns,
         n_tokens=np.array([len(p.tokens) for p in probes], dtype=np.int64),
         full_length=np.array([p.full_length for p in probes], dtype=np.int64),
         # JSON keeps every character of a label (numpy's str arrays drop trailing NULs).
         tokens=np.array([json.dumps(list(p.tokens)) for p in probes], dtype=str),
-        suite=np.array([p.suite for p in probes], dtype=str), family=np.array([p.family for p in probes], dtype=str))
+        suite=np.array([p.suite for p in probes], dtype=str),
+        family=np.array([p.family for p in probes], dtype=str),
+    )
     return buffer.getvalue()
 
 
@@ -182,7 +203,9 @@ def read_exemplars(run_dir: Path) -> Exemplars | None:
         arrays = read_archive(path, FIELDS, FORMAT_VERSION)
         return None if arrays is None else Exemplars(tuple(_probes(arrays)))
     except (OSError, ValueError, KeyError, IndexError, EOFError, zipfile.BadZipFile) as exc:
-        raise ExemplarsUnreadable(f"{path} is unreadable ({exc}); rerun `interp collect {run_dir}`") from None
+        raise ExemplarsUnreadable(
+            f"{path} is unreadable ({exc}); rerun `interp collect {run_dir}`"
+        ) from None
 
 
 def _probes(arrays: dict[str, np.ndarray]) -> list[Probe]:
@@ -191,6 +214,13 @@ def _probes(arrays: dict[str, np.ndarray]) -> list[Probe]:
         tokens = tuple(str(t) for t in json.loads(str(arrays["tokens"][k])))
         if len(tokens) != n:
             raise ValueError(f"probe {k} has {len(tokens)} token labels for {n} tokens")
-        probes.append(Probe(str(arrays["suite"][k]), str(arrays["family"][k]), tokens,
-                            int(arrays["full_length"][k]), arrays["patterns"][k, :, :, :n, :n]))
+        probes.append(
+            Probe(
+                str(arrays["suite"][k]),
+                str(arrays["family"][k]),
+                tokens,
+                int(arrays["full_length"][k]),
+                arrays["patterns"][k, :, :, :n, :n],
+            )
+        )
     return probes

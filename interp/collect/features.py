@@ -51,10 +51,9 @@ sink is no word, so it needs no renormalising), next to the accuracy of the best
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-import numpy as np
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
@@ -82,7 +81,9 @@ def end_name(j: int) -> str:
     return f"{POSITION_PREFIX}end-{j}"
 
 
-POSITION_FEATURES: tuple[str, ...] = tuple(position_name(k) for k in POSITIONS) + tuple(end_name(j) for j in FROM_END)
+POSITION_FEATURES: tuple[str, ...] = tuple(position_name(k) for k in POSITIONS) + tuple(
+    end_name(j) for j in FROM_END
+)
 # Which probe families each feature reads. Induction and duplicate-token heads are judged on
 # repeated random tokens, where a copy is never explained by grammar or topic; the sink on all.
 FEATURE_FAMILIES: dict[str, tuple[str, ...]] = {
@@ -125,9 +126,11 @@ class FeatureSums:
     baseline: Float[Tensor, "batch head"]  # the same mass spread uniformly over the counted keys
     weight: Float[Tensor, "batch head"]  # mass on the counted keys (non-sink)
     sink: Float[Tensor, "batch head"]  # mass on the first position
-    count: Float[Tensor, "batch"]  # eligible queries
-    raw: Float[Tensor, "batch head"]  # mass on the raw targets over every query row (NaN: no raw share)
-    rows: Float[Tensor, "batch"]  # query rows of the sequences the feature reads (0: not read)
+    count: Float[Tensor, " batch"]  # eligible queries
+    raw: Float[
+        Tensor, "batch head"
+    ]  # mass on the raw targets over every query row (NaN: no raw share)
+    rows: Float[Tensor, " batch"]  # query rows of the sequences the feature reads (0: not read)
 
 
 @dataclass
@@ -143,12 +146,12 @@ class FeatureContext:
     local_window: int
     relations: tuple[str, ...]
     # syntactic arcs flattened over the batch: query token, gold word, query word, feature slot
-    arc_batch: Int[Tensor, "arc"]
-    arc_query: Int[Tensor, "arc"]
-    arc_gold: Int[Tensor, "arc"]
-    arc_slot: Int[Tensor, "arc"]  # index into syntactic_features()
+    arc_batch: Int[Tensor, " arc"]
+    arc_query: Int[Tensor, " arc"]
+    arc_gold: Int[Tensor, " arc"]
+    arc_slot: Int[Tensor, " arc"]  # index into syntactic_features()
 
-    def family_gate(self, feature: str) -> Bool[Tensor, "batch"]:
+    def family_gate(self, feature: str) -> Bool[Tensor, " batch"]:
         """Which sequences this feature reads."""
         ids = torch.tensor([FAMILIES.index(f) for f in families_of(feature)])
         return torch.isin(self.batch.family, ids)
@@ -157,7 +160,9 @@ class FeatureContext:
         return [syntactic_name(r, d) for r in self.relations for d in DIRECTIONS]
 
 
-def context(batch: ProbeBatch, relations: tuple[str, ...] = (), local_window: int = 3) -> FeatureContext:
+def context(
+    batch: ProbeBatch, relations: tuple[str, ...] = (), local_window: int = 3
+) -> FeatureContext:
     valid = batch.valid
     n, width = valid.shape
     allowed = valid[:, :, None] & valid[:, None, :]
@@ -168,8 +173,20 @@ def context(batch: ProbeBatch, relations: tuple[str, ...] = (), local_window: in
     sink[:, 0] = valid[:, 0]
     n_open = (allowed & ~sink[:, None, :]).sum(-1).double()
     ab, aq, ag, aslot = _flatten_arcs(batch, len(relations))
-    return FeatureContext(batch, allowed, allowed.sum(-1).clamp(min=1).double(), content, sink, n_open,
-                          local_window, tuple(relations), ab, aq, ag, aslot)
+    return FeatureContext(
+        batch,
+        allowed,
+        allowed.sum(-1).clamp(min=1).double(),
+        content,
+        sink,
+        n_open,
+        local_window,
+        tuple(relations),
+        ab,
+        aq,
+        ag,
+        aslot,
+    )
 
 
 def _flatten_arcs(batch: ProbeBatch, n_relations: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -189,9 +206,16 @@ def _flatten_arcs(batch: ProbeBatch, n_relations: int) -> tuple[Tensor, Tensor, 
 # --- sums over eligible queries ---------------------------------------------------------
 
 
-def _sums(pattern: Pattern, ctx: FeatureContext, mass: Float[Tensor, "batch head q"], queries: Bool[Tensor, "batch q"],
-          n_targets: Float[Tensor, "batch q"] | Int[Tensor, "batch q"], feature: str, skip_self: bool = False,
-          raw: Float[Tensor, "batch head"] | None = None) -> FeatureSums:
+def _sums(
+    pattern: Pattern,
+    ctx: FeatureContext,
+    mass: Float[Tensor, "batch head q"],
+    queries: Bool[Tensor, "batch q"],
+    n_targets: Float[Tensor, "batch q"] | Int[Tensor, "batch q"],
+    feature: str,
+    skip_self: bool = False,
+    raw: Float[Tensor, "batch head"] | None = None,
+) -> FeatureSums:
     """Sum over eligible ``queries`` of the ``mass`` each puts on its ``n_targets`` target keys.
 
     The counted keys are the visible non-sink keys (and not the query itself with ``skip_self``);
@@ -207,17 +231,25 @@ def _sums(pattern: Pattern, ctx: FeatureContext, mass: Float[Tensor, "batch head
     q = queries.double()[:, None, :]
     share = (n_targets.double() / n_keys.clamp(min=1))[:, None, :]
     value = (mass.double() * q).sum(-1)
-    return FeatureSums(value, (counted * share * q).sum(-1), (counted * q).sum(-1), (sink * q).sum(-1),
-                       queries.sum(-1).double(), value if raw is None else raw, _rows(ctx, feature))
+    return FeatureSums(
+        value,
+        (counted * share * q).sum(-1),
+        (counted * q).sum(-1),
+        (sink * q).sum(-1),
+        queries.sum(-1).double(),
+        value if raw is None else raw,
+        _rows(ctx, feature),
+    )
 
 
-def _rows(ctx: FeatureContext, feature: str) -> Float[Tensor, "batch"]:
+def _rows(ctx: FeatureContext, feature: str) -> Float[Tensor, " batch"]:
     """Every query row (valid position) of the sequences the feature reads: raw's denominator."""
     return (ctx.batch.valid & ctx.family_gate(feature)[:, None]).sum(-1).double()
 
 
-def _detection_mass(pattern: Pattern, ctx: FeatureContext, targets: Bool[Tensor, "batch q k"],
-                    feature: str) -> Float[Tensor, "batch head"]:
+def _detection_mass(
+    pattern: Pattern, ctx: FeatureContext, targets: Bool[Tensor, "batch q k"], feature: str
+) -> Float[Tensor, "batch head"]:
     """detect_head's numerator: the mass on a detection pattern ``targets`` summed over every query
     row of the sequences the feature reads (valid keys only: padding is no key)."""
     rows = ctx.batch.valid & ctx.family_gate(feature)[:, None]
@@ -262,13 +294,26 @@ def _queries(ctx: FeatureContext, feature: str) -> Bool[Tensor, "batch q"]:
 # --- mask-based features ----------------------------------------------------------------
 
 
-def _offset_feature(pattern: Pattern, ctx: FeatureContext, offset: int, feature: str,
-                    raw: Float[Tensor, "batch head"] | None = None) -> FeatureSums:
+def _offset_feature(
+    pattern: Pattern,
+    ctx: FeatureContext,
+    offset: int,
+    feature: str,
+    raw: Float[Tensor, "batch head"] | None = None,
+) -> FeatureSums:
     target_ok = _shifted(ctx.content & ~ctx.sink, offset)
     if ctx.batch.causal and offset > 0:
         target_ok = torch.zeros_like(target_ok)
     queries = _queries(ctx, feature) & target_ok & (ctx.n_open >= 2)
-    return _sums(pattern, ctx, _offset_mass(pattern, offset), queries, torch.ones_like(ctx.n_open), feature, raw=raw)
+    return _sums(
+        pattern,
+        ctx,
+        _offset_mass(pattern, offset),
+        queries,
+        torch.ones_like(ctx.n_open),
+        feature,
+        raw=raw,
+    )
 
 
 def previous_token(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
@@ -299,12 +344,25 @@ def first_token(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
     sink = (pattern[..., 0].double() * q).sum(-1)
     count = queries.sum(-1).double()
     heads = torch.ones_like(sink)
-    return FeatureSums(sink, (q / ctx.n_allowed[:, None, :]).sum(-1) * heads, count[:, None] * heads, sink, count,
-                       sink, _rows(ctx, "first_token"))
+    return FeatureSums(
+        sink,
+        (q / ctx.n_allowed[:, None, :]).sum(-1) * heads,
+        count[:, None] * heads,
+        sink,
+        count,
+        sink,
+        _rows(ctx, "first_token"),
+    )
 
 
-def _mask_feature(pattern: Pattern, ctx: FeatureContext, targets: Bool[Tensor, "batch q k"], feature: str,
-                  skip_self: bool = False, raw: Float[Tensor, "batch head"] | None = None) -> FeatureSums:
+def _mask_feature(
+    pattern: Pattern,
+    ctx: FeatureContext,
+    targets: Bool[Tensor, "batch q k"],
+    feature: str,
+    skip_self: bool = False,
+    raw: Float[Tensor, "batch head"] | None = None,
+) -> FeatureSums:
     """The feature whose targets are a key mask per query (visible non-sink keys)."""
     n_targets = targets.sum(-1)
     queries = _queries(ctx, feature) & (n_targets > 0)
@@ -347,7 +405,9 @@ def induction(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
     """
     tok = ctx.batch.tokens
     follows = tok[:, :, None] == torch.roll(tok, 1, dims=1)[:, None, :]  # tok[k-1] == tok[q]
-    upto_q = torch.ones_like(ctx.allowed[0]).tril() & (torch.arange(tok.shape[1]) >= 1)  # 1 <= k <= q
+    upto_q = torch.ones_like(ctx.allowed[0]).tril() & (
+        torch.arange(tok.shape[1]) >= 1
+    )  # 1 <= k <= q
     raw = _detection_mass(pattern, ctx, follows & upto_q, "induction")
     prev_content = _shifted(ctx.content, -1)
     targets = _open_keys(ctx) & _earlier(ctx) & follows & prev_content[:, None, :]
@@ -379,7 +439,9 @@ def broad(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
     [CLS] and [SEP] are set aside); 0 for one-hot attention. Averaged over queries with at least
     two content keys, weighted by the mass each puts on content keys; the baseline is 1.
     """
-    keys = (ctx.allowed & ctx.content[:, None, :] & ~ctx.sink[:, None, :]).to(pattern.dtype)  # [batch, q, k]
+    keys = (ctx.allowed & ctx.content[:, None, :] & ~ctx.sink[:, None, :]).to(
+        pattern.dtype
+    )  # [batch, q, k]
     n_keys = keys.sum(-1).double()
     queries = _queries(ctx, "broad") & (n_keys >= 2)
     p = pattern * keys[:, None]
@@ -389,11 +451,20 @@ def broad(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
     q = queries.double()[:, None, :]
     value = (mass * entropy / torch.log(n_keys.clamp(min=2))[:, None, :] * q).sum(-1)
     weight = (mass * q).sum(-1)
-    return FeatureSums(value, weight.clone(), weight, (pattern[..., 0].double() * q).sum(-1), queries.sum(-1).double(),
-                       torch.full_like(value, torch.nan), _rows(ctx, "broad"))  # an entropy: no raw share
+    return FeatureSums(
+        value,
+        weight.clone(),
+        weight,
+        (pattern[..., 0].double() * q).sum(-1),
+        queries.sum(-1).double(),
+        torch.full_like(value, torch.nan),
+        _rows(ctx, "broad"),
+    )  # an entropy: no raw share
 
 
-def position(pattern: Pattern, ctx: FeatureContext, k: int | None = None, from_end: int | None = None) -> FeatureSums:
+def position(
+    pattern: Pattern, ctx: FeatureContext, k: int | None = None, from_end: int | None = None
+) -> FeatureSums:
     """Mass on one fixed position: absolute ``k`` (k >= 1), or ``from_end`` positions before the
     last token ([SEP]; encoders only: a causal query does not see the end).
 
@@ -421,11 +492,17 @@ def position(pattern: Pattern, ctx: FeatureContext, k: int | None = None, from_e
     return _sums(pattern, ctx, mass, queries, torch.ones_like(ctx.n_open), name)
 
 
-def _position_fn(k: int | None = None, from_end: int | None = None) -> Callable[[Pattern, FeatureContext], FeatureSums]:
+def _position_fn(
+    k: int | None = None, from_end: int | None = None
+) -> Callable[[Pattern, FeatureContext], FeatureSums]:
     def fn(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
         return position(pattern, ctx, k, from_end)
 
-    where = f"absolute position {k}" if from_end is None else f"the position {from_end} before the last token"
+    where = (
+        f"absolute position {k}"
+        if from_end is None
+        else f"the position {from_end} before the last token"
+    )
     fn.__doc__ = f"Mass on {where}, over queries it is far from (see position)."
     return fn
 

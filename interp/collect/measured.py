@@ -36,7 +36,9 @@ def measured(features: pd.DataFrame) -> pd.Series:
     if rows.empty:
         return pd.Series(True, index=heads, name="measured")
     lost = rows["value"].isna().to_numpy() & (rows["n"].to_numpy() > 0)
-    bad = pd.Series(lost, index=pd.MultiIndex.from_arrays([rows["layer"].astype(int), rows["head"].astype(int)]))
+    bad = pd.Series(
+        lost, index=pd.MultiIndex.from_arrays([rows["layer"].astype(int), rows["head"].astype(int)])
+    )
     bad = bad.groupby(level=[0, 1]).any().reindex(heads, fill_value=False)
     return (~bad).rename("measured").rename_axis(["layer", "head"])
 
@@ -49,12 +51,17 @@ def check_measured(features: pd.DataFrame) -> None:
         return
     first = min(layer for layer, _ in lost)
     if len(lost) > MOSTLY * len(ok):
-        raise RunError(f"the model's attention is NaN or infinite in {len(lost)} of {len(ok)} heads (from layer "
-                       f"{first} on): nothing can be measured; check the weights, or load the model with --dtype "
-                       f"float32 if it overflows in half precision")
-    warnings.warn(f"the model's attention is NaN or infinite in {len(lost)} of {len(ok)} heads (from layer {first} "
-                  f"on): their features stay NaN and they get no role (roles column measured = 0)",
-                  InterpWarning, stacklevel=2)
+        raise RunError(
+            f"the model's attention is NaN or infinite in {len(lost)} of {len(ok)} heads (from layer "
+            f"{first} on): nothing can be measured; check the weights, or load the model with --dtype "
+            f"float32 if it overflows in half precision"
+        )
+    warnings.warn(
+        f"the model's attention is NaN or infinite in {len(lost)} of {len(ok)} heads (from layer {first} "
+        f"on): their features stay NaN and they get no role (roles column measured = 0)",
+        InterpWarning,
+        stacklevel=2,
+    )
 
 
 def measured_mask(features: pd.DataFrame, index: pd.MultiIndex) -> np.ndarray:

@@ -50,14 +50,25 @@ class Treebanks:
         corpora = tuple(dict.fromkeys(s.suite for s in seqs if s.family == SYNTAX))
         chosen = feature_corpora(corpora, pool)
         reads = torch.tensor([s.suite in chosen for s in seqs], dtype=torch.bool)
-        held = {int(r) for s in seqs if s.suite in chosen and s.arcs is not None for r in s.arcs[:, 2].tolist()}
+        held = {
+            int(r)
+            for s in seqs
+            if s.suite in chosen and s.arcs is not None
+            for r in s.arcs[:, 2].tolist()
+        }
         kept = [i for i in range(len(relations)) if i in held]
         slot_map = torch.full((len(relations) * len(DIRECTIONS),), -1, dtype=torch.long)
         for new, old in enumerate(kept):
             for d in range(len(DIRECTIONS)):
                 slot_map[old * len(DIRECTIONS) + d] = new * len(DIRECTIONS) + d
-        return cls(corpora, chosen, tuple(corpora.index(s.suite) if s.suite in corpora else -1 for s in seqs),
-                   tuple(relations[i] for i in kept), reads, slot_map)
+        return cls(
+            corpora,
+            chosen,
+            tuple(corpora.index(s.suite) if s.suite in corpora else -1 for s in seqs),
+            tuple(relations[i] for i in kept),
+            reads,
+            slot_map,
+        )
 
     def for_features(self, ctx: FeatureContext) -> FeatureContext:
         """The batch's context as the feature accumulator reads it: only the chosen treebanks' arcs."""
@@ -81,11 +92,21 @@ class CollectJob:
         """Empty accumulators for a shard (or for the merged totals)."""
         n_layers, n_heads = model.n_layers, model.n_heads
         return CollectState(
-            FeatureAccumulator(n_layers, n_heads, self.treebanks.feature_relations, self.n_bootstrap, self.seed),
-            SyntaxAccumulator(n_layers, n_heads, self.relations, self.treebanks.corpora, self.treebanks.corpus_of,
-                              self.n_bootstrap, self.seed),
+            FeatureAccumulator(
+                n_layers, n_heads, self.treebanks.feature_relations, self.n_bootstrap, self.seed
+            ),
+            SyntaxAccumulator(
+                n_layers,
+                n_heads,
+                self.relations,
+                self.treebanks.corpora,
+                self.treebanks.corpus_of,
+                self.n_bootstrap,
+                self.seed,
+            ),
             SuiteSinks(n_layers, n_heads, [s.suite for s in self.seqs]),
-            ExemplarRecorder(self.seqs, self.exemplar_tokens, n_layers, n_heads, model.tokenizer))
+            ExemplarRecorder(self.seqs, self.exemplar_tokens, n_layers, n_heads, model.tokenizer),
+        )
 
 
 @dataclass
@@ -117,14 +138,20 @@ def partition(groups: list[list[int]], size: int = SHARD_SEQUENCES) -> list[list
     return shards + ([current] if current else [])
 
 
-def run_shard(model: LoadedModel, job: CollectJob, groups: list[list[int]],
-              done: Callable[[int], None] = lambda n: None) -> CollectState:
+def run_shard(
+    model: LoadedModel,
+    job: CollectJob,
+    groups: list[list[int]],
+    done: Callable[[int], None] = lambda n: None,
+) -> CollectState:
     """One shard's batches through the model, every layer's pattern folded into fresh sums."""
     state = job.new_state(model)
     ctx: FeatureContext | None = None
     features_ctx: FeatureContext | None = None
 
-    def on_pattern(layer: int, pattern: torch.Tensor) -> None:  # during the pass of the current batch (ctx)
+    def on_pattern(
+        layer: int, pattern: torch.Tensor
+    ) -> None:  # during the pass of the current batch (ctx)
         state.sinks.add_layer(layer, pattern, ctx)
         state.features.add_layer(layer, pattern, features_ctx)
         state.syntax.add_layer(layer, pattern, ctx)
@@ -148,8 +175,9 @@ class Collector(Protocol):
 
     model: LoadedModel
 
-    def run(self, job: CollectJob, shards: list[list[list[int]]],
-            done: Callable[[int], None]) -> Iterator[tuple[int, CollectState]]: ...
+    def run(
+        self, job: CollectJob, shards: list[list[list[int]]], done: Callable[[int], None]
+    ) -> Iterator[tuple[int, CollectState]]: ...
 
 
 class LocalCollector:
@@ -158,14 +186,19 @@ class LocalCollector:
     def __init__(self, model: LoadedModel):
         self.model = model
 
-    def run(self, job: CollectJob, shards: list[list[list[int]]],
-            done: Callable[[int], None]) -> Iterator[tuple[int, CollectState]]:
+    def run(
+        self, job: CollectJob, shards: list[list[list[int]]], done: Callable[[int], None]
+    ) -> Iterator[tuple[int, CollectState]]:
         for i, groups in enumerate(shards):
             yield i, run_shard(self.model, job, groups, done)
 
 
-def run_shards(collector: Collector, job: CollectJob, shards: list[list[list[int]]],
-               done: Callable[[int], None] = lambda n: None) -> CollectState:
+def run_shards(
+    collector: Collector,
+    job: CollectJob,
+    shards: list[list[list[int]]],
+    done: Callable[[int], None] = lambda n: None,
+) -> CollectState:
     """Every shard run by ``collector``, their sums added into empty totals in shard order (a
     shard that comes back early waits for those before it), so the totals never depend on
     where or in what order the shards ran."""

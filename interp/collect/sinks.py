@@ -13,7 +13,7 @@ Sums stream like the features' (interp.collect.accumulator).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -54,9 +54,22 @@ class SuiteSinks:
         """The tidy ``sinks`` table (see interp.pipeline.tables): layer, head, suite, sink_mass, n."""
         count = self.count.numpy()
         with np.errstate(invalid="ignore", divide="ignore"):
-            sink = self.mass.numpy() / count[None, :, None]  # NaN where a suite has no content query
-        layer, suite, head = np.meshgrid(np.arange(self.n_layers), np.arange(len(self.suites)), np.arange(self.n_heads),
-                                         indexing="ij")
-        frame = pd.DataFrame({"layer": layer.ravel(), "head": head.ravel(), "suite": np.array(self.suites, dtype=object)[suite.ravel()],
-                              "sink_mass": sink.ravel(), "n": count[suite.ravel()].astype(int)})
+            sink = (
+                self.mass.numpy() / count[None, :, None]
+            )  # NaN where a suite has no content query
+        layer, suite, head = np.meshgrid(
+            np.arange(self.n_layers),
+            np.arange(len(self.suites)),
+            np.arange(self.n_heads),
+            indexing="ij",
+        )
+        frame = pd.DataFrame(
+            {
+                "layer": layer.ravel(),
+                "head": head.ravel(),
+                "suite": np.array(self.suites, dtype=object)[suite.ravel()],
+                "sink_mass": sink.ravel(),
+                "n": count[suite.ravel()].astype(int),
+            }
+        )
         return frame.sort_values(["layer", "head"], kind="stable").reset_index(drop=True)

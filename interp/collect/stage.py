@@ -26,15 +26,15 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from interp.model import memory
-from interp.pipeline import rundir
 from interp.collect.config import CollectConfig
-from interp.errors import CorpusError
 from interp.collect.exemplars import Exemplars, write_exemplars
 from interp.collect.features import DIRECTIONS, STATIC_FEATURES
-from interp.collect.shards import CollectJob, LocalCollector, Treebanks, partition, run_shards
 from interp.collect.measured import check_measured, measured, measured_mask
+from interp.collect.shards import CollectJob, LocalCollector, Treebanks, partition, run_shards
+from interp.errors import CorpusError
+from interp.model import memory
 from interp.model.load import LoadedModel
+from interp.pipeline import rundir
 from interp.probes.align import Aligner
 from interp.probes.base import ProbeSequence, Suite
 from interp.probes.batch import bucket
@@ -49,11 +49,19 @@ class CollectResult:
     relations: tuple[str, ...]
     replicates: np.ndarray  # float [replicate, layer, feature, head]: bootstrap values
     names: list[str]  # feature names, in the replicates' feature order
-    exemplars: Exemplars | None = None  # every head's pattern on a few short probes (the report draws them)
-    syntax: pd.DataFrame | None = None  # the syntax table: each treebank's best heads per relation and direction
-    syntactic_corpora: tuple[str, ...] = ()  # the treebanks the features' syntactic:* values rest on
+    exemplars: Exemplars | None = (
+        None  # every head's pattern on a few short probes (the report draws them)
+    )
+    syntax: pd.DataFrame | None = (
+        None  # the syntax table: each treebank's best heads per relation and direction
+    )
+    syntactic_corpora: tuple[
+        str, ...
+    ] = ()  # the treebanks the features' syntactic:* values rest on
     sinks: pd.DataFrame | None = None  # the sinks table: every head's sink mass per suite
-    skipped: dict[str, str] = field(default_factory=dict)  # suites asked for but skipped -> why (interp.probes.align)
+    skipped: dict[str, str] = field(
+        default_factory=dict
+    )  # suites asked for but skipped -> why (interp.probes.align)
 
 
 def build_suites(config: CollectConfig) -> list[Suite]:
@@ -82,11 +90,15 @@ def user_suite(path: str, sentences: list, taken: set[str] = frozenset()) -> Sui
 
     family = SYNTAX if any(s.arcs for s in sentences) else NATURAL
     name = f"user:{Path(path).stem}"
-    name = next(n for n in (name, *(f"{name}-{i}" for i in range(2, len(taken) + 3))) if n not in taken)
+    name = next(
+        n for n in (name, *(f"{name}-{i}" for i in range(2, len(taken) + 3))) if n not in taken
+    )
     return Suite(name, family, tuple(sentences), card=f"user corpus {path}")
 
 
-def encode_all(model: LoadedModel, config: CollectConfig, suites: list[Suite]) -> tuple[list[ProbeSequence], Aligner]:
+def encode_all(
+    model: LoadedModel, config: CollectConfig, suites: list[Suite]
+) -> tuple[list[ProbeSequence], Aligner]:
     aligner = Aligner(model, config.max_seq_len)
     seqs: list[ProbeSequence] = []
     for suite in suites:
@@ -105,7 +117,9 @@ def corpus_summary(seqs: list[ProbeSequence]) -> dict[str, dict[str, Any]]:
     for name in dict.fromkeys(s.suite for s in seqs):
         mine = [s for s in seqs if s.suite == name]
         out[name] = {
-            "family": mine[0].family, "n_sequences": len(mine), "n_tokens": int(sum(len(s) for s in mine)),
+            "family": mine[0].family,
+            "n_sequences": len(mine),
+            "n_tokens": int(sum(len(s) for s in mine)),
             "hash": corpus_hash([",".join(map(str, s.tokens.tolist())) for s in mine]),
         }
     return out
@@ -118,23 +132,40 @@ def accumulated_columns(relations: tuple[str, ...], n_treebanks: int) -> int:
     return len(STATIC_FEATURES) + len(DIRECTIONS) * len(relations) * (1 + n_treebanks)
 
 
-def batch_budget(model: LoadedModel, config: CollectConfig, seqs: list[ProbeSequence], relations: tuple[str, ...],
-                 n_treebanks: int = 0) -> int:
+def batch_budget(
+    model: LoadedModel,
+    config: CollectConfig,
+    seqs: list[ProbeSequence],
+    relations: tuple[str, ...],
+    n_treebanks: int = 0,
+) -> int:
     """Padded tokens per batch: the configured budget, or less where memory is short (see
     interp.model.memory; refused with one line when not even the longest probe fits); none
     configured: 4096 on a CPU, grown to the free memory on an accelerator."""
+
     def groups(budget: int) -> list[tuple[int, int]]:
         return [(len(g), max(len(seqs[i]) for i in g)) for g in bucket(seqs, budget)]
 
     n_features = accumulated_columns(relations, n_treebanks)
     configured = config.max_tokens_per_batch
-    return memory.collect_budget(memory.Shape.of(model), [len(s) for s in seqs], config.cpu_batch_tokens,
-                                 n_features, config.n_bootstrap, groups, model.device,
-                                 grow=configured is None and model.device != "cpu")
+    return memory.collect_budget(
+        memory.Shape.of(model),
+        [len(s) for s in seqs],
+        config.cpu_batch_tokens,
+        n_features,
+        config.n_bootstrap,
+        groups,
+        model.device,
+        grow=configured is None and model.device != "cpu",
+    )
 
 
-def collect(model: LoadedModel, config: CollectConfig = CollectConfig(), suites: list[Suite] | None = None,
-            progress: bool = True) -> CollectResult:
+def collect(
+    model: LoadedModel,
+    config: CollectConfig = CollectConfig(),
+    suites: list[Suite] | None = None,
+    progress: bool = True,
+) -> CollectResult:
     """Gather every head's features over the probe suites in one streaming pass, shard by shard
     (:mod:`interp.collect.shards`), the shards' sums merged in shard order."""
     suites = build_suites(config) if suites is None else suites
@@ -142,17 +173,41 @@ def collect(model: LoadedModel, config: CollectConfig = CollectConfig(), suites:
     relations = tuple(aligner.relations)
     treebanks = Treebanks.of(seqs, relations, config.pool_syntax)
     groups = bucket(seqs, batch_budget(model, config, seqs, relations, len(treebanks.corpora)))
-    job = CollectJob(tuple(seqs), relations, treebanks, config.local_window, config.n_bootstrap, config.seed,
-                     config.exemplar_tokens, model.tokenizer.pad_token_id or 0)
+    job = CollectJob(
+        tuple(seqs),
+        relations,
+        treebanks,
+        config.local_window,
+        config.n_bootstrap,
+        config.seed,
+        config.exemplar_tokens,
+        model.tokenizer.pad_token_id or 0,
+    )
     with tqdm(total=len(seqs), desc="collect", unit="seq", disable=not progress) as bar:
         state = run_shards(LocalCollector(model), job, partition(groups), bar.update)
     features = unmeasured_as_nan(state.features.table())
-    heads = measured_mask(features, pd.MultiIndex.from_product([range(model.n_layers), range(model.n_heads)]))
-    table = state.syntax.table(heads.reshape(model.n_layers, model.n_heads), treebanks.in_features,
-                               config.syntax_heads, lambda ids: model.tokenizer.decode(list(ids)).strip())
-    return CollectResult(features, seqs, corpus_summary(seqs), relations, state.features.replicates(),
-                         state.features.names, state.exemplars.result(), table, treebanks.in_features,
-                         state.sinks.table(), dict(aligner.skipped))
+    heads = measured_mask(
+        features, pd.MultiIndex.from_product([range(model.n_layers), range(model.n_heads)])
+    )
+    table = state.syntax.table(
+        heads.reshape(model.n_layers, model.n_heads),
+        treebanks.in_features,
+        config.syntax_heads,
+        lambda ids: model.tokenizer.decode(list(ids)).strip(),
+    )
+    return CollectResult(
+        features,
+        seqs,
+        corpus_summary(seqs),
+        relations,
+        state.features.replicates(),
+        state.features.names,
+        state.exemplars.result(),
+        table,
+        treebanks.in_features,
+        state.sinks.table(),
+        dict(aligner.skipped),
+    )
 
 
 def unmeasured_as_nan(features: pd.DataFrame) -> pd.DataFrame:
@@ -161,7 +216,9 @@ def unmeasured_as_nan(features: pd.DataFrame) -> pd.DataFrame:
     ok = measured(features)
     if ok.all():
         return features
-    lost = ~ok.reindex(pd.MultiIndex.from_arrays([features["layer"].astype(int), features["head"].astype(int)])).to_numpy()
+    lost = ~ok.reindex(
+        pd.MultiIndex.from_arrays([features["layer"].astype(int), features["head"].astype(int)])
+    ).to_numpy()
     features = features.copy()
     for column in ("value", "raw", "ci_low", "ci_high", "sink_mass"):
         if column in features.columns:
@@ -177,7 +234,9 @@ def write(run_dir: Path, result: CollectResult) -> None:
     if result.sinks is not None:
         rundir.write_table(run_dir, "sinks", result.sinks)
     buffer = io.BytesIO()
-    np.savez_compressed(buffer, values=result.replicates.astype(np.float32), names=np.array(result.names))
+    np.savez_compressed(
+        buffer, values=result.replicates.astype(np.float32), names=np.array(result.names)
+    )
     rundir.write_bytes(run_dir / "feature_replicates.npz", buffer.getvalue())
     manifest = rundir.read_manifest(run_dir)
     manifest["corpora"] = result.corpora
@@ -190,7 +249,9 @@ def check_inputs(config: CollectConfig) -> None:
         read_corpus(path, config.text_column, config.max_sentences)
 
 
-def run_stage(run_dir: Path, model: LoadedModel, config: CollectConfig, progress: bool = True) -> dict[str, Any]:
+def run_stage(
+    run_dir: Path, model: LoadedModel, config: CollectConfig, progress: bool = True
+) -> dict[str, Any]:
     """The collect stage of a run: collect, then write the features and the exemplar patterns."""
     result = collect(model, config, progress=progress)
     check_measured(result.features)  # most heads NaN: stop here, before any table is written

@@ -34,7 +34,9 @@ def arc_sink(pattern: Pattern, ctx: FeatureContext) -> Float[Tensor, "batch slot
     return out.view(batch, n_slots(ctx), heads)
 
 
-def syntactic(pattern: Pattern, ctx: FeatureContext) -> tuple[Float[Tensor, "batch slot head"], Float[Tensor, "batch slot"]]:
+def syntactic(
+    pattern: Pattern, ctx: FeatureContext
+) -> tuple[Float[Tensor, "batch slot head"], Float[Tensor, "batch slot"]]:
     """Correct-arc counts per (sequence, feature slot, head) and arc counts per (sequence, slot).
 
     For each arc's query token, attention is summed over each word's tokens; the prediction is
@@ -70,11 +72,16 @@ def arc_hits(pattern: Pattern, ctx: FeatureContext) -> Float[Tensor, "arc head"]
     return (per_word.argmax(-1) == ctx.arc_gold[:, None]).double()  # [arc, head]
 
 
-def only_arcs(ctx: FeatureContext, keep: Bool[Tensor, "arc"]) -> FeatureContext:
+def only_arcs(ctx: FeatureContext, keep: Bool[Tensor, " arc"]) -> FeatureContext:
     """The context with only the arcs ``keep`` marks: every other mask is shared, so every
     feature but the syntactic ones reads the batch as before."""
-    return dataclasses.replace(ctx, arc_batch=ctx.arc_batch[keep], arc_query=ctx.arc_query[keep],
-                               arc_gold=ctx.arc_gold[keep], arc_slot=ctx.arc_slot[keep])
+    return dataclasses.replace(
+        ctx,
+        arc_batch=ctx.arc_batch[keep],
+        arc_query=ctx.arc_query[keep],
+        arc_gold=ctx.arc_gold[keep],
+        arc_slot=ctx.arc_slot[keep],
+    )
 
 
 def fixed_rule_counts(ctx: FeatureContext) -> dict[tuple[int, tuple], int]:
@@ -92,7 +99,9 @@ def fixed_rule_counts(ctx: FeatureContext) -> dict[tuple[int, tuple], int]:
     """
     counts: dict[tuple[int, tuple], int] = {}
     forms: dict[int, list[tuple[int, ...]]] = {}
-    for b, q, gold, slot in zip(ctx.arc_batch.tolist(), ctx.arc_query.tolist(), ctx.arc_gold.tolist(), ctx.arc_slot.tolist()):
+    for b, q, gold, slot in zip(
+        ctx.arc_batch.tolist(), ctx.arc_query.tolist(), ctx.arc_gold.tolist(), ctx.arc_slot.tolist()
+    ):
         if b not in forms:
             forms[b] = _word_forms(ctx.batch, b)
         qword = int(ctx.batch.word_of_token[b, q])
@@ -113,9 +122,13 @@ def _word_forms(batch: ProbeBatch, b: int) -> list[tuple[int, ...]]:
     return [tuple(f) for f in forms]
 
 
-def _nearest_with_form(forms: list[tuple[int, ...]], qword: int, form: tuple[int, ...], causal: bool) -> int | None:
+def _nearest_with_form(
+    forms: list[tuple[int, ...]], qword: int, form: tuple[int, ...], causal: bool
+) -> int | None:
     """The word spelled ``form`` closest to ``qword`` (not itself; the earlier one on a tie)."""
-    candidates = [w for w, f in enumerate(forms) if f == form and w != qword and (w < qword or not causal)]
+    candidates = [
+        w for w, f in enumerate(forms) if f == form and w != qword and (w < qword or not causal)
+    ]
     return min(candidates, key=lambda w: (abs(w - qword), w), default=None)
 
 

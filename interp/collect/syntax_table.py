@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -78,22 +78,36 @@ class SyntaxAccumulator:
     ``corpora``, or -1 (no treebank: such sequences carry no arcs).
     """
 
-    def __init__(self, n_layers: int, n_heads: int, relations: tuple[str, ...], corpora: Sequence[str],
-                 corpus_of: Sequence[int], n_bootstrap: int = 200, seed: int = 0):
+    def __init__(
+        self,
+        n_layers: int,
+        n_heads: int,
+        relations: tuple[str, ...],
+        corpora: Sequence[str],
+        corpus_of: Sequence[int],
+        n_bootstrap: int = 200,
+        seed: int = 0,
+    ):
         self.relations, self.corpora = tuple(relations), tuple(corpora)
         self.n_layers, self.n_heads = n_layers, n_heads
         self.n_slots = len(self.relations) * len(DIRECTIONS)
-        total = len(self.corpora) * self.n_slots  # slot c * n_slots + s: relation slot s of corpus c
+        total = (
+            len(self.corpora) * self.n_slots
+        )  # slot c * n_slots + s: relation slot s of corpus c
         self.corpus_of = torch.as_tensor(list(corpus_of), dtype=torch.long)
         self.correct = torch.zeros((n_layers, total, n_heads), dtype=torch.float64)
         self.arcs = torch.zeros(total, dtype=torch.float64)
         self.sentences = torch.zeros(total, dtype=torch.float64)
         self.rep_correct = torch.zeros((n_bootstrap, n_layers, total, n_heads), dtype=torch.float64)
         self.rep_arcs = torch.zeros((n_bootstrap, total), dtype=torch.float64)
-        self.rule_hits: dict[tuple[int, tuple], int] = {}  # (corpus slot, rule) -> arcs it gets right
+        self.rule_hits: dict[
+            tuple[int, tuple], int
+        ] = {}  # (corpus slot, rule) -> arcs it gets right
         self.seed = seed
         self._weights: Tensor | None = None
-        self._keep = self._flat = torch.zeros(0, dtype=torch.long)  # this batch's arcs in a corpus, their index
+        self._keep = self._flat = torch.zeros(
+            0, dtype=torch.long
+        )  # this batch's arcs in a corpus, their index
         self._layers_seen: set[int] = set()
 
     def _slots(self, ctx: FeatureContext) -> Tensor:
@@ -103,7 +117,9 @@ class SyntaxAccumulator:
 
     def merge(self, other: SyntaxAccumulator) -> None:
         """Add the counts of an accumulator fed other sequences (a shard of the corpus)."""
-        add_sums(self, other, ("correct", "arcs", "sentences", "rep_correct", "rep_arcs"), ("rule_hits",))
+        add_sums(
+            self, other, ("correct", "arcs", "sentences", "rep_correct", "rep_arcs"), ("rule_hits",)
+        )
 
     def start_batch(self, ctx: FeatureContext) -> None:
         """Take this batch's bootstrap weights (keyed by sequence, as the features'); add its arc,
@@ -115,8 +131,11 @@ class SyntaxAccumulator:
         keep = slots >= 0
         self._keep, total = keep, self.arcs.shape[0]
         self._flat = ctx.arc_batch[keep] * total + slots[keep]  # index into [batch, corpus slot]
-        per_seq = torch.zeros(n * total, dtype=torch.float64).index_add_(
-            0, self._flat, torch.ones(len(self._flat), dtype=torch.float64)).view(n, total)
+        per_seq = (
+            torch.zeros(n * total, dtype=torch.float64)
+            .index_add_(0, self._flat, torch.ones(len(self._flat), dtype=torch.float64))
+            .view(n, total)
+        )
         self.arcs += per_seq.sum(0)
         self.sentences += (per_seq > 0).sum(0).double()
         self.rep_arcs += self._weights @ per_seq
@@ -136,13 +155,20 @@ class SyntaxAccumulator:
             return
         hits = arc_hits(pattern, only_arcs(ctx, self._keep))  # [arc, head]
         n, total = ctx.batch.tokens.shape[0], self.arcs.shape[0]
-        per_seq = torch.zeros(n * total, self.n_heads, dtype=torch.float64).index_add_(0, self._flat, hits)
+        per_seq = torch.zeros(n * total, self.n_heads, dtype=torch.float64).index_add_(
+            0, self._flat, hits
+        )
         per_seq = per_seq.view(n, total, self.n_heads)
         self.correct[layer] += per_seq.sum(0)
         self.rep_correct[:, layer] += torch.einsum("rb,bsh->rsh", self._weights, per_seq)
 
-    def table(self, measured: Bool[np.ndarray, "layer head"] | None = None, in_features: Sequence[str] = (),
-              top: int = TOP_HEADS, decode: Callable[[tuple[int, ...]], str] | None = None) -> pd.DataFrame:
+    def table(
+        self,
+        measured: Bool[np.ndarray, "layer head"] | None = None,
+        in_features: Sequence[str] = (),
+        top: int = TOP_HEADS,
+        decode: Callable[[tuple[int, ...]], str] | None = None,
+    ) -> pd.DataFrame:
         """The ``syntax`` table (interp.pipeline.tables.SYNTAX): per corpus (in run order), relation
         (alphabetical) and direction with arcs, its ``top`` heads by accuracy (ties: the lower
         layer, then head, first), heads not ``measured`` (NaN attention) left out. ``decode``
@@ -156,48 +182,93 @@ class SyntaxAccumulator:
         for (slot, rule), hits in self.rule_hits.items():
             rules.setdefault(slot, {})[rule] = hits
         rows = []
-        by_name = sorted(range(self.n_slots), key=lambda s: (self.relations[s // len(DIRECTIONS)], s))
+        by_name = sorted(
+            range(self.n_slots), key=lambda s: (self.relations[s // len(DIRECTIONS)], s)
+        )
         for c, corpus in enumerate(self.corpora):
             for s in by_name:
                 slot = c * self.n_slots + s
                 if arcs[slot] == 0:
                     continue
-                relation, direction = self.relations[s // len(DIRECTIONS)], DIRECTIONS[s % len(DIRECTIONS)]
+                relation, direction = (
+                    self.relations[s // len(DIRECTIONS)],
+                    DIRECTIONS[s % len(DIRECTIONS)],
+                )
                 hits = rules.get(slot, {})
                 rule = min(hits, key=lambda r: (-hits[r], _rule_order(r)), default=None)
                 shared = {
-                    "corpus": corpus, "relation": relation, "direction": direction, "arcs": int(arcs[slot]),
-                    "sentences": int(self.sentences[slot]), "in_features": int(corpus in in_features),
+                    "corpus": corpus,
+                    "relation": relation,
+                    "direction": direction,
+                    "arcs": int(arcs[slot]),
+                    "sentences": int(self.sentences[slot]),
+                    "in_features": int(corpus in in_features),
                     "best_rule": rule_name(rule, decode) if rule else np.nan,
                     "best_rule_accuracy": hits.get(rule, 0) / arcs[slot],
                     **{offset_column(d): hits.get(("offset", d), 0) / arcs[slot] for d in OFFSETS},
                 }
                 scores = accuracy[:, slot, :].ravel()  # layer-major: index = layer * n_heads + head
-                ranked = [i for i in np.lexsort((np.arange(scores.size), -scores)) if np.isfinite(scores[i])][:top]
+                ranked = [
+                    i
+                    for i in np.lexsort((np.arange(scores.size), -scores))
+                    if np.isfinite(scores[i])
+                ][:top]
                 for rank, i in enumerate(ranked, 1):
                     layer, head = divmod(int(i), self.n_heads)
                     lo, hi = self._interval(layer, slot, head)
-                    rows.append({**shared, "rank": rank, "layer": layer, "head": head, "accuracy": float(scores[i]),
-                                 "ci_low": lo, "ci_high": hi})
-        return pd.DataFrame(rows, columns=_COLUMNS).astype({offset_column(d): float for d in OFFSETS})
+                    rows.append(
+                        {
+                            **shared,
+                            "rank": rank,
+                            "layer": layer,
+                            "head": head,
+                            "accuracy": float(scores[i]),
+                            "ci_low": lo,
+                            "ci_high": hi,
+                        }
+                    )
+        return pd.DataFrame(rows, columns=_COLUMNS).astype(
+            {offset_column(d): float for d in OFFSETS}
+        )
 
     def _interval(self, layer: int, slot: int, head: int) -> tuple[float, float]:
         """The 2.5% and 97.5% bootstrap quantiles of one head's accuracy on one slot."""
         if self.rep_correct.shape[0] == 0:
             return np.nan, np.nan
         with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # every replicate drew no sentence of the slot
+            warnings.simplefilter(
+                "ignore", RuntimeWarning
+            )  # every replicate drew no sentence of the slot
             reps = self.rep_correct[:, layer, slot, head].numpy() / self.rep_arcs[:, slot].numpy()
             lo, hi = np.nanquantile(np.where(np.isfinite(reps), reps, np.nan), [0.025, 0.975])
         return float(lo), float(hi)
 
 
-_COLUMNS = ["corpus", "relation", "direction", "rank", "layer", "head", "accuracy", "ci_low", "ci_high", "arcs",
-            "sentences", "in_features", "best_rule", "best_rule_accuracy", *(offset_column(d) for d in OFFSETS)]
+_COLUMNS = [
+    "corpus",
+    "relation",
+    "direction",
+    "rank",
+    "layer",
+    "head",
+    "accuracy",
+    "ci_low",
+    "ci_high",
+    "arcs",
+    "sentences",
+    "in_features",
+    "best_rule",
+    "best_rule_accuracy",
+    *(offset_column(d) for d in OFFSETS),
+]
 
 
-def feature_context(ctx: FeatureContext, reads: Bool[Tensor, "sequence"], slot_map: Tensor,
-                    relations: tuple[str, ...]) -> FeatureContext:
+def feature_context(
+    ctx: FeatureContext,
+    reads: Bool[Tensor, " sequence"],
+    slot_map: Tensor,
+    relations: tuple[str, ...],
+) -> FeatureContext:
     """The context the feature accumulator reads: only the arcs of sequences whose treebank the
     features read (``reads``, per sequence of the run), their slots renumbered by ``slot_map``
     (run slot -> slot among ``relations``, the relations those treebanks hold)."""

@@ -21,9 +21,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from interp.model import lens
 from interp.errors import ModelError
-
+from interp.model import lens
 
 # --- TransformerLens' adapter table ---------------------------------------------------------------
 
@@ -31,7 +30,9 @@ from interp.errors import ModelError
 def architecture_of(config: Any) -> str | None:
     """The architecture TransformerLens' own rules pick for a Hugging Face config (its
     ``architectures``, then its table of model types); None where they find none."""
-    from transformer_lens.model_bridge.sources._hf_format import determine_architecture_from_hf_config
+    from transformer_lens.model_bridge.sources._hf_format import (
+        determine_architecture_from_hf_config,
+    )
 
     try:
         return determine_architecture_from_hf_config(config)
@@ -48,7 +49,9 @@ def supported_architectures() -> frozenset[str]:
 
 def hf_model_class(architecture: str) -> Any:
     """The transformers class the bridge loads an architecture with."""
-    from transformer_lens.model_bridge.sources.transformers.helpers import get_hf_model_class_for_architecture
+    from transformer_lens.model_bridge.sources.transformers.helpers import (
+        get_hf_model_class_for_architecture,
+    )
 
     return get_hf_model_class_for_architecture(architecture)
 
@@ -73,7 +76,10 @@ def architecture(config: Any) -> str | None:
     if found is not None:
         return found
     supported = supported_architectures()
-    return next((name for name in _automap(getattr(config, "model_type", "") or "") if name in supported), None)
+    return next(
+        (name for name in _automap(getattr(config, "model_type", "") or "") if name in supported),
+        None,
+    )
 
 
 def name_architecture(config: Any, where: str | Path) -> str:
@@ -82,8 +88,10 @@ def name_architecture(config: Any, where: str | Path) -> str:
     found = architecture(config)
     if found is None:
         family = getattr(config, "model_type", None) or "unknown"
-        raise ModelError(f"{where}: TransformerLens {lens.installed_version()} has no adapter for the {family!r} model "
-                         f"family; use a model of a family it supports (`interp models --families` lists them)")
+        raise ModelError(
+            f"{where}: TransformerLens {lens.installed_version()} has no adapter for the {family!r} model "
+            f"family; use a model of a family it supports (`interp models --families` lists them)"
+        )
     if found not in (getattr(config, "architectures", None) or ()):
         config.architectures = [found]
     return found
@@ -125,8 +133,10 @@ def gguf_family(path: Path) -> str:
         return bytes(field.parts[field.data[0]]).decode("utf-8")
     except Exception as exc:  # noqa: BLE001  (gguf raises many types for a damaged file)
         text = str(exc).strip().splitlines()
-        raise ModelError(f"cannot read GGUF file {path}: {type(exc).__name__}: {text[0] if text else ''} "
-                         f"(is the file complete and a supported architecture?)") from None
+        raise ModelError(
+            f"cannot read GGUF file {path}: {type(exc).__name__}: {text[0] if text else ''} "
+            f"(is the file complete and a supported architecture?)"
+        ) from None
 
 
 def check_gguf(path: Path) -> str:
@@ -136,9 +146,11 @@ def check_gguf(path: Path) -> str:
     family = gguf_family(path)
     readable = gguf_readable()
     if _squash(family) not in {_squash(name) for name in readable}:
-        raise ModelError(f"{path}: transformers {transformers.__version__} cannot read GGUF files of the {family!r} "
-                         f"family (it reads {', '.join(readable)}); load the model's Hugging Face checkpoint "
-                         f"(a directory with config.json and safetensors) instead")
+        raise ModelError(
+            f"{path}: transformers {transformers.__version__} cannot read GGUF files of the {family!r} "
+            f"family (it reads {', '.join(readable)}); load the model's Hugging Face checkpoint "
+            f"(a directory with config.json and safetensors) instead"
+        )
     return family
 
 
@@ -153,12 +165,18 @@ def supported_families() -> list[dict[str, str]]:
     rows = []
     for model_type in sorted(CONFIG_MAPPING_NAMES):
         found = architecture_of(_TypeOnly(model_type)) or next(
-            (n for n in _automap(model_type) if n in supported), None)
+            (n for n in _automap(model_type) if n in supported), None
+        )
         if found is None:
             continue
         gguf_name = model_type.removesuffix("_text")
-        rows.append({"family": model_type, "architecture": found,
-                     "from GGUF": "yes" if _squash(gguf_name) in readable else "no"})
+        rows.append(
+            {
+                "family": model_type,
+                "architecture": found,
+                "from GGUF": "yes" if _squash(gguf_name) in readable else "no",
+            }
+        )
     return rows
 
 

@@ -22,11 +22,10 @@ from typing import Any
 
 import torch
 
-from interp.model import families
 from interp.errors import ModelError
+from interp.model import families
 from interp.model.loading import boot, first_line, quiet
 from interp.model.weights import load_checked
-
 
 SOURCE = "source.json"  # beside a cached copy: the GGUF file's name, size and sha256
 
@@ -66,8 +65,11 @@ def is_cached(path: Path) -> bool:
         source = json.loads((cached / SOURCE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return (isinstance(source, dict) and source.get("sha256") == content_hash(path)
-            and (cached / "config.json").exists())
+    return (
+        isinstance(source, dict)
+        and source.get("sha256") == content_hash(path)
+        and (cached / "config.json").exists()
+    )
 
 
 def load_gguf(path: Path, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
@@ -80,7 +82,9 @@ def load_gguf(path: Path, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
     if is_cached(path):
         with quiet():
             tok = AutoTokenizer.from_pretrained(cached)
-            hf = load_checked(AutoModelForCausalLM, cached, path, False, dtype=dtype, attn_implementation="eager")
+            hf = load_checked(
+                AutoModelForCausalLM, cached, path, False, dtype=dtype, attn_implementation="eager"
+            )
         if families.name_architecture(hf.config, path) and not _cached_architecture(cached):
             _repair(hf, cached)
         return boot(str(cached), device, dtype, hf, tok, fail), tok
@@ -89,10 +93,19 @@ def load_gguf(path: Path, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
         with quiet():
             tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     except Exception as exc:  # transformers raises many types for a bad file
-        raise ModelError(f"cannot read GGUF file {path}: {first_line(exc)} (is the file complete and a supported architecture?)") from None
+        raise ModelError(
+            f"cannot read GGUF file {path}: {first_line(exc)} (is the file complete and a supported architecture?)"
+        ) from None
     with quiet():
-        hf = load_checked(AutoModelForCausalLM, path.parent, path, False, gguf_file=path.name, dtype=torch.float32,
-                          attn_implementation="eager")
+        hf = load_checked(
+            AutoModelForCausalLM,
+            path.parent,
+            path,
+            False,
+            gguf_file=path.name,
+            dtype=torch.float32,
+            attn_implementation="eager",
+        )
     families.name_architecture(hf.config, path)
     _save_cache(hf, tok, cached, path)
     return boot(str(path.parent), device, dtype, hf.to(dtype), tok, fail), tok
@@ -100,7 +113,9 @@ def load_gguf(path: Path, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
 
 def _cached_architecture(cached: Path) -> bool:
     try:
-        return bool(json.loads((cached / "config.json").read_text(encoding="utf-8")).get("architectures"))
+        return bool(
+            json.loads((cached / "config.json").read_text(encoding="utf-8")).get("architectures")
+        )
     except (OSError, ValueError):
         return False
 
@@ -139,8 +154,10 @@ def _save_cache(hf: Any, tok: Any, target: Path, source: Path) -> None:
         save_model(hf, str(tmp / "model.safetensors"))  # handles the tied embedding / unembedding
         _save_tokenizer(tok, tmp)
         st = source.stat()
-        (tmp / SOURCE).write_text(json.dumps({"file": source.name, "size": st.st_size,
-                                              "sha256": content_hash(source)}), encoding="utf-8")
+        (tmp / SOURCE).write_text(
+            json.dumps({"file": source.name, "size": st.st_size, "sha256": content_hash(source)}),
+            encoding="utf-8",
+        )
         if target.exists():
             shutil.rmtree(target)
         os.replace(tmp, target)
@@ -173,7 +190,9 @@ def _same_encoding(tok: Any, saved: Path) -> bool:
 
     from interp.probes.prose import prose_suite
 
-    texts = [s.text for s in prose_suite(40).sentences] + ["Ünïcode — 3.14 {x: [1, 2]}\ttabs  and  spaces"]
+    texts = [s.text for s in prose_suite(40).sentences] + [
+        "Ünïcode — 3.14 {x: [1, 2]}\ttabs  and  spaces"
+    ]
     try:
         with quiet():
             back = AutoTokenizer.from_pretrained(saved)

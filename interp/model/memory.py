@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from interp.errors import InterpWarning, MemoryBudgetError
 
@@ -45,7 +46,9 @@ FLOAT32 = 4
 ATTENTION_CAUSAL, ATTENTION_ENCODER = 8.6, 6.4
 TOKEN_RESIDUALS = 6.4  # [batch, pos, d_model] tensors alive beside them
 MLP_GATED, MLP_PLAIN = 3.9, 2.5  # [batch, pos, d_mlp + d_model] tensors at the MLP peak
-COLLECT_FIXED = 6 * 2**20  # the probe corpus as Python objects, bootstrap weights, kernel workspaces
+COLLECT_FIXED = (
+    6 * 2**20
+)  # the probe corpus as Python objects, bootstrap weights, kernel workspaces
 # Share of the available memory a stage may plan to fill: glibc keeps freed blocks for reuse,
 # so the process' resident size runs 1.5-1.9x above the live tensors (measured, see the benchmark).
 HEADROOM = 0.5
@@ -66,17 +69,34 @@ class Shape:
     @classmethod
     def of(cls, model: Any) -> Shape:
         cfg = model.bridge.cfg
-        return cls(n_layers=model.n_layers, n_heads=model.n_heads, d_model=int(cfg.d_model),
-                   d_mlp=int(getattr(cfg, "d_mlp", None) or 4 * cfg.d_model), d_vocab=int(cfg.d_vocab),
-                   causal=bool(model.causal), gated_mlp=bool(getattr(cfg, "gated_mlp", False)))
+        return cls(
+            n_layers=model.n_layers,
+            n_heads=model.n_heads,
+            d_model=int(cfg.d_model),
+            d_mlp=int(getattr(cfg, "d_mlp", None) or 4 * cfg.d_model),
+            d_vocab=int(cfg.d_vocab),
+            causal=bool(model.causal),
+            gated_mlp=bool(getattr(cfg, "gated_mlp", False)),
+        )
 
 
 def collect_batch_peak(shape: Shape, batch: int, width: int) -> float:
     """Bytes one collection batch of ``batch`` sequences padded to ``width`` tokens adds at its peak."""
     tokens = batch * width
-    attention = (ATTENTION_CAUSAL if shape.causal else ATTENTION_ENCODER) * batch * shape.n_heads * width**2 * FLOAT32
+    attention = (
+        (ATTENTION_CAUSAL if shape.causal else ATTENTION_ENCODER)
+        * batch
+        * shape.n_heads
+        * width**2
+        * FLOAT32
+    )
     attention += TOKEN_RESIDUALS * tokens * shape.d_model * FLOAT32
-    mlp = (MLP_GATED if shape.gated_mlp else MLP_PLAIN) * tokens * (shape.d_mlp + shape.d_model) * FLOAT32
+    mlp = (
+        (MLP_GATED if shape.gated_mlp else MLP_PLAIN)
+        * tokens
+        * (shape.d_mlp + shape.d_model)
+        * FLOAT32
+    )
     return max(attention, mlp)
 
 
@@ -86,15 +106,21 @@ def accumulator_bytes(shape: Shape, n_features: int, n_bootstrap: int) -> float:
     return 2 * 8 * (n_bootstrap + 1) * shape.n_layers * n_features * shape.n_heads
 
 
-def collect_peak(shape: Shape, groups: Sequence[tuple[int, int]], n_features: int, n_bootstrap: int) -> float:
+def collect_peak(
+    shape: Shape, groups: Sequence[tuple[int, int]], n_features: int, n_bootstrap: int
+) -> float:
     """Bytes the collect stage adds at its peak, for batches given as (sequences, width)."""
     largest = max((collect_batch_peak(shape, b, w) for b, w in groups), default=0.0)
     return largest + accumulator_bytes(shape, n_features, n_bootstrap) + COLLECT_FIXED
 
 
 # The ablate stage (measured the same way on the same models, default and quick settings):
-FORWARD_ATTENTION = 3.0  # [batch, head, q, k] float32 tensors alive in a plain forward (no features)
-BACKWARD = 1.3  # per layer, [token, d_model + d_mlp] float32 activations kept for attribution's backward
+FORWARD_ATTENTION = (
+    3.0  # [batch, head, q, k] float32 tensors alive in a plain forward (no features)
+)
+BACKWARD = (
+    1.3  # per layer, [token, d_model + d_mlp] float32 activations kept for attribution's backward
+)
 # Bootstrap sums of 1,000 resamples, both corpora, kernel workspaces: set from the smallest model
 # measured (tiny Llama), whose peak is mostly this term.
 ABLATE_FIXED = 15 * 2**20
@@ -104,8 +130,16 @@ def forward_peak(shape: Shape, batch: int, width: int) -> float:
     """Bytes a plain forward of ``batch`` sequences of ``width`` tokens adds at its peak (one layer
     at a time: the larger of its attention and its MLP phase)."""
     tokens = batch * width
-    attention = FORWARD_ATTENTION * batch * shape.n_heads * width**2 * FLOAT32 + TOKEN_RESIDUALS * tokens * shape.d_model * FLOAT32
-    mlp = (MLP_GATED if shape.gated_mlp else MLP_PLAIN) * tokens * (shape.d_model + shape.d_mlp) * FLOAT32
+    attention = (
+        FORWARD_ATTENTION * batch * shape.n_heads * width**2 * FLOAT32
+        + TOKEN_RESIDUALS * tokens * shape.d_model * FLOAT32
+    )
+    mlp = (
+        (MLP_GATED if shape.gated_mlp else MLP_PLAIN)
+        * tokens
+        * (shape.d_model + shape.d_mlp)
+        * FLOAT32
+    )
     return max(attention, mlp)
 
 
@@ -131,17 +165,26 @@ def ablate_peak(shape: Shape, batches: Sequence[tuple[int, int, int, int]]) -> f
     return ABLATE_FIXED + max((ablate_batch_peak(shape, *b) for b in batches), default=0.0)
 
 
-def check_estimator_terms(n_layers: int, n_heads: int, d_head: int, n_elements: int, resample: bool,
-                          device: str = "cpu", available: float | None = None) -> None:
+def check_estimator_terms(
+    n_layers: int,
+    n_heads: int,
+    d_head: int,
+    n_elements: int,
+    resample: bool,
+    device: str = "cpu",
+    available: float | None = None,
+) -> None:
     """MemoryBudgetError when attribution's per-sequence sums would not fit: it keeps, for every batch
     element, layer and head, the gradient summed over positions (twice with resample) until the
     heads' means are known at the end of the corpus."""
     need = (2 if resample else 1) * n_layers * n_elements * n_heads * d_head * FLOAT32
     room = HEADROOM * (available_bytes(device) if available is None else available)
     if need > room:
-        raise MemoryBudgetError(f"the estimator's {n_elements} sequences need about {_gib(need)} for their gradient "
-                                f"sums and only {_gib(room)} of memory is free to use: lower --estimator-positions "
-                                f"(or free memory)")
+        raise MemoryBudgetError(
+            f"the estimator's {n_elements} sequences need about {_gib(need)} for their gradient "
+            f"sums and only {_gib(room)} of memory is free to use: lower --estimator-positions "
+            f"(or free memory)"
+        )
 
 
 MAX_GROWN = 2**20  # tokens: a budget never grows past this, whatever the memory
@@ -158,8 +201,14 @@ def grown(budget: int, batches: Callable[[int], list], fits: Callable[[list], bo
     return budget
 
 
-def ablate_budget(shape: Shape, budget: int, batches: Callable[[int], list[tuple[int, int, int, int]]],
-                  device: str = "cpu", available: float | None = None, grow: bool = False) -> int:
+def ablate_budget(
+    shape: Shape,
+    budget: int,
+    batches: Callable[[int], list[tuple[int, int, int, int]]],
+    device: str = "cpu",
+    available: float | None = None,
+    grow: bool = False,
+) -> int:
     """The padded tokens per forward to ablate with: ``budget`` if it fits (grown to the memory
     with ``grow``, see :func:`grown`), else the largest halving of it that does (with a
     warning), else a MemoryBudgetError naming --dtype."""
@@ -171,12 +220,18 @@ def ablate_budget(shape: Shape, budget: int, batches: Callable[[int], list[tuple
     while smaller > 16:
         smaller //= 2
         if ablate_peak(shape, batches(smaller)) <= room:
-            warnings.warn(f"ablate: passes of {budget} tokens would need {_gib(need)} and {_gib(room)} is free "
-                          f"to use; using {smaller} tokens per pass (--max-tokens-per-batch)", InterpWarning, stacklevel=2)
+            warnings.warn(
+                f"ablate: passes of {budget} tokens would need {_gib(need)} and {_gib(room)} is free "
+                f"to use; using {smaller} tokens per pass (--max-tokens-per-batch)",
+                InterpWarning,
+                stacklevel=2,
+            )
             return smaller
-    raise MemoryBudgetError(f"ablate needs about {_gib(ablate_peak(shape, batches(smaller)))} even in passes of "
-                            f"{smaller} tokens and only {_gib(room)} of memory is free to use: use --dtype bfloat16 "
-                            f"(or free memory)")
+    raise MemoryBudgetError(
+        f"ablate needs about {_gib(ablate_peak(shape, batches(smaller)))} even in passes of "
+        f"{smaller} tokens and only {_gib(room)} of memory is free to use: use --dtype bfloat16 "
+        f"(or free memory)"
+    )
 
 
 def available_bytes(device: str = "cpu") -> float:
@@ -210,9 +265,17 @@ def _cgroup_available() -> int | None:
     return None if limit == "max" else int(limit) - int(used)
 
 
-def collect_budget(shape: Shape, lengths: Sequence[int], budget: int, n_features: int, n_bootstrap: int,
-                   group: Callable[[int], list[tuple[int, int]]], device: str = "cpu",
-                   available: float | None = None, grow: bool = False) -> int:
+def collect_budget(
+    shape: Shape,
+    lengths: Sequence[int],
+    budget: int,
+    n_features: int,
+    n_bootstrap: int,
+    group: Callable[[int], list[tuple[int, int]]],
+    device: str = "cpu",
+    available: float | None = None,
+    grow: bool = False,
+) -> int:
     """The token budget per batch to collect with: ``budget`` if its batches fit (grown to the
     memory with ``grow``, see :func:`grown`), else the largest power-of-two fraction of it that
     does (with a warning); a MemoryBudgetError naming --max-seq-len when not even the longest
@@ -221,19 +284,27 @@ def collect_budget(shape: Shape, lengths: Sequence[int], budget: int, n_features
     need = collect_peak(shape, group(budget), n_features, n_bootstrap)
     if need <= room:
         if grow:
-            return grown(budget, group, lambda b: collect_peak(shape, b, n_features, n_bootstrap) <= room)
+            return grown(
+                budget, group, lambda b: collect_peak(shape, b, n_features, n_bootstrap) <= room
+            )
         return budget
     longest = max(lengths, default=1)
     smaller = budget
     while smaller > longest:
         smaller = max(longest, smaller // 2)
         if collect_peak(shape, group(smaller), n_features, n_bootstrap) <= room:
-            warnings.warn(f"collect: batches of {budget} tokens would need {_gib(need)} and {_gib(room)} is free "
-                          f"to use; using {smaller} tokens per batch (--max-tokens-per-batch)", InterpWarning, stacklevel=2)
+            warnings.warn(
+                f"collect: batches of {budget} tokens would need {_gib(need)} and {_gib(room)} is free "
+                f"to use; using {smaller} tokens per batch (--max-tokens-per-batch)",
+                InterpWarning,
+                stacklevel=2,
+            )
             return smaller
     alone = collect_peak(shape, [(1, longest)], n_features, n_bootstrap)
-    raise MemoryBudgetError(f"collect needs about {_gib(alone)} for its longest probe ({longest} tokens) and only "
-                            f"{_gib(room)} of memory is free to use: lower --max-seq-len (or free memory)")
+    raise MemoryBudgetError(
+        f"collect needs about {_gib(alone)} for its longest probe ({longest} tokens) and only "
+        f"{_gib(room)} of memory is free to use: lower --max-seq-len (or free memory)"
+    )
 
 
 def _gib(n: float) -> str:

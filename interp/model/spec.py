@@ -28,7 +28,12 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         require(self, "name", bool(self.name), "a model name, path or Hub id")
-        require(self, "device", bool(self.device) and "\0" not in self.device, "a device such as cpu or cuda")
+        require(
+            self,
+            "device",
+            bool(self.device) and "\0" not in self.device,
+            "a device such as cpu or cuda",
+        )
 
 
 def model_slug(name: str) -> str:

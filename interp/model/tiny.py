@@ -39,34 +39,63 @@ def word_tokenizer(encoder: bool = False, extra_words: tuple[str, ...] = ()) -> 
     words: set[str] = set(extra_words)
     for s in list(prose_suite().sentences) + list(syntax_suite(300, 0).sentences):
         words.update(re.findall(r"\w+|[^\w\s]", s.text))
-    specials = ["[UNK]", "[PAD]", "[CLS]", "[SEP]", "[MASK]"] if encoder else ["[UNK]", "[PAD]", "[BOS]"]
+    specials = (
+        ["[UNK]", "[PAD]", "[CLS]", "[SEP]", "[MASK]"] if encoder else ["[UNK]", "[PAD]", "[BOS]"]
+    )
     vocab = {w: i for i, w in enumerate(specials + sorted(words - set(specials)))}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     if encoder:
         tok.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])])
-        return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
-                                       cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", bos_token="[BOS]")
+            single="[CLS] $A [SEP]",
+            special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
+        )
+        return PreTrainedTokenizerFast(
+            tokenizer_object=tok,
+            unk_token="[UNK]",
+            pad_token="[PAD]",
+            cls_token="[CLS]",
+            sep_token="[SEP]",
+            mask_token="[MASK]",
+        )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", bos_token="[BOS]"
+    )
 
 
-def tiny_config(family: str, vocab_size: int, n_layers: int = N_LAYERS, d_model: int = D_MODEL,
-                n_heads: int = N_HEADS, n_kv_heads: int | None = None, n_ctx: int = 128) -> Any:
+def tiny_config(
+    family: str,
+    vocab_size: int,
+    n_layers: int = N_LAYERS,
+    d_model: int = D_MODEL,
+    n_heads: int = N_HEADS,
+    n_kv_heads: int | None = None,
+    n_ctx: int = 128,
+) -> Any:
     """A transformers config of ``family`` (its ``model_type``) at this size; ``n_kv_heads``
     (grouped-query attention, 1: multi-query) only where the family has key-value heads."""
     from transformers import AutoConfig
 
     if d_model % n_heads:
         raise ValueError(f"d_model {d_model} is not a multiple of n_heads {n_heads}")
-    config = AutoConfig.for_model(family, vocab_size=vocab_size, hidden_size=d_model, num_hidden_layers=n_layers,
-                                  num_attention_heads=n_heads, intermediate_size=2 * d_model,
-                                  max_position_embeddings=n_ctx)
-    if hasattr(config, "head_dim"):  # families that default it to a fixed size (Gemma, Qwen3: 256, 128)
+    config = AutoConfig.for_model(
+        family,
+        vocab_size=vocab_size,
+        hidden_size=d_model,
+        num_hidden_layers=n_layers,
+        num_attention_heads=n_heads,
+        intermediate_size=2 * d_model,
+        max_position_embeddings=n_ctx,
+    )
+    if hasattr(
+        config, "head_dim"
+    ):  # families that default it to a fixed size (Gemma, Qwen3: 256, 128)
         config.head_dim = d_model // n_heads
     if n_kv_heads is not None:
         if not hasattr(config, "num_key_value_heads"):
-            raise ValueError(f"the {family!r} family has no key-value heads to set (n_kv_heads={n_kv_heads})")
+            raise ValueError(
+                f"the {family!r} family has no key-value heads to set (n_kv_heads={n_kv_heads})"
+            )
         if n_heads % n_kv_heads:
             raise ValueError(f"n_heads {n_heads} is not a multiple of n_kv_heads {n_kv_heads}")
         config.num_key_value_heads = n_kv_heads
@@ -75,8 +104,14 @@ def tiny_config(family: str, vocab_size: int, n_layers: int = N_LAYERS, d_model:
     return config
 
 
-def build_tiny(family: str, path: str | Path, n_kv_heads: int | None = None, n_layers: int = N_LAYERS,
-               seed: int = 0, architectures: bool = True) -> Path:
+def build_tiny(
+    family: str,
+    path: str | Path,
+    n_kv_heads: int | None = None,
+    n_layers: int = N_LAYERS,
+    seed: int = 0,
+    architectures: bool = True,
+) -> Path:
     """Save a random-init model of ``family`` with :func:`word_tokenizer` to the directory
     ``path`` (config.json, model.safetensors, tokenizer files) and return it.
 
@@ -91,7 +126,9 @@ def build_tiny(family: str, path: str | Path, n_kv_heads: int | None = None, n_l
     config.pad_token_id = tok.pad_token_id
     config.bos_token_id = tok.cls_token_id if encoder else tok.bos_token_id
     torch.manual_seed(seed)
-    hf = (AutoModelForMaskedLM if encoder else AutoModelForCausalLM).from_config(config, attn_implementation="eager")
+    hf = (AutoModelForMaskedLM if encoder else AutoModelForCausalLM).from_config(
+        config, attn_implementation="eager"
+    )
     path = Path(path)
     hf.save_pretrained(path)
     tok.save_pretrained(path)
@@ -105,16 +142,42 @@ def build_tiny(family: str, path: str | Path, n_kv_heads: int | None = None, n_l
 # llama.cpp's names of the per-block tensors, by family: (name, shape) with d = d_model, q = query
 # heads x d_head, kv = key-value heads x d_head, f = feed-forward width, h = d_head.
 _GGUF_BLOCK = {
-    "llama": ("attn_norm:d", "attn_q:q,d", "attn_k:kv,d", "attn_v:kv,d", "attn_output:d,q", "ffn_norm:d",
-              "ffn_gate:f,d", "ffn_up:f,d", "ffn_down:d,f"),
-    "gemma3": ("attn_norm:d", "attn_q:q,d", "attn_k:kv,d", "attn_v:kv,d", "attn_output:d,q", "attn_q_norm:h",
-               "attn_k_norm:h", "post_attention_norm:d", "ffn_norm:d", "ffn_gate:f,d", "ffn_up:f,d", "ffn_down:d,f",
-               "post_ffw_norm:d"),
+    "llama": (
+        "attn_norm:d",
+        "attn_q:q,d",
+        "attn_k:kv,d",
+        "attn_v:kv,d",
+        "attn_output:d,q",
+        "ffn_norm:d",
+        "ffn_gate:f,d",
+        "ffn_up:f,d",
+        "ffn_down:d,f",
+    ),
+    "gemma3": (
+        "attn_norm:d",
+        "attn_q:q,d",
+        "attn_k:kv,d",
+        "attn_v:kv,d",
+        "attn_output:d,q",
+        "attn_q_norm:h",
+        "attn_k_norm:h",
+        "post_attention_norm:d",
+        "ffn_norm:d",
+        "ffn_gate:f,d",
+        "ffn_up:f,d",
+        "ffn_down:d,f",
+        "post_ffw_norm:d",
+    ),
 }
 
 
-def write_tiny_gguf(path: str | Path, family: str = "llama", n_kv_heads: int = 2, n_layers: int = N_LAYERS,
-                    seed: int = 0) -> Path:
+def write_tiny_gguf(
+    path: str | Path,
+    family: str = "llama",
+    n_kv_heads: int = 2,
+    n_layers: int = N_LAYERS,
+    seed: int = 0,
+) -> Path:
     """A random-init GGUF file of ``family`` (llama.cpp's name: ``llama`` or ``gemma3``), float32
     tensors, a byte-level vocabulary with <pad> <bos> <eos>; ``family`` may be any other name
     with no tensors at all, for a file transformers cannot read."""
@@ -143,7 +206,9 @@ def write_tiny_gguf(path: str | Path, family: str = "llama", n_kv_heads: int = 2
     writer.add_token_list(tokens)
     writer.add_token_merges([])
     writer.add_token_scores([0.0] * len(tokens))
-    writer.add_token_types([gguf.TokenType.CONTROL] * 3 + [gguf.TokenType.NORMAL] * (len(tokens) - 3))
+    writer.add_token_types(
+        [gguf.TokenType.CONTROL] * 3 + [gguf.TokenType.NORMAL] * (len(tokens) - 3)
+    )
     writer.add_pad_token_id(0)
     writer.add_bos_token_id(1)
     writer.add_eos_token_id(2)
@@ -151,11 +216,15 @@ def write_tiny_gguf(path: str | Path, family: str = "llama", n_kv_heads: int = 2
 
     def tensor(name: str, shape: str) -> None:
         dims = tuple(sizes[s] for s in shape.split(","))
-        values = np.ones(dims) if len(dims) == 1 else rng.standard_normal(dims) * 0.05  # norms 1, weights small
+        values = (
+            np.ones(dims) if len(dims) == 1 else rng.standard_normal(dims) * 0.05
+        )  # norms 1, weights small
         writer.add_tensor(name, values.astype(np.float32))
 
     if family in _GGUF_BLOCK:
-        writer.add_tensor("token_embd.weight", (rng.standard_normal((len(tokens), d)) * 0.05).astype(np.float32))
+        writer.add_tensor(
+            "token_embd.weight", (rng.standard_normal((len(tokens), d)) * 0.05).astype(np.float32)
+        )
         tensor("output_norm.weight", "d")
         for layer in range(n_layers):
             for entry in _GGUF_BLOCK[family]:

@@ -46,19 +46,26 @@ def check_tokenizer(tok: Any, d_vocab: int, causal: bool, where: str) -> Tokeniz
     ModelError (naming ``where``) where the tokenizer cannot serve this model."""
     missing = [name for name in NEEDED if not hasattr(tok, name)]
     if missing:
-        raise ModelError(f"{where}: the tokenizer ({type(tok).__name__}) lacks {', '.join(missing)}: pass a Hugging Face "
-                         f"tokenizer (transformers.PreTrainedTokenizerFast) as tokenizer=")
+        raise ModelError(
+            f"{where}: the tokenizer ({type(tok).__name__}) lacks {', '.join(missing)}: pass a Hugging Face "
+            f"tokenizer (transformers.PreTrainedTokenizerFast) as tokenizer="
+        )
     added = _added_by_tokenizer(tok)
     outside = [i for i in added if not 0 <= i < d_vocab]
     if outside:
-        raise ModelError(f"{where}: the tokenizer adds token id {outside[0]} to every text, but the model's embedding "
-                         f"takes ids 0..{d_vocab - 1}: the tokenizer does not belong to this model")
+        raise ModelError(
+            f"{where}: the tokenizer adds token id {outside[0]} to every text, but the model's embedding "
+            f"takes ids 0..{d_vocab - 1}: the tokenizer does not belong to this model"
+        )
     policy = _bos_policy(tok, causal, added)
     bos = tok.bos_token_id
     if policy == "prepend" and not 0 <= bos < d_vocab:
-        warnings.warn(f"{where}: the BOS id {bos} lies outside the model's {d_vocab}-id embedding: probes start "
-                      f"with their first text token (first-token scores then measure a word, not a fixed token)",
-                      InterpWarning, stacklevel=3)
+        warnings.warn(
+            f"{where}: the BOS id {bos} lies outside the model's {d_vocab}-id embedding: probes start "
+            f"with their first text token (first-token scores then measure a word, not a fixed token)",
+            InterpWarning,
+            stacklevel=3,
+        )
         policy, bos = "none", None
     _warn_ids_beyond(tok, d_vocab, where)
     return TokenizerFacts(policy, bos, _pad_id(tok, d_vocab))
@@ -86,8 +93,14 @@ def _pad_id(tok: Any, d_vocab: int) -> int:
     which token stands in does not matter, only that it indexes the embedding)."""
     if tok.pad_token_id is not None and 0 <= tok.pad_token_id < d_vocab:
         return tok.pad_token_id
-    stand_in = next((t for t in (tok.eos_token, tok.unk_token, tok.bos_token)
-                     if t is not None and 0 <= tok.convert_tokens_to_ids(t) < d_vocab), None)
+    stand_in = next(
+        (
+            t
+            for t in (tok.eos_token, tok.unk_token, tok.bos_token)
+            if t is not None and 0 <= tok.convert_tokens_to_ids(t) < d_vocab
+        ),
+        None,
+    )
     tok.pad_token = stand_in if stand_in is not None else tok.convert_ids_to_tokens(0)
     return tok.pad_token_id
 
@@ -99,9 +112,13 @@ def _warn_ids_beyond(tok: Any, d_vocab: int, where: str) -> None:
     skip = set(getattr(tok, "get_added_vocab", dict)().values()) | set(tok.all_special_ids)
     beyond = [i for i in range(d_vocab, len(tok)) if i not in skip]
     if beyond:
-        warnings.warn(f"{where}: the tokenizer has {len(tok)} ids but the model's embedding takes {d_vocab}: probes "
-                      f"that contain one of the {len(beyond)} ordinary ids beyond it are left out (does the tokenizer "
-                      f"belong to this model?)", InterpWarning, stacklevel=3)
+        warnings.warn(
+            f"{where}: the tokenizer has {len(tok)} ids but the model's embedding takes {d_vocab}: probes "
+            f"that contain one of the {len(beyond)} ordinary ids beyond it are left out (does the tokenizer "
+            f"belong to this model?)",
+            InterpWarning,
+            stacklevel=3,
+        )
 
 
 def ordinary_ids(tok: Any, d_vocab: int) -> list[int]:

@@ -38,15 +38,21 @@ def model_class(config: Any, causal: bool) -> Any:
     from interp.model import families
 
     found = families.architecture(config)
-    if found is None:  # no adapter: the plain auto classes (the bridge then says which family it lacks)
+    if (
+        found is None
+    ):  # no adapter: the plain auto classes (the bridge then says which family it lacks)
         return AutoModelForCausalLM if causal else AutoModelForMaskedLM
     return families.hf_model_class(found)
 
 
-def load_checked(cls: Any, source: str | Path, where: str | Path, encoder: bool, **kwargs: Any) -> Any:
+def load_checked(
+    cls: Any, source: str | Path, where: str | Path, encoder: bool, **kwargs: Any
+) -> Any:
     """``cls.from_pretrained(source, **kwargs)``, refused unless every parameter came from the file."""
     try:
-        hf, info = cls.from_pretrained(source, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
+        hf, info = cls.from_pretrained(
+            source, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs
+        )
     except Exception as exc:  # noqa: BLE001  (transformers, safetensors and torch raise many types)
         raise load_error(where, exc) from None
     check_complete(info, where, encoder)
@@ -58,35 +64,58 @@ def load_error(where: str | Path, exc: BaseException) -> ModelError:
     """One line for a weights file that cannot be read at all."""
     text = str(exc)
     if "weights_only" in text or type(exc).__name__ == "UnpicklingError":
-        return ModelError(f"{where}: the pickled .bin checkpoint holds Python objects that cannot be loaded safely; "
-                          f"convert it to safetensors with the tool that made it")
+        return ModelError(
+            f"{where}: the pickled .bin checkpoint holds Python objects that cannot be loaded safely; "
+            f"convert it to safetensors with the tool that made it"
+        )
     lines = text.strip().splitlines()
     first = lines[0][:200] if lines else ""
     kind = "model directory" if Path(where).is_dir() else "model"
-    return ModelError(f"cannot load {kind} {where}: its weights cannot be read ({type(exc).__name__}: {first}); "
-                      f"the file may be truncated or corrupt: download or export it again")
+    return ModelError(
+        f"cannot load {kind} {where}: its weights cannot be read ({type(exc).__name__}: {first}); "
+        f"the file may be truncated or corrupt: download or export it again"
+    )
 
 
 def check_complete(info: dict[str, Any], where: str | Path, encoder: bool) -> None:
     """Raise ModelError naming the keys when the loading info shows a parameter not from the file."""
     missing = [k for k in info.get("missing_keys", ()) if not (encoder and _any(UNUSED_MISSING, k))]
     if missing:
-        raise ModelError(f"{where} lacks {_n(missing)} the model needs ({summarize(missing)}): they would be "
-                         f"random; the file is incomplete: export it again")
+        raise ModelError(
+            f"{where} lacks {_n(missing)} the model needs ({summarize(missing)}): they would be "
+            f"random; the file is incomplete: export it again"
+        )
     mismatched = sorted(info.get("mismatched_keys", ()))
     if mismatched:
         key, in_file, in_model = mismatched[0]
-        raise ModelError(f"{where} has {_n(mismatched)} of the wrong shape ({key}: {tuple(in_file)} in the file, "
-                         f"{tuple(in_model)} in the model): the weights do not match config.json")
+        raise ModelError(
+            f"{where} has {_n(mismatched)} of the wrong shape ({key}: {tuple(in_file)} in the file, "
+            f"{tuple(in_model)} in the model): the weights do not match config.json"
+        )
     unexpected = [k for k in info.get("unexpected_keys", ()) if not _any(UNUSED_UNEXPECTED, k)]
     if unexpected:
-        raise ModelError(f"{where} holds {_n(unexpected)} the model does not use ({summarize(unexpected)}): "
-                         f"config.json describes another model than the weights; fix config.json or the weights")
+        raise ModelError(
+            f"{where} holds {_n(unexpected)} the model does not use ({summarize(unexpected)}): "
+            f"config.json describes another model than the weights; fix config.json or the weights"
+        )
 
 
 # Sizes a config.json gives that must be positive whole numbers for the model to exist at all.
-SIZES = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "intermediate_size",
-         "vocab_size", "head_dim", "max_position_embeddings", "n_embd", "n_layer", "n_head", "n_positions", "n_inner")
+SIZES = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "intermediate_size",
+    "vocab_size",
+    "head_dim",
+    "max_position_embeddings",
+    "n_embd",
+    "n_layer",
+    "n_head",
+    "n_positions",
+    "n_inner",
+)
 
 
 def check_config(config: Any, where: str | Path) -> None:
@@ -98,12 +127,19 @@ def check_config(config: Any, where: str | Path) -> None:
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ModelError(f"{where}: config.json gives {name} = {value!r}, which must be a positive whole number; "
-                             f"fix config.json (it does not describe a model)")
-    heads, width = getattr(config, "num_attention_heads", None), getattr(config, "hidden_size", None)
+            raise ModelError(
+                f"{where}: config.json gives {name} = {value!r}, which must be a positive whole number; "
+                f"fix config.json (it does not describe a model)"
+            )
+    heads, width = (
+        getattr(config, "num_attention_heads", None),
+        getattr(config, "hidden_size", None),
+    )
     if getattr(config, "head_dim", None) is None and heads and width and width % heads:
-        raise ModelError(f"{where}: config.json gives hidden_size = {width}, which num_attention_heads = {heads} does "
-                         f"not divide; fix config.json (it does not describe a model)")
+        raise ModelError(
+            f"{where}: config.json gives hidden_size = {width}, which num_attention_heads = {heads} does "
+            f"not divide; fix config.json (it does not describe a model)"
+        )
 
 
 def check_finite(hf: Any, where: str | Path) -> None:
@@ -118,8 +154,10 @@ def check_finite(hf: Any, where: str | Path) -> None:
             if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
                 bad.append(name)
     if bad:
-        raise ModelError(f"{where} has {_n(bad)} holding NaN or infinite values ({summarize(bad)}): the file is "
-                         f"damaged or was saved after training diverged; export it again")
+        raise ModelError(
+            f"{where} has {_n(bad)} holding NaN or infinite values ({summarize(bad)}): the file is "
+            f"damaged or was saved after training diverged; export it again"
+        )
 
 
 def _n(items: list) -> str:
@@ -143,7 +181,11 @@ def summarize(keys: list[str], limit: int = 3) -> str:
         counts[name] += 1
     shown = []
     for name in list(counts)[:limit]:
-        label = name.replace("{}", "{" + ",".join(map(str, sorted(groups[name]))) + "}") if name in groups else name
+        label = (
+            name.replace("{}", "{" + ",".join(map(str, sorted(groups[name]))) + "}")
+            if name in groups
+            else name
+        )
         shown.append(label + (f" ({counts[name]} weights)" if counts[name] > 1 else ""))
     more = len(counts) - limit
     return ", ".join(shown) + (f", and {more} more" if more > 0 else "")

@@ -17,10 +17,10 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interp.pipeline import provenance, rundir
 from interp.config import from_jsonable
 from interp.errors import ConfigError, InterpWarning, RunError
 from interp.model.spec import ModelSpec, model_slug
+from interp.pipeline import provenance, rundir
 from interp.pipeline.lock import LOCK, run_lock
 from interp.pipeline.options import RunOptions
 from interp.pipeline.stages import STAGES, stage, stage_names
@@ -30,7 +30,9 @@ if TYPE_CHECKING:  # the model stack loads only when a stage needs it (a report 
     from interp.model.load import LoadedModel
 
 
-def run_pipeline(options: RunOptions = RunOptions(), model: LoadedModel | None = None, progress: bool = True) -> Path:
+def run_pipeline(
+    options: RunOptions = RunOptions(), model: LoadedModel | None = None, progress: bool = True
+) -> Path:
     """Run every stage the options ask for; return the run directory.
 
     The run directory is made and locked (:mod:`interp.pipeline.lock`) before anything in it is
@@ -54,11 +56,15 @@ def run_pipeline(options: RunOptions = RunOptions(), model: LoadedModel | None =
                 run_stages(run_dir, model, options, progress, model_hash)
             except BaseException as exc:
                 if run_dir in made and not _finished(run_dir):
-                    shutil.rmtree(run_dir, ignore_errors=True)  # nothing finished: leave nothing behind
+                    shutil.rmtree(
+                        run_dir, ignore_errors=True
+                    )  # nothing finished: leave nothing behind
                     exc.run_removed = str(run_dir)  # type: ignore[attr-defined]  (the CLI says no run was kept)
                 raise
     except BaseException:
-        rundir.remove_dirs([p for p in made if p.exists()])  # the folders made for it, each only if empty
+        rundir.remove_dirs(
+            [p for p in made if p.exists()]
+        )  # the folders made for it, each only if empty
         raise
     return run_dir
 
@@ -68,8 +74,10 @@ def _claim(out: Path, slug: str, options: RunOptions) -> tuple[Path, list[Path]]
     (outermost first). A run without a name takes the first timestamp name free on disk: the
     folder is made exclusively, so two runs started in the same second never share one."""
     if all(st.name in options.skip for st in STAGES):
-        raise RunError(f"every stage is skipped (--skip {' --skip '.join(options.skip)}): nothing would run; "
-                       f"leave out at least one --skip")
+        raise RunError(
+            f"every stage is skipped (--skip {' --skip '.join(options.skip)}): nothing would run; "
+            f"leave out at least one --skip"
+        )
     if options.run_name is None:
         if options.resume:
             raise RunError("--resume continues a named run: give its --name")
@@ -83,14 +91,18 @@ def _claim(out: Path, slug: str, options: RunOptions) -> tuple[Path, list[Path]]
                 continue
             except OSError as exc:
                 rundir.remove_dirs(made)
-                raise RunError(f"cannot create {run_dir}: {exc.strerror} (pass --out with a writable folder)") from None
+                raise RunError(
+                    f"cannot create {run_dir}: {exc.strerror} (pass --out with a writable folder)"
+                ) from None
             return run_dir, [*made, run_dir]
         raise RunError(f"cannot create {run_dir}: File exists (pass --out with a writable folder)")
     run_dir = rundir.run_path(out, slug, options.run_name)
     if run_dir.exists() and not run_dir.is_dir():
         raise RunError(f"{run_dir} exists and is a file: choose another --name")
     if options.resume and not (run_dir / rundir.MANIFEST).exists():
-        raise RunError(f"no run to resume at {run_dir}: check --out, --name and --model, or leave out --resume")
+        raise RunError(
+            f"no run to resume at {run_dir}: check --out, --name and --model, or leave out --resume"
+        )
     return run_dir, rundir.make_dirs(run_dir)
 
 
@@ -98,10 +110,16 @@ def _check_target(run_dir: Path, options: RunOptions) -> None:
     """The run directory, checked against what is on disk (under its lock)."""
     started = (run_dir / rundir.MANIFEST).exists()
     if options.resume and not started:
-        raise RunError(f"no run to resume at {run_dir}: check --out, --name and --model, or leave out --resume")
+        raise RunError(
+            f"no run to resume at {run_dir}: check --out, --name and --model, or leave out --resume"
+        )
     if started and not options.resume:
-        raise RunError(f"run {run_dir} exists: pass --resume to continue it or --name for a new one")
-    if not started and any(p for p in run_dir.iterdir() if not p.name.endswith(".tmp") and p.name != LOCK):
+        raise RunError(
+            f"run {run_dir} exists: pass --resume to continue it or --name for a new one"
+        )
+    if not started and any(
+        p for p in run_dir.iterdir() if not p.name.endswith(".tmp") and p.name != LOCK
+    ):
         raise RunError(f"{run_dir} exists and is not a run directory: choose another --name")
     if started:
         rundir.read_manifest(run_dir)  # a corrupt manifest fails now, before the model loads
@@ -118,21 +136,32 @@ def check_corpora(options: RunOptions) -> None:
 
 def _start(run_dir: Path, options: RunOptions, model: LoadedModel, model_hash: str | None) -> None:
     """Write the manifest of a new run, or bring a resumed run's options up to date."""
-    corpora = {name: digest for st in STAGES
-               for name, digest in st.inputs(options.stage_config(st.name), None).get("files", {}).items()}
-    seeds = [getattr(config, "seed") for config in options.stages.values() if hasattr(config, "seed")]
+    corpora = {
+        name: digest
+        for st in STAGES
+        for name, digest in st.inputs(options.stage_config(st.name), None).get("files", {}).items()
+    }
+    seeds = [config.seed for config in options.stages.values() if hasattr(config, "seed")]
     if not (run_dir / rundir.MANIFEST).exists():
-        rundir.write_manifest(run_dir, {
-            "model": model.facts(), "provenance": provenance.provenance(seeds[0] if seeds else None, model_hash, corpora),
-            "options": rundir.jsonable(options), "stages": {},
-        })
+        rundir.write_manifest(
+            run_dir,
+            {
+                "model": model.facts(),
+                "provenance": provenance.provenance(
+                    seeds[0] if seeds else None, model_hash, corpora
+                ),
+                "options": rundir.jsonable(options),
+                "stages": {},
+            },
+        )
         return
     rundir.clear_temporaries(run_dir)
     _restore_csv_twins(run_dir)
     manifest = rundir.read_manifest(run_dir)
     manifest["options"] = rundir.jsonable(options)
     manifest.setdefault("provenance", {}).setdefault("resumed", []).append(
-        dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+        dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    )
     rundir.write_manifest(run_dir, manifest)
 
 
@@ -156,8 +185,13 @@ def _finished(run_dir: Path) -> bool:
         return False
 
 
-def run_stages(run_dir: Path, model: LoadedModel | None, options: RunOptions, progress: bool,
-               model_hash: str | None = None) -> list[str]:
+def run_stages(
+    run_dir: Path,
+    model: LoadedModel | None,
+    options: RunOptions,
+    progress: bool,
+    model_hash: str | None = None,
+) -> list[str]:
     """Run the registry's stages in order (skipping ``options.skip``); return the names that ran.
 
     Under ``resume`` a finished stage is skipped when :meth:`Stage.done` says so: same config,
@@ -177,9 +211,16 @@ def run_stages(run_dir: Path, model: LoadedModel | None, options: RunOptions, pr
     return ran
 
 
-def rerun_stage(run_dir: str | Path, name: str, config: Any = None, model: LoadedModel | None = None,
-                changes: dict[str, Any] | None = None, device: str | None = None, dtype: str | None = None,
-                progress: bool = True) -> None:
+def rerun_stage(
+    run_dir: str | Path,
+    name: str,
+    config: Any = None,
+    model: LoadedModel | None = None,
+    changes: dict[str, Any] | None = None,
+    device: str | None = None,
+    dtype: str | None = None,
+    progress: bool = True,
+) -> None:
     """Run one stage again on an existing run (``interp classify RUN_DIR`` and the like).
 
     The stage runs with ``config``, or else with the config the run recorded for it (its last
@@ -194,14 +235,24 @@ def rerun_stage(run_dir: str | Path, name: str, config: Any = None, model: Loade
         _rerun_stage(run_dir, name, config, model, changes, device, dtype, progress)
 
 
-def _rerun_stage(run_dir: Path, name: str, config: Any, model: LoadedModel | None, changes: dict[str, Any] | None,
-                 device: str | None, dtype: str | None, progress: bool) -> None:
+def _rerun_stage(
+    run_dir: Path,
+    name: str,
+    config: Any,
+    model: LoadedModel | None,
+    changes: dict[str, Any] | None,
+    device: str | None,
+    dtype: str | None,
+    progress: bool,
+) -> None:
     rundir.read_manifest(run_dir)  # fail now, not after loading a model, if it is no run
     st = stage(name)
     config = recorded_config(run_dir, name) if config is None else config
     if changes:
         config = dataclasses.replace(config, **changes)
-    check_corpora(RunOptions(stages={name: config}, skip=tuple(s for s in stage_names() if s != name)))
+    check_corpora(
+        RunOptions(stages={name: config}, skip=tuple(s for s in stage_names() if s != name))
+    )
     model_hash = None
     if st.needs_model:
         if model is None:
@@ -228,26 +279,36 @@ def recorded_config(run_dir: Path, name: str) -> Any:
             return from_jsonable(st.config, ran)
         if isinstance(manifest.get("options"), dict):
             options = manifest["options"]
-            _no_python_tasks(((options.get("stages") or {}).get(name) or options.get(name) or {}).get("tasks"), where, name)
+            _no_python_tasks(
+                ((options.get("stages") or {}).get(name) or options.get(name) or {}).get("tasks"),
+                where,
+                name,
+            )
             return RunOptions.from_dict(options).stage_config(name)
     except ConfigError as exc:
-        raise RunError(f"{where} records a {name} config this version cannot use ({exc}); "
-                       f"rerun `interp run` with the options you used") from None
+        raise RunError(
+            f"{where} records a {name} config this version cannot use ({exc}); "
+            f"rerun `interp run` with the options you used"
+        ) from None
     return st.config()
 
 
 def _no_python_tasks(tasks: Any, where: Path, name: str) -> None:
     names = [t.get("name") for t in tasks or () if isinstance(t, dict)]
     if names:
-        raise RunError(f"{where} was made with metrics defined in Python ({', '.join(map(str, names))}): rerun the {name} "
-                       f"stage from Python: interp.rerun_stage(run_dir, {name!r}, config=AblateConfig(tasks=...))")
+        raise RunError(
+            f"{where} was made with metrics defined in Python ({', '.join(map(str, names))}): rerun the {name} "
+            f"stage from Python: interp.rerun_stage(run_dir, {name!r}, config=AblateConfig(tasks=...))"
+        )
 
 
 def recorded_spec(model: LoadedModel) -> ModelSpec:
     """The model spec a run records in its options: the one that loads the model again (a path
     made absolute), or, for a model built in Python, its name and settings (the manifest's
     ``model.spec`` is then null, and stage commands say to rerun from Python)."""
-    return model.spec or ModelSpec(name=model.name, device=model.device, dtype=model.dtype, causal=model.causal)
+    return model.spec or ModelSpec(
+        name=model.name, device=model.device, dtype=model.dtype, causal=model.causal
+    )
 
 
 def model_spec_of(run_dir: Path, stage_name: str | None = None) -> ModelSpec:
@@ -257,22 +318,33 @@ def model_spec_of(run_dir: Path, stage_name: str | None = None) -> ModelSpec:
         raise RunError(f"{run_dir}/manifest.json names no model; rerun `interp run`")
     if facts.get("source") == "bridge":
         load = f"interp.load_model(bridge, tokenizer=tokenizer, name={facts['name']!r})"
-        again = (f"rerun the {stage_name} stage from Python: interp.rerun_stage({str(run_dir)!r}, "
-                 f"{stage_name!r}, model={load})" if stage_name else
-                 f"make the run again from Python: interp.run(options, model={load})")
-        raise RunError(f"{run_dir} was made with a model built in Python ({facts['name']}), which the command line "
-                       f"cannot load: {again}")
+        again = (
+            f"rerun the {stage_name} stage from Python: interp.rerun_stage({str(run_dir)!r}, "
+            f"{stage_name!r}, model={load})"
+            if stage_name
+            else f"make the run again from Python: interp.run(options, model={load})"
+        )
+        raise RunError(
+            f"{run_dir} was made with a model built in Python ({facts['name']}), which the command line "
+            f"cannot load: {again}"
+        )
     spec = facts.get("spec")
     if isinstance(spec, dict):
         try:
             return from_jsonable(ModelSpec, spec)
         except (ConfigError, TypeError) as exc:
-            raise RunError(f"{run_dir}/manifest.json records a model this version cannot load ({exc}); rerun `interp run`") from None
+            raise RunError(
+                f"{run_dir}/manifest.json records a model this version cannot load ({exc}); rerun `interp run`"
+            ) from None
     # A manifest from before model specs were recorded: the name as it was given.
-    return ModelSpec(name=facts["name"], device=facts.get("device", "cpu"), dtype=facts.get("dtype", "float32"))
+    return ModelSpec(
+        name=facts["name"], device=facts.get("device", "cpu"), dtype=facts.get("dtype", "float32")
+    )
 
 
-def options_from_manifest(run_dir: str | Path, out_dir: str | None = None, run_name: str | None = None) -> RunOptions:
+def options_from_manifest(
+    run_dir: str | Path, out_dir: str | None = None, run_name: str | None = None
+) -> RunOptions:
     """The options of an earlier run, to make it again (``interp run --from-manifest RUN_DIR``),
     after checking that the model, the corpora and the shipped probe data are still the same
     files; differing package versions only warn (the tables may differ in the last digits)."""
@@ -280,24 +352,41 @@ def options_from_manifest(run_dir: str | Path, out_dir: str | None = None, run_n
     manifest = rundir.read_manifest(run_dir)
     where = run_dir / rundir.MANIFEST
     recorded_options = manifest.get("options") if isinstance(manifest.get("options"), dict) else {}
-    tasks = [t.get("name") for configs in (recorded_options.get("stages") or {}, recorded_options)
-             for config in configs.values() if isinstance(config, dict)
-             for t in config.get("tasks") or () if isinstance(t, dict)]
+    tasks = [
+        t.get("name")
+        for configs in (recorded_options.get("stages") or {}, recorded_options)
+        for config in configs.values()
+        if isinstance(config, dict)
+        for t in config.get("tasks") or ()
+        if isinstance(t, dict)
+    ]
     if tasks:
-        raise RunError(f"{where} was made with metrics defined in Python ({', '.join(map(str, tasks))}): make the run again "
-                       f"from Python, with the same interp.Task objects in AblateConfig(tasks=...)")
+        raise RunError(
+            f"{where} was made with metrics defined in Python ({', '.join(map(str, tasks))}): make the run again "
+            f"from Python, with the same interp.Task objects in AblateConfig(tasks=...)"
+        )
     try:
         options = RunOptions.from_dict(manifest["options"])
     except KeyError:
-        raise RunError(f"{where} records no options (an older interp wrote it); rerun `interp run` with the options you used") from None
+        raise RunError(
+            f"{where} records no options (an older interp wrote it); rerun `interp run` with the options you used"
+        ) from None
     except (ConfigError, TypeError) as exc:
-        raise RunError(f"{where} holds options this version cannot use ({exc}); rerun `interp run` with the options you used") from None
+        raise RunError(
+            f"{where} holds options this version cannot use ({exc}); rerun `interp run` with the options you used"
+        ) from None
     model_spec_of(run_dir)  # a model built in Python cannot be loaded by name
     _check_same_inputs(manifest, where)
     for name, config in options.stages.items():
-        if hasattr(config, "for_replay"):  # what the stage measured about itself, to replay it exactly
-            options = options.with_stage(name, config.for_replay(manifest.get("stages", {}).get(name) or {}))
-    return dataclasses.replace(options, out_dir=out_dir or options.out_dir, run_name=run_name, resume=False)
+        if hasattr(
+            config, "for_replay"
+        ):  # what the stage measured about itself, to replay it exactly
+            options = options.with_stage(
+                name, config.for_replay(manifest.get("stages", {}).get(name) or {})
+            )
+    return dataclasses.replace(
+        options, out_dir=out_dir or options.out_dir, run_name=run_name, resume=False
+    )
 
 
 def _check_same_inputs(manifest: dict[str, Any], where: Path) -> None:
@@ -306,20 +395,34 @@ def _check_same_inputs(manifest: dict[str, Any], where: Path) -> None:
     where_now = (facts.get("spec") or {}).get("name") or facts.get("name", "")
     now = provenance.model_hash(where_now, facts.get("source", ""))
     if recorded.get("model_hash") and now != recorded["model_hash"]:
-        raise RunError(f"the model {facts.get('name')} is not the file the run in {where.parent} used "
-                       f"(its content hash changed); restore that model to reproduce the run")
+        raise RunError(
+            f"the model {facts.get('name')} is not the file the run in {where.parent} used "
+            f"(its content hash changed); restore that model to reproduce the run"
+        )
     for path, digest in (recorded.get("corpus_hashes") or {}).items():
         try:
             same = provenance.file_hash(path) == digest
         except OSError:
             same = False
         if not same:
-            raise RunError(f"corpus {path} is missing or changed since the run in {where.parent}; restore it to reproduce the run")
+            raise RunError(
+                f"corpus {path} is missing or changed since the run in {where.parent}; restore it to reproduce the run"
+            )
     if recorded.get("data_hash") and recorded["data_hash"] != provenance.data_hash():
-        warnings.warn("the shipped probe data differ from the run's: the tables will differ", InterpWarning, stacklevel=2)
+        warnings.warn(
+            "the shipped probe data differ from the run's: the tables will differ",
+            InterpWarning,
+            stacklevel=2,
+        )
     versions = recorded.get("versions") or {}
-    changed = [f"{k} {v} -> {provenance.package_versions().get(k)}" for k, v in versions.items()
-               if provenance.package_versions().get(k) != v]
+    changed = [
+        f"{k} {v} -> {provenance.package_versions().get(k)}"
+        for k, v in versions.items()
+        if provenance.package_versions().get(k) != v
+    ]
     if changed:
-        warnings.warn(f"package versions differ from the run's ({', '.join(changed)}): tables may differ slightly",
-                      InterpWarning, stacklevel=2)
+        warnings.warn(
+            f"package versions differ from the run's ({', '.join(changed)}): tables may differ slightly",
+            InterpWarning,
+            stacklevel=2,
+        )

@@ -22,9 +22,9 @@ import json
 import os
 import socket
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 try:
     import fcntl
@@ -58,8 +58,10 @@ def _acquire(run_dir: Path, path: Path) -> int | None:
         except OSError:
             holder = _holder(fd)
             os.close(fd)
-            raise RunError(f"run {run_dir} is in use by another interp process ({holder}): wait for it to end, "
-                           f"or choose another --name") from None
+            raise RunError(
+                f"run {run_dir} is in use by another interp process ({holder}): wait for it to end, "
+                f"or choose another --name"
+            ) from None
         try:
             current = os.stat(path, follow_symlinks=False)
             mine = os.fstat(fd)
@@ -68,8 +70,11 @@ def _acquire(run_dir: Path, path: Path) -> int | None:
         except FileNotFoundError:
             pass
         os.close(fd)  # its last holder removed the file after we opened it: lock the new one
-    info = {"pid": os.getpid(), "host": socket.gethostname(),
-            "started": dt.datetime.now().astimezone().isoformat(timespec="seconds")}
+    info = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+    }
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(info).encode("utf-8"), 0)

@@ -42,18 +42,31 @@ class RunOptions:
     """the stage fields a user set explicitly, as "stage.field" (--quick leaves them as they are)"""
 
     def __post_init__(self) -> None:
-        require(self, "run_name", self.run_name is None or bool(RUN_NAME.fullmatch(self.run_name)),
-                "1-100 letters, digits, '.', '_' or '-', starting with a letter or digit (no '/', no '..')")
+        require(
+            self,
+            "run_name",
+            self.run_name is None or bool(RUN_NAME.fullmatch(self.run_name)),
+            "1-100 letters, digits, '.', '_' or '-', starting with a letter or digit (no '/', no '..')",
+        )
         require(self, "out_dir", bool(self.out_dir) and "\0" not in self.out_dir, "a folder path")
-        require(self, "skip", all(name in stage_names() for name in self.skip), f"stage names among {', '.join(stage_names())}")
+        require(
+            self,
+            "skip",
+            all(name in stage_names() for name in self.skip),
+            f"stage names among {', '.join(stage_names())}",
+        )
         unknown = sorted(set(self.stages) - set(stage_names()))
         if unknown:
-            raise ConfigError(f"stages has no stage {unknown[0]!r}; stages are {', '.join(stage_names())}")
+            raise ConfigError(
+                f"stages has no stage {unknown[0]!r}; stages are {', '.join(stage_names())}"
+            )
         full = {}
         for st in STAGES:
             given = self.stages.get(st.name, st.config())
             if not isinstance(given, st.config):
-                raise ConfigError(f"stages[{st.name!r}] must be a {st.config.__name__}, got {type(given).__name__}")
+                raise ConfigError(
+                    f"stages[{st.name!r}] must be a {st.config.__name__}, got {type(given).__name__}"
+                )
             full[st.name] = given
         object.__setattr__(self, "stages", full)
 
@@ -89,7 +102,9 @@ class RunOptions:
                 stages[name] = data.pop(name)
         unknown = sorted(set(stages) - set(stage_names()))
         if unknown:
-            raise ConfigError(f"stages has no stage {unknown[0]!r} (recorded by another version of interp)")
+            raise ConfigError(
+                f"stages has no stage {unknown[0]!r} (recorded by another version of interp)"
+            )
         model = from_jsonable(ModelSpec, data.pop("model", {}))
         configs = {name: from_jsonable(stage(name).config, value) for name, value in stages.items()}
         return cls(model=model, stages=configs, **data)

@@ -8,7 +8,8 @@ without torch.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,12 +38,16 @@ def encode_prompts(model: Any, texts: Sequence[str]) -> list[list[int]]:
         except Unencodable as exc:
             raise PromptError(f"prompt {i} cannot be encoded for this model: {exc}") from None
         if aligner.n_truncated:
-            raise PromptError(f"prompt {i} is longer than the model's context of {model.n_ctx} tokens; shorten it")
+            raise PromptError(
+                f"prompt {i} is longer than the model's context of {model.n_ctx} tokens; shorten it"
+            )
         encoded.append(seq.tokens.tolist())
     return encoded
 
 
-def prompt_patterns(model: Any, texts: Sequence[str], heads: Callable[[list[int]], Sequence[Head]]) -> PromptSet:
+def prompt_patterns(
+    model: Any, texts: Sequence[str], heads: Callable[[list[int]], Sequence[Head]]
+) -> PromptSet:
     """Run the prompts once (in batches of :data:`BATCH`, padded on the right) and keep the
     attention of the heads ``heads(lengths)`` names on each prompt's own tokens."""
     ids = encode_prompts(model, texts)
@@ -54,13 +59,13 @@ def prompt_patterns(model: Any, texts: Sequence[str], heads: Callable[[list[int]
         by_layer.setdefault(layer, []).append((slot, head))
     pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
     for start in range(0, len(ids), BATCH):
-        chunk = ids[start:start + BATCH]
+        chunk = ids[start : start + BATCH]
         width = max(len(seq) for seq in chunk)
         tokens = torch.full((len(chunk), width), pad, dtype=torch.long)
         mask = torch.zeros((len(chunk), width), dtype=torch.long)
         for row, seq in enumerate(chunk):
-            tokens[row, :len(seq)] = torch.tensor(seq)
-            mask[row, :len(seq)] = 1
+            tokens[row, : len(seq)] = torch.tensor(seq)
+            mask[row, : len(seq)] = 1
 
         def keep(layer: int, pattern: torch.Tensor) -> None:  # pattern [batch, head, q, k]
             for slot, head in by_layer.get(layer, ()):

@@ -25,13 +25,30 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-PACKAGES = ("interp", "torch", "transformer-lens", "transformers", "tokenizers", "safetensors", "gguf",
-            "numpy", "pandas", "pyarrow", "scikit-learn", "scipy", "pydantic", "seaborn", "click")
+PACKAGES = (
+    "interp",
+    "torch",
+    "transformer-lens",
+    "transformers",
+    "tokenizers",
+    "safetensors",
+    "gguf",
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "scikit-learn",
+    "scipy",
+    "pydantic",
+    "seaborn",
+    "click",
+)
 # Files of a model directory that do not change what the model computes.
 _NOT_MODEL = (".md", ".gitattributes")
 
 
-def provenance(seed: int, model_hash: str | None = None, corpora: dict[str, str] | None = None) -> dict[str, Any]:
+def provenance(
+    seed: int, model_hash: str | None = None, corpora: dict[str, str] | None = None
+) -> dict[str, Any]:
     """What produced a run: versions, git hash, machine, time, seed and content hashes."""
     return {
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -59,7 +76,9 @@ def package_versions() -> dict[str, str | None]:
 def git_hash() -> str | None:
     here = Path(__file__).resolve().parent
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
@@ -96,14 +115,26 @@ def tree_hash(paths: list[Path], root: Path) -> str:
     """One hash over several files: their names relative to ``root`` and their contents."""
     h = hashlib.sha256()
     for path in sorted(paths):
-        h.update(str(path.relative_to(root)).encode("utf-8") + b"\0" + file_hash(path).encode("ascii") + b"\n")
+        h.update(
+            str(path.relative_to(root)).encode("utf-8")
+            + b"\0"
+            + file_hash(path).encode("ascii")
+            + b"\n"
+        )
     return h.hexdigest()
 
 
 def data_hash() -> str:
     """Hash of the shipped probe data (prose, cards): a change there changes the features."""
     root = Path(str(files("interp.data")))
-    return tree_hash([p for p in root.iterdir() if p.is_file() and p.suffix in (".txt", ".jsonl", ".conllu", ".csv")], root)
+    return tree_hash(
+        [
+            p
+            for p in root.iterdir()
+            if p.is_file() and p.suffix in (".txt", ".jsonl", ".conllu", ".csv")
+        ],
+        root,
+    )
 
 
 def model_files(name: str, source: str) -> tuple[list[Path], Path] | None:
@@ -123,7 +154,11 @@ def model_files(name: str, source: str) -> tuple[list[Path], Path] | None:
         return None
     if path.is_file():
         return [path], path.parent
-    chosen = [p for p in path.iterdir() if p.is_file() and not p.name.startswith(".") and not p.name.endswith(_NOT_MODEL)]
+    chosen = [
+        p
+        for p in path.iterdir()
+        if p.is_file() and not p.name.startswith(".") and not p.name.endswith(_NOT_MODEL)
+    ]
     return chosen, path
 
 

@@ -25,7 +25,9 @@ class RunTables:
     """A run's tables (None where the stage has not run) and its manifest: ``run.roles``,
     ``run.effects``, ...; ``run.tables`` is the mapping from table name to DataFrame."""
 
-    def __init__(self, path: Path, manifest: dict[str, Any], tables: dict[str, pd.DataFrame | None]) -> None:
+    def __init__(
+        self, path: Path, manifest: dict[str, Any], tables: dict[str, pd.DataFrame | None]
+    ) -> None:
         self.path = path
         self.manifest = manifest
         self.tables = tables
@@ -53,6 +55,8 @@ def load_run(path: str | Path) -> RunTables:
     if not run_dir.is_dir():
         raise RunError(f"no run directory at {run_dir}")
     manifest = read_manifest(run_dir)
-    tables = {name: read_csv_table(run_dir, name) if name in CSV_TABLES else read_table(run_dir, name)
-              for name in table_names(run_dir)}
+    tables = {
+        name: read_csv_table(run_dir, name) if name in CSV_TABLES else read_table(run_dir, name)
+        for name in table_names(run_dir)
+    }
     return RunTables(path=run_dir, manifest=manifest, tables=tables)

@@ -32,9 +32,10 @@ import stat
 import tempfile
 import uuid
 import zipfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -55,12 +56,15 @@ os.umask(_UMASK)
 
 # --- names and places -----------------------------------------------------------------------
 
+
 def check_run_name(name: str) -> str:
     """``name`` if it is one safe path component (letters, digits, ``.``, ``_``, ``-``; not
     starting with ``.`` or ``-``; at most 100 characters), else a RunError."""
     if not RUN_NAME.fullmatch(name):
-        raise RunError(f"run name {name!r} is not allowed: use 1-100 letters, digits, '.', '_' or '-', "
-                       f"starting with a letter or digit (no '/', no '..')")
+        raise RunError(
+            f"run name {name!r} is not allowed: use 1-100 letters, digits, '.', '_' or '-', "
+            f"starting with a letter or digit (no '/', no '..')"
+        )
     return name
 
 
@@ -69,7 +73,9 @@ def run_path(out_dir: str | Path, slug: str, run_name: str) -> Path:
     out = Path(out_dir).expanduser()
     target = out / check_run_name(slug) / check_run_name(run_name)
     if not resolved(target).is_relative_to(resolved(out)):
-        raise RunError(f"{target} leads outside {out} (through a symbolic link): choose another --out or --name")
+        raise RunError(
+            f"{target} leads outside {out} (through a symbolic link): choose another --out or --name"
+        )
     return target
 
 
@@ -77,8 +83,13 @@ def resolved(path: Path) -> Path:
     """``path.resolve()``, or a RunError for a loop of symbolic links (which has no place to resolve to)."""
     try:
         return path.resolve()
-    except (RuntimeError, OSError):  # Python 3.11 raises RuntimeError for a loop, 3.13 OSError (ELOOP)
-        raise RunError(f"{path} leads into a loop of symbolic links: remove the loop or choose another --out") from None
+    except (
+        RuntimeError,
+        OSError,
+    ):  # Python 3.11 raises RuntimeError for a loop, 3.13 OSError (ELOOP)
+        raise RunError(
+            f"{path} leads into a loop of symbolic links: remove the loop or choose another --out"
+        ) from None
 
 
 def check_out_dir(out_dir: str | Path) -> Path:
@@ -101,17 +112,23 @@ def check_out_file(path: str | Path, suffix: str = ".html") -> Path:
     HTML page already (a user's other files are never overwritten)."""
     path = Path(path).expanduser()
     if any(ord(c) < 32 for c in str(path)) or path.suffix.lower() != suffix:
-        raise RunError(f"--out {str(path)!r} must name a {suffix} file (no control characters in the name)")
+        raise RunError(
+            f"--out {str(path)!r} must name a {suffix} file (no control characters in the name)"
+        )
     target = resolved(path)
     if not target.parent.is_dir() or not os.access(target.parent, os.W_OK | os.X_OK):
-        raise RunError(f"--out {path}: folder {target.parent} does not exist or is not writable; create it or choose another --out")
+        raise RunError(
+            f"--out {path}: folder {target.parent} does not exist or is not writable; create it or choose another --out"
+        )
     if target.exists():
         if not target.is_file():
             raise RunError(f"--out {path} exists and is not a file: choose another --out")
         with open(target, "rb") as f:
             head = f.read(64).lstrip().lower()
         if not head.startswith(b"<!doctype html"):
-            raise RunError(f"--out {path} exists and is not an HTML page: choose another --out (it is never overwritten)")
+            raise RunError(
+                f"--out {path} exists and is not an HTML page: choose another --out (it is never overwritten)"
+            )
     return path
 
 
@@ -123,7 +140,9 @@ def make_dirs(path: Path) -> list[Path]:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         remove_dirs(missing)
-        raise RunError(f"cannot create {path}: {exc.strerror} (pass --out with a writable folder)") from None
+        raise RunError(
+            f"cannot create {path}: {exc.strerror} (pass --out with a writable folder)"
+        ) from None
     return missing
 
 
@@ -194,11 +213,17 @@ def atomic_path(path: Path) -> Iterator[Path]:
 
 def _write_error(path: Path, exc: OSError) -> RunError:
     if exc.errno == errno.ENOSPC:
-        return RunError(f"cannot write {path}: the disk is full (free some disk space and rerun with --resume)")
+        return RunError(
+            f"cannot write {path}: the disk is full (free some disk space and rerun with --resume)"
+        )
     if exc.errno == errno.EISDIR or path.is_dir():
-        return RunError(f"cannot write {path}: a directory of that name is in the way (remove or rename it)")
+        return RunError(
+            f"cannot write {path}: a directory of that name is in the way (remove or rename it)"
+        )
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return RunError(f"cannot write {path}: permission denied (pass --out with a writable folder)")
+        return RunError(
+            f"cannot write {path}: permission denied (pass --out with a writable folder)"
+        )
     return RunError(f"cannot write {path}: {exc.strerror or exc}")
 
 
@@ -220,6 +245,7 @@ def write_bytes(path: Path, data: bytes) -> None:
 
 
 # --- tables ---------------------------------------------------------------------------------
+
 
 def write_table(run_dir: Path, name: str, frame: pd.DataFrame) -> None:
     """Write a declared table as parquet and csv, validated against its schema (an infinite
@@ -252,7 +278,9 @@ def read_table(run_dir: Path, name: str) -> pd.DataFrame | None:
         frame = pd.read_parquet(path)
         return TABLES[name].validate(frame) if name in TABLES else frame
     except (OSError, ValueError, TypeError, KeyError) as exc:  # pyarrow's errors are among these
-        raise RunError(f"{path} is unreadable or malformed ({_first_line(exc)}); rerun the stage that writes it") from None
+        raise RunError(
+            f"{path} is unreadable or malformed ({_first_line(exc)}); rerun the stage that writes it"
+        ) from None
 
 
 def read_archive(path: Path, fields: tuple[str, ...], version: int) -> dict[str, Any] | None:
@@ -279,8 +307,14 @@ def read_csv_table(run_dir: Path, name: str) -> pd.DataFrame | None:
     try:
         _regular(path)
         return pd.read_csv(path)
-    except (OSError, ValueError, UnicodeDecodeError) as exc:  # EmptyDataError and ParserError are ValueErrors
-        raise RunError(f"{path} is unreadable or malformed ({_first_line(exc)}); rerun the stage that writes it") from None
+    except (
+        OSError,
+        ValueError,
+        UnicodeDecodeError,
+    ) as exc:  # EmptyDataError and ParserError are ValueErrors
+        raise RunError(
+            f"{path} is unreadable or malformed ({_first_line(exc)}); rerun the stage that writes it"
+        ) from None
 
 
 def _regular(path: Path) -> None:
@@ -296,6 +330,7 @@ def _first_line(exc: BaseException) -> str:
 
 # --- the manifest ---------------------------------------------------------------------------
 
+
 def read_manifest(run_dir: Path) -> dict[str, Any]:
     """The run's manifest, checked: a JSON object of a format this version understands."""
     path = Path(run_dir) / MANIFEST
@@ -306,35 +341,53 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
         text = path.read_bytes().decode("utf-8")
         manifest = json.loads(text)
     except UnicodeDecodeError:
-        raise RunError(f"{path} is corrupt (not UTF-8 text); rerun `interp run` for a new run") from None
+        raise RunError(
+            f"{path} is corrupt (not UTF-8 text); rerun `interp run` for a new run"
+        ) from None
     except json.JSONDecodeError as exc:
-        raise RunError(f"{path} is corrupt ({exc.msg} at line {exc.lineno}); rerun `interp run` for a new run") from None
+        raise RunError(
+            f"{path} is corrupt ({exc.msg} at line {exc.lineno}); rerun `interp run` for a new run"
+        ) from None
     except (OSError, RecursionError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "nested too deeply"
-        raise RunError(f"{path} cannot be read ({reason}); rerun `interp run` for a new run") from None
+        raise RunError(
+            f"{path} cannot be read ({reason}); rerun `interp run` for a new run"
+        ) from None
     return _checked(path, manifest)
 
 
 def _checked(path: Path, manifest: Any) -> dict[str, Any]:
     if not isinstance(manifest, dict):
-        raise RunError(f"{path} is corrupt (a JSON {type(manifest).__name__}, not an object); rerun `interp run` for a new run")
+        raise RunError(
+            f"{path} is corrupt (a JSON {type(manifest).__name__}, not an object); rerun `interp run` for a new run"
+        )
     fmt = manifest.get("format", 1)
     if not isinstance(fmt, int) or isinstance(fmt, bool) or fmt < 1:
-        raise RunError(f"{path} is corrupt (format {fmt!r} is not a version number); rerun `interp run` for a new run")
+        raise RunError(
+            f"{path} is corrupt (format {fmt!r} is not a version number); rerun `interp run` for a new run"
+        )
     if fmt > MANIFEST_FORMAT:
-        raise RunError(f"{path} was written by a newer interp (manifest format {fmt}, this one reads up to "
-                       f"{MANIFEST_FORMAT}); upgrade interp to use this run")
+        raise RunError(
+            f"{path} was written by a newer interp (manifest format {fmt}, this one reads up to "
+            f"{MANIFEST_FORMAT}); upgrade interp to use this run"
+        )
     for key in ("stages", "model", "options", "provenance", "corpora"):
         if key in manifest and not isinstance(manifest[key], dict):
-            raise RunError(f"{path} is corrupt ({key!r} is not an object); rerun `interp run` for a new run")
+            raise RunError(
+                f"{path} is corrupt ({key!r} is not an object); rerun `interp run` for a new run"
+            )
     if any(not isinstance(entry, dict) for entry in manifest.get("stages", {}).values()):
-        raise RunError(f"{path} is corrupt (a stage record is not an object); rerun `interp run` for a new run")
+        raise RunError(
+            f"{path} is corrupt (a stage record is not an object); rerun `interp run` for a new run"
+        )
     return manifest
 
 
 def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
     manifest = {"format": MANIFEST_FORMAT, **{k: v for k, v in manifest.items() if k != "format"}}
-    write_text(Path(run_dir) / MANIFEST, json.dumps(manifest, indent=2, default=jsonable, sort_keys=False))
+    write_text(
+        Path(run_dir) / MANIFEST, json.dumps(manifest, indent=2, default=jsonable, sort_keys=False)
+    )
 
 
 def record_stage(run_dir: Path, stage: str, config: Any, seconds: float, **extra: Any) -> None:
@@ -342,8 +395,11 @@ def record_stage(run_dir: Path, stage: str, config: Any, seconds: float, **extra
     written); stages that read its outputs record that id, so that they know when it reran."""
     manifest = read_manifest(run_dir)
     manifest.setdefault("stages", {})[stage] = {
-        "config": jsonable(config), "seconds": round(seconds, 2), "id": uuid.uuid4().hex[:12],
-        "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **extra,
+        "config": jsonable(config),
+        "seconds": round(seconds, 2),
+        "id": uuid.uuid4().hex[:12],
+        "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        **extra,
     }
     write_manifest(run_dir, manifest)
 

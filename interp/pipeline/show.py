@@ -13,9 +13,10 @@ This module imports no torch: the model is loaded only when :func:`show` runs.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from interp.errors import PromptError, RunError
 from interp.pipeline.results import load_run
@@ -44,16 +45,25 @@ def read_prompt_file(path: str | Path) -> list[str]:
     try:
         lines = file.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError:
-        raise PromptError(f"{path}: bytes that are not UTF-8; re-save the prompts file as UTF-8") from None
+        raise PromptError(
+            f"{path}: bytes that are not UTF-8; re-save the prompts file as UTF-8"
+        ) from None
     prompts = [line for line in lines if line.strip()]
     if not prompts:
         raise PromptError(f"{path} holds no prompt (one prompt per line; blank lines are skipped)")
     return prompts
 
 
-def show(run_dir: str | Path, prompts: Sequence[str], heads: str | Sequence[X.Head] | None = None,
-         out: str | Path | None = None, top: int = 3, model: Any = None, device: str | None = None,
-         dtype: str | None = None) -> Shown:
+def show(
+    run_dir: str | Path,
+    prompts: Sequence[str],
+    heads: str | Sequence[X.Head] | None = None,
+    out: str | Path | None = None,
+    top: int = 3,
+    model: Any = None,
+    device: str | None = None,
+    dtype: str | None = None,
+) -> Shown:
     """Run ``prompts`` through the run's model and show where ``heads`` attend on them.
 
     ``heads``: ``"18.6,L17H3"`` or [(18, 6), (17, 3)]; None: :func:`interp.report.explorer.default_heads`.
@@ -76,18 +86,24 @@ def show(run_dir: str | Path, prompts: Sequence[str], heads: str | Sequence[X.He
     else:
         chosen = X.default_heads(run)
     if not chosen:
-        raise RunError(f"{run.path} has no roles or effects table to choose heads from; name them with --heads, "
-                       "e.g. --heads 0.1,2.3")
+        raise RunError(
+            f"{run.path} has no roles or effects table to choose heads from; name them with --heads, "
+            "e.g. --heads 0.1,2.3"
+        )
     page = check_out_file(out) if out is not None else None
     loaded = model if model is not None else _load(run.path, run.manifest, device, dtype)
     model_shape = (loaded.n_layers, loaded.n_heads)
     if shape != (0, 0) and model_shape != shape:
-        raise RunError(f"the model has {model_shape[0]} layers x {model_shape[1]} heads, the run "
-                       f"{shape[0]} x {shape[1]}: give the model the run was made with")
+        raise RunError(
+            f"the model has {model_shape[0]} layers x {model_shape[1]} heads, the run "
+            f"{shape[0]} x {shape[1]}: give the model the run was made with"
+        )
 
     from interp.pipeline.prompts import prompt_patterns  # torch: only once a model runs
 
-    patterns = prompt_patterns(loaded, texts, lambda lengths: P.stored_heads(model_shape, lengths, chosen))
+    patterns = prompt_patterns(
+        loaded, texts, lambda lengths: P.stored_heads(model_shape, lengths, chosen)
+    )
     saved = P.write_prompts(run.path, patterns)
     if page is not None:
         from interp.report.html import render_explorer_page
@@ -106,8 +122,10 @@ def _load(run_dir: Path, manifest: dict[str, Any], device: str | None, dtype: st
 
     facts = manifest.get("model") or {}
     if facts.get("source") == "bridge":
-        raise RunError(f"{run_dir} was made with a model built in Python ({facts.get('name')}), which the command line "
-                       "cannot load: call interp.pipeline.show.show(RUN_DIR, prompts, model=...) with that model")
+        raise RunError(
+            f"{run_dir} was made with a model built in Python ({facts.get('name')}), which the command line "
+            "cannot load: call interp.pipeline.show.show(RUN_DIR, prompts, model=...) with that model"
+        )
     spec = model_spec_of(run_dir)
     changes = {k: v for k, v in (("device", device), ("dtype", dtype)) if v is not None}
     return load_model(dataclasses.replace(spec, **changes) if changes else spec)

@@ -19,16 +19,17 @@ from __future__ import annotations
 import importlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from interp.pipeline import rundir
-from interp.pipeline.provenance import file_hash
 from interp.ablate.config import AblateConfig
 from interp.classify.config import ClassifyConfig
 from interp.collect.config import CollectConfig
 from interp.config import file_fields, without_placement
+from interp.pipeline import rundir
+from interp.pipeline.provenance import file_hash
 from interp.report.config import ReportConfig
 
 
@@ -62,8 +63,14 @@ class Stage:
     def checker(self) -> Callable[[Any], None]:
         return _resolve(self.check) if self.check else (lambda config: None)
 
-    def run(self, run_dir: Path, model: Any, config: Any, progress: bool = True,
-            inputs: dict[str, Any] | None = None) -> None:
+    def run(
+        self,
+        run_dir: Path,
+        model: Any,
+        config: Any,
+        progress: bool = True,
+        inputs: dict[str, Any] | None = None,
+    ) -> None:
         """Run the stage on a run directory, then record it: config, time, what it returned, its
         ``inputs`` (content hashes, see :meth:`inputs`) and the ids of the records it read, taken
         at its start (the records it reads from, not whatever they are when it ends).
@@ -76,8 +83,15 @@ class Stage:
         start = time.perf_counter()
         with rundir.stage_writes(run_dir, self.name):
             recorded = self.function()(Path(run_dir), model, config, progress) or {}
-        rundir.record_stage(run_dir, self.name, config, time.perf_counter() - start, inputs=inputs or {},
-                            after=after, **recorded)
+        rundir.record_stage(
+            run_dir,
+            self.name,
+            config,
+            time.perf_counter() - start,
+            inputs=inputs or {},
+            after=after,
+            **recorded,
+        )
 
     def done(self, run_dir: Path, config: Any, inputs: dict[str, Any] | None = None) -> bool:
         """True when the manifest records this stage with the same config (placement fields
@@ -87,8 +101,10 @@ class Stage:
             entry = rundir.read_manifest(run_dir).get("stages", {}).get(self.name)
         except rundir.RunError:
             return False
-        if not isinstance(entry, dict) or (without_placement(self.config, entry.get("config"))
-                                           != without_placement(self.config, _json(config))):
+        if not isinstance(entry, dict) or (
+            without_placement(self.config, entry.get("config"))
+            != without_placement(self.config, _json(config))
+        ):
             return False
         if inputs is not None and entry.get("inputs", {}) != _json(inputs):
             return False
@@ -138,7 +154,9 @@ def _readable(path: Path) -> bool:
             import numpy as np
 
             with np.load(path, allow_pickle=False) as archive:
-                return len(archive.files) > 0 and all(archive[k].dtype != object for k in archive.files)
+                return len(archive.files) > 0 and all(
+                    archive[k].dtype != object for k in archive.files
+                )
         return True
     except Exception:  # noqa: BLE001  (whatever stops it from reading back: it is not done)
         return False
@@ -171,15 +189,46 @@ def stage(name: str) -> Stage:
     raise ValueError(f"unknown stage {name!r}; stages are {', '.join(stage_names())}")
 
 
-register(Stage("collect", "Gather every head's attention features over the probe suites (writes features, syntax).",
-               CollectConfig, "interp.collect.stage:run_stage", needs_model=True, check="interp.collect.stage:check_inputs",
-               outputs=("features.parquet", "syntax.parquet", "feature_replicates.npz", "exemplars.npz")))
-register(Stage("classify", "Label every head with a role (writes roles, clusters).",
-               ClassifyConfig, "interp.classify.stage:run_stage", reads=("collect",), outputs=("roles.parquet",),
-               check="interp.classify.stage:check_inputs"))
-register(Stage("ablate", "Measure each head's causal effect (writes effects, pruning).",
-               AblateConfig, "interp.ablate.stage:run_stage", needs_model=True, check="interp.ablate.stage:check_inputs",
-               outputs=("effects.parquet", "pruning.parquet")))
-register(Stage("report", "Build figures, report.html and report.pdf from the run's tables.",
-               ReportConfig, "interp.report.stage:run_stage", reads=("collect", "classify", "ablate"),
-               outputs=("report.html",)))
+register(
+    Stage(
+        "collect",
+        "Gather every head's attention features over the probe suites (writes features, syntax).",
+        CollectConfig,
+        "interp.collect.stage:run_stage",
+        needs_model=True,
+        check="interp.collect.stage:check_inputs",
+        outputs=("features.parquet", "syntax.parquet", "feature_replicates.npz", "exemplars.npz"),
+    )
+)
+register(
+    Stage(
+        "classify",
+        "Label every head with a role (writes roles, clusters).",
+        ClassifyConfig,
+        "interp.classify.stage:run_stage",
+        reads=("collect",),
+        outputs=("roles.parquet",),
+        check="interp.classify.stage:check_inputs",
+    )
+)
+register(
+    Stage(
+        "ablate",
+        "Measure each head's causal effect (writes effects, pruning).",
+        AblateConfig,
+        "interp.ablate.stage:run_stage",
+        needs_model=True,
+        check="interp.ablate.stage:check_inputs",
+        outputs=("effects.parquet", "pruning.parquet"),
+    )
+)
+register(
+    Stage(
+        "report",
+        "Build figures, report.html and report.pdf from the run's tables.",
+        ReportConfig,
+        "interp.report.stage:run_stage",
+        reads=("collect", "classify", "ablate"),
+        outputs=("report.html",),
+    )
+)

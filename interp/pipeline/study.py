@@ -39,9 +39,9 @@ from interp.config import config, from_jsonable, option
 from interp.errors import ConfigError, InterpError, RunError
 from interp.model.spec import ModelSpec, model_slug
 from interp.pipeline import rundir
+from interp.pipeline.execute import run_pipeline
 from interp.pipeline.options import RunOptions
 from interp.pipeline.results import load_run
-from interp.pipeline.execute import run_pipeline
 from interp.pipeline.stages import STAGES
 from interp.report import study as R
 from interp.report.html import render_html
@@ -71,11 +71,13 @@ class StudyConfig:
 
     def __post_init__(self) -> None:
         if not self.models:
-            raise ConfigError("a study needs at least one model: models = [\"...\"]")
+            raise ConfigError('a study needs at least one model: models = ["..."]')
         rundir.check_run_name(self.name)
         unknown = sorted(set(self.settings) - {"quick", "skip", "model", "stages"})
         if unknown:
-            raise ConfigError(f"settings has no key {unknown[0]!r}; use quick, skip, model or stages")
+            raise ConfigError(
+                f"settings has no key {unknown[0]!r}; use quick, skip, model or stages"
+            )
 
 
 def read_study(path: str | Path) -> StudyConfig:
@@ -104,8 +106,15 @@ def plan(study: StudyConfig) -> list[dict[str, Any]]:
             for seed in study.seeds:
                 for variant in (None, *study.variants) if study.variants else (None,):
                     name = f"{label}-seed{seed}" + (f"-{variant}" if variant else "")
-                    runs.append({"model": model, "corpora": list(corpora), "seed": seed, "variant": variant,
-                                 "run": rundir.check_run_name(name[:100])})
+                    runs.append(
+                        {
+                            "model": model,
+                            "corpora": list(corpora),
+                            "seed": seed,
+                            "variant": variant,
+                            "run": rundir.check_run_name(name[:100]),
+                        }
+                    )
     return runs
 
 
@@ -122,8 +131,14 @@ def run_options(study: StudyConfig, entry: dict[str, Any]) -> RunOptions:
             fields["seed"] = entry["seed"]
         stages[st.name] = from_jsonable(st.config, fields)
     model = from_jsonable(ModelSpec, {**(settings.get("model") or {}), "name": entry["model"]})
-    return RunOptions(model=model, stages=stages, out_dir=str(Path(study.out) / study.name), run_name=entry["run"],
-                      quick=bool(settings.get("quick", False)), skip=tuple(settings.get("skip", ())))
+    return RunOptions(
+        model=model,
+        stages=stages,
+        out_dir=str(Path(study.out) / study.name),
+        run_name=entry["run"],
+        quick=bool(settings.get("quick", False)),
+        skip=tuple(settings.get("skip", ())),
+    )
 
 
 def run_dir_of(options: RunOptions) -> Path:
@@ -140,13 +155,20 @@ def complete(run_dir: Path, options: RunOptions) -> bool:
         if st.name in options.skip:
             continue
         entry = recorded.get(st.name)
-        if not isinstance(entry, dict) or entry.get("config") != rundir.jsonable(options.stage_config(st.name)):
+        if not isinstance(entry, dict) or entry.get("config") != rundir.jsonable(
+            options.stage_config(st.name)
+        ):
             return False
     return True
 
 
-def run_study(study: StudyConfig, progress: bool = True, executor: str = "local", address: str | None = None,
-              workers: int | None = None) -> Path:
+def run_study(
+    study: StudyConfig,
+    progress: bool = True,
+    executor: str = "local",
+    address: str | None = None,
+    workers: int | None = None,
+) -> Path:
     """Run (or continue) every run of the study, then write the comparison; return the study folder.
 
     ``executor="ray"``: the pending runs are Ray tasks, several at once (:mod:`interp.pipeline.study_ray`),
@@ -171,20 +193,30 @@ def run_study(study: StudyConfig, progress: bool = True, executor: str = "local"
     write_comparison(root, study, entries)
     failed = [e for e in entries if e.get("status") == "failed"]
     if failed:
-        raise RunError(f"{len(failed)} of {len(entries)} runs of study {study.name} failed (first: {label(failed[0])}: "
-                       f"{failed[0]['error']}); fix it and run `interp study` again: finished runs are kept")
+        raise RunError(
+            f"{len(failed)} of {len(entries)} runs of study {study.name} failed (first: {label(failed[0])}: "
+            f"{failed[0]['error']}); fix it and run `interp study` again: finished runs are kept"
+        )
     return root
 
 
-def _on_ray(root: Path, study: StudyConfig, entries: list[dict[str, Any]], pending: list, address: str | None,
-            workers: int | None) -> None:
+def _on_ray(
+    root: Path,
+    study: StudyConfig,
+    entries: list[dict[str, Any]],
+    pending: list,
+    address: str | None,
+    workers: int | None,
+) -> None:
     from interp.pipeline.study_ray import run_all
 
     def done(entry: dict[str, Any], outcome: dict[str, Any]) -> None:
         entry.update(outcome)
         if outcome["status"] == "failed":
-            print(f"study {study.name}: run {entry['run']} of {entry['model']} failed: {outcome['error']}",
-                  file=sys.stderr)
+            print(
+                f"study {study.name}: run {entry['run']} of {entry['model']} failed: {outcome['error']}",
+                file=sys.stderr,
+            )
         _record(root, study, entries)
 
     record = run_all(pending, address, workers, done)
@@ -192,7 +224,9 @@ def _on_ray(root: Path, study: StudyConfig, entries: list[dict[str, Any]], pendi
         entry["executor"] = record
 
 
-def _locally(root: Path, study: StudyConfig, entries: list[dict[str, Any]], pending: list, progress: bool) -> None:
+def _locally(
+    root: Path, study: StudyConfig, entries: list[dict[str, Any]], pending: list, progress: bool
+) -> None:
     from interp.model.load import load_model  # torch, only when a run is made
 
     models: dict[str, Any] = {}
@@ -207,7 +241,10 @@ def _locally(root: Path, study: StudyConfig, entries: list[dict[str, Any]], pend
             entry["status"] = "complete"
         except InterpError as exc:
             entry["status"], entry["error"] = "failed", str(exc)
-            print(f"study {study.name}: run {entry['run']} of {entry['model']} failed: {exc}", file=sys.stderr)
+            print(
+                f"study {study.name}: run {entry['run']} of {entry['model']} failed: {exc}",
+                file=sys.stderr,
+            )
         entry["seconds"] = round(time.perf_counter() - start, 1)
         _record(root, study, entries)
 
@@ -217,7 +254,9 @@ def _resumed(options: RunOptions, target: Path) -> RunOptions:
 
 
 def _record(root: Path, study: StudyConfig, entries: list[dict[str, Any]]) -> None:
-    rundir.write_text(root / STUDY_FILE, json.dumps({"config": rundir.jsonable(study), "runs": entries}, indent=1))
+    rundir.write_text(
+        root / STUDY_FILE, json.dumps({"config": rundir.jsonable(study), "runs": entries}, indent=1)
+    )
 
 
 def label(entry: dict[str, Any]) -> str:
@@ -229,17 +268,30 @@ def write_comparison(root: Path, study: StudyConfig, entries: list[dict[str, Any
     done = [e for e in entries if e.get("status") == "complete"]
     runs = {label(e): load_run(e["run_dir"]) for e in done}
     model_of = {label(e): model_slug(e["model"]) for e in done}
-    tables = {"role_shares": R.role_shares(runs), "role_changes": R.role_changes(runs, model_of),
-              "effect_spread": R.effect_spread(runs), "matched_heads": R.matched_heads(runs, model_of)}
+    tables = {
+        "role_shares": R.role_shares(runs),
+        "role_changes": R.role_changes(runs, model_of),
+        "effect_spread": R.effect_spread(runs),
+        "matched_heads": R.matched_heads(runs, model_of),
+    }
     out = root / "comparison"
     out.mkdir(exist_ok=True)
     for name, frame in tables.items():
         rundir.write_text(out / f"{name}.csv", frame.to_csv(index=False))
     figure = R.shares_figure(tables["role_shares"], out / "figures")
-    shown = [{k: e.get(k) for k in ("model", "run", "seed", "variant", "status", "error")} for e in entries]
-    doc = R.study_document(study.name, shown, tables["role_shares"], tables["role_changes"],
-                           tables["effect_spread"], tables["matched_heads"], figure)
+    shown = [
+        {k: e.get(k) for k in ("model", "run", "seed", "variant", "status", "error")}
+        for e in entries
+    ]
+    doc = R.study_document(
+        study.name,
+        shown,
+        tables["role_shares"],
+        tables["role_changes"],
+        tables["effect_spread"],
+        tables["matched_heads"],
+        figure,
+    )
     page = root / "study.html"
     rundir.write_text(page, render_html(doc))
     return page
-

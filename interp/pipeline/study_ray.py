@@ -44,8 +44,12 @@ def make_run(options: RunOptions, progress: bool = False) -> dict[str, Any]:
     return {**out, "seconds": round(time.perf_counter() - start, 1)}
 
 
-def run_all(pending: list[tuple[dict[str, Any], RunOptions]], address: str | None, workers: int | None,
-            on_done: Callable[[dict[str, Any], dict[str, Any]], None]) -> dict[str, Any]:
+def run_all(
+    pending: list[tuple[dict[str, Any], RunOptions]],
+    address: str | None,
+    workers: int | None,
+    on_done: Callable[[dict[str, Any], dict[str, Any]], None],
+) -> dict[str, Any]:
     """Make every pending run as a Ray task (at most ``workers`` at once; default: as many as the
     cluster's CPUs hold), calling ``on_done(entry, outcome)`` as each ends; returns what the
     study records about the executor."""
@@ -69,8 +73,12 @@ def run_all(pending: list[tuple[dict[str, Any], RunOptions]], address: str | Non
     return {"executor": "ray", "address": address, "workers": limit, "threads": threads}
 
 
-def _drain(task: Any, waiting: list[tuple[dict[str, Any], RunOptions]], running: dict[Any, dict[str, Any]],
-           limit: int) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+def _drain(
+    task: Any,
+    waiting: list[tuple[dict[str, Any], RunOptions]],
+    running: dict[Any, dict[str, Any]],
+    limit: int,
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     import ray
     from ray.exceptions import RayError
 
@@ -82,7 +90,9 @@ def _drain(task: Any, waiting: list[tuple[dict[str, Any], RunOptions]], running:
         entry = running.pop(ref)
         try:
             outcome = ray.get(ref)
-        except RayError as exc:  # the task's retries ran out: the run is left for the next `interp study`
+        except (
+            RayError
+        ) as exc:  # the task's retries ran out: the run is left for the next `interp study`
             lines = [line for line in str(exc).splitlines() if line.strip()]
             why = lines[-1] if lines else type(exc).__name__
             outcome = {"status": "failed", "error": f"its Ray task failed: {why}"}

@@ -79,17 +79,23 @@ def _cast(values: pd.Series, col: Column, table: str) -> pd.Series:
     target = DTYPES[col.dtype]
     try:
         if col.dtype == "str":
-            return values.astype(object).map(lambda v: np.nan if pd.isna(v) else v if isinstance(v, str) else str(v))
+            return values.astype(object).map(
+                lambda v: np.nan if pd.isna(v) else v if isinstance(v, str) else str(v)
+            )
         if col.dtype == "int" and values.isna().any():
             raise ValueError("missing values")
         out = pd.to_numeric(values, errors="raise").astype(target)
         if col.dtype == "float" and np.isinf(out.to_numpy()).any():
             raise ValueError("infinite values (a table holds NaN where there is no finite value)")
-        if col.dtype == "int" and not np.array_equal(out.to_numpy(), pd.to_numeric(values).to_numpy()):
+        if col.dtype == "int" and not np.array_equal(
+            out.to_numpy(), pd.to_numeric(values).to_numpy()
+        ):
             raise ValueError("non-integer values")
         return out
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"table {table!r}: column {col.name!r} must be {col.dtype} ({exc})") from None
+        raise ValueError(
+            f"table {table!r}: column {col.name!r} must be {col.dtype} ({exc})"
+        ) from None
 
 
 def _read_columns() -> dict[str, list[tuple[str, Column]]]:
@@ -105,44 +111,69 @@ def _read_columns() -> dict[str, list[tuple[str, Column]]]:
 
 def _table(name: str, doc: str) -> Table:
     columns = _COLUMNS[name]
-    return Table(name, doc, tuple(c for kind, c in columns if kind != "pattern"),
-                 tuple(c for kind, c in columns if kind == "pattern"))
+    return Table(
+        name,
+        doc,
+        tuple(c for kind, c in columns if kind != "pattern"),
+        tuple(c for kind, c in columns if kind == "pattern"),
+    )
 
 
 _COLUMNS = _read_columns()
-FEATURES = _table("features", (
-    "One row per (layer, head, feature): how much attention the head puts where the feature "
-    "looks."
-))
-SINKS = _table("sinks", (
-    "One row per (layer, head, probe suite): how much of its attention the head parks on the first "
-    "position in that suite (written by collect)."
-))
-ROLES_TABLE = _table("roles", (
-    "One row per head: its primary role, how sure, a second role, its sink mass, and how "
-    "stable under resampled probes."
-))
-EFFECTS = _table("effects", (
-    "One row per (layer, head, ablation, metric): what removing the head does to the metric."
-))
-PRUNING = _table("pruning", (
-    "One row per step of cumulative head removal, each metric's least important heads first "
-    "(ordered by that metric's effects, measured on a held-out evaluation corpus), and one per "
-    "role whose heads are removed together."
-))
+FEATURES = _table(
+    "features",
+    (
+        "One row per (layer, head, feature): how much attention the head puts where the feature "
+        "looks."
+    ),
+)
+SINKS = _table(
+    "sinks",
+    (
+        "One row per (layer, head, probe suite): how much of its attention the head parks on the first "
+        "position in that suite (written by collect)."
+    ),
+)
+ROLES_TABLE = _table(
+    "roles",
+    (
+        "One row per head: its primary role, how sure, a second role, its sink mass, and how "
+        "stable under resampled probes."
+    ),
+)
+EFFECTS = _table(
+    "effects",
+    ("One row per (layer, head, ablation, metric): what removing the head does to the metric."),
+)
+PRUNING = _table(
+    "pruning",
+    (
+        "One row per step of cumulative head removal, each metric's least important heads first "
+        "(ordered by that metric's effects, measured on a held-out evaluation corpus), and one per "
+        "role whose heads are removed together."
+    ),
+)
 
-SYNTAX = _table("syntax", (
-    "One row per (corpus, relation, direction, rank): the best heads of each treebank at linking a word "
-    "to its gold dependency partner, beside the fixed rules that need no syntax (written by collect)."
-))
+SYNTAX = _table(
+    "syntax",
+    (
+        "One row per (corpus, relation, direction, rank): the best heads of each treebank at linking a word "
+        "to its gold dependency partner, beside the fixed rules that need no syntax (written by collect)."
+    ),
+)
 
-TASK_ATTENTION = _table("task_attention", (
-    "One row per (task, layer, head, query, key), for tasks that name positions (interp.Task's "
-    "named_positions): how much the head attends from one named position to another on the "
-    "task's own sequences (written by ablate)."
-))
+TASK_ATTENTION = _table(
+    "task_attention",
+    (
+        "One row per (task, layer, head, query, key), for tasks that name positions (interp.Task's "
+        "named_positions): how much the head attends from one named position to another on the "
+        "task's own sequences (written by ablate)."
+    ),
+)
 
-TABLES: dict[str, Table] = {t.name: t for t in (FEATURES, SYNTAX, SINKS, ROLES_TABLE, EFFECTS, PRUNING, TASK_ATTENTION)}
+TABLES: dict[str, Table] = {
+    t.name: t for t in (FEATURES, SYNTAX, SINKS, ROLES_TABLE, EFFECTS, PRUNING, TASK_ATTENTION)
+}
 
 
 def describe() -> str:

@@ -25,8 +25,8 @@ from typing import Any
 import torch
 
 from interp.errors import CorpusError, InterpWarning
-from interp.probes.base import REPEATED, ProbeSequence, Sentence, Suite
 from interp.model.vocab import ordinary_ids
+from interp.probes.base import REPEATED, ProbeSequence, Sentence, Suite
 
 # A suite is skipped as inexpressible when almost all of its text is unknown tokens (positions,
 # delimiters and neighbours still carry structure when only part of it is: planted models with a
@@ -57,7 +57,9 @@ class Aligner:
         self.bos_id = model.bos_token_id
         self.d_vocab = model.d_vocab
         self.max_len = min(max_len or model.n_ctx, model.n_ctx)
-        self.offsets = bool(getattr(self.tok, "is_fast", False))  # character offsets: fast tokenizers only
+        self.offsets = bool(
+            getattr(self.tok, "is_fast", False)
+        )  # character offsets: fast tokenizers only
         self.relations: dict[str, int] = {}
         self.skipped: dict[str, str] = {}  # suite -> why it was skipped
         self.n_truncated = 0
@@ -75,10 +77,16 @@ class Aligner:
             ids, offsets, special = [self.bos_id] + ids, [(0, 0)] + offsets, [1] + special
         beyond = [i for i in ids if not 0 <= i < self.d_vocab]
         if beyond:
-            raise Unencodable(f"token id {beyond[0]} is beyond the model's {self.d_vocab}-id embedding")
+            raise Unencodable(
+                f"token id {beyond[0]} is beyond the model's {self.d_vocab}-id embedding"
+            )
         if len(ids) > self.max_len:
             self.n_truncated += 1
-            ids, offsets, special = ids[: self.max_len], offsets[: self.max_len], special[: self.max_len]
+            ids, offsets, special = (
+                ids[: self.max_len],
+                offsets[: self.max_len],
+                special[: self.max_len],
+            )
         tokens = torch.tensor(ids, dtype=torch.long)
         is_special = torch.tensor(special, dtype=torch.bool)
         is_delim = self._punct[tokens] & ~is_special
@@ -91,16 +99,26 @@ class Aligner:
             if word_pos[a.dep] >= 0 and word_pos[a.head] >= 0
         ]
         return ProbeSequence(
-            tokens=tokens, suite=suite.name, family=suite.family, is_delim=is_delim, is_special=is_special,
-            word_of_token=word_of_token, word_pos=word_pos,
-            arcs=torch.tensor(arcs, dtype=torch.long).reshape(-1, 3), source=sentence.source,
+            tokens=tokens,
+            suite=suite.name,
+            family=suite.family,
+            is_delim=is_delim,
+            is_special=is_special,
+            word_of_token=word_of_token,
+            word_pos=word_pos,
+            arcs=torch.tensor(arcs, dtype=torch.long).reshape(-1, 3),
+            source=sentence.source,
         )
 
     def _tokenize(self, text: str) -> tuple[list[int], list[tuple[int, int]], list[int]]:
         """(ids, character offsets, special flags); offsets are (0, 0) without a fast tokenizer."""
         try:
-            enc = self.tok(text, return_offsets_mapping=self.offsets, return_special_tokens_mask=True,
-                           add_special_tokens=self.bos_policy != "prepend")
+            enc = self.tok(
+                text,
+                return_offsets_mapping=self.offsets,
+                return_special_tokens_mask=True,
+                add_special_tokens=self.bos_policy != "prepend",
+            )
         except Exception as exc:  # noqa: BLE001  (e.g. a word-level vocabulary without an UNK token)
             lines = str(exc).strip().splitlines()
             raise Unencodable(lines[0] if lines else type(exc).__name__) from None
@@ -108,7 +126,9 @@ class Aligner:
         offsets = list(enc.offset_mapping) if self.offsets else [(0, 0)] * len(ids)
         return ids, offsets, list(enc.special_tokens_mask)
 
-    def _align_words(self, sentence: Sentence, offsets: list, special: list) -> tuple[torch.Tensor, torch.Tensor]:
+    def _align_words(
+        self, sentence: Sentence, offsets: list, special: list
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         n = len(offsets)
         word_of_token = torch.full((n,), -1, dtype=torch.long)
         word_pos = torch.full((len(sentence.words),), -1, dtype=torch.long)
@@ -119,7 +139,9 @@ class Aligner:
         for i, ((s, e), sp) in enumerate(zip(offsets, special)):
             if sp or e <= s:
                 continue
-            s += len(text[s:e]) - len(text[s:e].lstrip())  # BPE tokens carry the space before a word
+            s += len(text[s:e]) - len(
+                text[s:e].lstrip()
+            )  # BPE tokens carry the space before a word
             while w < len(sentence.words) and sentence.words[w][1] <= s:
                 w += 1
             if w < len(sentence.words) and sentence.words[w][0] < e:
@@ -132,10 +154,15 @@ class Aligner:
         """The suite's probes for this model; [] (with a warning) when the suite cannot be
         expressed in its vocabulary or needs word offsets the tokenizer does not give."""
         if any(s.words for s in suite.sentences) and not self.offsets:
-            self.skipped[suite.name] = "its features need word positions, and the tokenizer gives no character offsets"
-            warnings.warn(f"probe suite {suite.name!r} skipped: its features need word positions, and the tokenizer gives no "
-                          f"character offsets (use a fast tokenizer: transformers.PreTrainedTokenizerFast)",
-                          InterpWarning, stacklevel=2)
+            self.skipped[suite.name] = (
+                "its features need word positions, and the tokenizer gives no character offsets"
+            )
+            warnings.warn(
+                f"probe suite {suite.name!r} skipped: its features need word positions, and the tokenizer gives no "
+                f"character offsets (use a fast tokenizer: transformers.PreTrainedTokenizerFast)",
+                InterpWarning,
+                stacklevel=2,
+            )
             return []
         seqs: list[ProbeSequence] = []
         failed: list[str] = []
@@ -151,8 +178,12 @@ class Aligner:
         if not self._expressible(suite, seqs, failed):
             return []
         if n_truncated:
-            warnings.warn(f"{n_truncated} of {len(seqs)} probe(s) of suite {suite.name!r} are longer than {self.max_len} tokens "
-                          f"(the model's context, or --max-seq-len) and were truncated", InterpWarning, stacklevel=2)
+            warnings.warn(
+                f"{n_truncated} of {len(seqs)} probe(s) of suite {suite.name!r} are longer than {self.max_len} tokens "
+                f"(the model's context, or --max-seq-len) and were truncated",
+                InterpWarning,
+                stacklevel=2,
+            )
         return seqs
 
     def _expressible(self, suite: Suite, seqs: list[ProbeSequence], failed: list[str]) -> bool:
@@ -160,23 +191,41 @@ class Aligner:
         or more than ``SKIP_LOST`` of its probes cannot be encoded; a smaller share warns and the
         rest is kept."""
         unk = self.tok.unk_token_id
-        text = torch.cat([s.tokens[~s.is_special] for s in seqs]) if seqs else torch.zeros(0, dtype=torch.long)
+        text = (
+            torch.cat([s.tokens[~s.is_special] for s in seqs])
+            if seqs
+            else torch.zeros(0, dtype=torch.long)
+        )
         unknown = float((text == unk).float().mean()) if unk is not None and len(text) else 0.0
         lost = len(failed) / (len(failed) + len(seqs))
         if unknown > SKIP_UNKNOWN or lost > SKIP_LOST:
-            why = (f"{unknown:.0%} of its tokens are unknown ({self.tok.unk_token})" if unknown > SKIP_UNKNOWN
-                   else f"{len(failed)} of {len(failed) + len(seqs)} probes cannot be encoded: {failed[0]}")
+            why = (
+                f"{unknown:.0%} of its tokens are unknown ({self.tok.unk_token})"
+                if unknown > SKIP_UNKNOWN
+                else f"{len(failed)} of {len(failed) + len(seqs)} probes cannot be encoded: {failed[0]}"
+            )
             self.skipped[suite.name] = f"it cannot be expressed in this model's vocabulary ({why})"
-            warnings.warn(f"probe suite {suite.name!r} skipped: it cannot be expressed in this model's vocabulary ({why}); "
-                          f"give probes written in the model's vocabulary (--corpus)", InterpWarning, stacklevel=2)
+            warnings.warn(
+                f"probe suite {suite.name!r} skipped: it cannot be expressed in this model's vocabulary ({why}); "
+                f"give probes written in the model's vocabulary (--corpus)",
+                InterpWarning,
+                stacklevel=2,
+            )
             return False
         if failed:
-            warnings.warn(f"{len(failed)} of {len(failed) + len(seqs)} probes of suite {suite.name!r} cannot be encoded for this "
-                          f"model and are left out ({failed[0]})", InterpWarning, stacklevel=2)
+            warnings.warn(
+                f"{len(failed)} of {len(failed) + len(seqs)} probes of suite {suite.name!r} cannot be encoded for this "
+                f"model and are left out ({failed[0]})",
+                InterpWarning,
+                stacklevel=2,
+            )
         if unknown > WARN_UNKNOWN:
-            warnings.warn(f"{unknown:.0%} of the tokens of suite {suite.name!r} are unknown to the tokenizer "
-                          f"({self.tok.unk_token}): attention to them says little about the words they stand for",
-                          InterpWarning, stacklevel=2)
+            warnings.warn(
+                f"{unknown:.0%} of the tokens of suite {suite.name!r} are unknown to the tokenizer "
+                f"({self.tok.unk_token}): attention to them says little about the words they stand for",
+                InterpWarning,
+                stacklevel=2,
+            )
         return True
 
     def repeated(self, n: int, lengths: tuple[int, ...], seed: int) -> list[ProbeSequence]:
@@ -189,9 +238,16 @@ class Aligner:
         if not self.causal:
             prefix, suffix = [self.tok.cls_token_id], [self.tok.sep_token_id]
         else:
-            prefix = [self.bos_id] if self.bos_policy in ("prepend", "tokenizer") and self.bos_id is not None else []
+            prefix = (
+                [self.bos_id]
+                if self.bos_policy in ("prepend", "tokenizer") and self.bos_id is not None
+                else []
+            )
             suffix = []
-        pool = torch.tensor([i for i in ordinary_ids(self.tok, self.d_vocab) if not self._punct[i]], dtype=torch.long)
+        pool = torch.tensor(
+            [i for i in ordinary_ids(self.tok, self.d_vocab) if not self._punct[i]],
+            dtype=torch.long,
+        )
         lengths = self._fit_lengths(lengths, len(prefix) + len(suffix), len(pool)) if n else ()
         if not lengths:
             return []
@@ -200,26 +256,53 @@ class Aligner:
         for i in range(n):
             length = lengths[i % len(lengths)]
             half = pool[torch.randint(len(pool), (length,), generator=gen)]
-            tokens = torch.cat([torch.tensor(prefix, dtype=torch.long), half, half, torch.tensor(suffix, dtype=torch.long)])
+            tokens = torch.cat(
+                [
+                    torch.tensor(prefix, dtype=torch.long),
+                    half,
+                    half,
+                    torch.tensor(suffix, dtype=torch.long),
+                ]
+            )
             is_special = torch.zeros(len(tokens), dtype=torch.bool)
             is_special[: len(prefix)] = True
-            is_special[len(tokens) - len(suffix):] = True
-            is_delim = is_special & (torch.arange(len(tokens)) > 0) if not self.causal else torch.zeros(len(tokens), dtype=torch.bool)
-            seqs.append(ProbeSequence(tokens=tokens, suite="repeated", family=REPEATED,
-                                      is_delim=is_delim, is_special=is_special, source=f"repeated:{i}"))
+            is_special[len(tokens) - len(suffix) :] = True
+            is_delim = (
+                is_special & (torch.arange(len(tokens)) > 0)
+                if not self.causal
+                else torch.zeros(len(tokens), dtype=torch.bool)
+            )
+            seqs.append(
+                ProbeSequence(
+                    tokens=tokens,
+                    suite="repeated",
+                    family=REPEATED,
+                    is_delim=is_delim,
+                    is_special=is_special,
+                    source=f"repeated:{i}",
+                )
+            )
         return seqs
 
-    def _fit_lengths(self, lengths: tuple[int, ...], n_special: int, n_pool: int) -> tuple[int, ...]:
+    def _fit_lengths(
+        self, lengths: tuple[int, ...], n_special: int, n_pool: int
+    ) -> tuple[int, ...]:
         """The halves' lengths, shortened to fit the context; () (warned) when nothing fits."""
         longest = (self.max_len - n_special) // 2
         if longest < 2 or n_pool < 2:
-            why = (f"the context of {self.max_len} tokens leaves no room for two halves of 2 tokens" if longest < 2
-                   else f"the vocabulary has {n_pool} ordinary token(s) to draw from")
+            why = (
+                f"the context of {self.max_len} tokens leaves no room for two halves of 2 tokens"
+                if longest < 2
+                else f"the vocabulary has {n_pool} ordinary token(s) to draw from"
+            )
             self.skipped[REPEATED] = why
             warnings.warn(f"no repeated-token probes: {why}", InterpWarning, stacklevel=2)
             return ()
         if max(lengths) > longest:
-            warnings.warn(f"repeated-token probes shortened to halves of at most {longest} tokens (asked: "
-                          f"{', '.join(map(str, lengths))}) to fit the model's context of {self.max_len} tokens",
-                          InterpWarning, stacklevel=2)
+            warnings.warn(
+                f"repeated-token probes shortened to halves of at most {longest} tokens (asked: "
+                f"{', '.join(map(str, lengths))}) to fit the model's context of {self.max_len} tokens",
+                InterpWarning,
+                stacklevel=2,
+            )
         return tuple(min(length, longest) for length in lengths)

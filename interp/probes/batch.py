@@ -23,11 +23,11 @@ class ProbeBatch:
     valid: Bool[torch.Tensor, "batch pos"]  # not padding
     is_delim: Bool[torch.Tensor, "batch pos"]
     is_special: Bool[torch.Tensor, "batch pos"]
-    family: Int[torch.Tensor, "batch"]  # index into FAMILIES
+    family: Int[torch.Tensor, " batch"]  # index into FAMILIES
     word_of_token: Int[torch.Tensor, "batch pos"]  # -1 outside words and in padding
     word_pos: list[torch.Tensor]  # per sequence, long [word]
     arcs: list[torch.Tensor]  # per sequence, long [arc, 3]
-    index: Int[torch.Tensor, "batch"]  # position of each sequence in the corpus list
+    index: Int[torch.Tensor, " batch"]  # position of each sequence in the corpus list
     causal: bool
 
     @property
@@ -39,7 +39,9 @@ class ProbeBatch:
         return self.valid.long()
 
 
-def make_batch(seqs: list[ProbeSequence], index: list[int], causal: bool, pad_id: int) -> ProbeBatch:
+def make_batch(
+    seqs: list[ProbeSequence], index: list[int], causal: bool, pad_id: int
+) -> ProbeBatch:
     n, width = len(seqs), max(len(s) for s in seqs)
     tokens = torch.full((n, width), pad_id, dtype=torch.long)
     valid = torch.zeros((n, width), dtype=torch.bool)
@@ -49,10 +51,24 @@ def make_batch(seqs: list[ProbeSequence], index: list[int], causal: bool, pad_id
     for i, s in enumerate(seqs):
         m = len(s)
         tokens[i, :m], valid[i, :m] = s.tokens, True
-        is_delim[i, :m], is_special[i, :m], word_of_token[i, :m] = s.is_delim, s.is_special, s.word_of_token
+        is_delim[i, :m], is_special[i, :m], word_of_token[i, :m] = (
+            s.is_delim,
+            s.is_special,
+            s.word_of_token,
+        )
     family = torch.tensor([FAMILIES.index(s.family) for s in seqs], dtype=torch.long)
-    return ProbeBatch(tokens, valid, is_delim, is_special, family, word_of_token,
-                      [s.word_pos for s in seqs], [s.arcs for s in seqs], torch.tensor(index), causal)
+    return ProbeBatch(
+        tokens,
+        valid,
+        is_delim,
+        is_special,
+        family,
+        word_of_token,
+        [s.word_pos for s in seqs],
+        [s.arcs for s in seqs],
+        torch.tensor(index),
+        causal,
+    )
 
 
 def bucket(seqs: list[ProbeSequence], max_tokens: int) -> list[list[int]]:

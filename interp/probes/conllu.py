@@ -18,7 +18,9 @@ from pathlib import Path
 from interp.errors import CorpusError
 from interp.probes.base import Arc, Sentence
 
-_INT = re.compile(r"[0-9]+")  # ASCII digits only: str.isdigit() also accepts '²', which int() refuses
+_INT = re.compile(
+    r"[0-9]+"
+)  # ASCII digits only: str.isdigit() also accepts '²', which int() refuses
 _RANGE = re.compile(r"([0-9]+)-([0-9]+)")
 _EMPTY_NODE = re.compile(r"[0-9]+\.[0-9]+")
 MAX_SENTENCE_CHARS = 100_000
@@ -28,7 +30,9 @@ _TOO_LONG = 10**9  # what an id of 10 or more digits reads as: beyond any senten
 Word = tuple[int, str, int, str, bool]  # line, form, head, deprel, space after
 
 
-def _blocks(path: Path, lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, list[tuple[int, str]]]]:
+def _blocks(
+    path: Path, lines: Iterable[tuple[int, str]]
+) -> Iterator[tuple[int, list[tuple[int, str]]]]:
     """Sentences as (first line, [(line number, word line)]), split at blank lines, streamed. The
     first line counts comments (``# sent_id``), so a source points at where the sentence starts."""
     first, rows = None, []
@@ -42,8 +46,10 @@ def _blocks(path: Path, lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int,
         if not line.startswith("#"):
             rows.append((i, line))
             if len(rows) > MAX_WORD_LINES:
-                raise CorpusError(f"{path}:{first}: sentence of more than {MAX_WORD_LINES:,} lines; "
-                                  f"end each sentence with a blank line")
+                raise CorpusError(
+                    f"{path}:{first}: sentence of more than {MAX_WORD_LINES:,} lines; "
+                    f"end each sentence with a blank line"
+                )
     if rows:
         yield first, rows
 
@@ -55,8 +61,10 @@ def _check_tree(path: Path, first: int, heads: list[int]) -> None:
     first word already known to reach the root (a 10,000-word chain takes milliseconds)."""
     roots = [i for i, h in enumerate(heads) if h == 0]
     if len(roots) != 1:
-        raise CorpusError(f"{path}:{first}: broken tree: {len(roots)} words with HEAD 0, need exactly one; "
-                          f"fix the HEAD column")
+        raise CorpusError(
+            f"{path}:{first}: broken tree: {len(roots)} words with HEAD 0, need exactly one; "
+            f"fix the HEAD column"
+        )
     state = [0] * len(heads)  # 0: not seen, 1: on the current walk, 2: reaches the root
     for start in range(len(heads)):
         walk, node = [], start
@@ -65,8 +73,10 @@ def _check_tree(path: Path, first: int, heads: list[int]) -> None:
             walk.append(node)
             node = heads[node] - 1  # -1: the root's head
         if node >= 0 and state[node] == 1:  # met the current walk again: a cycle
-            raise CorpusError(f"{path}:{first}: broken tree: word {node + 1} is in a cycle of HEADs; "
-                              f"fix the HEAD column")
+            raise CorpusError(
+                f"{path}:{first}: broken tree: word {node + 1} is in a cycle of HEADs; "
+                f"fix the HEAD column"
+            )
         for visited in walk:
             state[visited] = 2
 
@@ -82,22 +92,35 @@ def _shown(text: str, limit: int = 20) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _skipped_id(path: Path, lineno: int, wid: str, next_id: int, misc: list[str], glued: set[int],
-                ranges: list[tuple[int, str, int]]) -> bool:
+def _skipped_id(
+    path: Path,
+    lineno: int,
+    wid: str,
+    next_id: int,
+    misc: list[str],
+    glued: set[int],
+    ranges: list[tuple[int, str, int]],
+) -> bool:
     """True for a multiword-token or empty-node line (after checking its id); records the last
     word of a multiword token marked SpaceAfter=No in ``glued`` and every range in ``ranges``."""
     if "." in wid:
         if not _EMPTY_NODE.fullmatch(wid):
-            raise CorpusError(f"{path}:{lineno}: empty node id {wid!r} is not of the form N.M; fix the ID column")
+            raise CorpusError(
+                f"{path}:{lineno}: empty node id {wid!r} is not of the form N.M; fix the ID column"
+            )
         return True
     if "-" in wid:
         match = _RANGE.fullmatch(wid)
         if not match or _id(match[1]) != next_id or _id(match[2]) <= _id(match[1]):
-            raise CorpusError(f"{path}:{lineno}: multiword token range {_shown(wid)!r} must be {next_id}-M with M > "
-                              f"{next_id} (the ids of the words that follow); fix the ID column")
+            raise CorpusError(
+                f"{path}:{lineno}: multiword token range {_shown(wid)!r} must be {next_id}-M with M > "
+                f"{next_id} (the ids of the words that follow); fix the ID column"
+            )
         if ranges and ranges[-1][2] >= next_id:
-            raise CorpusError(f"{path}:{lineno}: multiword token range {_shown(wid)!r} overlaps the range {ranges[-1][1]!r} "
-                              f"before it; fix the ID column")
+            raise CorpusError(
+                f"{path}:{lineno}: multiword token range {_shown(wid)!r} overlaps the range {ranges[-1][1]!r} "
+                f"before it; fix the ID column"
+            )
         if "SpaceAfter=No" in misc:
             glued.add(_id(match[2]))
         ranges.append((lineno, _shown(wid), _id(match[2])))
@@ -113,26 +136,36 @@ def _words(path: Path, block: list[tuple[int, str]]) -> list[Word]:
     for lineno, line in block:
         cols = line.split("\t")
         if len(cols) != 10:
-            raise CorpusError(f"{path}:{lineno}: {len(cols)} tab-separated columns, CoNLL-U needs 10; "
-                              f"separate columns with tabs")
+            raise CorpusError(
+                f"{path}:{lineno}: {len(cols)} tab-separated columns, CoNLL-U needs 10; "
+                f"separate columns with tabs"
+            )
         wid, form, head, deprel, misc = cols[0], cols[1], cols[6], cols[7], cols[9].split("|")
         if _skipped_id(path, lineno, wid, len(words) + 1, misc, glued, ranges):
             continue
         if not _INT.fullmatch(wid) or _id(wid) != len(words) + 1:
-            raise CorpusError(f"{path}:{lineno}: word id {_shown(wid)!r}, expected {len(words) + 1}; "
-                              f"number the words 1, 2, 3 ... in order")
+            raise CorpusError(
+                f"{path}:{lineno}: word id {_shown(wid)!r}, expected {len(words) + 1}; "
+                f"number the words 1, 2, 3 ... in order"
+            )
         if not form.strip():
-            raise CorpusError(f"{path}:{lineno}: empty FORM (word {wid}); fill the FORM column (a word cannot be "
-                              f"empty)")
+            raise CorpusError(
+                f"{path}:{lineno}: empty FORM (word {wid}); fill the FORM column (a word cannot be "
+                f"empty)"
+            )
         if not _INT.fullmatch(head):
-            raise CorpusError(f"{path}:{lineno}: HEAD {_shown(head)!r} is not a word id; fill the HEAD column")
+            raise CorpusError(
+                f"{path}:{lineno}: HEAD {_shown(head)!r} is not a word id; fill the HEAD column"
+            )
         # The text is built from the words, so a multiword token's SpaceAfter=No goes after its last word.
         space = "SpaceAfter=No" not in misc and int(wid) not in glued
         words.append((lineno, form, _id(head), deprel, space))
     for lineno, wid, last in ranges:
         if last > len(words):
-            raise CorpusError(f"{path}:{lineno}: multiword token range {wid!r} ends after the last word "
-                              f"({len(words)}); fix the ID column")
+            raise CorpusError(
+                f"{path}:{lineno}: multiword token range {wid!r} ends after the last word "
+                f"({len(words)}); fix the ID column"
+            )
     return words
 
 
@@ -144,8 +177,10 @@ def _sentence(path: Path, first: int, block: list[tuple[int, str]]) -> Sentence 
     for lineno, _, head, _, _ in words:
         if head > len(words):
             shown = head if head < _TOO_LONG else "of 10 or more digits"
-            raise CorpusError(f"{path}:{lineno}: broken tree: HEAD {shown} is outside the sentence "
-                              f"of {len(words)} words; fix the HEAD column")
+            raise CorpusError(
+                f"{path}:{lineno}: broken tree: HEAD {shown} is outside the sentence "
+                f"of {len(words)} words; fix the HEAD column"
+            )
     _check_tree(path, first, [w[2] for w in words])
     text, spans = "", []
     for k, (_, form, _, _, space) in enumerate(words, start=1):
@@ -154,13 +189,18 @@ def _sentence(path: Path, first: int, block: list[tuple[int, str]]) -> Sentence 
         if k < len(words) and space:
             text += " "
     if len(text) > MAX_SENTENCE_CHARS:
-        raise CorpusError(f"{path}:{first}: sentence longer than {MAX_SENTENCE_CHARS:,} characters; "
-                          f"split it (a blank line ends a sentence)")
+        raise CorpusError(
+            f"{path}:{first}: sentence longer than {MAX_SENTENCE_CHARS:,} characters; "
+            f"split it (a blank line ends a sentence)"
+        )
     # Subtypes (nsubj:pass, obl:tmod) collapse to the base relation; the names stay UD's. Note that
     # UD attaches a preposition as `case` of its noun (noun = head), the reverse of the
     # prep/pobj pair of the syntax generator, so the two suites' relations are not merged.
-    arcs = tuple(Arc(k, head - 1, rel.split(":")[0])
-                 for k, (_, _, head, rel, _) in enumerate(words) if head != 0)
+    arcs = tuple(
+        Arc(k, head - 1, rel.split(":")[0])
+        for k, (_, _, head, rel, _) in enumerate(words)
+        if head != 0
+    )
     return Sentence(text=text, words=tuple(spans), arcs=arcs, source=f"{path}:{first}")
 
 

@@ -24,27 +24,73 @@ from __future__ import annotations
 
 import itertools
 import random
-from typing import Iterator
+from collections.abc import Iterator
 
 from interp.probes.base import SYNTAX, Agreement, Arc, Sentence, Suite
 from interp.probes.prose import suite_card
 
 # (singular, plural) pairs; every form is one common English word.
-ANIMATE = [("man", "men"), ("woman", "women"), ("child", "children"), ("teacher", "teachers"),
-           ("author", "authors"), ("doctor", "doctors"), ("farmer", "farmers"), ("student", "students"),
-           ("pilot", "pilots"), ("singer", "singers"), ("neighbor", "neighbors"), ("owner", "owners"),
-           ("friend", "friends"), ("dog", "dogs"), ("cat", "cats")]
-THINGS = [("key", "keys"), ("book", "books"), ("box", "boxes"), ("letter", "letters"), ("bag", "bags"),
-          ("picture", "pictures"), ("map", "maps"), ("cup", "cups"), ("bottle", "bottles"),
-          ("ticket", "tickets"), ("lamp", "lamps"), ("coat", "coats")]
-PLACES = [("table", "tables"), ("cabinet", "cabinets"), ("door", "doors"), ("window", "windows"),
-          ("shelf", "shelves"), ("desk", "desks"), ("house", "houses"), ("bridge", "bridges"),
-          ("garden", "gardens"), ("tree", "trees"), ("wall", "walls"), ("bench", "benches")]
+ANIMATE = [
+    ("man", "men"),
+    ("woman", "women"),
+    ("child", "children"),
+    ("teacher", "teachers"),
+    ("author", "authors"),
+    ("doctor", "doctors"),
+    ("farmer", "farmers"),
+    ("student", "students"),
+    ("pilot", "pilots"),
+    ("singer", "singers"),
+    ("neighbor", "neighbors"),
+    ("owner", "owners"),
+    ("friend", "friends"),
+    ("dog", "dogs"),
+    ("cat", "cats"),
+]
+THINGS = [
+    ("key", "keys"),
+    ("book", "books"),
+    ("box", "boxes"),
+    ("letter", "letters"),
+    ("bag", "bags"),
+    ("picture", "pictures"),
+    ("map", "maps"),
+    ("cup", "cups"),
+    ("bottle", "bottles"),
+    ("ticket", "tickets"),
+    ("lamp", "lamps"),
+    ("coat", "coats"),
+]
+PLACES = [
+    ("table", "tables"),
+    ("cabinet", "cabinets"),
+    ("door", "doors"),
+    ("window", "windows"),
+    ("shelf", "shelves"),
+    ("desk", "desks"),
+    ("house", "houses"),
+    ("bridge", "bridges"),
+    ("garden", "gardens"),
+    ("tree", "trees"),
+    ("wall", "walls"),
+    ("bench", "benches"),
+]
 # Nouns that take an "of" complement, and which nouns make a sensible complement.
 OF_COMPLEMENTS = {
     "author": [("book", "books"), ("letter", "letters"), ("map", "maps")],
-    "owner": [("dog", "dogs"), ("cat", "cats"), ("house", "houses"), ("garden", "gardens"), ("box", "boxes")],
-    "friend": [("teacher", "teachers"), ("doctor", "doctors"), ("pilot", "pilots"), ("singer", "singers")],
+    "owner": [
+        ("dog", "dogs"),
+        ("cat", "cats"),
+        ("house", "houses"),
+        ("garden", "gardens"),
+        ("box", "boxes"),
+    ],
+    "friend": [
+        ("teacher", "teachers"),
+        ("doctor", "doctors"),
+        ("pilot", "pilots"),
+        ("singer", "singers"),
+    ],
     "picture": [("child", "children"), ("dog", "dogs"), ("bridge", "bridges"), ("tree", "trees")],
     "box": [("letter", "letters"), ("cup", "cups"), ("key", "keys"), ("ticket", "tickets")],
     "bag": [("book", "books"), ("bottle", "bottles"), ("coat", "coats"), ("map", "maps")],
@@ -55,19 +101,55 @@ DET = {False: ["the", "a", "this"], True: ["the", "these", "some", "two", "many"
 LOC_PREPS = ["on", "near", "under", "behind", "beside"]
 NEAR_PREPS = ["near", "behind", "beside"]  # for people and animals: nobody sits "under the man"
 ADVERBS = ["often", "usually", "still", "always", "rarely"]
-FRONTED = [("in", "the", "morning"), ("at", None, "night"), ("after", None, "lunch"), ("during", "the", "day")]
+FRONTED = [
+    ("in", "the", "morning"),
+    ("at", None, "night"),
+    ("after", None, "lunch"),
+    ("during", "the", "day"),
+]
 # (singular, plural) verbs; both forms are single words and differ.
 COPULA = [("is", "are"), ("was", "were")]
-TRANS_THING = [("holds", "hold"), ("carries", "carry"), ("keeps", "keep"), ("needs", "need"),
-               ("wants", "want"), ("finds", "find"), ("likes", "like"), ("sees", "see")]
-TRANS_ANIMATE = [("knows", "know"), ("helps", "help"), ("follows", "follow"), ("likes", "like"),
-                 ("sees", "see"), ("watches", "watch"), ("remembers", "remember")]
-INTRANS = [("runs", "run"), ("sleeps", "sleep"), ("waits", "wait"), ("sits", "sit"),
-           ("works", "work"), ("smiles", "smile"), ("sings", "sing"), ("rests", "rest")]
+TRANS_THING = [
+    ("holds", "hold"),
+    ("carries", "carry"),
+    ("keeps", "keep"),
+    ("needs", "need"),
+    ("wants", "want"),
+    ("finds", "find"),
+    ("likes", "like"),
+    ("sees", "see"),
+]
+TRANS_ANIMATE = [
+    ("knows", "know"),
+    ("helps", "help"),
+    ("follows", "follow"),
+    ("likes", "like"),
+    ("sees", "see"),
+    ("watches", "watch"),
+    ("remembers", "remember"),
+]
+INTRANS = [
+    ("runs", "run"),
+    ("sleeps", "sleep"),
+    ("waits", "wait"),
+    ("sits", "sit"),
+    ("works", "work"),
+    ("smiles", "smile"),
+    ("sings", "sing"),
+    ("rests", "rest"),
+]
 # Subject-noun modifier plans: weights chosen so that every distance from 1 to 12+ is common.
-MODIFIER_PLANS = [((), 4), (("pp",), 5), (("rc",), 3), (("rc_pp",), 3), (("pp", "pp"), 2),
-                  (("pp", "rc"), 3), (("pp", "rc_pp"), 3), (("pp", "pp", "rc"), 2),
-                  (("pp", "pp", "rc_pp"), 2)]
+MODIFIER_PLANS = [
+    ((), 4),
+    (("pp",), 5),
+    (("rc",), 3),
+    (("rc_pp",), 3),
+    (("pp", "pp"), 2),
+    (("pp", "rc"), 3),
+    (("pp", "rc_pp"), 3),
+    (("pp", "pp", "rc"), 2),
+    (("pp", "pp", "rc_pp"), 2),
+]
 _PLANS = [plan for plan, _ in MODIFIER_PLANS]
 _PLAN_WEIGHTS = list(itertools.accumulate(w for _, w in MODIFIER_PLANS))
 ANIMATE_SET = set(ANIMATE)
@@ -94,7 +176,11 @@ class _Builder:
         """Determiner (none for a bare plural, with probability ``p_bare``), optional adjective,
         noun; returns the noun's index."""
         rng = self.rng
-        adj = rng.choice(ADJ_ANIMATE if pair in ANIMATE_SET else ADJ_THING) if rng.random() < 0.35 else None
+        adj = (
+            rng.choice(ADJ_ANIMATE if pair in ANIMATE_SET else ADJ_THING)
+            if rng.random() < 0.35
+            else None
+        )
         det = None if plural and rng.random() < p_bare else rng.choice(DET[plural])
         if det == "a" and (adj or pair[0])[0] in "aeiou":
             det = "an"
@@ -107,7 +193,9 @@ class _Builder:
             self.arc(a, n, "amod")
         return n
 
-    def prep_phrase(self, head: int, prep: str, pair: Pair, plural: bool, p_bare: float = 0.0) -> int:
+    def prep_phrase(
+        self, head: int, prep: str, pair: Pair, plural: bool, p_bare: float = 0.0
+    ) -> int:
         """A preposition attached to ``head`` and its object noun phrase; returns the noun's index."""
         p = self.add(prep)
         self.arc(p, head, "prep")
@@ -149,7 +237,9 @@ def _relative_clause(b: _Builder, head_pair: Pair, head_plural: bool, with_pp: b
     other = _attractor(rng, head_plural)
     animate = head_pair in ANIMATE_SET
     if animate and rng.random() < 0.4:
-        v = b.add(rng.choice(TRANS_ANIMATE)[head_plural])  # agrees with the head noun through "that"
+        v = b.add(
+            rng.choice(TRANS_ANIMATE)[head_plural]
+        )  # agrees with the head noun through "that"
         b.arc(that, v, "nsubj")
         obj_pair = _other(rng, ANIMATE, head_pair)
         obj = b.noun_phrase(obj_pair, other)
@@ -172,12 +262,21 @@ def _predicate(b: _Builder, subj_pair: Pair, plural: bool) -> tuple[int, Pair]:
     """The main verb and what follows it; returns the verb's index and its (sg, pl) forms."""
     rng = b.rng
     animate = subj_pair in ANIMATE_SET
-    kind = rng.choice(("copula", "copula", "has", "trans", "intrans") if animate else
-                      ("copula", "copula", "stays", "belongs"))
+    kind = rng.choice(
+        ("copula", "copula", "has", "trans", "intrans")
+        if animate
+        else ("copula", "copula", "stays", "belongs")
+    )
     if kind in ("has", "trans", "intrans", "stays") and rng.random() < 0.4:
         b.add(rng.choice(ADVERBS))  # "the dogs often sleep": one more word between subject and verb
-    forms = {"copula": COPULA, "has": [("has", "have")], "stays": [("stays", "stay")],
-             "belongs": [("belongs", "belong")], "trans": TRANS_THING, "intrans": INTRANS}[kind]
+    forms = {
+        "copula": COPULA,
+        "has": [("has", "have")],
+        "stays": [("stays", "stay")],
+        "belongs": [("belongs", "belong")],
+        "trans": TRANS_THING,
+        "intrans": INTRANS,
+    }[kind]
     forms = rng.choice(forms)
     v = b.add(forms[plural])
     if kind in ("has", "trans"):
@@ -219,7 +318,9 @@ def _sentence(rng: random.Random) -> Sentence:
     b.words[0] = b.words[0][0].upper() + b.words[0][1:]
     text, spans = _layout(b.words)
     agreement = Agreement(verb=verb, subject=subj, correct=forms[plural], wrong=forms[not plural])
-    return Sentence(text=text, words=spans, arcs=tuple(b.arcs), agreement=agreement, source="syntax")
+    return Sentence(
+        text=text, words=spans, arcs=tuple(b.arcs), agreement=agreement, source="syntax"
+    )
 
 
 def _layout(words: list[str]) -> tuple[str, tuple[tuple[int, int], ...]]:
@@ -237,9 +338,17 @@ def vocabulary() -> tuple[str, ...]:
     """Every word (lower-cased) and punctuation mark the generator can produce, in a fixed order:
     a word-level tokenizer over these covers every generated sentence."""
     pairs = ANIMATE + THINGS + PLACES + [p for comps in OF_COMPLEMENTS.values() for p in comps]
-    pairs += COPULA + TRANS_THING + TRANS_ANIMATE + INTRANS + [("has", "have"), ("stays", "stay"), ("belongs", "belong")]
+    pairs += (
+        COPULA
+        + TRANS_THING
+        + TRANS_ANIMATE
+        + INTRANS
+        + [("has", "have"), ("stays", "stay"), ("belongs", "belong")]
+    )
     words = [w for pair in pairs for w in pair]
-    words += ADJ_ANIMATE + ADJ_THING + DET[False] + DET[True] + ["an"] + LOC_PREPS + NEAR_PREPS + ADVERBS
+    words += (
+        ADJ_ANIMATE + ADJ_THING + DET[False] + DET[True] + ["an"] + LOC_PREPS + NEAR_PREPS + ADVERBS
+    )
     words += [w for phrase in FRONTED for w in phrase if w] + ["of", "to", "that"] + sorted(PUNCT)
     return tuple(dict.fromkeys(words))
 

@@ -46,13 +46,19 @@ def _check_file(path: str | Path) -> Path:
     except FileNotFoundError:
         raise CorpusError(f"{path}: corpus file not found (no such file); check the path") from None
     except OSError as exc:
-        raise CorpusError(f"{path}: cannot read the corpus file ({exc.strerror}); check the path and its permissions") from None
+        raise CorpusError(
+            f"{path}: cannot read the corpus file ({exc.strerror}); check the path and its permissions"
+        ) from None
     if stat.S_ISDIR(mode):
         raise CorpusError(f"{path}: is a directory, not a corpus file; name one file inside it")
     if not stat.S_ISREG(mode):
-        raise CorpusError(f"{path}: not a regular file (a FIFO, device or socket); save the corpus to a file first")
+        raise CorpusError(
+            f"{path}: not a regular file (a FIFO, device or socket); save the corpus to a file first"
+        )
     if not os.access(path, os.R_OK):
-        raise CorpusError(f"{path}: cannot read the corpus file (permission denied); check its permissions")
+        raise CorpusError(
+            f"{path}: cannot read the corpus file (permission denied); check its permissions"
+        )
     return path
 
 
@@ -70,8 +76,12 @@ def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
                 yield number, _decode_line(path, number, raw)
     except OSError as exc:
         if exc.errno == errno.EISDIR:
-            raise CorpusError(f"{path}: is a directory, not a corpus file; name one file inside it") from None
-        raise CorpusError(f"{path}: cannot read the corpus file ({exc.strerror}); check the path and its permissions") from None
+            raise CorpusError(
+                f"{path}: is a directory, not a corpus file; name one file inside it"
+            ) from None
+        raise CorpusError(
+            f"{path}: cannot read the corpus file ({exc.strerror}); check the path and its permissions"
+        ) from None
 
 
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
@@ -98,7 +108,9 @@ def _raw_lines(f: io.BufferedReader) -> Iterator[bytes]:
         ended = raw.endswith(b"\n")
         body = raw[:-1] if ended else raw
         pieces = body.removesuffix(b"\r").split(b"\r") if ended else body.split(b"\r")
-        carry = b"" if ended or len(read) < limit else pieces.pop()  # the last piece goes on in the next read
+        carry = (
+            b"" if ended or len(read) < limit else pieces.pop()
+        )  # the last piece goes on in the next read
         yield from pieces
         if not pieces:  # no line end in MAX_LINE_BYTES bytes
             yield carry
@@ -113,31 +125,45 @@ def _utf16_lines(path: Path, f: io.BufferedReader) -> Iterator[tuple[int, str]]:
         try:
             line = text.readline(MAX_LINE_BYTES + 1)
         except UnicodeDecodeError:
-            raise CorpusError(f"{path}:{number + 1}: bytes that are not UTF-16, although the file starts with a "
-                              f"UTF-16 byte-order mark; re-save the file as UTF-8") from None
+            raise CorpusError(
+                f"{path}:{number + 1}: bytes that are not UTF-16, although the file starts with a "
+                f"UTF-16 byte-order mark; re-save the file as UTF-8"
+            ) from None
         if not line:
             return
         number += 1
         if "\0" in line:
-            raise CorpusError(f"{path}:{number}: NUL bytes: this looks like a binary file; give a UTF-8 text file")
+            raise CorpusError(
+                f"{path}:{number}: NUL bytes: this looks like a binary file; give a UTF-8 text file"
+            )
         if len(line) > MAX_LINE_BYTES and not line.endswith("\n"):
-            raise CorpusError(f"{path}:{number}: line longer than {MAX_LINE_BYTES:,} bytes; split it into sentences "
-                              f"(one probe per line)")
+            raise CorpusError(
+                f"{path}:{number}: line longer than {MAX_LINE_BYTES:,} bytes; split it into sentences "
+                f"(one probe per line)"
+            )
         yield number, line.removesuffix("\n")
 
 
 def _decode_line(path: Path, number: int, raw: bytes) -> str:
     if b"\0" in raw:
         if number == 1 and _looks_utf16(raw):
-            raise CorpusError(f"{path}:1: UTF-16 text without a byte-order mark; re-save the file as UTF-8")
-        raise CorpusError(f"{path}:{number}: NUL bytes: this looks like a binary file; give a UTF-8 text file")
+            raise CorpusError(
+                f"{path}:1: UTF-16 text without a byte-order mark; re-save the file as UTF-8"
+            )
+        raise CorpusError(
+            f"{path}:{number}: NUL bytes: this looks like a binary file; give a UTF-8 text file"
+        )
     if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-        raise CorpusError(f"{path}:{number}: line longer than {MAX_LINE_BYTES:,} bytes; split it into sentences "
-                          f"(one probe per line)")
+        raise CorpusError(
+            f"{path}:{number}: line longer than {MAX_LINE_BYTES:,} bytes; split it into sentences "
+            f"(one probe per line)"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise CorpusError(f"{path}:{number}: bytes that are not UTF-8; re-save the file as UTF-8") from None
+        raise CorpusError(
+            f"{path}:{number}: bytes that are not UTF-8; re-save the file as UTF-8"
+        ) from None
     if number == 1:
         text = text.removeprefix("\ufeff")
     return text.removesuffix("\n")
@@ -164,14 +190,21 @@ def sentences_from_text(text: str, name: str) -> list[Sentence]:
     """One sentence per non-empty line of ``text``; sources are "name:line"."""
     # split("\n"), not splitlines(): the latter also splits at \x0b, \x1c, U+2028 ... which
     # would shift line numbers away from what an editor shows.
-    return [Sentence(text=line.rstrip("\r").strip(), source=f"{name}:{i}")
-            for i, line in enumerate(text.split("\n"), start=1) if line.strip()]
+    return [
+        Sentence(text=line.rstrip("\r").strip(), source=f"{name}:{i}")
+        for i, line in enumerate(text.split("\n"), start=1)
+        if line.strip()
+    ]
 
 
 def read_text(path: str | Path, limit: int | None = None) -> list[Sentence]:
     """Plain text, one probe per non-empty line (surrounding whitespace dropped)."""
     path = _check_file(path)
-    found = (Sentence(text=line.strip(), source=f"{path}:{i}") for i, line in numbered_lines(path) if line.strip())
+    found = (
+        Sentence(text=line.strip(), source=f"{path}:{i}")
+        for i, line in numbered_lines(path)
+        if line.strip()
+    )
     return _nonempty(path, _take(found, limit), "non-empty line")
 
 
@@ -185,9 +218,13 @@ def _json_record(path: Path, i: int, line: str) -> object:
     try:
         return json.loads(line, parse_int=_json_int)
     except json.JSONDecodeError as err:
-        raise CorpusError(f"{path}:{i}: not valid JSON ({err.msg}); write one JSON object per line") from None
+        raise CorpusError(
+            f"{path}:{i}: not valid JSON ({err.msg}); write one JSON object per line"
+        ) from None
     except RecursionError:
-        raise CorpusError(f"{path}:{i}: JSON nested too deeply; write one flat JSON object per line") from None
+        raise CorpusError(
+            f"{path}:{i}: JSON nested too deeply; write one flat JSON object per line"
+        ) from None
 
 
 def _jsonl_sentences(path: Path, field: str) -> Iterator[Sentence]:
@@ -196,12 +233,16 @@ def _jsonl_sentences(path: Path, field: str) -> Iterator[Sentence]:
             continue
         record = _json_record(path, i, line)
         if not isinstance(record, dict) or field not in record:
-            raise CorpusError(f"{path}:{i}: no field {field!r}; give each object a {field!r} field "
-                              f"or pick the field that holds the text")
+            raise CorpusError(
+                f"{path}:{i}: no field {field!r}; give each object a {field!r} field "
+                f"or pick the field that holds the text"
+            )
         value = record[field]
         if not isinstance(value, str):
-            raise CorpusError(f"{path}:{i}: field {field!r} is {type(value).__name__}, not text; "
-                              f"store the probe as a string")
+            raise CorpusError(
+                f"{path}:{i}: field {field!r} is {type(value).__name__}, not text; "
+                f"store the probe as a string"
+            )
         if value.strip():
             yield Sentence(text=_clean_text(path, i, value).strip(), source=f"{path}:{i}")
 
@@ -213,18 +254,26 @@ def _clean_text(path: Path, i: int, value: str) -> str:
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
-        raise CorpusError(f"{path}:{i}: the text holds an unpaired UTF-16 surrogate escape (such as \\ud800); "
-                          f"fix or remove the escape") from None
+        raise CorpusError(
+            f"{path}:{i}: the text holds an unpaired UTF-16 surrogate escape (such as \\ud800); "
+            f"fix or remove the escape"
+        ) from None
     if size > MAX_LINE_BYTES:
-        raise CorpusError(f"{path}:{i}: text longer than {MAX_LINE_BYTES:,} bytes; split it into sentences "
-                          f"(one probe per object)")
+        raise CorpusError(
+            f"{path}:{i}: text longer than {MAX_LINE_BYTES:,} bytes; split it into sentences "
+            f"(one probe per object)"
+        )
     return value
 
 
 def read_jsonl(path: str | Path, field: str = "text", limit: int | None = None) -> list[Sentence]:
     """JSON lines: each non-empty line an object whose ``field`` holds the probe text."""
     path = _check_file(path)
-    return _nonempty(path, _take(_jsonl_sentences(path, field), limit), f"object with a non-empty {field!r} field")
+    return _nonempty(
+        path,
+        _take(_jsonl_sentences(path, field), limit),
+        f"object with a non-empty {field!r} field",
+    )
 
 
 def _csv_header(path: Path, reader: csv.DictReader, column: str) -> None:
@@ -236,7 +285,11 @@ def _csv_header(path: Path, reader: csv.DictReader, column: str) -> None:
         return
     present = ", ".join(repr(c) for c in columns) or "none"
     guess = next((d for d in (";", "\t", "|") if len(columns) == 1 and d in columns[0]), None)
-    hint = f"the file seems to be separated by {guess!r}: save it with commas" if guess else "name the text column"
+    hint = (
+        f"the file seems to be separated by {guess!r}: save it with commas"
+        if guess
+        else "name the text column"
+    )
     raise CorpusError(f"{path}:1: no column {column!r} (columns: {present}); {hint}")
 
 
@@ -263,7 +316,9 @@ def read_csv(path: str | Path, column: str = "text", limit: int | None = None) -
     The source line is the line where the record starts (a quoted cell may span lines).
     """
     path = _check_file(path)
-    return _nonempty(path, _take(_csv_sentences(path, column), limit), f"row with text in column {column!r}")
+    return _nonempty(
+        path, _take(_csv_sentences(path, column), limit), f"row with text in column {column!r}"
+    )
 
 
 def read_conllu(path: str | Path, limit: int | None = None) -> list[Sentence]:
@@ -271,7 +326,9 @@ def read_conllu(path: str | Path, limit: int | None = None) -> list[Sentence]:
     from interp.probes.conllu import conllu_sentences
 
     path = _check_file(path)
-    return _nonempty(path, _take(conllu_sentences(path, numbered_lines(path)), limit), "sentence of word lines")
+    return _nonempty(
+        path, _take(conllu_sentences(path, numbered_lines(path)), limit), "sentence of word lines"
+    )
 
 
 # Suffix -> reader(path, column, limit). ``column`` names the JSONL field / CSV column; others ignore it.
@@ -283,12 +340,16 @@ READERS: dict[str, Callable[[Path, str | None, int | None], list[Sentence]]] = {
 }
 
 
-def read_corpus(path: str | Path, column: str | None = None, limit: int | None = None) -> list[Sentence]:
+def read_corpus(
+    path: str | Path, column: str | None = None, limit: int | None = None
+) -> list[Sentence]:
     """Read a user corpus (at most ``limit`` sentences), choosing the reader by file suffix."""
     path = _check_file(path)
     reader = READERS.get(path.suffix.lower())
     if reader is None:
         supported = ", ".join(sorted(READERS))
-        raise CorpusError(f"{path}: unknown corpus format {path.suffix or '(no suffix)'!r}; "
-                          f"use one of {supported}")
+        raise CorpusError(
+            f"{path}: unknown corpus format {path.suffix or '(no suffix)'!r}; "
+            f"use one of {supported}"
+        )
     return reader(path, column, limit)

@@ -33,12 +33,19 @@ def role_differences(roles_a: pd.DataFrame, roles_b: pd.DataFrame) -> pd.DataFra
     return both[differs].sort_values(KEYS).reset_index(drop=True)
 
 
-def largest_move(a: pd.DataFrame | None, b: pd.DataFrame | None, index: pd.MultiIndex, name: str) -> pd.DataFrame:
+def largest_move(
+    a: pd.DataFrame | None, b: pd.DataFrame | None, index: pd.MultiIndex, name: str
+) -> pd.DataFrame:
     """Per head of ``index``: the column of ``a``/``b`` (one row per head, one column per item) whose
     value moved most between the runs, ``{name}_moved_most``, and its change B - A, ``{name}_change``
     (NaN where nothing is measured in both; no name where nothing moved)."""
-    out = pd.DataFrame({f"{name}_moved_most": pd.Series(None, index=index, dtype=object),
-                        f"{name}_change": np.nan}, index=index)
+    out = pd.DataFrame(
+        {
+            f"{name}_moved_most": pd.Series(None, index=index, dtype=object),
+            f"{name}_change": np.nan,
+        },
+        index=index,
+    )
     if a is None or b is None:
         return out
     shared = [c for c in a.columns if c in b.columns]
@@ -57,14 +64,17 @@ def largest_move(a: pd.DataFrame | None, b: pd.DataFrame | None, index: pd.Multi
 def _scores(roles: pd.DataFrame) -> pd.DataFrame:
     cols = [c for c in roles.columns if c.startswith(SCORE_PREFIX)]
     frame = roles.groupby(KEYS)[cols].mean()
-    return frame.rename(columns=lambda c: c[len(SCORE_PREFIX):])
+    return frame.rename(columns=lambda c: c[len(SCORE_PREFIX) :])
 
 
 def _lifts(features: pd.DataFrame | None) -> pd.DataFrame | None:
     if features is None or features.empty:
         return None
-    return (features.assign(lift=features["value"] - features["baseline"])
-            .pivot_table(index=KEYS, columns="feature", values="lift", aggfunc="mean").rename_axis(columns=None))
+    return (
+        features.assign(lift=features["value"] - features["baseline"])
+        .pivot_table(index=KEYS, columns="feature", values="lift", aggfunc="mean")
+        .rename_axis(columns=None)
+    )
 
 
 def score_differences(a: RunTables, b: RunTables) -> pd.DataFrame:
@@ -73,22 +83,51 @@ def score_differences(a: RunTables, b: RunTables) -> pd.DataFrame:
     cols = ["layer", "head", "role", "confidence"]
     both = a.roles[cols].merge(b.roles[cols], on=KEYS, suffixes=("_a", "_b"))
     index = pd.MultiIndex.from_frame(both[KEYS])
-    moved = pd.concat([largest_move(_scores(a.roles), _scores(b.roles), index, "score"),
-                       largest_move(_lifts(a.features), _lifts(b.features), index, "feature")], axis=1)
+    moved = pd.concat(
+        [
+            largest_move(_scores(a.roles), _scores(b.roles), index, "score"),
+            largest_move(_lifts(a.features), _lifts(b.features), index, "feature"),
+        ],
+        axis=1,
+    )
     both = pd.concat([both.reset_index(drop=True), moved.reset_index(drop=True)], axis=1)
-    order = pd.DataFrame({"role": both["role_a"] != both["role_b"], "score": both["score_change"].abs().fillna(-1),
-                          "feature": both["feature_change"].abs().fillna(-1)})
-    both = both.loc[order.sort_values(["role", "score", "feature"], ascending=False, kind="stable").index]
-    columns = ["layer", "head", "role_a", "role_b", "confidence_a", "confidence_b", "score_moved_most", "score_change",
-               "feature_moved_most", "feature_change"]
+    order = pd.DataFrame(
+        {
+            "role": both["role_a"] != both["role_b"],
+            "score": both["score_change"].abs().fillna(-1),
+            "feature": both["feature_change"].abs().fillna(-1),
+        }
+    )
+    both = both.loc[
+        order.sort_values(["role", "score", "feature"], ascending=False, kind="stable").index
+    ]
+    columns = [
+        "layer",
+        "head",
+        "role_a",
+        "role_b",
+        "confidence_a",
+        "confidence_b",
+        "score_moved_most",
+        "score_change",
+        "feature_moved_most",
+        "feature_change",
+    ]
     return both[columns].reset_index(drop=True)
 
 
 def _effects(run: RunTables, choice: S.EffectChoice) -> pd.DataFrame:
-    effects = run.effects if run.effects is not None else pd.DataFrame(columns=[*KEYS, "ablation", "estimator",
-                                                                                 "metric", "delta"])
-    rows = effects[(effects["ablation"] == choice.ablation) & (effects["estimator"] == choice.estimator)]
-    return rows.pivot_table(index=KEYS, columns="metric", values="delta", aggfunc="mean").rename_axis(columns=None)
+    effects = (
+        run.effects
+        if run.effects is not None
+        else pd.DataFrame(columns=[*KEYS, "ablation", "estimator", "metric", "delta"])
+    )
+    rows = effects[
+        (effects["ablation"] == choice.ablation) & (effects["estimator"] == choice.estimator)
+    ]
+    return rows.pivot_table(
+        index=KEYS, columns="metric", values="delta", aggfunc="mean"
+    ).rename_axis(columns=None)
 
 
 def effect_differences(a: RunTables, b: RunTables) -> pd.DataFrame | None:
@@ -104,10 +143,14 @@ def effect_differences(a: RunTables, b: RunTables) -> pd.DataFrame | None:
     ea, eb = ea.reindex(index=index, columns=metrics), eb.reindex(index=index, columns=metrics)
     out = pd.DataFrame(index=index)
     for run, letter in ((a, "a"), (b, "b")):
-        out[f"role_{letter}"] = run.roles.groupby(KEYS)["role"].last().reindex(index) if run.roles is not None else None
+        out[f"role_{letter}"] = (
+            run.roles.groupby(KEYS)["role"].last().reindex(index) if run.roles is not None else None
+        )
     for m in metrics:
         out[f"{m} A"], out[f"{m} B"], out[f"{m} Δ"] = ea[m], eb[m], eb[m] - ea[m]
-    scale = pd.concat([ea.abs(), eb.abs()]).max().replace(0.0, np.nan)  # each metric's largest effect
+    scale = (
+        pd.concat([ea.abs(), eb.abs()]).max().replace(0.0, np.nan)
+    )  # each metric's largest effect
     relative = ((eb - ea).abs() / scale).max(axis=1).fillna(-1)
     out = out.loc[relative.sort_values(ascending=False, kind="stable").index]
     return out.reset_index()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass
-from typing import ClassVar, Union
+from typing import ClassVar
 
 import pandas as pd
 
@@ -66,7 +66,9 @@ class Table:
     numeric: tuple[bool, ...]
     rows: tuple[tuple[Cell, ...], ...]
     filter: str | None = None  # label of the page's filter box (HTML), None: no box
-    wrap: tuple[bool, ...] = ()  # per column: long text that wraps (a description); default: none wraps
+    wrap: tuple[
+        bool, ...
+    ] = ()  # per column: long text that wraps (a description); default: none wraps
     kind: ClassVar[str] = "table"
 
     def wraps(self, j: int) -> bool:
@@ -109,7 +111,7 @@ class Group:
     kind: ClassVar[str] = "group"
 
 
-Block = Union[Heading, Text, Cards, Table, FigureBlock, KeyValues, Code, Group]
+Block = Heading | Text | Cards | Table | FigureBlock | KeyValues | Code | Group
 
 
 @dataclass(frozen=True)
@@ -129,13 +131,21 @@ class Document:
 
 # --- building blocks from data -----------------------------------------------------------------
 
+
 def _missing(value: object) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
-def table(frame: pd.DataFrame, id: str, *, percent_columns: tuple[str, ...] = (),
-          role_columns: tuple[str, ...] = ("role", "second_role"), filter: str | None = None,
-          intervals: dict[str, tuple[str, str]] | None = None, wrap_columns: tuple[str, ...] = ()) -> Table:
+def table(
+    frame: pd.DataFrame,
+    id: str,
+    *,
+    percent_columns: tuple[str, ...] = (),
+    role_columns: tuple[str, ...] = ("role", "second_role"),
+    filter: str | None = None,
+    intervals: dict[str, tuple[str, str]] | None = None,
+    wrap_columns: tuple[str, ...] = (),
+) -> Table:
     """A DataFrame as a table block: cell text (``fmt``/``percent``), numeric sort keys, role swatches.
 
     ``intervals`` maps a column to its (low, high) columns: those two are not shown, and the
@@ -157,11 +167,20 @@ def table(frame: pd.DataFrame, id: str, *, percent_columns: tuple[str, ...] = ()
                 if not (_missing(low) or _missing(high)):
                     bound = percent if col in percent_columns else fmt
                     text = f"{as_text} ({bound(low)} … {bound(high)})"
-            cells.append(Cell(text, ("" if _missing(value) else repr(float(value))) if is_num else None,
-                              role_colour(str(value)) if col in role_columns and not _missing(value) else None))
+            cells.append(
+                Cell(
+                    text,
+                    ("" if _missing(value) else repr(float(value))) if is_num else None,
+                    role_colour(str(value))
+                    if col in role_columns and not _missing(value)
+                    else None,
+                )
+            )
         rows.append(tuple(cells))
     wrap = tuple(c in wrap_columns for c in shown)
-    return Table(id, tuple(str(c) for c in shown), numeric, tuple(rows), filter, wrap if any(wrap) else ())
+    return Table(
+        id, tuple(str(c) for c in shown), numeric, tuple(rows), filter, wrap if any(wrap) else ()
+    )
 
 
 def figure(saved: SavedFigure) -> FigureBlock:

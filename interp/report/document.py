@@ -13,22 +13,37 @@ from typing import Any
 import pandas as pd
 
 from interp.classify import clusters as K
+from interp.pipeline.results import RunTables
 from interp.report import content as C
 from interp.report import summary as S
 from interp.report.figures import SavedFigure
 from interp.report.syntax_section import syntax_section
 from interp.report.task_attention import task_attention_section
-from interp.pipeline.results import RunTables
 from interp.roles import UNEXPLAINED
 
-MODEL_FACTS = ("name", "source", "causal", "n_layers", "n_heads", "n_kv_heads", "d_head", "n_ctx", "bos_policy",
-               "dtype", "device")
+MODEL_FACTS = (
+    "name",
+    "source",
+    "causal",
+    "n_layers",
+    "n_heads",
+    "n_kv_heads",
+    "d_head",
+    "n_ctx",
+    "bos_policy",
+    "dtype",
+    "device",
+)
 STAGE_OF = {"features": "collect", "roles": "classify", "effects": "ablate", "pruning": "ablate"}
 # Report sections and the figures they hold (by file stem, a trailing * for a family of figures).
 FIGURE_SECTIONS = (
     ("roles", "Roles", ("role_map", "role_counts", "sink_by_layer")),
     ("features", "Features", ("features_*",)),
-    ("effects", "Causal effects", ("effect_maps", "effect_vs_role", "estimator_audit", "score_vs_effect")),
+    (
+        "effects",
+        "Causal effects",
+        ("effect_maps", "effect_vs_role", "estimator_audit", "score_vs_effect"),
+    ),
     ("pruning", "Pruning", ("pruning",)),
 )
 
@@ -41,14 +56,24 @@ def _cards(summary: dict[str, Any]) -> C.Cards:
         cards.append(C.Card(str(named), "heads with a named role"))
         cards.append(C.Card(S.percent(summary["share_unexplained"]), "share unexplained"))
     for row in summary["prunable"] or []:
-        cards.append(C.Card(f"{S.percent(row['within_1%'])} / {S.percent(row['within_5%'])}",
-                            f"prunable within 1% / 5% of {row['metric']}"))
+        cards.append(
+            C.Card(
+                f"{S.percent(row['within_1%'])} / {S.percent(row['within_5%'])}",
+                f"prunable within 1% / 5% of {row['metric']}",
+            )
+        )
     return C.Cards(tuple(cards))
 
 
 def _notes(summary: dict[str, Any], exemplar_note: str | None) -> list[C.Text]:
-    notes = [C.Text(f"This run has no {name} table yet (the {stage} stage has not run), so its figures are left out.",
-                    "note") for name, stage in STAGE_OF.items() if not summary["tables"][name]]
+    notes = [
+        C.Text(
+            f"This run has no {name} table yet (the {stage} stage has not run), so its figures are left out.",
+            "note",
+        )
+        for name, stage in STAGE_OF.items()
+        if not summary["tables"][name]
+    ]
     notes += [C.Text(text, "note") for text in S.improvement_notes(summary["prunable"])]
     if summary.get("never_exact"):
         notes.append(C.Text(_exact_note(summary["never_exact"], summary["shape"]), "note"))
@@ -57,20 +82,35 @@ def _notes(summary: dict[str, Any], exemplar_note: str | None) -> list[C.Text]:
         notes.append(C.Text(summary["estimator_reads"], "note"))
     open_ = [r for r in summary.get("precision") or [] if r.get("rounds", 0) + r.get("budget", 0)]
     if open_:
-        parts = [f"{r['metric']} ({r['ablation']}): {r.get('met', 0)} met, {r.get('budget', 0)} stopped by the time "
-                 f"budget, {r.get('rounds', 0)} by the last round" for r in open_]
-        notes.append(C.Text("Exact effects that did not reach the precision asked for (the interval decides the head "
-                            "against the 1% tolerance and, for a head that matters, is within 10% of its effect; the "
-                            "effects table's precision column): " + "; ".join(parts) + ". Raise --time-budget or "
-                            "--max-rounds for more.", "note"))
+        parts = [
+            f"{r['metric']} ({r['ablation']}): {r.get('met', 0)} met, {r.get('budget', 0)} stopped by the time "
+            f"budget, {r.get('rounds', 0)} by the last round"
+            for r in open_
+        ]
+        notes.append(
+            C.Text(
+                "Exact effects that did not reach the precision asked for (the interval decides the head "
+                "against the 1% tolerance and, for a head that matters, is within 10% of its effect; the "
+                "effects table's precision column): "
+                + "; ".join(parts)
+                + ". Raise --time-budget or "
+                "--max-rounds for more.",
+                "note",
+            )
+        )
     misses = summary.get("estimate_misses") or []
     if misses:
         per_metric = pd.Series([m.split(" ")[1] for m in misses]).value_counts()
         counts = ", ".join(f"{metric} {n}" for metric, n in per_metric.items())
-        notes.append(C.Text(f"{len(misses)} estimate(s) have an interval that excludes the same head's exact effect "
-                            f"({counts}): an estimate's interval covers the sampling of sequences only, not the "
-                            f"estimator's own error; the effects table's vs_exact says which (outside), e.g. "
-                            f"{'; '.join(misses[:6])}{' …' if len(misses) > 6 else ''}.", "note"))
+        notes.append(
+            C.Text(
+                f"{len(misses)} estimate(s) have an interval that excludes the same head's exact effect "
+                f"({counts}): an estimate's interval covers the sampling of sequences only, not the "
+                f"estimator's own error; the effects table's vs_exact says which (outside), e.g. "
+                f"{'; '.join(misses[:6])}{' …' if len(misses) > 6 else ''}.",
+                "note",
+            )
+        )
     return notes + ([C.Text(exemplar_note, "note")] if exemplar_note else [])
 
 
@@ -79,19 +119,29 @@ def _prunable_table(prunable: pd.DataFrame) -> C.Table:
     keys = [f"within_{t:.0%}" for t in S.TOLERANCES]
     frame = prunable[["metric", *(f"{k}{end}" for k in keys for end in ("", "_low", "_high"))]]
     frame = frame.rename(columns=lambda c: c.replace("within_", "within "))
-    return C.table(frame, "prunable", percent_columns=tuple(c for c in frame.columns if c != "metric"),
-                   intervals={k.replace("_", " "): (f"{k.replace('_', ' ')}_low", f"{k.replace('_', ' ')}_high")
-                              for k in keys})
+    return C.table(
+        frame,
+        "prunable",
+        percent_columns=tuple(c for c in frame.columns if c != "metric"),
+        intervals={
+            k.replace("_", " "): (f"{k.replace('_', ' ')}_low", f"{k.replace('_', ' ')}_high")
+            for k in keys
+        },
+    )
 
 
 def role_pruning_wide(by_role: pd.DataFrame) -> pd.DataFrame:
     """One row per role (catalogue order): role, heads, and per metric how much worse it gets
     without the role's heads (columns METRIC, METRIC low, METRIC high)."""
     metrics = list(dict.fromkeys(by_role["metric"]))
-    wide = by_role.set_index(["role", "heads", "metric"])[["worse", "worse_low", "worse_high"]].unstack("metric")
+    wide = by_role.set_index(["role", "heads", "metric"])[
+        ["worse", "worse_low", "worse_high"]
+    ].unstack("metric")
     out = pd.DataFrame(index=wide.index)
     for m in metrics:
-        out[m], out[f"{m} low"], out[f"{m} high"] = (wide[(v, m)] for v in ("worse", "worse_low", "worse_high"))
+        out[m], out[f"{m} low"], out[f"{m} high"] = (
+            wide[(v, m)] for v in ("worse", "worse_low", "worse_high")
+        )
     out = out.reset_index()
     order = {r: i for i, r in enumerate(S.role_order(out["role"]))}
     return out.sort_values("role", key=lambda r: r.map(order), kind="stable").reset_index(drop=True)
@@ -100,8 +150,12 @@ def role_pruning_wide(by_role: pd.DataFrame) -> pd.DataFrame:
 def _role_pruning_table(by_role: pd.DataFrame) -> C.Table:
     wide = role_pruning_wide(by_role)
     metrics = [c for c in wide.columns[2:] if not c.endswith((" low", " high"))]
-    return C.table(wide, "role-pruning", percent_columns=tuple(wide.columns[2:]),
-                   intervals={m: (f"{m} low", f"{m} high") for m in metrics})
+    return C.table(
+        wide,
+        "role-pruning",
+        percent_columns=tuple(wide.columns[2:]),
+        intervals={m: (f"{m} low", f"{m} high") for m in metrics},
+    )
 
 
 def _exact_note(never: list[str], shape: tuple[int, int]) -> str:
@@ -110,12 +164,18 @@ def _exact_note(never: list[str], shape: tuple[int, int]) -> str:
     n_layers, n_heads = shape
     total = n_layers * n_heads
     if len(never) <= total / 2:
-        return (f"{len(never)} of {total} heads were never ablated exactly; their effects are estimates only: "
-                f"{' '.join(never)}.")
+        return (
+            f"{len(never)} of {total} heads were never ablated exactly; their effects are estimates only: "
+            f"{' '.join(never)}."
+        )
     missing = set(never)
-    exact = [f"L{l}H{h}" for l in range(n_layers) for h in range(n_heads) if f"L{l}H{h}" not in missing]
-    return (f"{len(never)} of {total} heads were never ablated exactly; their effects are estimates only. "
-            f"The {len(exact)} measured exactly: {' '.join(exact) if exact else 'none'}.")
+    exact = [
+        f"L{l}H{h}" for l in range(n_layers) for h in range(n_heads) if f"L{l}H{h}" not in missing
+    ]
+    return (
+        f"{len(never)} of {total} heads were never ablated exactly; their effects are estimates only. "
+        f"The {len(exact)} measured exactly: {' '.join(exact) if exact else 'none'}."
+    )
 
 
 def _summary_section(summary: dict[str, Any], exemplar_note: str | None) -> C.Section | None:
@@ -125,36 +185,67 @@ def _summary_section(summary: dict[str, Any], exemplar_note: str | None) -> C.Se
     counts = pd.DataFrame(summary["role_counts"]) if summary["role_counts"] else None
     prunable = pd.DataFrame(summary["prunable"]) if summary["prunable"] else None
     by_role = pd.DataFrame(summary["role_pruning"]) if summary.get("role_pruning") else None
-    corpora = [{"suite": suite, "sequences": (info or {}).get("n_sequences"), "tokens": (info or {}).get("n_tokens"),
-                "hash": (info or {}).get("hash")} for suite, info in summary["corpora"].items()]
+    corpora = [
+        {
+            "suite": suite,
+            "sequences": (info or {}).get("n_sequences"),
+            "tokens": (info or {}).get("n_tokens"),
+            "hash": (info or {}).get("hash"),
+        }
+        for suite, info in summary["corpora"].items()
+    ]
     model = summary["model"]
     roles_and_pruning = C.group(
-        C.titled("Heads per primary role",
-                 C.table(counts, "role-counts", percent_columns=("share",)) if counts is not None else None),
-        C.titled("How much can be pruned",
-                 C.Text("Largest share of heads removed (least important first) while the metric stays within 1% "
-                        "or 5% of the intact model on either side, measured on held-out sequences, not the ones that "
-                        "ranked the heads; in parentheses: its 95% interval over resampled sequences.")
-                 if prunable is not None else None,
-                 _prunable_table(prunable) if prunable is not None else None),
+        C.titled(
+            "Heads per primary role",
+            C.table(counts, "role-counts", percent_columns=("share",))
+            if counts is not None
+            else None,
+        ),
+        C.titled(
+            "How much can be pruned",
+            C.Text(
+                "Largest share of heads removed (least important first) while the metric stays within 1% "
+                "or 5% of the intact model on either side, measured on held-out sequences, not the ones that "
+                "ranked the heads; in parentheses: its 95% interval over resampled sequences."
+            )
+            if prunable is not None
+            else None,
+            _prunable_table(prunable) if prunable is not None else None,
+        ),
     )
     removing = C.titled(
         "Removing one role's heads",
-        C.Text("Every head of one primary role ablated at once, on the held-out sequences: how much worse each metric "
-               "gets, relative to the intact model (negative: better), with its 95% interval in parentheses.")
-        if by_role is not None else None,
-        _role_pruning_table(by_role) if by_role is not None else None)
+        C.Text(
+            "Every head of one primary role ablated at once, on the held-out sequences: how much worse each metric "
+            "gets, relative to the intact model (negative: better), with its 95% interval in parentheses."
+        )
+        if by_role is not None
+        else None,
+        _role_pruning_table(by_role) if by_role is not None else None,
+    )
     facts = C.group(
-        C.titled("Model", C.key_values([(k, model[k]) for k in MODEL_FACTS if k in model]) if model else None),
+        C.titled(
+            "Model",
+            C.key_values([(k, model[k]) for k in MODEL_FACTS if k in model]) if model else None,
+        ),
         C.titled("Probe corpora", C.table(pd.DataFrame(corpora), "corpora") if corpora else None),
     )
-    return C.section("summary", "Summary", _cards(summary), *_notes(summary, exemplar_note), roles_and_pruning,
-                     removing, facts)
+    return C.section(
+        "summary",
+        "Summary",
+        _cards(summary),
+        *_notes(summary, exemplar_note),
+        roles_and_pruning,
+        removing,
+        facts,
+    )
 
 
 def _figures_of(figures: list[SavedFigure], names: tuple[str, ...]) -> list[C.FigureBlock]:
     def wanted(stem: str) -> bool:
         return any(stem == n or (n.endswith("*") and stem.startswith(n[:-1])) for n in names)
+
     return [C.figure(f) for f in figures if f.kind == "main" and wanted(f.name)]
 
 
@@ -162,70 +253,139 @@ def _clusters_section(clusters: pd.DataFrame | None, summary: dict[str, Any]) ->
     """One row per group of unexplained heads, and whether the groups separate at all."""
     if clusters is None or clusters.empty:
         return None
-    unexplained = sum(r["heads"] for r in summary["role_counts"] or [] if r["role"] == UNEXPLAINED) or None
+    unexplained = (
+        sum(r["heads"] for r in summary["role_counts"] or [] if r["role"] == UNEXPLAINED) or None
+    )
     verdict = K.verdict(clusters, unexplained)
     return C.section(
-        "clusters", "Unexplained-head clusters",
-        C.Text("Heads no archetype explains, grouped by their attention profiles; each group is described by the "
-               "features that set it apart from the other unexplained heads. silhouette: how much nearer the group's "
-               "heads are to one another than to the next group (1: far apart, 0 or less: no gap). Every head's "
-               "group is in clusters.csv."),
+        "clusters",
+        "Unexplained-head clusters",
+        C.Text(
+            "Heads no archetype explains, grouped by their attention profiles; each group is described by the "
+            "features that set it apart from the other unexplained heads. silhouette: how much nearer the group's "
+            "heads are to one another than to the next group (1: far apart, 0 or less: no gap). Every head's "
+            "group is in clusters.csv."
+        ),
         C.Text(verdict, "p" if K.separates(clusters) else "note"),
-        C.table(K.overview(clusters), "cluster-table", filter="Filter clusters:", wrap_columns=("description", "members")))
+        C.table(
+            K.overview(clusters),
+            "cluster-table",
+            filter="Filter clusters:",
+            wrap_columns=("description", "members"),
+        ),
+    )
 
 
 def _provenance_section(summary: dict[str, Any]) -> C.Section:
     prov = summary["provenance"]
     keys = ("created", "seed", "git_hash", "machine", "python")
-    pairs = [("model", summary["model_path"])] if summary.get("model_path") else []  # the title shows its stem
+    pairs = (
+        [("model", summary["model_path"])] if summary.get("model_path") else []
+    )  # the title shows its stem
     pairs += [(k, S.fmt(prov.get(k)) or "unknown") for k in keys if k in prov]
-    pairs += [(k, v) for k, v in prov.items() if k not in keys and k != "versions" and not isinstance(v, (dict, list))]
+    pairs += [
+        (k, v)
+        for k, v in prov.items()
+        if k not in keys and k != "versions" and not isinstance(v, (dict, list))
+    ]
     versions = [(k, S.fmt(v) or "not installed") for k, v in (prov.get("versions") or {}).items()]
     stages = summary["stages"]
-    stage_rows = pd.DataFrame([{"stage": name, "seconds": (info or {}).get("seconds"),
-                                "finished": (info or {}).get("finished")} for name, info in stages.items()])
-    configs = [C.Code(f"{name} config", json.dumps((info or {}).get("config"), indent=1, default=str))
-               for name, info in stages.items()]
+    stage_rows = pd.DataFrame(
+        [
+            {
+                "stage": name,
+                "seconds": (info or {}).get("seconds"),
+                "finished": (info or {}).get("finished"),
+            }
+            for name, info in stages.items()
+        ]
+    )
+    configs = [
+        C.Code(f"{name} config", json.dumps((info or {}).get("config"), indent=1, default=str))
+        for name, info in stages.items()
+    ]
     return C.section(
-        "provenance", "Provenance",
+        "provenance",
+        "Provenance",
         C.key_values(pairs) if pairs else C.Text("The manifest records no provenance.", "muted"),
         C.titled("Package versions", C.key_values(versions)) if versions else None,
         C.titled("Stages", C.table(stage_rows, "stages"), *configs) if stages else None,
     )
 
 
-def report_document(run: RunTables, summary: dict[str, Any], figures: list[SavedFigure],
-                    heads: pd.DataFrame | None, exemplar_note: str | None = None) -> C.Document:
+def report_document(
+    run: RunTables,
+    summary: dict[str, Any],
+    figures: list[SavedFigure],
+    heads: pd.DataFrame | None,
+    exemplar_note: str | None = None,
+) -> C.Document:
     """The report of one run; ``exemplar_note`` says why exemplar patterns are missing, if they are."""
     name = summary["model_name"]
     created = summary["provenance"].get("created")
-    lead = (f"Run {summary['run']}" + (f", created {created}" if created else "") + ". What each head does (its role) "
-            "and how much the model needs it (its ablation effect).",)
+    lead = (
+        f"Run {summary['run']}"
+        + (f", created {created}" if created else "")
+        + ". What each head does (its role) "
+        "and how much the model needs it (its ablation effect).",
+    )
     sections = [_summary_section(summary, exemplar_note)]
-    sections += [C.section(sid, title, *_figures_of(figures, names)) for sid, title, names in FIGURE_SECTIONS]
+    sections += [
+        C.section(sid, title, *_figures_of(figures, names)) for sid, title, names in FIGURE_SECTIONS
+    ]
     # the syntax section follows the features section: its per-relation table, then the relation maps
-    sections.insert(2 + [sid for sid, _, _ in FIGURE_SECTIONS].index("features"), syntax_section(
-        run.tables.get("syntax"), run.features, summary["stages"], _figures_of(figures, ("syntax_*",))))
+    sections.insert(
+        2 + [sid for sid, _, _ in FIGURE_SECTIONS].index("features"),
+        syntax_section(
+            run.tables.get("syntax"),
+            run.features,
+            summary["stages"],
+            _figures_of(figures, ("syntax_*",)),
+        ),
+    )
     sections.append(task_attention_section(run.tables.get("task_attention")))
     exemplars = [C.figure(f) for f in figures if f.kind == "exemplar"]
-    sections.append(C.section(
-        "exemplars", "Exemplar attention patterns",
-        C.Text("For each role, the head that fits it best, on a stored probe of the family its feature reads. "
-               "Every head's pattern on these probes is in exemplars.npz (interp.collect.exemplars.read_exemplars).")
-        if exemplars else None, C.group(*exemplars, layout="grid")))
-    effect = (f"; Δ METRIC: the head's exact effect on each metric ({summary['exact_ablation']} ablation; positive = "
-              "the model gets worse without the head; blank: not ablated exactly, its estimate is in the explorer)"
-              if summary.get("exact_ablation") else "")
-    sections.append(C.section(
-        "heads", "Heads", C.Text(f"One row per head{effect}. Click a header to sort.") if heads is not None else None,
-        C.table(heads, "head-table", filter="Filter heads:") if heads is not None else None))
+    sections.append(
+        C.section(
+            "exemplars",
+            "Exemplar attention patterns",
+            C.Text(
+                "For each role, the head that fits it best, on a stored probe of the family its feature reads. "
+                "Every head's pattern on these probes is in exemplars.npz (interp.collect.exemplars.read_exemplars)."
+            )
+            if exemplars
+            else None,
+            C.group(*exemplars, layout="grid"),
+        )
+    )
+    effect = (
+        f"; Δ METRIC: the head's exact effect on each metric ({summary['exact_ablation']} ablation; positive = "
+        "the model gets worse without the head; blank: not ablated exactly, its estimate is in the explorer)"
+        if summary.get("exact_ablation")
+        else ""
+    )
+    sections.append(
+        C.section(
+            "heads",
+            "Heads",
+            C.Text(f"One row per head{effect}. Click a header to sort.")
+            if heads is not None
+            else None,
+            C.table(heads, "head-table", filter="Filter heads:") if heads is not None else None,
+        )
+    )
     sections.append(_clusters_section(run.clusters, summary))
     sections.append(_provenance_section(summary))
-    return C.Document(f"Attention heads of {name}", f"{name} · attention heads · {summary['run']}", lead,
-                      tuple(s for s in sections if s is not None))
+    return C.Document(
+        f"Attention heads of {name}",
+        f"{name} · attention heads · {summary['run']}",
+        lead,
+        tuple(s for s in sections if s is not None),
+    )
 
 
 # --- two runs side by side ---------------------------------------------------------------------
+
 
 def _present(frame: pd.DataFrame | None) -> bool:
     return frame is not None and not frame.empty
@@ -233,40 +393,95 @@ def _present(frame: pd.DataFrame | None) -> bool:
 
 def _spaced(frame: pd.DataFrame) -> pd.DataFrame:
     """Column names that wrap in a header: score_moved_most -> score moved most, role_a -> role A."""
+
     def name(column: str) -> str:
         stem, _, side = column.rpartition("_")
-        return f"{stem.replace('_', ' ')} {side.upper()}" if side in ("a", "b") and stem else column.replace("_", " ")
+        return (
+            f"{stem.replace('_', ' ')} {side.upper()}"
+            if side in ("a", "b") and stem
+            else column.replace("_", " ")
+        )
+
     return frame.rename(columns=lambda c: name(c) if " " not in c else c)
 
 
-def compare_document(label_a: str, label_b: str, maps: list[C.FigureBlock], notes: list[str],
-                     diff: pd.DataFrame | None, n_heads: int, scores: pd.DataFrame | None = None,
-                     effects: pd.DataFrame | None = None, effect_label: str | None = None) -> C.Document:
+def compare_document(
+    label_a: str,
+    label_b: str,
+    maps: list[C.FigureBlock],
+    notes: list[str],
+    diff: pd.DataFrame | None,
+    n_heads: int,
+    scores: pd.DataFrame | None = None,
+    effects: pd.DataFrame | None = None,
+    effect_label: str | None = None,
+) -> C.Document:
     """Two runs' role maps, the heads whose primary role differs (``diff``), and what changed for
     every matching head: ``scores`` and ``effects`` (:mod:`interp.report.compare`)."""
-    counted = f"Heads whose primary role differs: {len(diff)} of {n_heads}." if diff is not None else None
+    counted = (
+        f"Heads whose primary role differs: {len(diff)} of {n_heads}." if diff is not None else None
+    )
     sections = [
-        C.section("maps", "Role maps", *[C.Text(n, "note") for n in notes],
-                  C.Text(counted) if counted else None, C.group(*maps, layout="cols")),
-        C.section("differences", "Heads whose primary role differs",
-                  C.table(diff, "diff-table", role_columns=("role_a", "role_b"), filter="Filter heads:")
-                  if _present(diff) else None),
-        C.section("changes", "Matching heads: role scores and features",
-                  C.Text("Every head in both runs: its role and confidence in each, the role score (the classifier's "
-                         "probability of a role) that moved most and the feature whose lift (value - baseline) moved "
-                         "most, each with its change B - A; heads whose role changed first, then the largest moves.")
-                  if _present(scores) else None,
-                  C.table(_spaced(scores), "changes-table", role_columns=("role A", "role B"), filter="Filter heads:")
-                  if _present(scores) else None),
-        C.section("effect-changes", "Matching heads: effects",
-                  C.Text(f"Every head's effect on each metric in run A and its change B - A ({effect_label}, the slice "
-                         "run A's report shows, read from both runs; positive = the model gets worse without the head; "
-                         "blank: not measured that way in that run); role: run A's; the heads whose effect changed "
-                         "most, against the metric's largest effect, first. Run B's effects: "
-                         "interp.report.compare.effect_differences.") if _present(effects) else None,
-                  C.table(_spaced(effects[[c for c in effects.columns if c != "role_b" and not c.endswith(" B")]]),
-                          "effect-changes-table", role_columns=("role A",), filter="Filter heads:")
-                  if _present(effects) else None),
+        C.section(
+            "maps",
+            "Role maps",
+            *[C.Text(n, "note") for n in notes],
+            C.Text(counted) if counted else None,
+            C.group(*maps, layout="cols"),
+        ),
+        C.section(
+            "differences",
+            "Heads whose primary role differs",
+            C.table(diff, "diff-table", role_columns=("role_a", "role_b"), filter="Filter heads:")
+            if _present(diff)
+            else None,
+        ),
+        C.section(
+            "changes",
+            "Matching heads: role scores and features",
+            C.Text(
+                "Every head in both runs: its role and confidence in each, the role score (the classifier's "
+                "probability of a role) that moved most and the feature whose lift (value - baseline) moved "
+                "most, each with its change B - A; heads whose role changed first, then the largest moves."
+            )
+            if _present(scores)
+            else None,
+            C.table(
+                _spaced(scores),
+                "changes-table",
+                role_columns=("role A", "role B"),
+                filter="Filter heads:",
+            )
+            if _present(scores)
+            else None,
+        ),
+        C.section(
+            "effect-changes",
+            "Matching heads: effects",
+            C.Text(
+                f"Every head's effect on each metric in run A and its change B - A ({effect_label}, the slice "
+                "run A's report shows, read from both runs; positive = the model gets worse without the head; "
+                "blank: not measured that way in that run); role: run A's; the heads whose effect changed "
+                "most, against the metric's largest effect, first. Run B's effects: "
+                "interp.report.compare.effect_differences."
+            )
+            if _present(effects)
+            else None,
+            C.table(
+                _spaced(
+                    effects[[c for c in effects.columns if c != "role_b" and not c.endswith(" B")]]
+                ),
+                "effect-changes-table",
+                role_columns=("role A",),
+                filter="Filter heads:",
+            )
+            if _present(effects)
+            else None,
+        ),
     ]
-    return C.Document("Role maps compared", f"Role maps: {label_a} vs {label_b}", (f"A: {label_a}", f"B: {label_b}"),
-                      tuple(s for s in sections if s is not None))
+    return C.Document(
+        "Role maps compared",
+        f"Role maps: {label_a} vs {label_b}",
+        (f"A: {label_a}", f"B: {label_b}"),
+        tuple(s for s in sections if s is not None),
+    )

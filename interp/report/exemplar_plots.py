@@ -69,7 +69,9 @@ def _strength(features: pd.DataFrame, role: str) -> tuple[pd.Series, str]:
     mine = features[(features["feature"] == feature) | features["feature"].str.startswith(prefix)]
     raw = "raw" in mine.columns and mine["raw"].notna().any()
     score = mine["raw"] if raw else mine["value"] - mine["baseline"]
-    return score.groupby([mine["layer"], mine["head"]]).max().dropna(), f"{feature} {'raw share' if raw else 'lift'}"
+    return score.groupby(
+        [mine["layer"], mine["head"]]
+    ).max().dropna(), f"{feature} {'raw share' if raw else 'lift'}"
 
 
 def strongest_heads(roles: pd.DataFrame | None, features: pd.DataFrame | None) -> list[Pick]:
@@ -84,7 +86,9 @@ def strongest_heads(roles: pd.DataFrame | None, features: pd.DataFrame | None) -
         if heads.empty:
             continue
         keys = pd.MultiIndex.from_arrays([heads["layer"], heads["head"]])
-        strength, measure = _strength(features, role) if features is not None and not features.empty else (None, "")
+        strength, measure = (
+            _strength(features, role) if features is not None and not features.empty else (None, "")
+        )
         strength = strength.reindex(keys).dropna() if strength is not None else None
         if strength is not None and not strength.empty:
             (layer, head), value = strength.idxmax(), float(strength.max())
@@ -113,8 +117,17 @@ def exemplar_figure(probe: Probe, layer: int, head: int, title: str | None = Non
     fig = new_figure(max(4.5, n * cell + 2.6), max(3.8, n * cell + 2.0))
     ax = fig.add_subplot()
     labels = [token_label(t) for t in probe.tokens]
-    sns.heatmap(pattern, ax=ax, cmap="Blues", vmin=0, vmax=max(float(np.nanmax(pattern)), 1e-9), square=True,
-                xticklabels=labels, yticklabels=labels, cbar_kws={"label": "attention weight", "shrink": 0.8})
+    sns.heatmap(
+        pattern,
+        ax=ax,
+        cmap="Blues",
+        vmin=0,
+        vmax=max(float(np.nanmax(pattern)), 1e-9),
+        square=True,
+        xticklabels=labels,
+        yticklabels=labels,
+        cbar_kws={"label": "attention weight", "shrink": 0.8},
+    )
     ax.tick_params(length=0, labelsize=font)
     ax.tick_params(axis="x", labelrotation=90)
     ax.tick_params(axis="y", labelrotation=0)
@@ -127,8 +140,12 @@ def exemplar_figure(probe: Probe, layer: int, head: int, title: str | None = Non
     return fig
 
 
-def plot_exemplars(exemplars: Exemplars | None, roles: pd.DataFrame | None, features: pd.DataFrame | None,
-                   fig_dir: Path) -> list[SavedFigure] | None:
+def plot_exemplars(
+    exemplars: Exemplars | None,
+    roles: pd.DataFrame | None,
+    features: pd.DataFrame | None,
+    fig_dir: Path,
+) -> list[SavedFigure] | None:
     """One attention-pattern figure per role present, for its strongest head (see the module docstring)."""
     if exemplars is None or not exemplars.probes:
         return None
@@ -140,9 +157,19 @@ def plot_exemplars(exemplars: Exemplars | None, roles: pd.DataFrame | None, feat
             continue
         name = pick.role.replace("_", " ")
         cut = f", first {len(probe.tokens)} of {probe.full_length} tokens" if probe.cut else ""
-        fig = exemplar_figure(probe, pick.layer, pick.head, f"{name}: L{pick.layer}H{pick.head} on {probe.suite}{cut}")
-        saved.append(save(fig, fig_dir, f"exemplar_{pick.role}", f"{name} head L{pick.layer}H{pick.head}",
-                          f"Attention of L{pick.layer}H{pick.head}, the {name} head with the largest "
-                          f"{pick.measure} ({pick.strength:.2f}), on a {probe.suite} probe: row = query token, "
-                          "column = the token it attends to; darker = more attention.", kind="exemplar"))
+        fig = exemplar_figure(
+            probe, pick.layer, pick.head, f"{name}: L{pick.layer}H{pick.head} on {probe.suite}{cut}"
+        )
+        saved.append(
+            save(
+                fig,
+                fig_dir,
+                f"exemplar_{pick.role}",
+                f"{name} head L{pick.layer}H{pick.head}",
+                f"Attention of L{pick.layer}H{pick.head}, the {name} head with the largest "
+                f"{pick.measure} ({pick.strength:.2f}), on a {probe.suite} probe: row = query token, "
+                "column = the token it attends to; darker = more attention.",
+                kind="exemplar",
+            )
+        )
     return saved or None

@@ -24,7 +24,8 @@ import base64
 import json
 import math
 import re
-from typing import Any, Iterable, Protocol, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -36,7 +37,9 @@ from interp.report.prompt_store import Head, PromptSet
 from interp.roles import NO_ROLE, ROLES, palette
 
 PAGE_CELLS = 6_000_000  # pattern cells one HTML page embeds (one byte each, about 8 MB as base64)
-N_FEATURES = 8  # features shown per head: those furthest above their baseline (with their raw share)
+N_FEATURES = (
+    8  # features shown per head: those furthest above their baseline (with their raw share)
+)
 DEFAULT_BY_EFFECT = 3  # heads `interp show` picks by effect, before one per role
 DEFAULT_LIMIT = 10
 
@@ -64,12 +67,16 @@ def parse_heads(text: str, shape: Head) -> list[Head]:
     for item in text.split(","):
         found = _HEAD.match(item)
         if not found:
-            raise ConfigError(f"--heads: {item.strip()!r} is not a head; write layer.head, e.g. 3.2 or L3H2, "
-                              "separated by commas")
+            raise ConfigError(
+                f"--heads: {item.strip()!r} is not a head; write layer.head, e.g. 3.2 or L3H2, "
+                "separated by commas"
+            )
         layer, head = (int(g) for g in found.groups() if g is not None)
         if not (layer < shape[0] and head < shape[1]):
-            raise ConfigError(f"--heads: the model has no head {head_name(layer, head)} "
-                              f"({shape[0]} layers x {shape[1]} heads, numbered from 0)")
+            raise ConfigError(
+                f"--heads: the model has no head {head_name(layer, head)} "
+                f"({shape[0]} layers x {shape[1]} heads, numbered from 0)"
+            )
         if (layer, head) not in heads:
             heads.append((layer, head))
     return heads
@@ -80,11 +87,15 @@ def effect_ranking(run: RunTables) -> pd.DataFrame | None:
     choice = S.choose_effect(run.effects)
     if choice is None:
         return None
-    ranked = S.head_effects(run.effects, choice).sort_values("delta", ascending=False, kind="stable")
+    ranked = S.head_effects(run.effects, choice).sort_values(
+        "delta", ascending=False, kind="stable"
+    )
     return ranked.reset_index(drop=True)
 
 
-def default_heads(run: RunTables, by_effect: int = DEFAULT_BY_EFFECT, limit: int = DEFAULT_LIMIT) -> list[Head]:
+def default_heads(
+    run: RunTables, by_effect: int = DEFAULT_BY_EFFECT, limit: int = DEFAULT_LIMIT
+) -> list[Head]:
     """The heads worth a first look: the ``by_effect`` most important by effect, then the most
     confident head of every named role (catalogue order), ``limit`` in all; [] without a roles
     or effects table."""
@@ -103,6 +114,7 @@ def default_heads(run: RunTables, by_effect: int = DEFAULT_BY_EFFECT, limit: int
 
 # --- what the run says about a head ------------------------------------------------------------
 
+
 def _num(value: Any, digits: int = 4) -> float | None:
     """A finite number rounded for the page, None for a missing one (JSON has no NaN)."""
     try:
@@ -113,7 +125,11 @@ def _num(value: Any, digits: int = 4) -> float | None:
 
 
 def _text(value: Any) -> str | None:
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA else str(value)
+    return (
+        None
+        if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
+        else str(value)
+    )
 
 
 def head_facts(run: RunTables) -> dict[str, dict[str, Any]]:
@@ -128,19 +144,28 @@ def head_facts(run: RunTables) -> dict[str, dict[str, Any]]:
     if run.roles is not None:
         for r in run.roles.to_dict("records"):
             of(r["layer"], r["head"]).update(
-                role=_text(r.get("role")), confidence=_num(r.get("confidence")), second=_text(r.get("second_role")),
-                stability=_num(r.get("stability")), sink=_num(r.get("sink_mass")), unmeasured=_text(r.get("unmeasured")))
+                role=_text(r.get("role")),
+                confidence=_num(r.get("confidence")),
+                second=_text(r.get("second_role")),
+                stability=_num(r.get("stability")),
+                sink=_num(r.get("sink_mass")),
+                unmeasured=_text(r.get("unmeasured")),
+            )
     if run.features is not None and not run.features.empty:
         feats = run.features.assign(excess=run.features["value"] - run.features["baseline"])
         feats = feats.sort_values("excess", ascending=False, kind="stable")
         for (layer, head), rows in feats.groupby(["layer", "head"], sort=False):
-            of(layer, head)["features"] = [[str(r.feature), _num(getattr(r, "raw", None)), _num(r.value), _num(r.baseline)]
-                                           for r in rows.head(N_FEATURES).itertuples()]
+            of(layer, head)["features"] = [
+                [str(r.feature), _num(getattr(r, "raw", None)), _num(r.value), _num(r.baseline)]
+                for r in rows.head(N_FEATURES).itertuples()
+            ]
     best = S.best_effects(run.effects)
     if best is not None:
         for (layer, head), rows in best.groupby(["layer", "head"], sort=False):
-            of(layer, head)["effects"] = [[str(r.metric), _num(r.delta), _num(r.ci_low), _num(r.ci_high), str(r.estimator)]
-                                          for r in rows.itertuples()]
+            of(layer, head)["effects"] = [
+                [str(r.metric), _num(r.delta), _num(r.ci_low), _num(r.ci_high), str(r.estimator)]
+                for r in rows.itertuples()
+            ]
     return facts
 
 
@@ -157,8 +182,10 @@ def head_line(run: RunTables, layer: int, head: int) -> str:
     if ranking is not None:
         mine = ranking.index[(ranking["layer"] == layer) & (ranking["head"] == head)]
         if len(mine) and _num(ranking.loc[mine[0], "delta"]) is not None:
-            parts.append(f"effect {float(ranking.loc[mine[0], 'delta']):+.3g} on {S.choose_effect(run.effects).metric} "
-                         f"(rank {mine[0] + 1} of {len(ranking)} measured)")
+            parts.append(
+                f"effect {float(ranking.loc[mine[0], 'delta']):+.3g} on {S.choose_effect(run.effects).metric} "
+                f"(rank {mine[0] + 1} of {len(ranking)} measured)"
+            )
     return f"{head_name(layer, head)}  " + "; ".join(parts)
 
 
@@ -191,7 +218,9 @@ def pattern_lines(source: HasPatterns, layer: int, head: int, top: int = 3) -> l
     width = max(len(display_token(t)) for t in source.tokens)
     lines = []
     for q, token in enumerate(source.tokens):
-        keys = "  ".join(f"{display_token(source.tokens[k])}@{k} {w:.2f}" for k, w in top_keys(pattern[q], top))
+        keys = "  ".join(
+            f"{display_token(source.tokens[k])}@{k} {w:.2f}" for k, w in top_keys(pattern[q], top)
+        )
         lines.append(f"  {q:>3} {display_token(token):<{width}} -> {keys}")
     return lines
 
@@ -211,6 +240,7 @@ def text_view(run: RunTables, prompts: PromptSet, heads: Iterable[Head], top: in
 
 # --- circuitsvis -------------------------------------------------------------------------------
 
+
 def circuitsvis_export(source: HasPatterns, heads: Sequence[Head]) -> dict[str, Any]:
     """Heads' patterns on one probe or prompt as circuitsvis takes them:
     ``circuitsvis.attention.attention_heads(**export)``, or
@@ -222,28 +252,51 @@ def circuitsvis_export(source: HasPatterns, heads: Sequence[Head]) -> dict[str, 
     if not heads:
         raise ValueError("name at least one (layer, head)")
     attention = np.stack([source.pattern(layer, head) for layer, head in heads]).astype(np.float32)
-    return {"tokens": list(source.tokens), "attention": attention,
-            "attention_head_names": [head_name(layer, head) for layer, head in heads]}
+    return {
+        "tokens": list(source.tokens),
+        "attention": attention,
+        "attention_head_names": [head_name(layer, head) for layer, head in heads],
+    }
 
 
 # --- what the page's script draws --------------------------------------------------------------
 
+
 def _packed(patterns: np.ndarray) -> str:
     """float [..., q, k] in [0, 1] -> one byte per weight (1/255 steps), base64."""
-    quantized = np.clip(np.rint(np.nan_to_num(patterns.astype(np.float32)) * 255), 0, 255).astype(np.uint8)
+    quantized = np.clip(np.rint(np.nan_to_num(patterns.astype(np.float32)) * 255), 0, 255).astype(
+        np.uint8
+    )
     return base64.b64encode(quantized.tobytes()).decode("ascii")
 
 
-def _source(name: str, kind: str, tokens: Sequence[str], patterns: np.ndarray, heads: Sequence[Head] | None,
-            note: str = "") -> dict[str, Any]:
+def _source(
+    name: str,
+    kind: str,
+    tokens: Sequence[str],
+    patterns: np.ndarray,
+    heads: Sequence[Head] | None,
+    note: str = "",
+) -> dict[str, Any]:
     """``patterns``: [layer * head, q, k] with ``heads=None`` (every head, in order), else [len(heads), q, k]."""
-    return {"name": name, "kind": kind, "tokens": [visible(t) for t in tokens], "note": note,
-            "heads": None if heads is None else [f"{l}.{h}" for l, h in heads], "data": _packed(patterns)}
+    return {
+        "name": name,
+        "kind": kind,
+        "tokens": [visible(t) for t in tokens],
+        "note": note,
+        "heads": None if heads is None else [f"{l}.{h}" for l, h in heads],
+        "data": _packed(patterns),
+    }
 
 
-def explorer_data(run: RunTables, exemplars: Any = None, prompts: PromptSet | None = None,
-                  selected: Head | None = None, marked: Sequence[Head] = (),
-                  budget: int = PAGE_CELLS) -> dict[str, Any] | None:
+def explorer_data(
+    run: RunTables,
+    exemplars: Any = None,
+    prompts: PromptSet | None = None,
+    selected: Head | None = None,
+    marked: Sequence[Head] = (),
+    budget: int = PAGE_CELLS,
+) -> dict[str, Any] | None:
     """Everything the explorer view draws, as JSON-ready data; None when the run has no patterns
     to show (no exemplars, no prompts).
 
@@ -259,15 +312,33 @@ def explorer_data(run: RunTables, exemplars: Any = None, prompts: PromptSet | No
     sources, notes, used = [], [], 0
     candidates: list[tuple[str, str, Sequence[str], Any, Sequence[Head] | None, str]] = []
     for i, p in enumerate(prompts.prompts if prompts else (), 1):
-        kept = None if len(p.heads) == shape[0] * shape[1] and list(p.heads) == sorted(p.heads) else p.heads
-        candidates.append((f"your prompt {i}: {_short(p.text)}", "prompt", p.tokens, p.patterns, kept, ""))
+        kept = (
+            None
+            if len(p.heads) == shape[0] * shape[1] and list(p.heads) == sorted(p.heads)
+            else p.heads
+        )
+        candidates.append(
+            (f"your prompt {i}: {_short(p.text)}", "prompt", p.tokens, p.patterns, kept, "")
+        )
     counts: dict[str, int] = {}
     for probe in exemplars.probes if exemplars else ():
         counts[probe.suite] = counts.get(probe.suite, 0) + 1
-        cut = f"cut to its first {len(probe.tokens)} of {probe.full_length} tokens" if probe.cut else ""
+        cut = (
+            f"cut to its first {len(probe.tokens)} of {probe.full_length} tokens"
+            if probe.cut
+            else ""
+        )
         flat = probe.patterns.reshape(-1, *probe.patterns.shape[2:])
-        candidates.append((f"{probe.suite} probe {counts[probe.suite]} ({probe.family})", "probe", probe.tokens,
-                           flat, None, cut))
+        candidates.append(
+            (
+                f"{probe.suite} probe {counts[probe.suite]} ({probe.family})",
+                "probe",
+                probe.tokens,
+                flat,
+                None,
+                cut,
+            )
+        )
     for name, kind, tokens, patterns, heads, note in candidates:
         cells = int(np.prod(patterns.shape))
         if used + cells > budget:
@@ -280,16 +351,30 @@ def explorer_data(run: RunTables, exemplars: Any = None, prompts: PromptSet | No
     facts = head_facts(run)
     if selected is None:
         selected = marked[0] if marked else (default_heads(run, limit=1) or [(0, 0)])[0]
-    from interp.report.figures import role_code  # matplotlib: only once a page is built, not for `interp show`'s text
+    from interp.report.figures import (
+        role_code,  # matplotlib: only once a page is built, not for `interp show`'s text
+    )
 
-    roles = {name: {"colour": colour, "code": role_code(name)} for name, colour in palette().items()}
+    roles = {
+        name: {"colour": colour, "code": role_code(name)} for name, colour in palette().items()
+    }
     ablation = S.preferred_ablation(run.effects)
-    effect_note = (f"{ablation} ablation, exact where measured; positive: the model gets worse without the head"
-                   if ablation else "")
-    return {"shape": list(shape), "heads": facts, "roles": roles, "sources": sources, "notes": notes,
-            "effect_note": effect_note,
-            "marked": [f"{l}.{h}" for l, h in marked],
-            "selected": f"{selected[0]}.{selected[1]}", "causal": bool((run.manifest.get("model") or {}).get("causal", True))}
+    effect_note = (
+        f"{ablation} ablation, exact where measured; positive: the model gets worse without the head"
+        if ablation
+        else ""
+    )
+    return {
+        "shape": list(shape),
+        "heads": facts,
+        "roles": roles,
+        "sources": sources,
+        "notes": notes,
+        "effect_note": effect_note,
+        "marked": [f"{l}.{h}" for l, h in marked],
+        "selected": f"{selected[0]}.{selected[1]}",
+        "causal": bool((run.manifest.get("model") or {}).get("causal", True)),
+    }
 
 
 def _short(text: str, limit: int = 48) -> str:
@@ -308,16 +393,26 @@ def grid_cells(data: dict[str, Any]) -> list[list[dict[str, str]]]:
             role = (facts.get(key) or {}).get("role")
             info = roles.get(role) or {"colour": "#e8eaed", "code": ""}
             conf = (facts.get(key) or {}).get("confidence")
-            tip = f"{head_name(layer, head)}: {role or 'no role'}" + (f" ({conf:.2f})" if conf is not None else "")
-            row.append({"key": key, "code": info["code"], "colour": info["colour"], "ink": _ink(info["colour"]), "tip": tip,
-                        "marked": key in data.get("marked", ())})
+            tip = f"{head_name(layer, head)}: {role or 'no role'}" + (
+                f" ({conf:.2f})" if conf is not None else ""
+            )
+            row.append(
+                {
+                    "key": key,
+                    "code": info["code"],
+                    "colour": info["colour"],
+                    "ink": _ink(info["colour"]),
+                    "tip": tip,
+                    "marked": key in data.get("marked", ()),
+                }
+            )
         rows.append(row)
     return rows
 
 
 def _ink(colour: str) -> str:
     """Dark text on a light cell, white on a dark one."""
-    r, g, b = (int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5))
+    r, g, b = (int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5))
     return "#1d1d1f" if 0.299 * r + 0.587 * g + 0.114 * b > 0.55 else "#ffffff"
 
 

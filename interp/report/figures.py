@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import functools
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 import matplotlib
 import numpy as np
@@ -28,8 +29,8 @@ from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from interp.roles import palette
 from interp.pipeline.rundir import write_bytes
+from interp.roles import palette
 
 DPI = 150
 OTHER_ROLE_COLOUR = "#555555"  # a role name the catalogue does not know (an older run)
@@ -39,9 +40,19 @@ DIVERGING = "RdBu_r"  # red = more / worse, blue = less
 # parse_math off: corpus tokens, feature names and model names are plain text, so "$x$" or a
 # lone "$" is drawn as written instead of being parsed (and failing) as mathtext.
 RC = {
-    "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "xtick.labelsize": 8, "ytick.labelsize": 8,
-    "legend.fontsize": 8, "legend.title_fontsize": 9, "text.parse_math": False, "svg.fonttype": "path",
-    "axes.spines.top": False, "axes.spines.right": False, "figure.facecolor": "white", "svg.hashsalt": "interp",
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "legend.fontsize": 8,
+    "legend.title_fontsize": 9,
+    "text.parse_math": False,
+    "svg.fonttype": "path",
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "figure.facecolor": "white",
+    "svg.hashsalt": "interp",
 }
 
 F = TypeVar("F", bound=Callable[..., Figure])
@@ -82,13 +93,17 @@ def png_bytes(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def save(fig: Figure, fig_dir: Path, name: str, title: str, caption: str, kind: str = "main") -> SavedFigure:
+def save(
+    fig: Figure, fig_dir: Path, name: str, title: str, caption: str, kind: str = "main"
+) -> SavedFigure:
     """Write ``fig`` as NAME.png and NAME.svg under ``fig_dir`` (atomically), close it, describe it."""
     fig_dir = Path(fig_dir)
     png, svg = fig_dir / f"{name}.png", fig_dir / f"{name}.svg"
     try:
         write_bytes(png, png_bytes(fig))
-        fig.set_layout_engine("none")  # keep the layout the PNG got: constrained layout is the slow part
+        fig.set_layout_engine(
+            "none"
+        )  # keep the layout the PNG got: constrained layout is the slow part
         buf = io.BytesIO()
         with matplotlib.rc_context(RC):
             fig.savefig(buf, format="svg", metadata={"Date": None})
@@ -110,6 +125,7 @@ def finish_facets(grid: sns.FacetGrid, title: str) -> Figure:
 
 # --- role colours ------------------------------------------------------------------------------
 
+
 def role_colour(role: str) -> str:
     return palette().get(role, OTHER_ROLE_COLOUR)
 
@@ -121,7 +137,9 @@ def role_palette(roles: list[str]) -> dict[str, str]:
 
 def role_handles(roles: list[str]) -> list[Patch]:
     """Legend entries for the roles present, in the order given (catalogue order)."""
-    return [Patch(facecolor=role_colour(r), edgecolor="none", label=r.replace("_", " ")) for r in roles]
+    return [
+        Patch(facecolor=role_colour(r), edgecolor="none", label=r.replace("_", " ")) for r in roles
+    ]
 
 
 def blend(colour: str, alpha: float) -> tuple[float, float, float]:
@@ -142,6 +160,7 @@ def role_code(role: str) -> str:
 
 # --- head grids --------------------------------------------------------------------------------
 
+
 def head_frame(frame: pd.DataFrame, column: str, shape: tuple[int, int]) -> pd.DataFrame:
     """``frame[column]`` as a layers x heads grid (rows L0.., columns H0..); heads without a row: NaN.
 
@@ -155,7 +174,9 @@ def head_frame(frame: pd.DataFrame, column: str, shape: tuple[int, int]) -> pd.D
     elif numeric:
         grid = frame.pivot_table(index="layer", columns="head", values=column, aggfunc="mean")
     else:
-        grid = frame.drop_duplicates(["layer", "head"], keep="last").pivot(index="layer", columns="head", values=column)
+        grid = frame.drop_duplicates(["layer", "head"], keep="last").pivot(
+            index="layer", columns="head", values=column
+        )
     grid = grid.reindex(index=range(n_layers), columns=range(n_heads))
     grid.index = [f"L{i}" for i in range(n_layers)]
     grid.columns = [f"H{i}" for i in range(n_heads)]
@@ -167,10 +188,23 @@ def tick_step(n: int, max_labels: int) -> int:
     return max(1, -(-n // max_labels))
 
 
-def head_heatmap(ax, grid: pd.DataFrame, *, cmap=DIVERGING, span: float | None = None, vmin: float | None = None,
-                 vmax: float | None = None, annot: bool | np.ndarray = False, fmt: str = ".2f",
-                 cbar: bool = True, cbar_label: str | None = None, font: float = 7, max_rows: int = 40,
-                 max_cols: int = 24, **kwargs):
+def head_heatmap(
+    ax,
+    grid: pd.DataFrame,
+    *,
+    cmap=DIVERGING,
+    span: float | None = None,
+    vmin: float | None = None,
+    vmax: float | None = None,
+    annot: bool | np.ndarray = False,
+    fmt: str = ".2f",
+    cbar: bool = True,
+    cbar_label: str | None = None,
+    font: float = 7,
+    max_rows: int = 40,
+    max_cols: int = 24,
+    **kwargs,
+):
     """``seaborn.heatmap`` of a :func:`head_frame` grid, missing heads pale grey, layer 0 at the top.
 
     ``span`` makes a symmetric diverging scale (±span); otherwise ``vmin``/``vmax``.
@@ -185,9 +219,22 @@ def head_heatmap(ax, grid: pd.DataFrame, *, cmap=DIVERGING, span: float | None =
     for other in others:
         other.set_visible(False)
     try:
-        sns.heatmap(grid, ax=ax, cmap=cmap, vmin=vmin, vmax=vmax, annot=annot, fmt=fmt, annot_kws={"fontsize": font},
-                    mask=grid.isna(), xticklabels=tick_step(n_heads, max_cols), yticklabels=tick_step(n_layers, max_rows),
-                    cbar=cbar, cbar_kws={"label": cbar_label, "shrink": 0.9, "pad": 0.02} if cbar else None, **kwargs)
+        sns.heatmap(
+            grid,
+            ax=ax,
+            cmap=cmap,
+            vmin=vmin,
+            vmax=vmax,
+            annot=annot,
+            fmt=fmt,
+            annot_kws={"fontsize": font},
+            mask=grid.isna(),
+            xticklabels=tick_step(n_heads, max_cols),
+            yticklabels=tick_step(n_layers, max_rows),
+            cbar=cbar,
+            cbar_kws={"label": cbar_label, "shrink": 0.9, "pad": 0.02} if cbar else None,
+            **kwargs,
+        )
     finally:
         for other in others:
             other.set_visible(True)
@@ -231,4 +278,7 @@ def facet_cell(n_layers: int, n_heads: int) -> tuple[float, float]:
 def facet_ticks(n_layers: int, n_heads: int) -> dict[str, int]:
     """``head_heatmap`` tick limits for a facet: a head label every 0.3 inch, a layer label every 0.16."""
     cw, ch = facet_cell(n_layers, n_heads)
-    return {"max_cols": max(1, int(n_heads * cw / 0.3)), "max_rows": max(1, int(n_layers * ch / 0.16))}
+    return {
+        "max_cols": max(1, int(n_heads * cw / 0.3)),
+        "max_rows": max(1, int(n_layers * ch / 0.16)),
+    }

@@ -27,10 +27,25 @@ from matplotlib.ft2font import FT2Font
 
 # Fonts with wide coverage, in the order they are consulted, where installed; colour-bitmap emoji
 # fonts are left out (matplotlib cannot scale them).
-WIDE_FONTS = ("DejaVu Sans", "Noto Sans", "Noto Sans CJK JP", "Noto Sans CJK SC", "Noto Sans CJK KR",
-              "Noto Sans Devanagari", "Noto Sans Arabic", "Noto Sans Hebrew", "Noto Sans Thai", "Noto Sans Symbols",
-              "Noto Sans Symbols 2", "Noto Emoji", "WenQuanYi Zen Hei", "Droid Sans Fallback", "Symbola", "Unifont",
-              "STIXGeneral")
+WIDE_FONTS = (
+    "DejaVu Sans",
+    "Noto Sans",
+    "Noto Sans CJK JP",
+    "Noto Sans CJK SC",
+    "Noto Sans CJK KR",
+    "Noto Sans Devanagari",
+    "Noto Sans Arabic",
+    "Noto Sans Hebrew",
+    "Noto Sans Thai",
+    "Noto Sans Symbols",
+    "Noto Sans Symbols 2",
+    "Noto Emoji",
+    "WenQuanYi Zen Hei",
+    "Droid Sans Fallback",
+    "Symbola",
+    "Unifont",
+    "STIXGeneral",
+)
 MARKS = {"\n": "↵", "\r": "↵", "\u2028": "↵", "\u2029": "↵", "\t": "→"}
 HIDDEN = ("Cf", "Cs", "Co", "Cn")  # format, surrogate, private use, unassigned: nothing to see
 COMBINING = ("Mn", "Me")
@@ -47,7 +62,9 @@ def token_fonts() -> tuple[str, ...]:
 def _charmap(family: str) -> frozenset[int]:
     """The code points a font family draws (empty when its file cannot be read)."""
     try:
-        path = font_manager.findfont(font_manager.FontProperties(family=family), fallback_to_default=False)
+        path = font_manager.findfont(
+            font_manager.FontProperties(family=family), fallback_to_default=False
+        )
         return frozenset(FT2Font(path).get_charmap())
     except (ValueError, RuntimeError, OSError):
         return frozenset()

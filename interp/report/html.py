@@ -25,17 +25,17 @@ import pandas as pd
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from interp.collect import exemplars as stored
+from interp.pipeline.results import RunTables, load_run
+from interp.pipeline.rundir import write_text
 from interp.report import content as C
 from interp.report import explorer as X
-from interp.report import prompt_store as P
 from interp.report import plots
+from interp.report import prompt_store as P
 from interp.report import summary as S
 from interp.report.compare import effect_differences, role_differences, score_differences
 from interp.report.document import compare_document, report_document
 from interp.report.figures import png_bytes
 from interp.report.pdf import write_pdf
-from interp.pipeline.rundir import write_text
-from interp.pipeline.results import RunTables, load_run
 
 log = logging.getLogger(__name__)
 TEMPLATES = Path(__file__).parent / "templates"
@@ -43,15 +43,23 @@ SCREEN = 120 / 150  # CSS px per PNG pixel: figures show a bit above true size (
 
 
 def environment() -> Environment:
-    return Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined,
-                       trim_blocks=True, lstrip_blocks=True)
+    return Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
 
 
 def image(block: C.FigureBlock) -> dict[str, Any]:
     """What an <img> needs: the PNG as a data: URI and its display size."""
     width, height = block.pixels
-    return {"src": "data:image/png;base64," + base64.b64encode(block.png).decode("ascii"),
-            "width": round(width * SCREEN), "height": round(height * SCREEN)}
+    return {
+        "src": "data:image/png;base64," + base64.b64encode(block.png).decode("ascii"),
+        "width": round(width * SCREEN),
+        "height": round(height * SCREEN),
+    }
 
 
 def render_html(doc: C.Document, explorer: dict[str, Any] | None = None) -> str:
@@ -60,18 +68,30 @@ def render_html(doc: C.Document, explorer: dict[str, Any] | None = None) -> str:
     if explorer is not None:
         ids = [s.id for s in doc.sections]
         explorer = {**explorer, "after": "roles" if "roles" in ids else ids[0]}
-    return environment().get_template("document.html.j2").render(doc=doc, image=image, explorer=explorer)
+    return (
+        environment()
+        .get_template("document.html.j2")
+        .render(doc=doc, image=image, explorer=explorer)
+    )
 
 
-def explorer_view(data: dict[str, Any] | None,
-                  marked_label: str = "the heads worth a first look, by effect and by role") -> dict[str, Any] | None:
+def explorer_view(
+    data: dict[str, Any] | None,
+    marked_label: str = "the heads worth a first look, by effect and by role",
+) -> dict[str, Any] | None:
     """What the explorer template needs from :func:`interp.report.explorer.explorer_data`."""
     if data is None:
         return None
     kinds = {s["kind"] for s in data["sources"]}
-    return {"json": X.to_json(data), "cells": X.grid_cells(data), "sources": [s["name"] for s in data["sources"]],
-            "notes": data["notes"], "has_prompts": "prompt" in kinds, "has_probes": "probe" in kinds,
-            "marked_label": marked_label}
+    return {
+        "json": X.to_json(data),
+        "cells": X.grid_cells(data),
+        "sources": [s["name"] for s in data["sources"]],
+        "notes": data["notes"],
+        "has_prompts": "prompt" in kinds,
+        "has_probes": "probe" in kinds,
+        "marked_label": marked_label,
+    }
 
 
 def prompts_of(run_dir: Path) -> tuple[P.PromptSet | None, str | None]:
@@ -98,7 +118,11 @@ def explorer_of(run_dir: str | Path) -> dict[str, Any] | None:
 def render_explorer_page(data: dict[str, Any], title: str, lead: list[str]) -> str:
     """A page of its own with the explorer only (`interp show --out`)."""
     view = explorer_view(data, marked_label="the heads interp show printed")
-    return environment().get_template("explorer_page.html.j2").render(title=title, lead=lead, explorer=view)
+    return (
+        environment()
+        .get_template("explorer_page.html.j2")
+        .render(title=title, lead=lead, explorer=view)
+    )
 
 
 def exemplars_of(run_dir: Path) -> tuple[stored.Exemplars | None, str | None]:
@@ -109,8 +133,10 @@ def exemplars_of(run_dir: Path) -> tuple[stored.Exemplars | None, str | None]:
         log.warning("%s", exc)
         return None, f"Exemplar patterns are left out: {exc}."
     if found is None and (Path(run_dir) / stored.LEGACY_FILE).exists():
-        return None, ("Exemplar patterns are left out: this run stored them as exemplars.json, an older format; "
-                      f"rerun `interp collect {run_dir}` to store every head's patterns.")
+        return None, (
+            "Exemplar patterns are left out: this run stored them as exemplars.json, an older format; "
+            f"rerun `interp collect {run_dir}` to store every head's patterns."
+        )
     return found, None
 
 
@@ -119,7 +145,9 @@ def build_document(run_dir: str | Path) -> C.Document:
     run = load_run(run_dir)
     found, note = exemplars_of(run.path)
     figures = plots.make_all(run, exemplars=found)
-    return report_document(run, S.report_summary(run), figures, S.head_table(run.roles, run.effects), note)
+    return report_document(
+        run, S.report_summary(run), figures, S.head_table(run.roles, run.effects), note
+    )
 
 
 def build_report(run_dir: str | Path, pdf: bool = True) -> Path:
@@ -138,6 +166,7 @@ def build_report(run_dir: str | Path, pdf: bool = True) -> Path:
 
 # --- two runs side by side ---------------------------------------------------------------------
 
+
 def _label(run: RunTables) -> str:
     return f"{S.model_name(run.manifest)} / {run.path.name}"
 
@@ -146,9 +175,17 @@ def _map(run: RunTables, letter: str, legend: list[str]) -> C.FigureBlock | None
     if run.roles is None or run.roles.empty:
         return None
     shape = S.head_shape(run.manifest, run.roles)
-    png = png_bytes(plots.role_map_figure(run.roles, shape, title=f"{letter}: {_label(run)}", legend_roles=legend))
-    return C.FigureBlock(f"role_map_{letter.lower()}", f"Run {letter}",
-                         "Colour and code: primary role; number: confidence (paler = less sure).", png)
+    png = png_bytes(
+        plots.role_map_figure(
+            run.roles, shape, title=f"{letter}: {_label(run)}", legend_roles=legend
+        )
+    )
+    return C.FigureBlock(
+        f"role_map_{letter.lower()}",
+        f"Run {letter}",
+        "Colour and code: primary role; number: confidence (paler = less sure).",
+        png,
+    )
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path, out_path: str | Path) -> Path:
@@ -166,16 +203,35 @@ def compare_runs(run_a: str | Path, run_b: str | Path, out_path: str | Path) -> 
         if run.roles is None or run.roles.empty:
             notes.append(f"{_label(run)} has no roles table (the classify stage has not run).")
     if not notes and shape_a != shape_b:
-        notes.append(f"The shapes differ ({shape_a[0]} × {shape_a[1]} vs {shape_b[0]} × {shape_b[1]} layers × heads), "
-                     "so heads cannot be matched one to one; compare the maps by eye.")
+        notes.append(
+            f"The shapes differ ({shape_a[0]} × {shape_a[1]} vs {shape_b[0]} × {shape_b[1]} layers × heads), "
+            "so heads cannot be matched one to one; compare the maps by eye."
+        )
     elif not notes:
-        diff, scores, effects = role_differences(a.roles, b.roles), score_differences(a, b), effect_differences(a, b)
-    legend = S.role_order(pd.concat([r["role"] for r in (a.roles, b.roles) if r is not None and not r.empty]
-                                    or [pd.Series(dtype=str)]))
+        diff, scores, effects = (
+            role_differences(a.roles, b.roles),
+            score_differences(a, b),
+            effect_differences(a, b),
+        )
+    legend = S.role_order(
+        pd.concat(
+            [r["role"] for r in (a.roles, b.roles) if r is not None and not r.empty]
+            or [pd.Series(dtype=str)]
+        )
+    )
     maps = [m for m in (_map(a, "A", legend), _map(b, "B", legend)) if m is not None]
     choice = S.choose_effect(a.effects)
-    doc = compare_document(_label(a), _label(b), maps, notes, diff, shape_a[0] * shape_a[1], scores, effects,
-                           f"{choice.ablation} ablation, {choice.estimator}" if choice else None)
+    doc = compare_document(
+        _label(a),
+        _label(b),
+        maps,
+        notes,
+        diff,
+        shape_a[0] * shape_a[1],
+        scores,
+        effects,
+        f"{choice.ablation} ablation, {choice.estimator}" if choice else None,
+    )
     out = Path(out_path)
     write_text(out, render_html(doc))
     return out

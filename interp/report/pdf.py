@@ -29,13 +29,23 @@ from reportlab.lib.styles import ParagraphStyle
 from reportlab.lib.units import cm, inch
 from reportlab.pdfbase import pdfmetrics
 from reportlab.pdfbase.ttfonts import TTFont
-from reportlab.platypus import (BaseDocTemplate, CondPageBreak, Flowable, Frame, Image, PageTemplate, Paragraph,
-                                Preformatted, Spacer, TableStyle)
+from reportlab.platypus import (
+    BaseDocTemplate,
+    CondPageBreak,
+    Flowable,
+    Frame,
+    Image,
+    PageTemplate,
+    Paragraph,
+    Preformatted,
+    Spacer,
+    TableStyle,
+)
 from reportlab.platypus import Table as Grid
 
+from interp.pipeline.rundir import atomic_path
 from interp.report import content as C
 from interp.report.figures import DPI, blend
-from interp.pipeline.rundir import atomic_path
 
 FONT, BOLD, MONO = "DejaVuSans", "DejaVuSans-Bold", "DejaVuSansMono"
 MARGIN = 1.5 * cm
@@ -49,26 +59,45 @@ INK, MUTED, LINE, SOFT = (colors.HexColor(c) for c in ("#1d1d1f", "#5f6368", "#d
 
 def _fonts() -> None:
     folder = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
-    for name, file in ((FONT, "DejaVuSans.ttf"), (BOLD, "DejaVuSans-Bold.ttf"), (MONO, "DejaVuSansMono.ttf")):
+    for name, file in (
+        (FONT, "DejaVuSans.ttf"),
+        (BOLD, "DejaVuSans-Bold.ttf"),
+        (MONO, "DejaVuSansMono.ttf"),
+    ):
         if name not in pdfmetrics.getRegisteredFontNames():
             pdfmetrics.registerFont(TTFont(name, str(folder / file)))
     pdfmetrics.registerFontFamily(FONT, normal=FONT, bold=BOLD, italic=FONT, boldItalic=BOLD)
 
 
 def _style(name: str, size: float = 9, font: str = FONT, colour=INK, **kwargs) -> ParagraphStyle:
-    return ParagraphStyle(name, fontName=font, fontSize=size, leading=size * 1.3, textColor=colour, **kwargs)
+    return ParagraphStyle(
+        name, fontName=font, fontSize=size, leading=size * 1.3, textColor=colour, **kwargs
+    )
 
 
 STYLES = {
-    "title": _style("title", 18, BOLD, spaceAfter=4), "lead": _style("lead", 9.5, colour=MUTED, spaceAfter=2),
+    "title": _style("title", 18, BOLD, spaceAfter=4),
+    "lead": _style("lead", 9.5, colour=MUTED, spaceAfter=2),
     "h2": _style("h2", 14, BOLD, spaceBefore=10, spaceAfter=6, keepWithNext=1),
     "h3": _style("h3", 10.5, BOLD, spaceBefore=6, spaceAfter=3, keepWithNext=1),
-    "p": _style("p", spaceAfter=4), "muted": _style("muted", colour=MUTED, spaceAfter=4),
-    "note": _style("note", backColor=colors.HexColor("#fff8e1"), borderColor=colors.HexColor("#f1d58a"), borderWidth=0.5,
-                   borderPadding=4, spaceBefore=4, spaceAfter=8),
-    "fig": _style("fig", 10, BOLD, spaceBefore=6, spaceAfter=3, keepWithNext=1), "caption": _style("caption", 8.5, colour=MUTED, spaceAfter=8),
-    "cell": _style("cell", CELL_FONT), "head": _style("head", CELL_FONT, BOLD), "key": _style("key", CELL_FONT, colour=MUTED),
-    "card_v": _style("card_v", 14, BOLD), "card_k": _style("card_k", 8, colour=MUTED),
+    "p": _style("p", spaceAfter=4),
+    "muted": _style("muted", colour=MUTED, spaceAfter=4),
+    "note": _style(
+        "note",
+        backColor=colors.HexColor("#fff8e1"),
+        borderColor=colors.HexColor("#f1d58a"),
+        borderWidth=0.5,
+        borderPadding=4,
+        spaceBefore=4,
+        spaceAfter=8,
+    ),
+    "fig": _style("fig", 10, BOLD, spaceBefore=6, spaceAfter=3, keepWithNext=1),
+    "caption": _style("caption", 8.5, colour=MUTED, spaceAfter=8),
+    "cell": _style("cell", CELL_FONT),
+    "head": _style("head", CELL_FONT, BOLD),
+    "key": _style("key", CELL_FONT, colour=MUTED),
+    "card_v": _style("card_v", 14, BOLD),
+    "card_k": _style("card_k", 8, colour=MUTED),
     "code": _style("code", 6.5, MONO, spaceAfter=6),
 }
 
@@ -78,6 +107,7 @@ def _para(text: str, style: str) -> Paragraph:
 
 
 # --- blocks ------------------------------------------------------------------------------------
+
 
 def _column_widths(t: C.Table, width: float, cell_pad: float = CELL_PAD) -> list[float]:
     """Each column as wide as its longest text (a header wraps at its spaces); when that is too
@@ -90,15 +120,31 @@ def _column_widths(t: C.Table, width: float, cell_pad: float = CELL_PAD) -> list
         return max((pdfmetrics.stringWidth(p, font, CELL_FONT) for p in pieces), default=0.0)
 
     def natural(j: int) -> float:
-        return max(longest([t.columns[j]], BOLD, words=True), longest([row[j].text for row in t.rows], FONT)) + pad
+        return (
+            max(
+                longest([t.columns[j]], BOLD, words=True),
+                longest([row[j].text for row in t.rows], FONT),
+            )
+            + pad
+        )
+
     widths = [natural(j) for j in range(len(t.columns))]
     if sum(widths) <= width:
         return widths
     fixed = sum(w for w, num in zip(widths, t.numeric) if num)
     text = [j for j, num in enumerate(t.numeric) if not num]
     room = max(width - fixed, 1.5 * cm * len(text))
-    floors = {j: min(widths[j], pad + max(longest([t.columns[j]], BOLD, words=True),
-                                          longest([row[j].text for row in t.rows], FONT, words=True))) for j in text}
+    floors = {
+        j: min(
+            widths[j],
+            pad
+            + max(
+                longest([t.columns[j]], BOLD, words=True),
+                longest([row[j].text for row in t.rows], FONT, words=True),
+            ),
+        )
+        for j in text
+    }
     if sum(floors.values()) <= room:
         spare, grow = room - sum(floors.values()), {j: widths[j] - floors[j] for j in text}
         for j in text:
@@ -113,24 +159,42 @@ def _column_widths(t: C.Table, width: float, cell_pad: float = CELL_PAD) -> list
 def _table(t: C.Table, width: float = WIDTH) -> Grid:
     pad = CELL_PAD if sum(_column_widths(t, math.inf)) <= width else TIGHT_PAD
     widths = _column_widths(t, width, pad)
-    wrap = [not num and w < max(pdfmetrics.stringWidth(r[j].text, FONT, CELL_FONT) for r in t.rows) + 2 * pad
-            if t.rows else False for j, (num, w) in enumerate(zip(t.numeric, widths))]
+    wrap = [
+        not num
+        and w < max(pdfmetrics.stringWidth(r[j].text, FONT, CELL_FONT) for r in t.rows) + 2 * pad
+        if t.rows
+        else False
+        for j, (num, w) in enumerate(zip(t.numeric, widths))
+    ]
     data = [[_para(c, "head") for c in t.columns]]
-    data += [[_para(cell.text, "cell") if wrap[j] else cell.text for j, cell in enumerate(row)] for row in t.rows]
-    style = [("FONT", (0, 0), (-1, -1), FONT, CELL_FONT), ("TEXTCOLOR", (0, 0), (-1, -1), INK),
-             ("BACKGROUND", (0, 0), (-1, 0), SOFT), ("LINEBELOW", (0, 0), (-1, -1), 0.25, LINE),
-             ("VALIGN", (0, 0), (-1, -1), "TOP"), ("LEFTPADDING", (0, 0), (-1, -1), pad),
-             ("RIGHTPADDING", (0, 0), (-1, -1), pad), ("TOPPADDING", (0, 0), (-1, -1), 1.5),
-             ("BOTTOMPADDING", (0, 0), (-1, -1), 1.5)]
+    data += [
+        [_para(cell.text, "cell") if wrap[j] else cell.text for j, cell in enumerate(row)]
+        for row in t.rows
+    ]
+    style = [
+        ("FONT", (0, 0), (-1, -1), FONT, CELL_FONT),
+        ("TEXTCOLOR", (0, 0), (-1, -1), INK),
+        ("BACKGROUND", (0, 0), (-1, 0), SOFT),
+        ("LINEBELOW", (0, 0), (-1, -1), 0.25, LINE),
+        ("VALIGN", (0, 0), (-1, -1), "TOP"),
+        ("LEFTPADDING", (0, 0), (-1, -1), pad),
+        ("RIGHTPADDING", (0, 0), (-1, -1), pad),
+        ("TOPPADDING", (0, 0), (-1, -1), 1.5),
+        ("BOTTOMPADDING", (0, 0), (-1, -1), 1.5),
+    ]
     style += [("ALIGN", (j, 1), (j, -1), "RIGHT") for j, num in enumerate(t.numeric) if num]
     for i, row in enumerate(t.rows, start=1):
         for j, cell in enumerate(row):
             if cell.colour:
-                style.append(("BACKGROUND", (j, i), (j, i), colors.Color(*blend(cell.colour, 0.35))))
+                style.append(
+                    ("BACKGROUND", (j, i), (j, i), colors.Color(*blend(cell.colour, 0.35)))
+                )
     return Grid(data, colWidths=widths, repeatRows=1, hAlign="LEFT", style=TableStyle(style))
 
 
-def _figure(f: C.FigureBlock, width: float = WIDTH, max_height: float = HEIGHT - 3.5 * cm) -> list[Flowable]:
+def _figure(
+    f: C.FigureBlock, width: float = WIDTH, max_height: float = HEIGHT - 3.5 * cm
+) -> list[Flowable]:
     """Title, image (its size at 150 dpi, shrunk to fit), caption."""
     px_w, px_h = f.pixels
     w, h = px_w / DPI * inch, px_h / DPI * inch
@@ -142,12 +206,24 @@ def _figure(f: C.FigureBlock, width: float = WIDTH, max_height: float = HEIGHT -
 
 def _cards(cards: C.Cards, per_row: int = 4) -> Grid:
     cells = [[_para(c.value, "card_v"), _para(c.label, "card_k")] for c in cards.items]
-    rows = [cells[i:i + per_row] for i in range(0, len(cells), per_row)]
+    rows = [cells[i : i + per_row] for i in range(0, len(cells), per_row)]
     rows[-1] += [""] * (per_row - len(rows[-1]))
-    style = [("BACKGROUND", (i % per_row, i // per_row), (i % per_row, i // per_row), SOFT) for i in range(len(cells))]
-    style += [("GRID", (0, 0), (-1, -1), 3, colors.white), ("VALIGN", (0, 0), (-1, -1), "TOP"),
-              ("BOTTOMPADDING", (0, 0), (-1, -1), 6)]
-    return Grid(rows, colWidths=[WIDTH / per_row] * per_row, hAlign="LEFT", style=TableStyle(style), spaceAfter=8)
+    style = [
+        ("BACKGROUND", (i % per_row, i // per_row), (i % per_row, i // per_row), SOFT)
+        for i in range(len(cells))
+    ]
+    style += [
+        ("GRID", (0, 0), (-1, -1), 3, colors.white),
+        ("VALIGN", (0, 0), (-1, -1), "TOP"),
+        ("BOTTOMPADDING", (0, 0), (-1, -1), 6),
+    ]
+    return Grid(
+        rows,
+        colWidths=[WIDTH / per_row] * per_row,
+        hAlign="LEFT",
+        style=TableStyle(style),
+        spaceAfter=8,
+    )
 
 
 def _key_values(kv: C.KeyValues) -> Grid:
@@ -155,14 +231,21 @@ def _key_values(kv: C.KeyValues) -> Grid:
     t = C.Table("kv", ("", ""), (False, False), tuple((C.Cell(k), C.Cell(v)) for k, v in kv.pairs))
     widths = _column_widths(t, WIDTH)
     data = [[_para(k, "key"), _para(v, "cell")] for k, v in kv.pairs]
-    style = [("LINEBELOW", (0, 0), (-1, -1), 0.25, LINE), ("VALIGN", (0, 0), (-1, -1), "TOP"),
-             ("LEFTPADDING", (0, 0), (-1, -1), CELL_PAD), ("RIGHTPADDING", (0, 0), (-1, -1), CELL_PAD),
-             ("TOPPADDING", (0, 0), (-1, -1), 1), ("BOTTOMPADDING", (0, 0), (-1, -1), 1)]
+    style = [
+        ("LINEBELOW", (0, 0), (-1, -1), 0.25, LINE),
+        ("VALIGN", (0, 0), (-1, -1), "TOP"),
+        ("LEFTPADDING", (0, 0), (-1, -1), CELL_PAD),
+        ("RIGHTPADDING", (0, 0), (-1, -1), CELL_PAD),
+        ("TOPPADDING", (0, 0), (-1, -1), 1),
+        ("BOTTOMPADDING", (0, 0), (-1, -1), 1),
+    ]
     return Grid(data, colWidths=widths, hAlign="LEFT", style=TableStyle(style), spaceAfter=6)
 
 
 def _code(code: C.Code) -> list[Flowable]:
-    lines = [piece for line in code.text.splitlines() for piece in textwrap.wrap(line, CODE_WRAP) or [""]]
+    lines = [
+        piece for line in code.text.splitlines() for piece in textwrap.wrap(line, CODE_WRAP) or [""]
+    ]
     return [_para(code.label, "h3"), Preformatted("\n".join(lines), STYLES["code"])]
 
 
@@ -171,9 +254,19 @@ def _grid(blocks: tuple[C.Block, ...]) -> list[Flowable]:
     half = WIDTH / 2 - 0.2 * cm
     figs = [b for b in blocks if isinstance(b, C.FigureBlock)]
     cells = [_figure(f, half, HEIGHT / 2 - 3 * cm) for f in figs]
-    rows = [cells[i:i + 2] + [[]] * (2 - len(cells[i:i + 2])) for i in range(0, len(cells), 2)]
-    out: list[Flowable] = [Grid(rows, colWidths=[WIDTH / 2] * 2, hAlign="LEFT",
-                                style=TableStyle([("VALIGN", (0, 0), (-1, -1), "TOP")]))] if rows else []
+    rows = [cells[i : i + 2] + [[]] * (2 - len(cells[i : i + 2])) for i in range(0, len(cells), 2)]
+    out: list[Flowable] = (
+        [
+            Grid(
+                rows,
+                colWidths=[WIDTH / 2] * 2,
+                hAlign="LEFT",
+                style=TableStyle([("VALIGN", (0, 0), (-1, -1), "TOP")]),
+            )
+        ]
+        if rows
+        else []
+    )
     return out + [f for b in blocks if not isinstance(b, C.FigureBlock) for f in flowables(b)]
 
 
@@ -202,23 +295,45 @@ def flowables(block: C.Block) -> list[Flowable]:
 
 # --- the document ------------------------------------------------------------------------------
 
+
 class _Pages(BaseDocTemplate):
     """A4 pages with a footer; section headings become outline entries."""
 
     def __init__(self, path: str, doc: C.Document):
-        super().__init__(path, pagesize=A4, leftMargin=MARGIN, rightMargin=MARGIN, topMargin=MARGIN,
-                         bottomMargin=MARGIN, title=doc.page_title, author="", subject=doc.title,
-                         creator="interp report", invariant=1)
+        super().__init__(
+            path,
+            pagesize=A4,
+            leftMargin=MARGIN,
+            rightMargin=MARGIN,
+            topMargin=MARGIN,
+            bottomMargin=MARGIN,
+            title=doc.page_title,
+            author="",
+            subject=doc.title,
+            creator="interp report",
+            invariant=1,
+        )
         self.footer = doc.page_title
-        frame = Frame(MARGIN, MARGIN, WIDTH, HEIGHT, id="body", leftPadding=0, rightPadding=0, topPadding=0,
-                      bottomPadding=0)
+        frame = Frame(
+            MARGIN,
+            MARGIN,
+            WIDTH,
+            HEIGHT,
+            id="body",
+            leftPadding=0,
+            rightPadding=0,
+            topPadding=0,
+            bottomPadding=0,
+        )
         self.addPageTemplates([PageTemplate("page", [frame], onPage=self._footer)])
 
     def _footer(self, canvas, _doc) -> None:
         canvas.saveState()
         canvas.setFont(FONT, 7)
         canvas.setFillColor(MUTED)
-        canvas.drawString(MARGIN, MARGIN / 2, self.footer[:120])  # drawString: no markup, no escaping needed
+        canvas.drawString(
+            MARGIN, MARGIN / 2, self.footer[:120]
+        )  # drawString: no markup, no escaping needed
         canvas.drawRightString(A4[0] - MARGIN, MARGIN / 2, f"page {canvas.getPageNumber()}")
         canvas.restoreState()
 

@@ -17,15 +17,32 @@ import seaborn as sns
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
+from interp.pipeline.results import RunTables
 from interp.report import effect_plots as E
 from interp.report import summary as S
 from interp.report import syntax_section as Y
 from interp.report.exemplar_plots import plot_exemplars
-from interp.report.figures import (SavedFigure, blend, cell_size, facet_cell, facet_ticks, finish_facets, head_frame,
-                                   head_heatmap, new_figure, role_code, role_colour, role_handles, role_palette, save,
-                                   styled, symmetric_span, tick_step, value_labels)
+from interp.report.figures import (
+    SavedFigure,
+    blend,
+    cell_size,
+    facet_cell,
+    facet_ticks,
+    finish_facets,
+    head_frame,
+    head_heatmap,
+    new_figure,
+    role_code,
+    role_colour,
+    role_handles,
+    role_palette,
+    save,
+    styled,
+    symmetric_span,
+    tick_step,
+    value_labels,
+)
 from interp.roles import ROLES
-from interp.pipeline.results import RunTables
 
 MAX_ANNOTATED_CELLS = 150
 FEATURES_PER_FIGURE = 12
@@ -41,7 +58,10 @@ def usable(frame: pd.DataFrame | None) -> bool:
 
 # --- role map ----------------------------------------------------------------------------------
 
-def _role_cells(roles: pd.DataFrame, shape: tuple[int, int]) -> tuple[pd.DataFrame, list, np.ndarray]:
+
+def _role_cells(
+    roles: pd.DataFrame, shape: tuple[int, int]
+) -> tuple[pd.DataFrame, list, np.ndarray]:
     """Per head: an index into a list of cell colours (role colour, paler when unsure) and its text."""
     role = head_frame(roles, "role", shape).to_numpy()
     conf = head_frame(roles, "confidence", shape).to_numpy()
@@ -51,15 +71,25 @@ def _role_cells(roles: pd.DataFrame, shape: tuple[int, int]) -> tuple[pd.DataFra
             continue
         c = conf[layer, head]
         index[layer, head] = len(colours)
-        colours.append(blend(role_colour(name), 1.0 if np.isnan(c) else 0.3 + 0.7 * float(np.clip(c, 0, 1))))
-        labels[layer, head] = role_code(name) + ("" if np.isnan(c) else " " + (f"{c:.2f}".lstrip("0") if c < 0.995 else "1"))
-    grid = pd.DataFrame(index, index=[f"L{i}" for i in range(shape[0])], columns=[f"H{i}" for i in range(shape[1])])
+        colours.append(
+            blend(role_colour(name), 1.0 if np.isnan(c) else 0.3 + 0.7 * float(np.clip(c, 0, 1)))
+        )
+        labels[layer, head] = role_code(name) + (
+            "" if np.isnan(c) else " " + (f"{c:.2f}".lstrip("0") if c < 0.995 else "1")
+        )
+    grid = pd.DataFrame(
+        index, index=[f"L{i}" for i in range(shape[0])], columns=[f"H{i}" for i in range(shape[1])]
+    )
     return grid, colours, labels
 
 
 @styled
-def role_map_figure(roles: pd.DataFrame, shape: tuple[int, int], title: str | None = None,
-                    legend_roles: list[str] | None = None) -> Figure:
+def role_map_figure(
+    roles: pd.DataFrame,
+    shape: tuple[int, int],
+    title: str | None = None,
+    legend_roles: list[str] | None = None,
+) -> Figure:
     """Layers x heads grid, each cell in its primary role's colour with the role's code.
 
     How to read it: the colour (and the code in the cell, spelled out in the legend) is the
@@ -74,18 +104,47 @@ def role_map_figure(roles: pd.DataFrame, shape: tuple[int, int], title: str | No
     present = legend_roles or S.role_order(roles["role"])
     sink = SINK in roles.columns and roles[SINK].notna().any()
     sink_w = max(1.4, 0.5 * n_heads * cw) if sink else 0.0
-    fig = new_figure(n_heads * cw + sink_w + (1.2 if sink else 0) + 3.4,
-                     max(n_layers * ch + 1.3, 0.24 * len(present) + 1.6))
-    axes = fig.subplots(1, 2, width_ratios=[n_heads * cw, sink_w], sharey=True) if sink else [fig.add_subplot()]
+    fig = new_figure(
+        n_heads * cw + sink_w + (1.2 if sink else 0) + 3.4,
+        max(n_layers * ch + 1.3, 0.24 * len(present) + 1.6),
+    )
+    axes = (
+        fig.subplots(1, 2, width_ratios=[n_heads * cw, sink_w], sharey=True)
+        if sink
+        else [fig.add_subplot()]
+    )
     grid, colours, labels = _role_cells(roles, shape)
-    head_heatmap(axes[0], grid, cmap=ListedColormap(colours or ["white"]), vmin=-0.5, vmax=max(len(colours), 1) - 0.5,
-                 annot=labels, fmt="", cbar=False, linewidths=1, linecolor="white", font=7 if ch >= 0.3 else 6)
+    head_heatmap(
+        axes[0],
+        grid,
+        cmap=ListedColormap(colours or ["white"]),
+        vmin=-0.5,
+        vmax=max(len(colours), 1) - 0.5,
+        annot=labels,
+        fmt="",
+        cbar=False,
+        linewidths=1,
+        linecolor="white",
+        font=7 if ch >= 0.3 else 6,
+    )
     axes[0].set_title(title or "Primary role per head (pale = low confidence)")
     if sink:
         mass = head_frame(roles, SINK, shape)
         small = n_layers * n_heads <= MAX_ANNOTATED_CELLS
-        head_heatmap(axes[1], mass, cmap="Greys", vmin=0, vmax=1, annot=value_labels(mass) if small else False, fmt="",
-                     linewidths=0.5, linecolor="white", cbar_label="sink mass", font=6, max_cols=12)
+        head_heatmap(
+            axes[1],
+            mass,
+            cmap="Greys",
+            vmin=0,
+            vmax=1,
+            annot=value_labels(mass) if small else False,
+            fmt="",
+            linewidths=0.5,
+            linecolor="white",
+            cbar_label="sink mass",
+            font=6,
+            max_cols=12,
+        )
         axes[1].set_title("sink mass")
         axes[1].set_ylabel("")
     handles = role_handles(present)
@@ -95,17 +154,29 @@ def role_map_figure(roles: pd.DataFrame, shape: tuple[int, int], title: str | No
     return fig
 
 
-def plot_role_map(roles: pd.DataFrame | None, fig_dir: Path, shape: tuple[int, int] | None = None) -> SavedFigure | None:
+def plot_role_map(
+    roles: pd.DataFrame | None, fig_dir: Path, shape: tuple[int, int] | None = None
+) -> SavedFigure | None:
     """Save the role map (see :func:`role_map_figure`); needs roles: layer, head, role, confidence."""
     if not usable(roles):
         return None
     sink = SINK in roles.columns and roles[SINK].notna().any()
-    caption = ("Each cell is one head (layer 0 at the top): colour and code give its primary role, the number its "
-               "confidence (paler = less sure); grey '?' heads are unexplained.")
+    caption = (
+        "Each cell is one head (layer 0 at the top): colour and code give its primary role, the number its "
+        "confidence (paler = less sure); grey '?' heads are unexplained."
+    )
     if sink:
-        caption += (" Right: sink mass, the share of the head's attention on the first position (darker = more); "
-                    "the role says what the head does with the rest of its attention.")
-    return save(role_map_figure(roles, shape or S.head_shape({}, roles)), fig_dir, "role_map", "Role map", caption)
+        caption += (
+            " Right: sink mass, the share of the head's attention on the first position (darker = more); "
+            "the role says what the head does with the rest of its attention."
+        )
+    return save(
+        role_map_figure(roles, shape or S.head_shape({}, roles)),
+        fig_dir,
+        "role_map",
+        "Role map",
+        caption,
+    )
 
 
 @styled
@@ -113,9 +184,20 @@ def _role_counts_figure(roles: pd.DataFrame, n_layers: int) -> Figure:
     present = S.role_order(roles["role"])
     fig = new_figure(7.5, max(2.6, 0.24 * n_layers + 1.2, 0.24 * len(present) + 1.2))
     ax = fig.add_subplot()
-    sns.histplot(data=roles.assign(role=roles["role"].astype(str)), y="layer", hue="role", hue_order=present,
-                 palette=role_palette(present), multiple="stack", discrete=True, shrink=0.8, edgecolor="white",
-                 linewidth=0.5, alpha=1, ax=ax)
+    sns.histplot(
+        data=roles.assign(role=roles["role"].astype(str)),
+        y="layer",
+        hue="role",
+        hue_order=present,
+        palette=role_palette(present),
+        multiple="stack",
+        discrete=True,
+        shrink=0.8,
+        edgecolor="white",
+        linewidth=0.5,
+        alpha=1,
+        ax=ax,
+    )
     step = max(1, -(-n_layers // 40))
     ax.set_yticks(range(0, n_layers, step), [f"L{i}" for i in range(0, n_layers, step)])
     ax.set_ylim(n_layers - 0.5, -0.5)
@@ -126,13 +208,20 @@ def _role_counts_figure(roles: pd.DataFrame, n_layers: int) -> Figure:
     return fig
 
 
-def plot_role_counts(roles: pd.DataFrame | None, fig_dir: Path, shape: tuple[int, int] | None = None) -> SavedFigure | None:
+def plot_role_counts(
+    roles: pd.DataFrame | None, fig_dir: Path, shape: tuple[int, int] | None = None
+) -> SavedFigure | None:
     """Stacked bars: per layer (layer 0 at the top), how many heads carry each primary role."""
     if not usable(roles):
         return None
     n_layers = (shape or S.head_shape({}, roles))[0]
-    return save(_role_counts_figure(roles, n_layers), fig_dir, "role_counts", "Roles per layer",
-                "One bar per layer (layer 0 at the top), split by primary role: where in depth each kind of head lives.")
+    return save(
+        _role_counts_figure(roles, n_layers),
+        fig_dir,
+        "role_counts",
+        "Roles per layer",
+        "One bar per layer (layer 0 at the top), split by primary role: where in depth each kind of head lives.",
+    )
 
 
 @styled
@@ -141,10 +230,33 @@ def _sink_figure(roles: pd.DataFrame, n_layers: int) -> Figure:
     present = S.role_order(data["role"])
     fig = new_figure(max(6.0, 0.28 * n_layers + 3.0), 3.8)
     ax = fig.add_subplot()
-    sns.stripplot(data=data, x="layer", y=SINK, hue="role", hue_order=present, palette=role_palette(present),
-                  native_scale=True, jitter=0.2, size=4, edgecolor="black", linewidth=0.3, ax=ax)
-    sns.lineplot(data=data, x="layer", y=SINK, estimator="mean", errorbar=None, color="black", marker="o",
-                 markersize=4, linewidth=1, label="mean over heads", ax=ax)
+    sns.stripplot(
+        data=data,
+        x="layer",
+        y=SINK,
+        hue="role",
+        hue_order=present,
+        palette=role_palette(present),
+        native_scale=True,
+        jitter=0.2,
+        size=4,
+        edgecolor="black",
+        linewidth=0.3,
+        ax=ax,
+    )
+    sns.lineplot(
+        data=data,
+        x="layer",
+        y=SINK,
+        estimator="mean",
+        errorbar=None,
+        color="black",
+        marker="o",
+        markersize=4,
+        linewidth=1,
+        label="mean over heads",
+        ax=ax,
+    )
     ax.set_xlim(-0.6, n_layers - 0.4)
     ticks = range(0, n_layers, tick_step(n_layers, 30))
     ax.set_xticks(list(ticks), [f"L{i}" for i in ticks])
@@ -155,17 +267,25 @@ def _sink_figure(roles: pd.DataFrame, n_layers: int) -> Figure:
     return fig
 
 
-def plot_sink_by_layer(roles: pd.DataFrame | None, fig_dir: Path, shape: tuple[int, int] | None = None) -> SavedFigure | None:
+def plot_sink_by_layer(
+    roles: pd.DataFrame | None, fig_dir: Path, shape: tuple[int, int] | None = None
+) -> SavedFigure | None:
     """One dot per head (colour: primary role) at its layer and sink mass, with the layer mean; needs roles.sink_mass."""
     if not usable(roles) or SINK not in roles.columns or roles[SINK].isna().all():
         return None
     n_layers = (shape or S.head_shape({}, roles))[0]
-    return save(_sink_figure(roles, n_layers), fig_dir, "sink_by_layer", "Sink mass by layer",
-                "One dot per head: the share of its attention parked on the first position, by layer; black: the "
-                "layer's mean. Trained models typically sink more in their middle and late layers.")
+    return save(
+        _sink_figure(roles, n_layers),
+        fig_dir,
+        "sink_by_layer",
+        "Sink mass by layer",
+        "One dot per head: the share of its attention parked on the first position, by layer; black: the "
+        "layer's mean. Trained models typically sink more in their middle and late layers.",
+    )
 
 
 # --- feature heatmaps --------------------------------------------------------------------------
+
 
 def feature_order(names: pd.Series) -> list[str]:
     """Catalogue features first (in catalogue order), then the rest (syntactic relations) sorted."""
@@ -179,27 +299,51 @@ def _facet_title(name: str) -> str:
 
 
 @styled
-def _features_figure(features: pd.DataFrame, names: list[str], shape: tuple[int, int], title: str,
-                     titles: dict[str, str] | None = None) -> Figure:
+def _features_figure(
+    features: pd.DataFrame,
+    names: list[str],
+    shape: tuple[int, int],
+    title: str,
+    titles: dict[str, str] | None = None,
+) -> Figure:
     """A FacetGrid, one heatmap of value - baseline per feature, each with its own colour bar
     (``titles``: a panel title per feature, default its name)."""
     n_layers, n_heads = shape
     cw, ch = facet_cell(n_layers, n_heads)
     width, height = n_heads * cw + 1.5, n_layers * ch + 1.0
-    data = features[features["feature"].isin(names)].assign(lift=lambda d: d["value"] - d["baseline"])
+    data = features[features["feature"].isin(names)].assign(
+        lift=lambda d: d["value"] - d["baseline"]
+    )
     ncols = max(1, min(len(names), 5, int(16 // width)))
-    grid = sns.FacetGrid(data, col="feature", col_order=names, col_wrap=ncols, height=height, aspect=width / height,
-                         sharex=False, sharey=False, despine=False)
+    grid = sns.FacetGrid(
+        data,
+        col="feature",
+        col_order=names,
+        col_wrap=ncols,
+        height=height,
+        aspect=width / height,
+        sharex=False,
+        sharey=False,
+        despine=False,
+    )
     annotate = len(names) <= 4 and n_layers * n_heads <= 60
     for name, ax in grid.axes_dict.items():
         lift = head_frame(data[data["feature"] == name], "lift", shape)
-        head_heatmap(ax, lift, span=symmetric_span(lift, FEATURE_SCALE_FLOOR), annot=value_labels(lift) if annotate else False,
-                     fmt="", **facet_ticks(n_layers, n_heads))
+        head_heatmap(
+            ax,
+            lift,
+            span=symmetric_span(lift, FEATURE_SCALE_FLOOR),
+            annot=value_labels(lift) if annotate else False,
+            fmt="",
+            **facet_ticks(n_layers, n_heads),
+        )
         ax.set_title((titles or {}).get(name) or _facet_title(name), fontsize=9)
     return finish_facets(grid, title)
 
 
-def empty_features(features: pd.DataFrame, names: list[str], causal: bool | None = None) -> dict[str, str]:
+def empty_features(
+    features: pd.DataFrame, names: list[str], causal: bool | None = None
+) -> dict[str, str]:
     """Why a feature's panel is empty, for each of ``names`` that no head has a value for: no
     eligible query at all (n = 0: in a causal model, a query never sees the position the feature
     reads, e.g. the token after it or one near the end), or no head measured (NaN attention)."""
@@ -209,7 +353,11 @@ def empty_features(features: pd.DataFrame, names: list[str], causal: bool | None
         if rows["value"].notna().any():
             continue
         if "n" not in rows or (rows["n"].fillna(0) == 0).all():
-            reasons[name] = "no eligible query in a causal model" if causal else "no eligible query in these probes"
+            reasons[name] = (
+                "no eligible query in a causal model"
+                if causal
+                else "no eligible query in these probes"
+            )
         else:
             reasons[name] = "no head measured (NaN attention)"
     return reasons
@@ -222,20 +370,37 @@ def _say_empty(fig: Figure, reasons: dict[str, str]) -> str:
         name = next((n for n in reasons if ax.get_title() == _facet_title(n)), None)
         if name is None:
             continue
-        ax.text(0.5, 0.5, reasons[name].replace(" in ", "\nin "), transform=ax.transAxes, ha="center", va="center",
-                fontsize=8, color="#444444")
+        ax.text(
+            0.5,
+            0.5,
+            reasons[name].replace(" in ", "\nin "),
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            fontsize=8,
+            color="#444444",
+        )
         for mesh in ax.collections:
             if getattr(mesh, "colorbar", None) is not None:
                 mesh.colorbar.remove()
     by_reason: dict[str, list[str]] = {}
     for name, reason in reasons.items():
         by_reason.setdefault(reason, []).append(name)
-    why = {"no eligible query in a causal model": " (its queries never see the position these features read)"}
-    return "".join(f" Empty: {', '.join(names)}: {reason}{why.get(reason, '')}." for reason, names in by_reason.items())
+    why = {
+        "no eligible query in a causal model": " (its queries never see the position these features read)"
+    }
+    return "".join(
+        f" Empty: {', '.join(names)}: {reason}{why.get(reason, '')}."
+        for reason, names in by_reason.items()
+    )
 
 
-def plot_feature_heatmaps(features: pd.DataFrame | None, fig_dir: Path,
-                          shape: tuple[int, int] | None = None, causal: bool | None = None) -> list[SavedFigure] | None:
+def plot_feature_heatmaps(
+    features: pd.DataFrame | None,
+    fig_dir: Path,
+    shape: tuple[int, int] | None = None,
+    causal: bool | None = None,
+) -> list[SavedFigure] | None:
     """One heatmap per feature of value - baseline, faceted (12 features per figure); the
     syntactic features are drawn in the syntax section instead (:func:`plot_relation_heatmaps`).
 
@@ -253,19 +418,30 @@ def plot_feature_heatmaps(features: pd.DataFrame | None, fig_dir: Path,
     n_chunks = math.ceil(len(names) / FEATURES_PER_FIGURE)
     saved = []
     for k in range(n_chunks):
-        chunk = names[k * FEATURES_PER_FIGURE:(k + 1) * FEATURES_PER_FIGURE]
+        chunk = names[k * FEATURES_PER_FIGURE : (k + 1) * FEATURES_PER_FIGURE]
         part = f" ({k + 1}/{n_chunks})" if n_chunks > 1 else ""
         fig = _features_figure(features, chunk, shape, f"Feature score minus baseline{part}")
         empty = _say_empty(fig, empty_features(features, chunk, causal))
-        saved.append(save(fig, fig_dir, f"features_{k + 1}", f"Features{part}",
-                          "One panel per feature, one cell per head: red = more attention where the feature "
-                          "looks than a head without preference would give, blue = less; each panel has its own "
-                          "scale; an empty panel says why in it." + empty))
+        saved.append(
+            save(
+                fig,
+                fig_dir,
+                f"features_{k + 1}",
+                f"Features{part}",
+                "One panel per feature, one cell per head: red = more attention where the feature "
+                "looks than a head without preference would give, blue = less; each panel has its own "
+                "scale; an empty panel says why in it." + empty,
+            )
+        )
     return saved
 
 
-def plot_relation_heatmaps(features: pd.DataFrame | None, fig_dir: Path, shape: tuple[int, int] | None = None,
-                           corpora: list[str] | None = None) -> list[SavedFigure] | None:
+def plot_relation_heatmaps(
+    features: pd.DataFrame | None,
+    fig_dir: Path,
+    shape: tuple[int, int] | None = None,
+    corpora: list[str] | None = None,
+) -> list[SavedFigure] | None:
     """One heatmap per syntactic feature with at least ``MIN_ARCS`` arcs (interp.report.syntax_section),
     the most arcs first, each panel titled with its arc count: accuracy minus the best fixed
     rule's, so red is a head that finds the gold partner more often than any rule needing no
@@ -275,18 +451,28 @@ def plot_relation_heatmaps(features: pd.DataFrame | None, fig_dir: Path, shape: 
     if not shown:
         return None
     shape = shape or S.head_shape({}, features)
-    titles = {name: f"{name[len(Y.SYNTACTIC_PREFIX):]}\n{arcs[name]} arcs" for name in shown}
-    chunks = [shown[k:k + FEATURES_PER_FIGURE] for k in range(0, len(shown), FEATURES_PER_FIGURE)]
+    titles = {name: f"{name[len(Y.SYNTACTIC_PREFIX) :]}\n{arcs[name]} arcs" for name in shown}
+    chunks = [shown[k : k + FEATURES_PER_FIGURE] for k in range(0, len(shown), FEATURES_PER_FIGURE)]
     saved = []
     for k, chunk in enumerate(chunks):
         part = f" ({k + 1}/{len(chunks)})" if len(chunks) > 1 else ""
-        fig = _features_figure(features, chunk, shape, f"Syntactic accuracy minus the best fixed rule{part}", titles)
-        saved.append(save(fig, fig_dir, f"syntax_{k + 1}", f"Relations{part}",
-                          Y.maps_caption(arcs, corpora or [])))
+        fig = _features_figure(
+            features, chunk, shape, f"Syntactic accuracy minus the best fixed rule{part}", titles
+        )
+        saved.append(
+            save(
+                fig,
+                fig_dir,
+                f"syntax_{k + 1}",
+                f"Relations{part}",
+                Y.maps_caption(arcs, corpora or []),
+            )
+        )
     return saved
 
 
 # --- everything --------------------------------------------------------------------------------
+
 
 def make_all(run: RunTables, fig_dir: Path | None = None, exemplars=None) -> list[SavedFigure]:
     """Every figure the run's tables allow, in report order (absent tables are skipped).
@@ -299,9 +485,15 @@ def make_all(run: RunTables, fig_dir: Path | None = None, exemplars=None) -> lis
         plot_role_map(run.roles, fig_dir, shape),
         plot_role_counts(run.roles, fig_dir, shape),
         plot_sink_by_layer(run.roles, fig_dir, shape),
-        plot_feature_heatmaps(run.features, fig_dir, shape, (run.manifest.get("model") or {}).get("causal")),
-        plot_relation_heatmaps(run.features, fig_dir, shape,
-                               Y.classifier_corpora(run.tables.get("syntax"), run.manifest.get("stages"))),
+        plot_feature_heatmaps(
+            run.features, fig_dir, shape, (run.manifest.get("model") or {}).get("causal")
+        ),
+        plot_relation_heatmaps(
+            run.features,
+            fig_dir,
+            shape,
+            Y.classifier_corpora(run.tables.get("syntax"), run.manifest.get("stages")),
+        ),
         E.plot_effect_maps(run.effects, fig_dir, shape),
         E.plot_effect_vs_role(run.effects, run.roles, fig_dir),
         E.plot_estimator_audit(run.effects, run.roles, fig_dir),

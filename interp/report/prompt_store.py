@@ -20,9 +20,9 @@ from __future__ import annotations
 import io
 import json
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -31,7 +31,9 @@ from interp.pipeline.rundir import read_archive, write_bytes
 FILE = "prompts.npz"
 FORMAT_VERSION = 1
 FIELDS = ("version", "shape", "heads", "patterns", "n_tokens", "tokens", "text")
-STORE_CELLS = 50_000_000  # float16 cells of prompts.npz (100 MB) before only the printed heads are kept
+STORE_CELLS = (
+    50_000_000  # float16 cells of prompts.npz (100 MB) before only the printed heads are kept
+)
 Head = tuple[int, int]
 
 
@@ -83,11 +85,15 @@ def to_bytes(prompts: PromptSet) -> bytes:
         patterns[k, :, :n, :n] = p.patterns
     buffer = io.BytesIO()
     np.savez_compressed(
-        buffer, version=np.int64(FORMAT_VERSION), shape=np.array(prompts.shape, dtype=np.int64),
-        heads=np.array(heads, dtype=np.int64).reshape(-1, 2), patterns=patterns,
+        buffer,
+        version=np.int64(FORMAT_VERSION),
+        shape=np.array(prompts.shape, dtype=np.int64),
+        heads=np.array(heads, dtype=np.int64).reshape(-1, 2),
+        patterns=patterns,
         n_tokens=np.array([len(p.tokens) for p in prompts.prompts], dtype=np.int64),
         tokens=np.array([json.dumps(list(p.tokens)) for p in prompts.prompts], dtype=str),
-        text=np.array([json.dumps(p.text) for p in prompts.prompts], dtype=str))
+        text=np.array([json.dumps(p.text) for p in prompts.prompts], dtype=str),
+    )
     return buffer.getvalue()
 
 
@@ -116,9 +122,17 @@ def read_prompts(run_dir: str | Path) -> PromptSet | None:
             tokens = tuple(str(t) for t in json.loads(str(arrays["tokens"][k])))
             if len(tokens) != n:
                 raise ValueError(f"prompt {k} has {len(tokens)} token labels for {n} tokens")
-            prompts.append(Prompt(str(json.loads(str(arrays["text"][k]))), tokens, heads,
-                                  arrays["patterns"][k, :, :n, :n]))
+            prompts.append(
+                Prompt(
+                    str(json.loads(str(arrays["text"][k]))),
+                    tokens,
+                    heads,
+                    arrays["patterns"][k, :, :n, :n],
+                )
+            )
         shape = tuple(int(x) for x in arrays["shape"].tolist())
         return PromptSet((shape[0], shape[1]), tuple(prompts))
     except (OSError, ValueError, KeyError, IndexError, EOFError, zipfile.BadZipFile) as exc:
-        raise PromptsUnreadable(f"{path} is unreadable ({exc}); run `interp show {run_dir}` again") from None
+        raise PromptsUnreadable(
+            f"{path} is unreadable ({exc}); run `interp show {run_dir}` again"
+        ) from None

@@ -8,8 +8,9 @@ from typing import Any
 from interp.report.config import ReportConfig
 
 
-def run_stage(run_dir: Path, model: Any = None, config: ReportConfig = ReportConfig(),
-              progress: bool = True) -> dict[str, Any]:
+def run_stage(
+    run_dir: Path, model: Any = None, config: ReportConfig = ReportConfig(), progress: bool = True
+) -> dict[str, Any]:
     """Build the report of a run (the model is not needed and never loaded)."""
     from interp.report.html import build_report
 

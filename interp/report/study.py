@@ -46,7 +46,15 @@ def role_shares(runs: dict[str, RunTables]) -> pd.DataFrame:
         counts = run.roles.groupby([depth.rename("depth"), "role"]).size()
         totals = counts.groupby(level="depth").transform("sum")
         for (d, role), n in counts.items():
-            rows.append({"run": label, "depth": d, "role": role, "heads": int(n), "share": n / totals[(d, role)]})
+            rows.append(
+                {
+                    "run": label,
+                    "depth": d,
+                    "role": role,
+                    "heads": int(n),
+                    "share": n / totals[(d, role)],
+                }
+            )
     frame = pd.DataFrame(rows, columns=["run", "depth", "role", "heads", "share"])
     frame["depth"] = pd.Categorical(frame["depth"], categories=list(DEPTHS), ordered=True)
     return frame.sort_values(["run", "depth", "role"], kind="stable").reset_index(drop=True)
@@ -57,18 +65,43 @@ def role_changes(runs: dict[str, RunTables], model_of: dict[str, str]) -> pd.Dat
     rows = []
     labels = [label for label, run in runs.items() if run.roles is not None and not run.roles.empty]
     for i, a in enumerate(labels):
-        for b in labels[i + 1:]:
+        for b in labels[i + 1 :]:
             if model_of[a] != model_of[b]:
                 continue
             keys = ["layer", "head"]
-            joined = runs[a].roles[keys + ["role", "confidence"]].merge(
-                runs[b].roles[keys + ["role", "confidence"]], on=keys, suffixes=("_a", "_b"))
+            joined = (
+                runs[a]
+                .roles[keys + ["role", "confidence"]]
+                .merge(runs[b].roles[keys + ["role", "confidence"]], on=keys, suffixes=("_a", "_b"))
+            )
             for r in joined[joined["role_a"] != joined["role_b"]].itertuples(index=False):
-                rows.append({"model": model_of[a], "run_a": a, "run_b": b, "layer": r.layer, "head": r.head,
-                             "role_a": r.role_a, "confidence_a": r.confidence_a,
-                             "role_b": r.role_b, "confidence_b": r.confidence_b})
-    return pd.DataFrame(rows, columns=["model", "run_a", "run_b", "layer", "head", "role_a", "confidence_a",
-                                       "role_b", "confidence_b"])
+                rows.append(
+                    {
+                        "model": model_of[a],
+                        "run_a": a,
+                        "run_b": b,
+                        "layer": r.layer,
+                        "head": r.head,
+                        "role_a": r.role_a,
+                        "confidence_a": r.confidence_a,
+                        "role_b": r.role_b,
+                        "confidence_b": r.confidence_b,
+                    }
+                )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "model",
+            "run_a",
+            "run_b",
+            "layer",
+            "head",
+            "role_a",
+            "confidence_a",
+            "role_b",
+            "confidence_b",
+        ],
+    )
 
 
 def _shown_effects(run: RunTables) -> tuple[pd.DataFrame | None, S.EffectChoice | None]:
@@ -92,12 +125,38 @@ def effect_spread(runs: dict[str, RunTables]) -> pd.DataFrame:
             if delta.empty:
                 continue
             values = delta["delta"].astype(float)
-            excludes = ((delta["ci_low"] > 0) | (delta["ci_high"] < 0)).mean() if "ci_low" in delta else np.nan
-            rows.append({"run": label, "metric": metric, "ablation": choice.ablation, "heads": len(values),
-                         "q25": values.quantile(0.25), "median": values.median(), "q75": values.quantile(0.75),
-                         "largest": values.loc[values.abs().idxmax()], "share_ci_excludes_zero": float(excludes)})
-    return pd.DataFrame(rows, columns=["run", "metric", "ablation", "heads", "q25", "median", "q75", "largest",
-                                       "share_ci_excludes_zero"])
+            excludes = (
+                ((delta["ci_low"] > 0) | (delta["ci_high"] < 0)).mean()
+                if "ci_low" in delta
+                else np.nan
+            )
+            rows.append(
+                {
+                    "run": label,
+                    "metric": metric,
+                    "ablation": choice.ablation,
+                    "heads": len(values),
+                    "q25": values.quantile(0.25),
+                    "median": values.median(),
+                    "q75": values.quantile(0.75),
+                    "largest": values.loc[values.abs().idxmax()],
+                    "share_ci_excludes_zero": float(excludes),
+                }
+            )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "run",
+            "metric",
+            "ablation",
+            "heads",
+            "q25",
+            "median",
+            "q75",
+            "largest",
+            "share_ci_excludes_zero",
+        ],
+    )
 
 
 def matched_heads(runs: dict[str, RunTables], model_of: dict[str, str]) -> pd.DataFrame:
@@ -113,13 +172,20 @@ def matched_heads(runs: dict[str, RunTables], model_of: dict[str, str]) -> pd.Da
         frame = run.roles[["layer", "head", "role", "confidence", *scores]].copy()
         effects, choice = _shown_effects(run)
         if effects is not None and not effects.empty:
-            frame = frame.merge(effects[["layer", "head", "delta"]].rename(columns={"delta": "effect"}),
-                                on=["layer", "head"], how="left")
+            frame = frame.merge(
+                effects[["layer", "head", "delta"]].rename(columns={"delta": "effect"}),
+                on=["layer", "head"],
+                how="left",
+            )
             frame["effect_metric"] = choice.metric
         frame.insert(0, "run", label.rpartition("/")[2])
         frame.insert(0, "model", model_of[label])
         frames.append(frame)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["model", "run", "layer", "head"])
+    return (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else pd.DataFrame(columns=["model", "run", "layer", "head"])
+    )
 
 
 def shares_figure(shares: pd.DataFrame, fig_dir: Path) -> C.FigureBlock | None:
@@ -128,47 +194,105 @@ def shares_figure(shares: pd.DataFrame, fig_dir: Path) -> C.FigureBlock | None:
         return None
     order = S.role_order(shares["role"])
     runs = list(dict.fromkeys(shares["run"]))
-    fig = Figure(figsize=(3.2 * min(len(runs), 4), 2.8 * ((len(runs) + 3) // 4)), layout="constrained")
+    fig = Figure(
+        figsize=(3.2 * min(len(runs), 4), 2.8 * ((len(runs) + 3) // 4)), layout="constrained"
+    )
     axes = fig.subplots((len(runs) + 3) // 4, min(len(runs), 4), squeeze=False).ravel()
     for ax, label in zip(axes, runs):
-        pivot = (shares[shares["run"] == label].pivot_table(index="depth", columns="role", values="share", fill_value=0)
-                 .reindex(index=list(DEPTHS), columns=[r for r in order if r in set(shares["role"])], fill_value=0))
-        pivot.plot.bar(stacked=True, ax=ax, legend=False, width=0.8, color=[role_colour(r) for r in pivot.columns])
+        pivot = (
+            shares[shares["run"] == label]
+            .pivot_table(index="depth", columns="role", values="share", fill_value=0)
+            .reindex(
+                index=list(DEPTHS),
+                columns=[r for r in order if r in set(shares["role"])],
+                fill_value=0,
+            )
+        )
+        pivot.plot.bar(
+            stacked=True,
+            ax=ax,
+            legend=False,
+            width=0.8,
+            color=[role_colour(r) for r in pivot.columns],
+        )
         ax.set_title(label, fontsize=8)
         ax.set_ylim(0, 1)
         ax.set_xlabel("")
         ax.tick_params(labelsize=7, labelrotation=0)
-    for ax in axes[len(runs):]:
+    for ax in axes[len(runs) :]:
         ax.set_visible(False)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right", fontsize=7)
-    saved = save(fig, fig_dir, "role_shares", "Role shares by relative depth",
-                 "Each panel is one run; bars are the model's first, middle and last third of layers.")
+    saved = save(
+        fig,
+        fig_dir,
+        "role_shares",
+        "Role shares by relative depth",
+        "Each panel is one run; bars are the model's first, middle and last third of layers.",
+    )
     return C.figure(saved)
 
 
-def study_document(name: str, plan: list[dict[str, Any]], shares: pd.DataFrame, changes: pd.DataFrame,
-                   spread: pd.DataFrame, matched: pd.DataFrame, figure: C.FigureBlock | None) -> C.Document:
+def study_document(
+    name: str,
+    plan: list[dict[str, Any]],
+    shares: pd.DataFrame,
+    changes: pd.DataFrame,
+    spread: pd.DataFrame,
+    matched: pd.DataFrame,
+    figure: C.FigureBlock | None,
+) -> C.Document:
     runs = pd.DataFrame(plan)
     wide = _side_by_side(matched)
     sections = [
         C.section("runs", "Runs", C.table(runs, "runs-table")),
-        C.section("shares", "Role shares by relative depth", figure,
-                  C.table(shares, "shares-table", percent_columns=("share",), filter="Filter:") if not shares.empty else None),
-        C.section("changes", "Heads whose role differs between runs of one model",
-                  C.Text(f"{len(changes)} head(s) change role between runs of the same model.") if plan else None,
-                  C.table(changes, "changes-table", role_columns=("role_a", "role_b"), filter="Filter heads:")
-                  if not changes.empty else None),
-        C.section("effects", "How the effects are spread",
-                  C.table(spread, "spread-table", percent_columns=("share_ci_excludes_zero",))
-                  if not spread.empty else C.Text("No run of this study has an effects table.", "note")),
-        C.section("matched", "Matching heads side by side",
-                  C.Text("For each model, each head's role, confidence and shown effect in every run."),
-                  C.table(wide, "matched-table", role_columns=tuple(c for c in wide.columns if c.startswith("role")),
-                          filter="Filter heads:") if not wide.empty else None),
+        C.section(
+            "shares",
+            "Role shares by relative depth",
+            figure,
+            C.table(shares, "shares-table", percent_columns=("share",), filter="Filter:")
+            if not shares.empty
+            else None,
+        ),
+        C.section(
+            "changes",
+            "Heads whose role differs between runs of one model",
+            C.Text(f"{len(changes)} head(s) change role between runs of the same model.")
+            if plan
+            else None,
+            C.table(
+                changes, "changes-table", role_columns=("role_a", "role_b"), filter="Filter heads:"
+            )
+            if not changes.empty
+            else None,
+        ),
+        C.section(
+            "effects",
+            "How the effects are spread",
+            C.table(spread, "spread-table", percent_columns=("share_ci_excludes_zero",))
+            if not spread.empty
+            else C.Text("No run of this study has an effects table.", "note"),
+        ),
+        C.section(
+            "matched",
+            "Matching heads side by side",
+            C.Text("For each model, each head's role, confidence and shown effect in every run."),
+            C.table(
+                wide,
+                "matched-table",
+                role_columns=tuple(c for c in wide.columns if c.startswith("role")),
+                filter="Filter heads:",
+            )
+            if not wide.empty
+            else None,
+        ),
     ]
-    return C.Document(f"Study: {name}", f"interp study {name}", (f"{len(plan)} runs",),
-                      tuple(s for s in sections if s is not None))
+    return C.Document(
+        f"Study: {name}",
+        f"interp study {name}",
+        (f"{len(plan)} runs",),
+        tuple(s for s in sections if s is not None),
+    )
 
 
 def _side_by_side(matched: pd.DataFrame) -> pd.DataFrame:
@@ -176,7 +300,9 @@ def _side_by_side(matched: pd.DataFrame) -> pd.DataFrame:
     if matched.empty or "role" not in matched:
         return pd.DataFrame()
     values = [c for c in ("role", "confidence", "effect") if c in matched.columns]
-    wide = matched.pivot_table(index=["model", "layer", "head"], columns="run", values=values, aggfunc="first")
+    wide = matched.pivot_table(
+        index=["model", "layer", "head"], columns="run", values=values, aggfunc="first"
+    )
     wide.columns = [f"{value} [{run}]" for value, run in wide.columns]
     ordered = sorted(wide.columns, key=lambda c: (c.split(" [")[1], values.index(c.split(" [")[0])))
     return wide[ordered].reset_index()

@@ -11,11 +11,10 @@ ablation and metric present in the preference orders below.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
-
-import math
 
 import numpy as np
 import pandas as pd
@@ -23,13 +22,20 @@ import pandas as pd
 from interp.ablate.catalogue import ESTIMATORS, ORIENTATION
 from interp.ablate.removable import effect_curve, improved, removable_fraction
 from interp.ablate.selection import never_exact
-from interp.roles import ROLES, UNEXPLAINED, UNMEASURED
 from interp.pipeline.results import RunTables
+from interp.roles import ROLES, UNEXPLAINED, UNMEASURED
 
 # Mean ablation keeps the head's average output, so it measures what the head adds on top of
 # its typical contribution; zero ablation also removes that constant and overstates effects.
 ABLATION_PREFERENCE = ("mean", "resample", "zero")
-METRIC_PREFERENCE = ("loss_corpus", "loss_prose", "embedding_cosine", "loss_repeated", "sv_logit_diff", "retrieval_margin")
+METRIC_PREFERENCE = (
+    "loss_corpus",
+    "loss_prose",
+    "embedding_cosine",
+    "loss_repeated",
+    "sv_logit_diff",
+    "retrieval_margin",
+)
 TOLERANCES = (0.01, 0.05)
 
 
@@ -83,11 +89,18 @@ def estimator_of(effects: pd.DataFrame) -> str:
 
 def head_effects(effects: pd.DataFrame, choice: EffectChoice) -> pd.DataFrame:
     """One row per head of the chosen slice: layer, head, delta, delta_rel, ci_low, ci_high."""
-    mask = ((effects["ablation"] == choice.ablation) & (effects["metric"] == choice.metric)
-            & (effects["estimator"] == choice.estimator))
+    mask = (
+        (effects["ablation"] == choice.ablation)
+        & (effects["metric"] == choice.metric)
+        & (effects["estimator"] == choice.estimator)
+    )
     cols = ["delta", "delta_rel", "ci_low", "ci_high"]
     # Duplicate (layer, head) rows would come from a rerun appended to the table: average them.
-    return effects.loc[mask, ["layer", "head", *cols]].groupby(["layer", "head"], as_index=False)[cols].mean()
+    return (
+        effects.loc[mask, ["layer", "head", *cols]]
+        .groupby(["layer", "head"], as_index=False)[cols]
+        .mean()
+    )
 
 
 def preferred_ablation(effects: pd.DataFrame | None) -> str | None:
@@ -104,9 +117,13 @@ def best_effects(effects: pd.DataFrame | None) -> pd.DataFrame | None:
     if ablation is None:
         return None
     rows = effects[(effects["ablation"] == ablation)].dropna(subset=["delta"])
-    rows = rows.assign(rank=(rows["estimator"] != "exact").astype(int)).sort_values(["metric", "layer", "head", "rank"])
+    rows = rows.assign(rank=(rows["estimator"] != "exact").astype(int)).sort_values(
+        ["metric", "layer", "head", "rank"]
+    )
     cols = ["metric", "layer", "head", "delta", "ci_low", "ci_high", "estimator"]
-    return rows.drop_duplicates(["metric", "layer", "head"], keep="first")[cols].reset_index(drop=True)
+    return rows.drop_duplicates(["metric", "layer", "head"], keep="first")[cols].reset_index(
+        drop=True
+    )
 
 
 def audit_pairs(effects: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -122,7 +139,11 @@ def audit_pairs(effects: pd.DataFrame | None) -> pd.DataFrame | None:
     estimator = estimator_of(rows) if len(rows) else ESTIMATORS[0]
     if not {"exact", estimator} <= set(wide.columns):
         return None
-    pairs = wide.dropna(subset=["exact", estimator]).reset_index().rename(columns={estimator: "estimate"})
+    pairs = (
+        wide.dropna(subset=["exact", estimator])
+        .reset_index()
+        .rename(columns={estimator: "estimate"})
+    )
     if pairs.empty:
         return None
     if "selected" in rows.columns:
@@ -143,7 +164,11 @@ PATH_SOURCES = ("gguf", "hf-dir")
 
 
 def _is_path(name: str, source: object) -> bool:
-    return source in PATH_SOURCES or name.startswith(("/", "./", "../", "~")) or name.lower().endswith(".gguf")
+    return (
+        source in PATH_SOURCES
+        or name.startswith(("/", "./", "../", "~"))
+        or name.lower().endswith(".gguf")
+    )
 
 
 def model_name(manifest: dict[str, Any]) -> str:
@@ -176,10 +201,15 @@ def head_shape(manifest: dict[str, Any], *frames: pd.DataFrame | None) -> tuple[
     n_layers, n_heads = facts.get("n_layers"), facts.get("n_heads")
     if isinstance(n_layers, int) and isinstance(n_heads, int) and n_layers > 0 and n_heads > 0:
         return n_layers, n_heads
-    present = [f for f in frames if f is not None and not f.empty and {"layer", "head"} <= set(f.columns)]
+    present = [
+        f for f in frames if f is not None and not f.empty and {"layer", "head"} <= set(f.columns)
+    ]
     if not present:
         return 0, 0
-    return (max(int(f["layer"].max()) for f in present) + 1, max(int(f["head"].max()) for f in present) + 1)
+    return (
+        max(int(f["layer"].max()) for f in present) + 1,
+        max(int(f["head"].max()) for f in present) + 1,
+    )
 
 
 def role_order(roles: pd.Series) -> list[str]:
@@ -229,8 +259,11 @@ def prunable_share(pruning: pd.DataFrame, metric: str, tolerance: float) -> floa
     return removable_fraction(pruning, metric, tolerance)
 
 
-def prunable_table(pruning: pd.DataFrame | None, effects: pd.DataFrame | None,
-                   removable: dict[str, Any] | None = None) -> pd.DataFrame | None:
+def prunable_table(
+    pruning: pd.DataFrame | None,
+    effects: pd.DataFrame | None,
+    removable: dict[str, Any] | None = None,
+) -> pd.DataFrame | None:
     """One row per pruning metric: metric; per tolerance, the prunable share ``within_1%`` and
     its 95% interval ``within_1%_low`` .. ``within_1%_high``; ``improved_by`` / ``improved_at``:
     how much better than intact the metric got, at its best step, and with what share of heads
@@ -248,21 +281,28 @@ def prunable_table(pruning: pd.DataFrame | None, effects: pd.DataFrame | None,
             key = f"within_{tol:.0%}"
             row[key] = prunable_share(pruning, metric, tol)
             stated = ((removable or {}).get(metric) or {}).get(f"{tol:.0%}") or {}
-            same = isinstance(stated.get("share"), (int, float)) and math.isclose(stated["share"], row[key])
+            same = isinstance(stated.get("share"), (int, float)) and math.isclose(
+                stated["share"], row[key]
+            )
             row[f"{key}_low"] = float(stated.get("ci_low", np.nan)) if same else np.nan
             row[f"{key}_high"] = float(stated.get("ci_high", np.nan)) if same else np.nan
         better = improved(pruning, metric, worse_sign(metric, effects), TOLERANCES[0])
-        row["improved_by"], row["improved_at"] = (better["by"], better["at"]) if better else (np.nan, np.nan)
+        row["improved_by"], row["improved_at"] = (
+            (better["by"], better["at"]) if better else (np.nan, np.nan)
+        )
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def improvement_notes(prunable: list[dict[str, Any]] | None) -> list[str]:
     """One plain sentence per metric that got better than the intact model as heads were removed."""
-    return [f"{r['metric']} improves as heads are removed: {percent(r['improved_by'])} better than the intact model "
-            f"with {small_percent(r['improved_at'])} of the heads removed. The prunable shares count only steps within "
-            f"{' / '.join(f'±{t:.0%}' for t in TOLERANCES)} of the intact model, on either side."
-            for r in prunable or [] if isinstance(r.get("improved_by"), float) and not math.isnan(r["improved_by"])]
+    return [
+        f"{r['metric']} improves as heads are removed: {percent(r['improved_by'])} better than the intact model "
+        f"with {small_percent(r['improved_at'])} of the heads removed. The prunable shares count only steps within "
+        f"{' / '.join(f'±{t:.0%}' for t in TOLERANCES)} of the intact model, on either side."
+        for r in prunable or []
+        if isinstance(r.get("improved_by"), float) and not math.isnan(r["improved_by"])
+    ]
 
 
 def unmeasured_heads(effects: pd.DataFrame | None, n_layers: int, n_heads: int) -> list[str] | None:
@@ -279,7 +319,10 @@ def estimate_misses(effects: pd.DataFrame | None) -> list[str]:
     if effects is None or "vs_exact" not in effects.columns:
         return []
     rows = effects[effects["vs_exact"] == "outside"]
-    return [f"L{int(r.layer)}H{int(r.head)} {r.metric} ({r.estimator}, {r.ablation})" for r in rows.itertuples()]
+    return [
+        f"L{int(r.layer)}H{int(r.head)} {r.metric} ({r.estimator}, {r.ablation})"
+        for r in rows.itertuples()
+    ]
 
 
 def precision_counts(effects: pd.DataFrame | None) -> list[dict[str, Any]]:
@@ -289,11 +332,15 @@ def precision_counts(effects: pd.DataFrame | None) -> list[dict[str, Any]]:
         return []
     exact = effects[(effects["estimator"] == "exact") & effects["precision"].notna()]
     counts = exact.groupby(["ablation", "metric"])["precision"].value_counts().unstack(fill_value=0)
-    return [{"ablation": kind, "metric": metric, **{k: int(v) for k, v in row.items()}}
-            for (kind, metric), row in counts.iterrows()]
+    return [
+        {"ablation": kind, "metric": metric, **{k: int(v) for k, v in row.items()}}
+        for (kind, metric), row in counts.iterrows()
+    ]
 
 
-def role_pruning_table(pruning: pd.DataFrame | None, effects: pd.DataFrame | None) -> pd.DataFrame | None:
+def role_pruning_table(
+    pruning: pd.DataFrame | None, effects: pd.DataFrame | None
+) -> pd.DataFrame | None:
     """One row per (role, metric) whose heads the ablate stage removed all at once: role, heads,
     metric, and ``worse`` (relative change for the worse against the intact model, with its
     interval ``worse_low``..``worse_high``). None for a table without role rows."""
@@ -308,8 +355,16 @@ def role_pruning_table(pruning: pd.DataFrame | None, effects: pd.DataFrame | Non
         start, sign = float(curve["value"].iloc[0]), worse_sign(r.metric, effects)
         scale = abs(start) if abs(start) > 1e-12 else 1.0
         bounds = sorted(sign * (v - start) / scale for v in (r.ci_low, r.ci_high))
-        rows.append({"role": r.removed_by.removeprefix("role:"), "heads": int(r.heads_removed), "metric": r.metric,
-                     "worse": sign * (r.value - start) / scale, "worse_low": bounds[0], "worse_high": bounds[1]})
+        rows.append(
+            {
+                "role": r.removed_by.removeprefix("role:"),
+                "heads": int(r.heads_removed),
+                "metric": r.metric,
+                "worse": sign * (r.value - start) / scale,
+                "worse_low": bounds[0],
+                "worse_high": bounds[1],
+            }
+        )
     return pd.DataFrame(rows) if rows else None
 
 
@@ -330,12 +385,17 @@ def head_table(roles: pd.DataFrame | None, effects: pd.DataFrame | None) -> pd.D
     A head of one role can matter for one metric only (a previous-token head for repeated text),
     so no single metric stands for all."""
     base_cols = ["layer", "head", "role", "confidence", "second_role", "stability", "sink_mass"]
-    table = roles[[c for c in base_cols if c in roles.columns]].copy() if roles is not None else None
+    table = (
+        roles[[c for c in base_cols if c in roles.columns]].copy() if roles is not None else None
+    )
     choice = choose_effect(effects, exact_only=True)
     if choice is not None:
-        rows = effects[(effects["ablation"] == choice.ablation) & (effects["estimator"] == choice.estimator)]
-        wide = (rows.pivot_table(index=["layer", "head"], columns="metric", values="delta", aggfunc="mean")
-                .reindex(columns=metric_order(rows["metric"])))
+        rows = effects[
+            (effects["ablation"] == choice.ablation) & (effects["estimator"] == choice.estimator)
+        ]
+        wide = rows.pivot_table(
+            index=["layer", "head"], columns="metric", values="delta", aggfunc="mean"
+        ).reindex(columns=metric_order(rows["metric"]))
         wide = wide.rename(columns=effect_column).rename_axis(columns=None).reset_index()
         table = wide if table is None else table.merge(wide, on=["layer", "head"], how="left")
     if table is None or table.empty:
@@ -351,15 +411,24 @@ def report_summary(run: RunTables) -> dict[str, Any]:
         "run": run.path.name,
         "model_name": model_name(manifest),
         "model_path": model_path(manifest),
-        "model": {**manifest["model"], "name": model_name(manifest)} if manifest.get("model") else {},
+        "model": {**manifest["model"], "name": model_name(manifest)}
+        if manifest.get("model")
+        else {},
         "shape": (n_layers, n_heads),
         "corpora": dict(manifest.get("corpora") or {}),
-        "tables": {name: getattr(run, name) is not None
-                   for name in ("features", "roles", "effects", "pruning", "clusters")},
+        "tables": {
+            name: getattr(run, name) is not None
+            for name in ("features", "roles", "effects", "pruning", "clusters")
+        },
         "provenance": dict(manifest.get("provenance") or {}),
         "stages": dict(manifest.get("stages") or {}),
-        "role_counts": None, "share_unexplained": None, "prunable": None, "role_pruning": None,
-        "effect": None, "exact_effect": None, "never_exact": unmeasured_heads(run.effects, n_layers, n_heads),
+        "role_counts": None,
+        "share_unexplained": None,
+        "prunable": None,
+        "role_pruning": None,
+        "effect": None,
+        "exact_effect": None,
+        "never_exact": unmeasured_heads(run.effects, n_layers, n_heads),
         "estimate_misses": estimate_misses(run.effects),
         "precision": precision_counts(run.effects),
         "measurement_notes": measurement_notes(manifest, run.roles),
@@ -388,13 +457,18 @@ def measurement_notes(manifest: dict[str, Any], roles: pd.DataFrame | None) -> l
     manifest's ``stages.collect.skipped_suites``); the classifier inputs left unmeasured and how
     many heads they leave ``unmeasured`` (the roles table's ``unmeasured``)."""
     skipped = ((manifest.get("stages") or {}).get("collect") or {}).get("skipped_suites") or {}
-    notes = [f"Probe suite {suite} was skipped: {why}. The features it feeds were not measured." for suite, why in skipped.items()]
+    notes = [
+        f"Probe suite {suite} was skipped: {why}. The features it feeds were not measured."
+        for suite, why in skipped.items()
+    ]
     if roles is not None and "unmeasured" in roles.columns and roles["unmeasured"].notna().any():
         missing = roles["unmeasured"].dropna().value_counts().index[0]
         n = int((roles["role"] == UNMEASURED).sum())
-        notes.append(f"Not measured, so imputed as no preference: {missing.replace(' ', ', ')}. {n} of {len(roles)} heads "
-                     f"whose role these could decide are marked {UNMEASURED} (no role, no confidence); a head whose role "
-                     f"rests on a measured feature keeps it (the roles table's unmeasured column names what was not).")
+        notes.append(
+            f"Not measured, so imputed as no preference: {missing.replace(' ', ', ')}. {n} of {len(roles)} heads "
+            f"whose role these could decide are marked {UNMEASURED} (no role, no confidence); a head whose role "
+            f"rests on a measured feature keeps it (the roles table's unmeasured column names what was not)."
+        )
     return notes
 
 
@@ -406,13 +480,18 @@ def estimator_reads(manifest: dict[str, Any]) -> str | None:
     wide, sweep = ablate.get("estimator_corpus") or {}, ablate.get("corpus") or {}
     if not wide or wide == sweep:
         return None
-    parts = ", ".join(f"{family} {facts['n_scored']} ({(sweep.get(family) or {}).get('n_scored', 0)})"
-                      for family, facts in wide.items())
-    return (f"The estimates that chose the exactly-ablated heads read more sequences than the exact sweep: scored "
-            f"positions per family, the exact sweep's in brackets: {parts}.")
+    parts = ", ".join(
+        f"{family} {facts['n_scored']} ({(sweep.get(family) or {}).get('n_scored', 0)})"
+        for family, facts in wide.items()
+    )
+    return (
+        f"The estimates that chose the exactly-ablated heads read more sequences than the exact sweep: scored "
+        f"positions per family, the exact sweep's in brackets: {parts}."
+    )
 
 
 # --- values as text (shared by the HTML and the PDF) ---------------------------------------
+
 
 def fmt(value: Any) -> str:
     """A cell's text: '' for missing, integers as is, floats to 3 significant digits."""
@@ -422,7 +501,9 @@ def fmt(value: Any) -> str:
         return ""
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) < 1e6):
+    if isinstance(value, int) or (
+        isinstance(value, float) and value.is_integer() and abs(value) < 1e6
+    ):
         return str(int(value))
     if isinstance(value, float):
         return f"{value:.3g}" if abs(value) >= 1e-3 else f"{value:.2e}"

@@ -18,7 +18,9 @@ from interp.report import content as C
 from interp.roles import FEATURE_FAMILY_PREFIX
 
 SYNTACTIC_PREFIX = FEATURE_FAMILY_PREFIX["syntactic"]
-BUILTIN = "syntax"  # the built-in syntax suite (interp.collect.syntax_table.BUILTIN, which imports torch)
+BUILTIN = (
+    "syntax"  # the built-in syntax suite (interp.collect.syntax_table.BUILTIN, which imports torch)
+)
 
 # A relation x direction gets a heatmap from this many arcs on: below it one head's accuracy
 # moves by 3 points or more per arc, and the 95% interval of a head right at 50% spans more than
@@ -40,8 +42,11 @@ def best_heads(syntax: pd.DataFrame | None) -> pd.DataFrame | None:
     first = syntax[syntax["rank"] == 1].copy()
     order = {c: i for i, c in enumerate(dict.fromkeys(syntax["corpus"]))}
     first["_corpus"] = first["corpus"].map(order)
-    first = first.sort_values(["_corpus", "arcs", "relation", "direction"], ascending=[True, False, True, True],
-                              kind="stable")
+    first = first.sort_values(
+        ["_corpus", "arcs", "relation", "direction"],
+        ascending=[True, False, True, True],
+        kind="stable",
+    )
     return first.drop(columns="_corpus").reset_index(drop=True)
 
 
@@ -52,13 +57,22 @@ def relation_table(syntax: pd.DataFrame | None) -> pd.DataFrame | None:
     first = best_heads(syntax)
     if first is None:
         return None
-    frame = pd.DataFrame({
-        "corpus": first["corpus"], "relation": first["relation"], "direction": first["direction"],
-        "arcs": first["arcs"],
-        "best head": [f"L{int(layer)}H{int(head)}" for layer, head in zip(first["layer"], first["head"])],
-        "accuracy": first["accuracy"], "ci_low": first["ci_low"], "ci_high": first["ci_high"],
-        "best rule": first["best_rule"], "rule accuracy": first["best_rule_accuracy"],
-    })
+    frame = pd.DataFrame(
+        {
+            "corpus": first["corpus"],
+            "relation": first["relation"],
+            "direction": first["direction"],
+            "arcs": first["arcs"],
+            "best head": [
+                f"L{int(layer)}H{int(head)}" for layer, head in zip(first["layer"], first["head"])
+            ],
+            "accuracy": first["accuracy"],
+            "ci_low": first["ci_low"],
+            "ci_high": first["ci_high"],
+            "best rule": first["best_rule"],
+            "rule accuracy": first["best_rule_accuracy"],
+        }
+    )
     for d in SHOWN_OFFSETS:
         column = f"offset_{d}"
         if column in first.columns and first[column].fillna(0).gt(0).any():
@@ -67,10 +81,18 @@ def relation_table(syntax: pd.DataFrame | None) -> pd.DataFrame | None:
 
 
 def _table_block(frame: pd.DataFrame) -> C.Table:
-    shares = tuple(c for c in frame.columns if c in ("accuracy", "ci_low", "ci_high", "rule accuracy")
-                   or c.startswith("offset_"))
-    return C.table(frame, "syntax-table", percent_columns=shares, intervals={"accuracy": ("ci_low", "ci_high")},
-                   filter="Filter relations:")
+    shares = tuple(
+        c
+        for c in frame.columns
+        if c in ("accuracy", "ci_low", "ci_high", "rule accuracy") or c.startswith("offset_")
+    )
+    return C.table(
+        frame,
+        "syntax-table",
+        percent_columns=shares,
+        intervals={"accuracy": ("ci_low", "ci_high")},
+        filter="Filter relations:",
+    )
 
 
 def feature_arcs(features: pd.DataFrame | None) -> pd.Series:
@@ -106,24 +128,34 @@ def maps_caption(arcs: pd.Series, corpora: list[str]) -> str:
     """The relation maps' caption: what a cell is, and how many relations were left out and why
     (``arcs``: per syntactic feature, its number of arcs; see :func:`feature_arcs`)."""
     source = f" of {names(corpora)}" if corpora else ""
-    caption = (f"Syntactic features{source}, the treebank the classifier reads: one panel per relation and direction "
-               f"with at least {MIN_ARCS} arcs, the most arcs first; cell = accuracy minus the best fixed rule's "
-               f"(red: the head finds the gold partner more often than any rule that needs no syntax).")
+    caption = (
+        f"Syntactic features{source}, the treebank the classifier reads: one panel per relation and direction "
+        f"with at least {MIN_ARCS} arcs, the most arcs first; cell = accuracy minus the best fixed rule's "
+        f"(red: the head finds the gold partner more often than any rule that needs no syntax)."
+    )
     scored = arcs[arcs > 0]
     few = int((scored < MIN_ARCS).sum())
     if few:
-        caption += (f" {few} of the {len(scored)} relation × direction features with arcs {_have(few)} fewer than "
-                    f"{MIN_ARCS} and {_are(few)} left out: with so few, one arc moves the accuracy by several points. "
-                    f"The table above lists their best heads.")
+        caption += (
+            f" {few} of the {len(scored)} relation × direction features with arcs {_have(few)} fewer than "
+            f"{MIN_ARCS} and {_are(few)} left out: with so few, one arc moves the accuracy by several points. "
+            f"The table above lists their best heads."
+        )
     if len(scored) < len(arcs):
         empty = len(arcs) - len(scored)
-        caption += (f" {empty} more {_have(empty)} no arc at all (in a causal model a partner later in the sentence "
-                    f"is never scored).")
+        caption += (
+            f" {empty} more {_have(empty)} no arc at all (in a causal model a partner later in the sentence "
+            f"is never scored)."
+        )
     return caption
 
 
-def syntax_section(syntax: pd.DataFrame | None, features: pd.DataFrame | None, stages: dict | None,
-                   figures: list[C.FigureBlock]) -> C.Section | None:
+def syntax_section(
+    syntax: pd.DataFrame | None,
+    features: pd.DataFrame | None,
+    stages: dict | None,
+    figures: list[C.FigureBlock],
+) -> C.Section | None:
     """The syntax section: the per-relation table, which treebank the classifier reads, the maps."""
     table = relation_table(syntax)
     corpora = classifier_corpora(syntax, stages)
@@ -133,25 +165,46 @@ def syntax_section(syntax: pd.DataFrame | None, features: pd.DataFrame | None, s
     blocks: list[C.Block | None] = []
     if table is not None:
         n = int(syntax["rank"].max())
-        blocks.append(C.Text(
-            "Per treebank (syntax: the built-in suite; user:<file>: each --corpus CoNLL-U file, scored on its own), "
-            "relation and direction: the head whose most-attended word is most often the gold partner (dep2head: "
-            "the dependent looks for its head; head2dep: the other way), with its 95% bootstrap interval over "
-            "sentences, against rules that need no syntax: the best one of any kind (an offset, a word position or "
-            "the nearest word of a form) and the word offsets (offset_-1: the word right before). Largest relations "
-            "first. "
-            f"The run's syntax table holds the best {n} heads of each and every offset from -3 to +3."))
+        blocks.append(
+            C.Text(
+                "Per treebank (syntax: the built-in suite; user:<file>: each --corpus CoNLL-U file, scored on its own), "
+                "relation and direction: the head whose most-attended word is most often the gold partner (dep2head: "
+                "the dependent looks for its head; head2dep: the other way), with its 95% bootstrap interval over "
+                "sentences, against rules that need no syntax: the best one of any kind (an offset, a word position or "
+                "the nearest word of a form) and the word offsets (offset_-1: the word right before). Largest relations "
+                "first. "
+                f"The run's syntax table holds the best {n} heads of each and every offset from -3 to +3."
+            )
+        )
         blocks.append(_table_block(table))
     else:
-        blocks.append(C.Text("This run has no syntax table (it was collected before interp wrote one, or has no "
-                             "treebank): interp collect RUN_DIR writes it.", "note"))
+        blocks.append(
+            C.Text(
+                "This run has no syntax table (it was collected before interp wrote one, or has no "
+                "treebank): interp collect RUN_DIR writes it.",
+                "note",
+            )
+        )
     if corpora:
         pooled = len(corpora) > 1 and BUILTIN in corpora
-        blocks.append(C.Text(f"The classifier's syntactic features (and the maps below) rest on {names(corpora)}"
-                             + (" pooled, as --pool-syntax asked." if pooled else
-                                ": the built-in suite when the run has it, else the --corpus treebanks "
-                                "(--pool-syntax pools them all)."), "muted"))
+        blocks.append(
+            C.Text(
+                f"The classifier's syntactic features (and the maps below) rest on {names(corpora)}"
+                + (
+                    " pooled, as --pool-syntax asked."
+                    if pooled
+                    else ": the built-in suite when the run has it, else the --corpus treebanks "
+                    "(--pool-syntax pools them all)."
+                ),
+                "muted",
+            )
+        )
     if has_features and not figures:
-        blocks.append(C.Text(f"No relation has {MIN_ARCS} arcs or more in the classifier's treebank, so no relation "
-                             "map is drawn.", "note"))
+        blocks.append(
+            C.Text(
+                f"No relation has {MIN_ARCS} arcs or more in the classifier's treebank, so no relation "
+                "map is drawn.",
+                "note",
+            )
+        )
     return C.section("syntax", "Syntax", *blocks, *figures)

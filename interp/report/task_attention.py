@@ -19,14 +19,21 @@ def top_heads(table: pd.DataFrame, top: int = TOP) -> pd.DataFrame:
     """Per (task, query, key), in the table's order, the ``top`` heads by attention (ties: the
     lower layer, then head, first), as report columns."""
     order = table.assign(_pair=table.groupby(["task", "query", "key"], sort=False).ngroup())
-    order = order.sort_values(["_pair", "attention", "layer", "head"], ascending=[True, False, True, True],
-                              kind="stable")
+    order = order.sort_values(
+        ["_pair", "attention", "layer", "head"], ascending=[True, False, True, True], kind="stable"
+    )
     best = order.groupby("_pair", sort=False).head(top)
-    return pd.DataFrame({
-        "task": best["task"], "query → key": best["query"] + " → " + best["key"],
-        "head": "L" + best["layer"].astype(str) + "H" + best["head"].astype(str),
-        "attention": best["attention"], "ci_low": best["ci_low"], "ci_high": best["ci_high"], "n": best["n"],
-    }).reset_index(drop=True)
+    return pd.DataFrame(
+        {
+            "task": best["task"],
+            "query → key": best["query"] + " → " + best["key"],
+            "head": "L" + best["layer"].astype(str) + "H" + best["head"].astype(str),
+            "attention": best["attention"],
+            "ci_low": best["ci_low"],
+            "ci_high": best["ci_high"],
+            "n": best["n"],
+        }
+    ).reset_index(drop=True)
 
 
 def task_attention_section(table: pd.DataFrame | None) -> C.Section | None:
@@ -34,11 +41,18 @@ def task_attention_section(table: pd.DataFrame | None) -> C.Section | None:
     if table is None or table.empty:
         return None
     return C.section(
-        "task-attention", "Attention between named positions",
-        C.Text(f"For each task that names positions in its sequences, and each pair of them (query → key): the "
-               f"{TOP} heads with the largest mean attention weight from the query position to the key position over "
-               f"the task's sequences, with its 95% bootstrap interval over sequences; n: the sequences in which the "
-               f"key is not after the query. Every head is in the task_attention table."),
-        C.table(top_heads(table), "task-attention-table", intervals={"attention": ("ci_low", "ci_high")},
-                filter="Filter pairs:"),
+        "task-attention",
+        "Attention between named positions",
+        C.Text(
+            f"For each task that names positions in its sequences, and each pair of them (query → key): the "
+            f"{TOP} heads with the largest mean attention weight from the query position to the key position over "
+            f"the task's sequences, with its 95% bootstrap interval over sequences; n: the sequences in which the "
+            f"key is not after the query. Every head is in the task_attention table."
+        ),
+        C.table(
+            top_heads(table),
+            "task-attention-table",
+            intervals={"attention": ("ci_low", "ci_high")},
+            filter="Filter pairs:",
+        ),
     )

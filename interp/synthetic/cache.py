@@ -19,28 +19,48 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from tqdm.auto import tqdm
 
 from interp.synthetic.planted import build_tokenizer
 from interp.synthetic.train import (
-    TRAIN_VERSION, Architecture, TrainingTask, Training, TrainResult, build_model, constrain, train,
+    TRAIN_VERSION,
+    Architecture,
+    Training,
+    TrainingTask,
+    TrainResult,
+    build_model,
+    constrain,
+    train,
 )
 
 
 def cache_key(task: TrainingTask, arch: Architecture, training: Training) -> str:
     """A short hash of everything that determines the trained weights."""
-    blob = json.dumps({"version": TRAIN_VERSION, "task": task.name, "task_params": task.params(),
-                       "arch": dataclasses.asdict(arch), "training": _training_key(training)}, sort_keys=True)
+    blob = json.dumps(
+        {
+            "version": TRAIN_VERSION,
+            "task": task.name,
+            "task_params": task.params(),
+            "arch": dataclasses.asdict(arch),
+            "training": _training_key(training),
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
 def _training_key(training: Training) -> dict[str, Any]:
     # the thread count and the logging density do not change the weights
-    return {k: v for k, v in dataclasses.asdict(training).items() if k not in ("single_thread", "log_points")}
+    return {
+        k: v
+        for k, v in dataclasses.asdict(training).items()
+        if k not in ("single_thread", "log_points")
+    }
 
 
 def cache_dir(task: TrainingTask, arch: Architecture, training: Training, root: Path) -> Path:
@@ -52,8 +72,13 @@ def default_cache_root() -> Path:
     return root / "interp" / "trained"
 
 
-def train_cached(task: TrainingTask, arch: Architecture = Architecture(), training: Training = Training(),
-                 cache_root: str | os.PathLike | None = None, progress: bool = True) -> TrainResult:
+def train_cached(
+    task: TrainingTask,
+    arch: Architecture = Architecture(),
+    training: Training = Training(),
+    cache_root: str | os.PathLike | None = None,
+    progress: bool = True,
+) -> TrainResult:
     """:func:`train`, or its cached result: every checkpoint a safetensors Hugging Face directory.
 
     The directory name holds a hash of the task, architecture and training settings, so a changed
@@ -73,10 +98,16 @@ def train_cached(task: TrainingTask, arch: Architecture = Architecture(), traini
             result.hf.config.save_pretrained(folder)
             save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
             result.tokenizer.save_pretrained(folder)
-        meta = {"version": TRAIN_VERSION, "task": task.name, "task_params": task.params(),
-                "arch": dataclasses.asdict(arch), "training": dataclasses.asdict(training),
-                "curve": result.curve, "evals": {str(k): v for k, v in result.evals.items()},
-                "train_seconds": result.train_seconds}
+        meta = {
+            "version": TRAIN_VERSION,
+            "task": task.name,
+            "task_params": task.params(),
+            "arch": dataclasses.asdict(arch),
+            "training": dataclasses.asdict(training),
+            "curve": result.curve,
+            "evals": {str(k): v for k, v in result.evals.items()},
+            "train_seconds": result.train_seconds,
+        }
         (tmp / "train.json").write_text(json.dumps(meta, indent=1))
     result.path = target
     return result
@@ -120,18 +151,33 @@ def save_dir(hf: Any, tok: Any, meta: dict, target: Path, meta_name: str) -> Non
         (tmp / meta_name).write_text(json.dumps(meta, indent=1))
 
 
-def load_cached(target: Path, task: TrainingTask, arch: Architecture, training: Training) -> TrainResult:
+def load_cached(
+    target: Path, task: TrainingTask, arch: Architecture, training: Training
+) -> TrainResult:
     """A :class:`TrainResult` read back from a cache directory written by :func:`train_cached`."""
     from safetensors.torch import load_file
 
     meta = json.loads((target / "train.json").read_text())
     tok = build_tokenizer(task.words)
     hf = build_model(arch, tok, training.seed)
-    states = {step: load_file(str(target / f"step-{step}" / "model.safetensors")) for step in training.kept}
+    states = {
+        step: load_file(str(target / f"step-{step}" / "model.safetensors"))
+        for step in training.kept
+    }
     hf.load_state_dict(states[training.steps])
     hf.eval()
-    return TrainResult(hf, tok, task, arch, training, meta["curve"], {int(k): v for k, v in meta["evals"].items()},
-                       states, meta["train_seconds"], path=target)
+    return TrainResult(
+        hf,
+        tok,
+        task,
+        arch,
+        training,
+        meta["curve"],
+        {int(k): v for k, v in meta["evals"].items()},
+        states,
+        meta["train_seconds"],
+        path=target,
+    )
 
 
 @dataclass(frozen=True)
@@ -147,8 +193,12 @@ def _run_job(job: Job, cache_root: str) -> str:
     return str(train_cached(job.task, job.arch, job.training, cache_root, progress=False).path)
 
 
-def train_many(jobs: list[Job], cache_root: str | os.PathLike | None = None, processes: int = 1,
-               progress: bool = True) -> list[TrainResult]:
+def train_many(
+    jobs: list[Job],
+    cache_root: str | os.PathLike | None = None,
+    processes: int = 1,
+    progress: bool = True,
+) -> list[TrainResult]:
     """:func:`train_cached` for every job, ``processes`` at a time (each on one thread).
 
     Trainings of tiny models are independent and single-threaded, so on 2 cores two processes
@@ -162,7 +212,9 @@ def train_many(jobs: list[Job], cache_root: str | os.PathLike | None = None, pro
     root = str(Path(cache_root).expanduser() if cache_root is not None else default_cache_root())
     todo = [job for job in jobs if not is_cached(job, root)]
     if processes > 1 and len(todo) > 1:
-        with ProcessPoolExecutor(min(processes, len(todo)), mp_context=get_context("spawn")) as pool:
+        with ProcessPoolExecutor(
+            min(processes, len(todo)), mp_context=get_context("spawn")
+        ) as pool:
             futures = [pool.submit(_run_job, job, root) for job in todo]
             for future in tqdm(futures, desc="train", disable=not progress):
                 future.result()

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from interp.model import lens
-from interp.synthetic.tasks.forced import TASKS, Ids, ForcedBatch
+from interp.synthetic.tasks.forced import TASKS, ForcedBatch, Ids
 from interp.synthetic.trained import TrainedTask
 
 POSITIONS = (1, 2, 3, 4, 5, 6)
@@ -59,19 +59,30 @@ def hypotheses(tokens: torch.Tensor) -> dict[str, torch.Tensor]:
     """Ideal causal attention patterns float [batch, q, k] for ``tokens`` long [batch, pos] (BOS first)."""
     n, width = tokens.shape
     q = torch.arange(width)[None, :].expand(n, width)
-    earlier = torch.ones(width, width, dtype=torch.bool).tril(-1)[None] & (torch.arange(width) >= 1)[None, None, :]
+    earlier = (
+        torch.ones(width, width, dtype=torch.bool).tril(-1)[None]
+        & (torch.arange(width) >= 1)[None, None, :]
+    )
     same = tokens[:, :, None] == tokens[:, None, :]
     follows = torch.zeros_like(same)
-    follows[:, :, 1:] = tokens[:, :, None] == tokens[:, None, :-1]  # key k-1 holds the query's token
+    follows[:, :, 1:] = (
+        tokens[:, :, None] == tokens[:, None, :-1]
+    )  # key k-1 holds the query's token
     out = {
         "first_token": _onehot(torch.zeros_like(q), width),
         "previous_token": _onehot((q - 1).clamp(min=0), width),
         "current_token": _onehot(q, width),
         "duplicate_token": _uniform_or_first(earlier & same),
-        "induction": _uniform_or_first(earlier & follows & (torch.arange(width) >= 2)[None, None, :]),
-        "local": _uniform_or_first(earlier & ((q[:, :, None] - torch.arange(width)) <= LOCAL_WINDOW)),
-        "broad": _uniform_or_first(torch.ones(width, width, dtype=torch.bool).tril()[None].expand(n, -1, -1)
-                                   & (torch.arange(width) >= 1)[None, None, :]),
+        "induction": _uniform_or_first(
+            earlier & follows & (torch.arange(width) >= 2)[None, None, :]
+        ),
+        "local": _uniform_or_first(
+            earlier & ((q[:, :, None] - torch.arange(width)) <= LOCAL_WINDOW)
+        ),
+        "broad": _uniform_or_first(
+            torch.ones(width, width, dtype=torch.bool).tril()[None].expand(n, -1, -1)
+            & (torch.arange(width) >= 1)[None, None, :]
+        ),
     }
     for k in POSITIONS:
         out[f"position:{k}"] = _onehot(torch.where(q >= k, k, 0), width)
@@ -86,7 +97,13 @@ def _loss(model: Any, batch: ForcedBatch, taps: list[lens.Tap]) -> float:
     """The task's cross-entropy with ``taps`` applied (the logits of its masked positions only)."""
     rows = batch.mask.nonzero()  # [row, 2]: (sequence, position), in the order batch.mask indexes
     with torch.inference_mode():
-        logits = lens.run(model, batch.tokens, torch.ones_like(batch.tokens), taps, lens.Rows(rows[:, 0], rows[:, 1]))
+        logits = lens.run(
+            model,
+            batch.tokens,
+            torch.ones_like(batch.tokens),
+            taps,
+            lens.Rows(rows[:, 0], rows[:, 1]),
+        )
     return F.cross_entropy(logits.float(), batch.targets[batch.mask]).item()
 
 
@@ -95,6 +112,7 @@ def _zero_heads(layer: int, heads: list[int]) -> lens.Tap:
         z = z.clone()
         z[:, :, heads] = 0.0
         return z
+
     return lens.Tap("z", zero, layer)
 
 
@@ -103,16 +121,27 @@ def _set_pattern(layer: int, head: int, pattern: torch.Tensor) -> lens.Tap:
         p = p.clone()
         p[:, head] = pattern.to(p.dtype)
         return p
+
     return lens.Tap("pattern", replace, layer)
 
 
-def _test(model: Any, batch: ForcedBatch, ideal: dict[str, torch.Tensor], layer: int, head: int,
-          context: list[lens.Tap], zero_taps: list[lens.Tap] | None = None) -> dict:
+def _test(
+    model: Any,
+    batch: ForcedBatch,
+    ideal: dict[str, torch.Tensor],
+    layer: int,
+    head: int,
+    context: list[lens.Tap],
+    zero_taps: list[lens.Tap] | None = None,
+) -> dict:
     """Damage, loss under each hypothesis, best hypothesis, restored share and true role of one
     head, with ``context`` taps (the other heads of its layer zeroed, or none) in place."""
     base = _loss(model, batch, context)
     zero = _loss(model, batch, zero_taps or [_zero_heads(layer, [head])])
-    patched = {name: _loss(model, batch, context + [_set_pattern(layer, head, p)]) for name, p in ideal.items()}
+    patched = {
+        name: _loss(model, batch, context + [_set_pattern(layer, head, p)])
+        for name, p in ideal.items()
+    }
     best = min(patched, key=patched.get)
     damage = zero - base
     restored = (zero - patched[best]) / damage if damage > 0 else float("nan")
@@ -120,8 +149,15 @@ def _test(model: Any, batch: ForcedBatch, ideal: dict[str, torch.Tensor], layer:
         truth = None
     else:
         truth = role_of(best) if restored >= MIN_RESTORED else "unexplained"
-    return {"context": "alone" if context else "model", "loss": base, "damage": damage, "best": best,
-            "restored": restored, "truth": truth, **{f"loss:{name}": v for name, v in patched.items()}}
+    return {
+        "context": "alone" if context else "model",
+        "loss": base,
+        "damage": damage,
+        "best": best,
+        "restored": restored,
+        "truth": truth,
+        **{f"loss:{name}": v for name, v in patched.items()},
+    }
 
 
 def identify(run: TrainedTask, n: int = 128) -> pd.DataFrame:
@@ -129,15 +165,36 @@ def identify(run: TrainedTask, n: int = 128) -> pd.DataFrame:
     it, the loss under each hypothesis, the best one, and the true role."""
     task = TASKS[run.task]
     model = run.model
-    batch = task.make(n, torch.Generator().manual_seed(20_000 + run.seed), Ids.of(model.tokenizer), run.seed)
+    batch = task.make(
+        n, torch.Generator().manual_seed(20_000 + run.seed), Ids.of(model.tokenizer), run.seed
+    )
     ideal = hypotheses(batch.tokens)
     rows = []
     for layer in range(model.n_layers):
         everything = [_zero_heads(layer, list(range(model.n_heads)))]
         for head in range(model.n_heads):
             row = _test(model, batch, ideal, layer, head, [])
-            if row["damage"] < MIN_DAMAGE and model.n_heads > 1:  # others do the same job: test it alone
+            if (
+                row["damage"] < MIN_DAMAGE and model.n_heads > 1
+            ):  # others do the same job: test it alone
                 others = [h for h in range(model.n_heads) if h != head]
-                row = _test(model, batch, ideal, layer, head, [_zero_heads(layer, others)], zero_taps=everything)
-            rows.append({"model": model.name, "task": run.task, "seed": run.seed, "layer": layer, "head": head, **row})
+                row = _test(
+                    model,
+                    batch,
+                    ideal,
+                    layer,
+                    head,
+                    [_zero_heads(layer, others)],
+                    zero_taps=everything,
+                )
+            rows.append(
+                {
+                    "model": model.name,
+                    "task": run.task,
+                    "seed": run.seed,
+                    "layer": layer,
+                    "head": head,
+                    **row,
+                }
+            )
     return pd.DataFrame(rows)

@@ -52,21 +52,72 @@ from __future__ import annotations
 
 import math
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
 from interp.model.load import LoadedModel, from_bridge
 
-PLANTABLE = ("previous_token", "current_token", "first_token", "duplicate_token", "induction", "delimiter", "broad")
+PLANTABLE = (
+    "previous_token",
+    "current_token",
+    "first_token",
+    "duplicate_token",
+    "induction",
+    "delimiter",
+    "broad",
+)
 SPECIALS = ("<bos>", "<eos>", "<pad>", "<unk>")
 PUNCTUATION = (".", ",", "?", "!", ";", ":")
 WORDS = (
-    "the", "a", "cat", "dog", "bird", "fish", "man", "woman", "child", "teacher", "house", "tree",
-    "sees", "likes", "chases", "eats", "finds", "runs", "sleeps", "sings", "is", "was",
-    "big", "small", "red", "old", "happy", "green", "and", "but", "then", "he", "she", "it",
-    "they", "we", "you", "in", "on", "near", "with", "today", "here", "there", "yes", "no",
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "bird",
+    "fish",
+    "man",
+    "woman",
+    "child",
+    "teacher",
+    "house",
+    "tree",
+    "sees",
+    "likes",
+    "chases",
+    "eats",
+    "finds",
+    "runs",
+    "sleeps",
+    "sings",
+    "is",
+    "was",
+    "big",
+    "small",
+    "red",
+    "old",
+    "happy",
+    "green",
+    "and",
+    "but",
+    "then",
+    "he",
+    "she",
+    "it",
+    "they",
+    "we",
+    "you",
+    "in",
+    "on",
+    "near",
+    "with",
+    "today",
+    "here",
+    "there",
+    "yes",
+    "no",
 )
 N_CTX = 96  # covers the default repeated probes (1 + 2 * 32 tokens) and short sentences
 SCALE = 40.0  # attention logit of a target; exp(-40) leaves ~1e-16 of the mass elsewhere
@@ -85,11 +136,20 @@ def build_tokenizer(words: Sequence[str] = PUNCTUATION + WORDS) -> Any:
     vocab = {w: i for i, w in enumerate(dict.fromkeys(SPECIALS + tuple(words)))}
     core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     core.normalizer = normalizers.Lowercase()
-    core.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
+    core.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()]
+    )
     core.post_processor = processors.TemplateProcessing(
-        single="<bos> $A", pair="<bos> $A <bos> $B", special_tokens=[("<bos>", vocab["<bos>"])])
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<bos>", eos_token="<eos>",
-                                  pad_token="<pad>", unk_token="<unk>", add_bos_token=True)
+        single="<bos> $A", pair="<bos> $A <bos> $B", special_tokens=[("<bos>", vocab["<bos>"])]
+    )
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        bos_token="<bos>",
+        eos_token="<eos>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        add_bos_token=True,
+    )
     # TransformerLens re-reads a tokenizer from its name_or_path, which an in-memory one lacks:
     # a save / load round trip gives it one; add_bos_token=True tells TL not to reload it.
     with tempfile.TemporaryDirectory() as tmp:
@@ -99,11 +159,14 @@ def build_tokenizer(words: Sequence[str] = PUNCTUATION + WORDS) -> Any:
 
 def boot(hf_model: Any, tokenizer: Any, name: str) -> LoadedModel:
     """Wrap a Hugging Face GPT-2 in a TransformerBridge and a LoadedModel (no Hub access)."""
-    from interp.model.load import _quiet
     from transformer_lens.model_bridge import TransformerBridge
 
+    from interp.model.load import _quiet
+
     with _quiet():
-        bridge = TransformerBridge.boot_transformers(name, hf_model=hf_model.eval(), tokenizer=tokenizer, device="cpu")
+        bridge = TransformerBridge.boot_transformers(
+            name, hf_model=hf_model.eval(), tokenizer=tokenizer, device="cpu"
+        )
     bridge.eval()
     return from_bridge(bridge, bridge.tokenizer, name)
 
@@ -154,25 +217,33 @@ class Layout:
         return self.n_heads * self.d_head
 
 
-def _complete_plan(plan: dict[tuple[int, int], str], n_layers: int, n_heads: int) -> tuple[dict, tuple[int, int] | None]:
+def _complete_plan(
+    plan: dict[tuple[int, int], str], n_layers: int, n_heads: int
+) -> tuple[dict, tuple[int, int] | None]:
     """Validate the plan; add a supporting previous-token head for induction; pick the PREV writer."""
     plan = dict(plan)
     for (layer, head), role in plan.items():
         if role not in PLANTABLE:
             raise ValueError(f"role {role!r} cannot be planted; choose from {PLANTABLE}")
         if not (0 <= layer < n_layers and 0 <= head < n_heads):
-            raise ValueError(f"head ({layer}, {head}) is outside {n_layers} layers x {n_heads} heads")
+            raise ValueError(
+                f"head ({layer}, {head}) is outside {n_layers} layers x {n_heads} heads"
+            )
     induction_layers = [layer for (layer, _), role in plan.items() if role == "induction"]
     if not induction_layers:
         return plan, None
     first = min(induction_layers)
     if first == 0:
-        raise ValueError("an induction head needs a previous-token head in an earlier layer: plant it in layer >= 1")
+        raise ValueError(
+            "an induction head needs a previous-token head in an earlier layer: plant it in layer >= 1"
+        )
     writers = sorted(lh for lh, role in plan.items() if role == "previous_token" and lh[0] < first)
     if not writers:
         free = [(l, h) for l in range(first) for h in range(n_heads) if (l, h) not in plan]
         if not free:
-            raise ValueError(f"no free head before layer {first} for the previous-token head induction needs")
+            raise ValueError(
+                f"no free head before layer {first} for the previous-token head induction needs"
+            )
         plan[free[0]] = "previous_token"
         writers = free[:1]
     return plan, writers[0]
@@ -202,11 +273,13 @@ def _terms(role: str, lay: Layout) -> list[tuple[list[int], list[int], float]]:
 def _mirror(vec: torch.Tensor, lay: Layout) -> torch.Tensor:
     """Copy the feature half of [..., d_model] into the mirror half, negated."""
     f = lay.n_features
-    vec[..., f: 2 * f] = -vec[..., :f]
+    vec[..., f : 2 * f] = -vec[..., :f]
     return vec
 
 
-def planted_model(plan: dict[tuple[int, int], str], n_layers: int = 2, n_heads: int = 4, seed: int = 0) -> LoadedModel:
+def planted_model(
+    plan: dict[tuple[int, int], str], n_layers: int = 2, n_heads: int = 4, seed: int = 0
+) -> LoadedModel:
     """A GPT-2 whose planned heads implement their roles exactly (see the module docstring).
 
     ``plan`` maps (layer, head) to a role of :data:`PLANTABLE`. Unplanned heads attend
@@ -223,12 +296,24 @@ def planted_model(plan: dict[tuple[int, int], str], n_layers: int = 2, n_heads: 
     lay = Layout(vocab=len(tok), n_ctx=N_CTX, n_heads=n_heads)
     d, dh = lay.d_model, lay.d_head
     config = GPT2Config(
-        vocab_size=lay.vocab, n_positions=lay.n_ctx, n_embd=d, n_layer=n_layers, n_head=n_heads, n_inner=4,
-        layer_norm_epsilon=1e-12, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+        vocab_size=lay.vocab,
+        n_positions=lay.n_ctx,
+        n_embd=d,
+        n_layer=n_layers,
+        n_head=n_heads,
+        n_inner=4,
+        layer_norm_epsilon=1e-12,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
         attn_implementation="eager",
     )
-    with torch.random.fork_rng():  # the random init is overwritten; seed it without touching the caller's RNG
+    with (
+        torch.random.fork_rng()
+    ):  # the random init is overwritten; seed it without touching the caller's RNG
         torch.manual_seed(seed)
         hf = GPT2LMHeadModel(config)
     punct = [t in PUNCTUATION for t in tok.convert_ids_to_tokens(list(range(lay.vocab)))]

@@ -35,7 +35,6 @@ No pickle is written or read.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,8 +46,15 @@ import torch.nn.functional as F
 from interp.model.load import LoadedModel
 from interp.synthetic.cache import load_dir, read_meta, save_dir
 from interp.synthetic.planted import boot, build_tokenizer
-from interp.synthetic.train import Architecture, TrainingBatch, Training, constrain, gpt2_config, single_thread, train
-from interp.synthetic.train import sinusoids  # noqa: F401  (part of this module's public names)
+from interp.synthetic.train import (
+    Architecture,
+    Training,
+    TrainingBatch,
+    gpt2_config,
+    single_thread,
+    sinusoids,  # noqa: F401  (part of this module's public names)
+    train,
+)
 
 TOY_VERSION = 2  # bump when the recipe below changes, so that old caches are not reused
 VOCAB = tuple(f"t{i}" for i in range(128))
@@ -84,8 +90,16 @@ class ToyResult:
         return self.repeated_half_loss / self.first_half_loss
 
 
-ARCH = Architecture(n_layers=N_LAYERS, n_heads=N_HEADS, d_model=D_MODEL, n_ctx=N_CTX, attn_only=True,
-                    init_std=INIT_STD, positions="sinusoid", pos_init=POS_INIT)
+ARCH = Architecture(
+    n_layers=N_LAYERS,
+    n_heads=N_HEADS,
+    d_model=D_MODEL,
+    n_ctx=N_CTX,
+    attn_only=True,
+    init_std=INIT_STD,
+    positions="sinusoid",
+    pos_init=POS_INIT,
+)
 
 
 def toy_config(tokenizer: Any) -> Any:
@@ -103,7 +117,12 @@ class CopyTask:
     seq_len = 1 + SEQ_LEN
 
     def params(self) -> dict[str, Any]:
-        return {"vocab": len(VOCAB), "seq_len": SEQ_LEN, "start": START, "min_distance": MIN_DISTANCE}
+        return {
+            "vocab": len(VOCAB),
+            "seq_len": SEQ_LEN,
+            "start": START,
+            "min_distance": MIN_DISTANCE,
+        }
 
     def batch(self, n: int, gen: torch.Generator, tok: Any) -> TrainingBatch:
         pool = torch.tensor(sorted(set(range(len(tok))) - set(tok.all_special_ids)))
@@ -113,13 +132,17 @@ class CopyTask:
         return TrainingBatch(tokens, scored, parts={"random": scored & ~copied, "repeated": copied})
 
 
-def repeated_batch(n: int, half: int, pool: torch.Tensor, bos: int, gen: torch.Generator) -> torch.Tensor:
+def repeated_batch(
+    n: int, half: int, pool: torch.Tensor, bos: int, gen: torch.Generator
+) -> torch.Tensor:
     """long [n, 1 + 2 * half]: ``[BOS] r r`` with r uniform over ``pool`` (the probe layout)."""
     r = pool[torch.randint(len(pool), (n, half), generator=gen)]
     return torch.cat([torch.full((n, 1), bos, dtype=torch.long), r, r], 1)
 
 
-def copy_batch(n: int, pool: torch.Tensor, bos: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def copy_batch(
+    n: int, pool: torch.Tensor, bos: int, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Training data: tokens long [n, 1 + SEQ_LEN] and copied bool [n, 1 + SEQ_LEN].
 
     Each sequence is ``[BOS]``, ``start`` uniform random tokens, then a repeat that copies the
@@ -137,31 +160,62 @@ def copy_batch(n: int, pool: torch.Tensor, bos: int, gen: torch.Generator) -> tu
         # a repeat longer than its distance goes on copying itself: the sequence turns periodic
         source = start - distance + torch.arange(SEQ_LEN - start) % distance
         tokens[i, start:] = tokens[i, source]
-        copied[i, start + 1:] = True
+        copied[i, start + 1 :] = True
     bos_col = torch.full((n, 1), bos, dtype=torch.long)
-    return torch.cat([bos_col, tokens], 1), torch.cat([torch.zeros(n, 1, dtype=torch.bool), copied], 1)
+    return torch.cat([bos_col, tokens], 1), torch.cat(
+        [torch.zeros(n, 1, dtype=torch.bool), copied], 1
+    )
 
 
-def half_losses(logits: torch.Tensor, tokens: torch.Tensor, half: int) -> tuple[torch.Tensor, torch.Tensor]:
+def half_losses(
+    logits: torch.Tensor, tokens: torch.Tensor, half: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean loss on the first half's tokens, and on the repeated half's tokens after its first.
 
     The repeat's first token follows a random one and no mechanism can predict it, so it is left
     out; every later one can be copied from the first half.
     """
-    loss = F.cross_entropy(logits[:, :-1].transpose(1, 2), tokens[:, 1:], reduction="none")  # [batch, pos-1]
-    return loss[:, :half].mean(), loss[:, half + 1:].mean()
+    loss = F.cross_entropy(
+        logits[:, :-1].transpose(1, 2), tokens[:, 1:], reduction="none"
+    )  # [batch, pos-1]
+    return loss[:, :half].mean(), loss[:, half + 1 :].mean()
 
 
-def _train(steps: int, seed: int, progress: bool) -> tuple[Any, Any, list[dict[str, float]], dict[str, float]]:
-    training = Training(steps=steps, batch_size=BATCH, lr=LR, weight_decay=WEIGHT_DECAY, warmup=0.05, seed=seed,
-                        log_points=60, eval_sequences=0)
+def _train(
+    steps: int, seed: int, progress: bool
+) -> tuple[Any, Any, list[dict[str, float]], dict[str, float]]:
+    training = Training(
+        steps=steps,
+        batch_size=BATCH,
+        lr=LR,
+        weight_decay=WEIGHT_DECAY,
+        warmup=0.05,
+        seed=seed,
+        log_points=60,
+        eval_sequences=0,
+    )
     result = train(CopyTask(), ARCH, training, progress)
-    curve = [{"step": r["step"], "loss": r["loss"], "random": r["loss_random"], "repeated": r["loss_repeated"]}
-             for r in result.curve]
+    curve = [
+        {
+            "step": r["step"],
+            "loss": r["loss"],
+            "random": r["loss_random"],
+            "repeated": r["loss_repeated"],
+        }
+        for r in result.curve
+    ]
     with single_thread():
         first, rep = evaluate(result.hf, result.tokenizer, seed=seed + 1)
-    return result.hf, result.tokenizer, curve, {"first_half_loss": first, "repeated_half_loss": rep,
-                                                "train_seconds": result.train_seconds}
+    return (
+        result.hf,
+        result.tokenizer,
+        curve,
+        {
+            "first_half_loss": first,
+            "repeated_half_loss": rep,
+            "train_seconds": result.train_seconds,
+        },
+    )
 
 
 @torch.inference_mode()
@@ -186,8 +240,12 @@ def default_cache_dir() -> Path:
     return root / "interp" / f"toy-{TOY_VERSION}"
 
 
-def toy_cached(path: str | os.PathLike | None = None, steps: int = DEFAULT_STEPS, seed: int = 0,
-               progress: bool = True) -> ToyResult:
+def toy_cached(
+    path: str | os.PathLike | None = None,
+    steps: int = DEFAULT_STEPS,
+    seed: int = 0,
+    progress: bool = True,
+) -> ToyResult:
     """The trained toy model from ``path`` (default: the cache dir); trained and saved there if missing.
 
     A cache made with other ``steps`` or ``seed`` (or by another version of the recipe) is
@@ -197,14 +255,35 @@ def toy_cached(path: str | os.PathLike | None = None, steps: int = DEFAULT_STEPS
     meta = read_meta(target, "toy.json")
     if meta and (meta["version"], meta["steps"], meta["seed"]) == (TOY_VERSION, steps, seed):
         losses = {k: meta[k] for k in ("first_half_loss", "repeated_half_loss", "train_seconds")}
-        return _result(boot(load_dir(target, ARCH), build_tokenizer(VOCAB), NAME), meta["curve"], losses, steps, seed,
-                       cached=str(target))
+        return _result(
+            boot(load_dir(target, ARCH), build_tokenizer(VOCAB), NAME),
+            meta["curve"],
+            losses,
+            steps,
+            seed,
+            cached=str(target),
+        )
     hf, tok, curve, losses = _train(steps, seed, progress)
-    save_dir(hf, tok, {"version": TOY_VERSION, "steps": steps, "seed": seed, "curve": curve, **losses}, target, "toy.json")
+    save_dir(
+        hf,
+        tok,
+        {"version": TOY_VERSION, "steps": steps, "seed": seed, "curve": curve, **losses},
+        target,
+        "toy.json",
+    )
     return _result(boot(hf, tok, NAME), curve, losses, steps, seed, cached=str(target))
 
 
-def _result(model: LoadedModel, curve: list, losses: dict, steps: int, seed: int, **info: Any) -> ToyResult:
-    return ToyResult(model=model, curve=curve, first_half_loss=losses["first_half_loss"],
-                     repeated_half_loss=losses["repeated_half_loss"], steps=steps, seed=seed,
-                     train_seconds=losses["train_seconds"], info=info)
+def _result(
+    model: LoadedModel, curve: list, losses: dict, steps: int, seed: int, **info: Any
+) -> ToyResult:
+    return ToyResult(
+        model=model,
+        curve=curve,
+        first_half_loss=losses["first_half_loss"],
+        repeated_half_loss=losses["repeated_half_loss"],
+        steps=steps,
+        seed=seed,
+        train_seconds=losses["train_seconds"],
+        info=info,
+    )

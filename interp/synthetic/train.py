@@ -40,9 +40,10 @@ import contextlib
 import copy
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Protocol
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -61,7 +62,9 @@ class TrainingBatch:
 
     tokens: torch.Tensor  # long [batch, pos]
     scored: torch.Tensor  # bool [batch, pos]: token pos is a target the loss counts (never pos 0)
-    parts: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> bool [batch, pos], within scored
+    parts: dict[str, torch.Tensor] = field(
+        default_factory=dict
+    )  # name -> bool [batch, pos], within scored
     foil: torch.Tensor | None = None  # long [batch, pos]: a wrong alternative to the target
     foil_at: torch.Tensor | None = None  # bool [batch, pos]: where ``foil`` is set
 
@@ -131,7 +134,9 @@ class Training:
         if self.steps < 1 or self.batch_size < 1:
             raise ValueError("steps and batch_size must be >= 1")
         if any(not 0 <= s <= self.steps for s in self.checkpoints):
-            raise ValueError(f"checkpoints must lie in [0, steps={self.steps}], got {self.checkpoints}")
+            raise ValueError(
+                f"checkpoints must lie in [0, steps={self.steps}], got {self.checkpoints}"
+            )
         if not 0 <= self.warmup < 1:
             raise ValueError("warmup must be in [0, 1)")
 
@@ -149,7 +154,9 @@ class TrainResult:
     task: TrainingTask
     arch: Architecture
     training: Training
-    curve: list[dict[str, float]]  # every log step: step, loss, and loss_<part> on the training batch
+    curve: list[
+        dict[str, float]
+    ]  # every log step: step, loss, and loss_<part> on the training batch
     evals: dict[int, dict[str, float]]  # checkpoint step -> held-out metrics (see evaluate)
     states: dict[int, dict[str, torch.Tensor]]  # checkpoint step -> state dict
     train_seconds: float
@@ -162,7 +169,9 @@ class TrainResult:
             raise ValueError(f"no checkpoint at step {step}; kept: {sorted(self.states)}")
         hf = copy.deepcopy(self.hf)
         hf.load_state_dict(self.states[step])
-        return boot(hf.eval(), self.tokenizer, name or f"{self.task.name}-s{self.training.seed}-step{step}")
+        return boot(
+            hf.eval(), self.tokenizer, name or f"{self.task.name}-s{self.training.seed}-step{step}"
+        )
 
     def checkpoint_dir(self, step: int | None = None) -> Path:
         """The Hugging Face directory of a cached checkpoint (``interp.model.load.load_model`` reads it)."""
@@ -175,18 +184,30 @@ def gpt2_config(arch: Architecture, tok: Any) -> Any:
     from transformers import GPT2Config
 
     return GPT2Config(
-        vocab_size=len(tok), n_positions=arch.n_ctx, n_embd=arch.d_model, n_layer=arch.n_layers,
-        n_head=arch.n_heads, n_inner=4 if arch.attn_only else (arch.d_mlp or 4 * arch.d_model),
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, attn_implementation="eager",
-        tie_word_embeddings=False, initializer_range=arch.init_std,
+        vocab_size=len(tok),
+        n_positions=arch.n_ctx,
+        n_embd=arch.d_model,
+        n_layer=arch.n_layers,
+        n_head=arch.n_heads,
+        n_inner=4 if arch.attn_only else (arch.d_mlp or 4 * arch.d_model),
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        attn_implementation="eager",
+        tie_word_embeddings=False,
+        initializer_range=arch.init_std,
     )
 
 
 def sinusoids(n_ctx: int, d_model: int) -> torch.Tensor:
     """float [n_ctx, d_model]: the sine / cosine position code of Vaswani et al. (2017)."""
     pos = torch.arange(n_ctx, dtype=torch.float32)[:, None]
-    freq = torch.exp(-math.log(10000.0) * torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)
+    freq = torch.exp(
+        -math.log(10000.0) * torch.arange(0, d_model, 2, dtype=torch.float32) / d_model
+    )
     out = torch.zeros(n_ctx, d_model)
     out[:, 0::2], out[:, 1::2] = torch.sin(pos * freq), torch.cos(pos * freq)
     return out
@@ -201,7 +222,9 @@ def constrain(hf: Any, arch: Architecture) -> Any:
                 param.data.zero_()
             frozen += list(block.mlp.parameters())
         if arch.fixed_concat:
-            proj = block.attn.c_proj  # Conv1D [d_model, d_model]: z @ W + b, z the heads concatenated
+            proj = (
+                block.attn.c_proj
+            )  # Conv1D [d_model, d_model]: z @ W + b, z the heads concatenated
             proj.weight.data.copy_(torch.eye(arch.d_model))
             proj.bias.data.zero_()
             frozen += [proj.weight, proj.bias]
@@ -225,7 +248,9 @@ def build_model(arch: Architecture, tok: Any, seed: int) -> Any:
 
 def token_losses(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """float [batch, pos]: the loss of predicting token pos from the prefix; 0 at pos 0 (no prediction)."""
-    loss = F.cross_entropy(logits[:, :-1].transpose(1, 2), tokens[:, 1:], reduction="none")  # [batch, pos-1]
+    loss = F.cross_entropy(
+        logits[:, :-1].transpose(1, 2), tokens[:, 1:], reduction="none"
+    )  # [batch, pos-1]
     return F.pad(loss, (1, 0))
 
 
@@ -243,7 +268,9 @@ def single_thread(on: bool = True) -> Iterator[None]:
 
 
 @torch.inference_mode()
-def evaluate(hf: Any, task: TrainingTask, tok: Any, seed: int, n: int = 256, batch_size: int = 64) -> dict[str, float]:
+def evaluate(
+    hf: Any, task: TrainingTask, tok: Any, seed: int, n: int = 256, batch_size: int = 64
+) -> dict[str, float]:
     """Held-out metrics on ``n`` fresh sequences drawn with ``seed``: ``loss`` (scored targets),
     ``loss_<part>`` and ``acc_<part>`` (argmax = target) per part, and, where the task gives
     foils, ``foil_acc`` (target logit > foil logit) and ``foil_diff`` (their mean difference)."""
@@ -270,25 +297,35 @@ def evaluate(hf: Any, task: TrainingTask, tok: Any, seed: int, n: int = 256, bat
         if b.foil is not None and b.foil_at is not None:
             shifted = logits[:, :-1]
             batch, pos = b.foil_at[:, 1:].nonzero(as_tuple=True)
-            diff = shifted[batch, pos, b.tokens[batch, pos + 1]] - shifted[batch, pos, b.foil[batch, pos + 1]]
+            diff = (
+                shifted[batch, pos, b.tokens[batch, pos + 1]]
+                - shifted[batch, pos, b.foil[batch, pos + 1]]
+            )
             add("foil_diff", diff)
             add("foil_acc", (diff > 0).float())
     hf.train(was_training)
     return {k: sums[k] / counts[k] if counts[k] else float("nan") for k in sums}
 
 
-def train(task: TrainingTask, arch: Architecture = Architecture(), training: Training = Training(),
-          progress: bool = True) -> TrainResult:
+def train(
+    task: TrainingTask,
+    arch: Architecture = Architecture(),
+    training: Training = Training(),
+    progress: bool = True,
+) -> TrainResult:
     """Train ``arch`` on ``task`` (see the module docstring for the recipe)."""
     tok = build_tokenizer(task.words)
     if task.seq_len > arch.n_ctx:
         raise ValueError(f"task sequences ({task.seq_len} tokens) exceed n_ctx {arch.n_ctx}")
     hf = build_model(arch, tok, training.seed).train()
     params = [p for p in hf.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=training.lr, weight_decay=training.weight_decay, betas=(0.9, 0.98))
+    opt = torch.optim.AdamW(
+        params, lr=training.lr, weight_decay=training.weight_decay, betas=(0.9, 0.98)
+    )
     warmup = max(1, int(training.steps * training.warmup))
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warmup) * max(0.1, 1 - s / training.steps))
+        opt, lambda s: min(1.0, (s + 1) / warmup) * max(0.1, 1 - s / training.steps)
+    )
     gen = torch.Generator().manual_seed(training.seed)
     curve: list[dict[str, float]] = []
     states: dict[int, dict[str, torch.Tensor]] = {}
@@ -318,7 +355,12 @@ def train(task: TrainingTask, arch: Architecture = Architecture(), training: Tra
             if step % log_every == 0 or step == training.steps - 1:
                 row = {"step": step, "loss": loss.item()}
                 with torch.no_grad():
-                    row.update({f"loss_{name}": per_token[mask].mean().item() for name, mask in b.parts.items()})
+                    row.update(
+                        {
+                            f"loss_{name}": per_token[mask].mean().item()
+                            for name, mask in b.parts.items()
+                        }
+                    )
                 curve.append(row)
         hf.eval()
         keep(training.steps)

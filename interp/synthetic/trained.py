@@ -26,9 +26,9 @@ import torch
 import torch.nn.functional as F
 
 from interp.model.load import LoadedModel
-from interp.synthetic.planted import boot, build_tokenizer
 from interp.synthetic.cache import load_dir, read_meta, save_dir
-from interp.synthetic.tasks.forced import TASKS, Ids, ForcedTask, ForcedBatch
+from interp.synthetic.planted import boot, build_tokenizer
+from interp.synthetic.tasks.forced import TASKS, ForcedBatch, ForcedTask, Ids
 from interp.synthetic.toy import ARCH, BATCH, LR, VOCAB, WEIGHT_DECAY
 from interp.synthetic.train import Architecture, build_model, single_thread
 
@@ -66,7 +66,9 @@ def task_loss(logits: torch.Tensor, batch: ForcedBatch) -> tuple[torch.Tensor, t
     return F.cross_entropy(picked, targets), (picked.argmax(-1) == targets).float().mean()
 
 
-def train(task: ForcedTask, seed: int = 0, steps: int | None = None) -> tuple[Any, Any, dict[str, float]]:
+def train(
+    task: ForcedTask, seed: int = 0, steps: int | None = None
+) -> tuple[Any, Any, dict[str, float]]:
     """Train a model on ``task``; returns (hf model, tokenizer, record)."""
     hf, tok = build(task, seed)
     ids = Ids.of(tok)
@@ -74,7 +76,9 @@ def train(task: ForcedTask, seed: int = 0, steps: int | None = None) -> tuple[An
     params = [p for p in hf.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=LR, weight_decay=WEIGHT_DECAY, betas=(0.9, 0.98))
     warmup = max(1, steps // 20)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup) * max(0.1, 1 - s / steps))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warmup) * max(0.1, 1 - s / steps)
+    )
     gen = torch.Generator().manual_seed(seed)
     start = time.perf_counter()
     with single_thread():
@@ -117,5 +121,11 @@ def trained(task: str, seed: int = 0, path: str | os.PathLike | None = None) -> 
         hf, tok, record = train(TASKS[task], seed)
         meta = {"version": TASKS_VERSION, "task": task, "seed": seed, **record}
         save_dir(hf, tok, meta, target, META)
-    return TrainedTask(boot(hf, tok, f"{task}-seed{seed}"), task, seed, meta["loss"], meta["accuracy"],
-                       meta["train_seconds"])
+    return TrainedTask(
+        boot(hf, tok, f"{task}-seed{seed}"),
+        task,
+        seed,
+        meta["loss"],
+        meta["accuracy"],
+        meta["train_seconds"],
+    )

@@ -20,45 +20,147 @@ from analyses._common import EXPERIMENTS as ORDER
 from analyses._common import features_version
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTIONS = ("**Claim.**", "**Answer.**", "- Command:", "- Run time:", "- Code:", "- Seeds:", "## Setup", "## Figures",
-            "## Reading")
+SECTIONS = (
+    "**Claim.**",
+    "**Answer.**",
+    "- Command:",
+    "- Run time:",
+    "- Code:",
+    "- Seeds:",
+    "## Setup",
+    "## Figures",
+    "## Reading",
+)
 # experiment -> {table: columns it must have}, figures
 EXPECTED = {
-    "specialisation": ({"roles": {"seed", "step", "layer", "head", "role", "confidence", "stability"},
-                        "evals": {"seed", "step", "loss", "acc_repeat", "foil_acc"},
-                        "appearance": {"seed", "role", "first_step", "settled_step", "heads_at_end"},
-                        "agreement": {"step", "seed_a", "seed_b", "overlap", "chance", "named_overlap", "named_chance"}},
-                       ("roles_over_training", "task_over_training", "agreement_over_training")),
-    "one_head": ({"models": {"n_heads", "d_head", "seed", "loss", "lemma_acc", "number_acc", "mean_entropy_norm", "solved"},
-                  "heads": {"n_heads", "seed", "head", "mass_cue", "mass_subject", "mass_bos", "entropy", "entropy_norm"},
-                  "summary": {"n_heads", "lemma_acc_mean", "number_acc_mean", "seeds_solved"}},
-                 ("accuracy_and_allocation", "entropy")),
-    "split_cost": ({"counts": {"d_model", "n_heads", "d_head", "params_attention", "flops_per_token", "flops_formula_total",
-                               "pattern_entries_per_token"},
-                    "timings": {"d_model", "n_heads", "implementation", "repeat", "seconds"},
-                    "timing_summary": {"d_model", "n_heads", "implementation", "ms_q1", "ms_median", "ms_q3"}},
-                   ("cost_vs_heads",)),
-    "concat_mixing": ({"evals": {"arm", "seed", "step", "loss", "acc_repeat", "foil_acc"},
-                       "roles": {"arm", "seed", "layer", "head", "role"},
-                       "lifts": {"arm", "seed", "layer", "head", "induction", "previous_token", "sink_mass"},
-                       "paired": {"metric", "learned", "fixed", "diff_mean", "diff_ci_low", "diff_ci_high"}},
-                      ("training", "head_features")),
-    "head_count": ({"models": {"n_heads", "d_head", "seed", "loss", "acc_repeat", "foil_acc", "ms_per_step"},
-                    "summary": {"n_heads", "d_head", "mean", "ci_low", "ci_high", "p_vs_best", "worse_than_best"},
-                    "parts": {"n_heads", "metric", "mean", "ci_low", "ci_high"}},
-                   ("loss_vs_heads",)),
-    "pruning": ({"pruning": {"model", "family", "fraction_removed", "heads_removed", "metric", "value"},
-                 "removable": {"model", "family", "n_heads_total", "metric", "tolerance", "share", "heads"},
-                 "timings": {"model", "seconds"}},
-                ("pruning_curves",)),
+    "specialisation": (
+        {
+            "roles": {"seed", "step", "layer", "head", "role", "confidence", "stability"},
+            "evals": {"seed", "step", "loss", "acc_repeat", "foil_acc"},
+            "appearance": {"seed", "role", "first_step", "settled_step", "heads_at_end"},
+            "agreement": {
+                "step",
+                "seed_a",
+                "seed_b",
+                "overlap",
+                "chance",
+                "named_overlap",
+                "named_chance",
+            },
+        },
+        ("roles_over_training", "task_over_training", "agreement_over_training"),
+    ),
+    "one_head": (
+        {
+            "models": {
+                "n_heads",
+                "d_head",
+                "seed",
+                "loss",
+                "lemma_acc",
+                "number_acc",
+                "mean_entropy_norm",
+                "solved",
+            },
+            "heads": {
+                "n_heads",
+                "seed",
+                "head",
+                "mass_cue",
+                "mass_subject",
+                "mass_bos",
+                "entropy",
+                "entropy_norm",
+            },
+            "summary": {"n_heads", "lemma_acc_mean", "number_acc_mean", "seeds_solved"},
+        },
+        ("accuracy_and_allocation", "entropy"),
+    ),
+    "split_cost": (
+        {
+            "counts": {
+                "d_model",
+                "n_heads",
+                "d_head",
+                "params_attention",
+                "flops_per_token",
+                "flops_formula_total",
+                "pattern_entries_per_token",
+            },
+            "timings": {"d_model", "n_heads", "implementation", "repeat", "seconds"},
+            "timing_summary": {
+                "d_model",
+                "n_heads",
+                "implementation",
+                "ms_q1",
+                "ms_median",
+                "ms_q3",
+            },
+        },
+        ("cost_vs_heads",),
+    ),
+    "concat_mixing": (
+        {
+            "evals": {"arm", "seed", "step", "loss", "acc_repeat", "foil_acc"},
+            "roles": {"arm", "seed", "layer", "head", "role"},
+            "lifts": {"arm", "seed", "layer", "head", "induction", "previous_token", "sink_mass"},
+            "paired": {"metric", "learned", "fixed", "diff_mean", "diff_ci_low", "diff_ci_high"},
+        },
+        ("training", "head_features"),
+    ),
+    "head_count": (
+        {
+            "models": {
+                "n_heads",
+                "d_head",
+                "seed",
+                "loss",
+                "acc_repeat",
+                "foil_acc",
+                "ms_per_step",
+            },
+            "summary": {
+                "n_heads",
+                "d_head",
+                "mean",
+                "ci_low",
+                "ci_high",
+                "p_vs_best",
+                "worse_than_best",
+            },
+            "parts": {"n_heads", "metric", "mean", "ci_low", "ci_high"},
+        },
+        ("loss_vs_heads",),
+    ),
+    "pruning": (
+        {
+            "pruning": {"model", "family", "fraction_removed", "heads_removed", "metric", "value"},
+            "removable": {
+                "model",
+                "family",
+                "n_heads_total",
+                "metric",
+                "tolerance",
+                "share",
+                "heads",
+            },
+            "timings": {"model", "seconds"},
+        },
+        ("pruning_curves",),
+    ),
 }
 
 
 def run(module: str, out: Path, cache: Path, *extra: str) -> str:
     """``python -m module --quick`` into ``out`` with the model cache ``cache``; returns its stdout."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    done = subprocess.run([sys.executable, "-m", module, "--quick", "--out", str(out), "--cache", str(cache), *extra],
-                          cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--quick", "--out", str(out), "--cache", str(cache), *extra],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, f"{module} failed:\n{done.stdout[-1000:]}\n{done.stderr[-3000:]}"
     return done.stdout
 
@@ -114,4 +216,7 @@ def test_pruning_quick_with_smollm2(tmp_path):
     removable = pd.read_csv(tmp_path / "out" / "pruning" / "removable.csv")
     smollm = removable[removable["family"] == "smollm2"]
     assert set(smollm["metric"]) == {"loss_prose"} and (smollm["n_heads_total"] == 270).all()
-    assert "SmolLM2-135M" in (tmp_path / "out" / "pruning.md").read_text().split("**Answer.**")[1].split("\n")[0]
+    assert (
+        "SmolLM2-135M"
+        in (tmp_path / "out" / "pruning.md").read_text().split("**Answer.**")[1].split("\n")[0]
+    )

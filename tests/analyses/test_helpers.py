@@ -9,12 +9,24 @@ import pandas as pd
 import pytest
 
 from analyses.__main__ import main, stale, why_stale
-from analyses._common import EXPERIMENTS, dependency_versions, depends_on, features_version, md, mean_ci, pm
+from analyses._common import (
+    EXPERIMENTS,
+    dependency_versions,
+    depends_on,
+    features_version,
+    md,
+    mean_ci,
+    pm,
+)
 from analyses.specialisation import appearance, named_overlap, overlap
 
 
 def roles(layer_roles: dict[int, list[str]], **extra) -> pd.DataFrame:
-    rows = [{"layer": layer, "head": h, "role": r, **extra} for layer, rs in layer_roles.items() for h, r in enumerate(rs)]
+    rows = [
+        {"layer": layer, "head": h, "role": r, **extra}
+        for layer, rs in layer_roles.items()
+        for h, r in enumerate(rs)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -23,13 +35,18 @@ def test_mean_ci_matches_the_t_interval():
     out = mean_ci(frame, ["g"], "x").set_index("g")
     assert out.loc["a", "mean"] == 2.0 and out.loc["a", "sd"] == 1.0 and out.loc["a", "n"] == 3
     half = 4.302652729911275 / math.sqrt(3)  # t(0.975, df=2) * sd / sqrt(n)
-    assert out.loc["a", "ci_low"] == pytest.approx(2.0 - half) and out.loc["a", "ci_high"] == pytest.approx(2.0 + half)
+    assert out.loc["a", "ci_low"] == pytest.approx(2.0 - half) and out.loc[
+        "a", "ci_high"
+    ] == pytest.approx(2.0 + half)
     assert math.isnan(out.loc["b", "ci_low"])  # one value: no interval
     assert pm(2.0, float("nan"), float("nan")) == "2.000"
 
 
 def test_md_table():
-    assert md(pd.DataFrame({"a": [1, 2], "b": [0.5, float("nan")]}), 2) == "| a | b |\n|---|---|\n| 1 | 0.50 |\n| 2 |  |"
+    assert (
+        md(pd.DataFrame({"a": [1, 2], "b": [0.5, float("nan")]}), 2)
+        == "| a | b |\n|---|---|\n| 1 | 0.50 |\n| 2 |  |"
+    )
 
 
 def test_overlap_matches_heads_within_layers():
@@ -45,9 +62,16 @@ def test_overlap_matches_heads_within_layers():
 
 
 def test_appearance_first_and_settled_steps():
-    frames = [roles({0: r}, seed=0, step=s) for s, r in
-              ((0, ["broad", "broad"]), (100, ["induction", "broad"]), (200, ["broad", "broad"]),
-               (300, ["induction", "local"]), (400, ["induction", "local"]))]
+    frames = [
+        roles({0: r}, seed=0, step=s)
+        for s, r in (
+            (0, ["broad", "broad"]),
+            (100, ["induction", "broad"]),
+            (200, ["broad", "broad"]),
+            (300, ["induction", "local"]),
+            (400, ["induction", "local"]),
+        )
+    ]
     out = appearance(pd.concat(frames, ignore_index=True)).set_index("role")
     assert out.loc["induction", "first_step"] == 100 and out.loc["induction", "settled_step"] == 300
     assert out.loc["local", "first_step"] == 300 and out.loc["local", "settled_step"] == 300
@@ -56,8 +80,12 @@ def test_appearance_first_and_settled_steps():
 
 def write_up(folder, name: str, **data) -> None:
     """A write-up ``name.md`` and the data file beside it (``name.json``) with these fields."""
-    (folder / f"{name}.md").write_text(f"# Title\n\n**Answer.** yes\n\n- Command: `python -m analyses.{name}`\n")
-    (folder / f"{name}.json").write_text(json.dumps({"name": name, "title": "Title", "answer": "yes", **data}))
+    (folder / f"{name}.md").write_text(
+        f"# Title\n\n**Answer.** yes\n\n- Command: `python -m analyses.{name}`\n"
+    )
+    (folder / f"{name}.json").write_text(
+        json.dumps({"name": name, "title": "Title", "answer": "yes", **data})
+    )
 
 
 def test_features_version_is_read_from_the_write_ups_data(tmp_path):
@@ -75,12 +103,16 @@ def test_stale_compares_every_version_a_write_up_depends_on(tmp_path):
     for name in EXPERIMENTS:
         write_up(tmp_path, name, **now)
     assert stale(tmp_path) == []
-    write_up(tmp_path, "specialisation", **(now | {"features_version": now["features_version"] - 1}))
+    write_up(
+        tmp_path, "specialisation", **(now | {"features_version": now["features_version"] - 1})
+    )
     write_up(tmp_path, "split_cost", **(now | {"features_version": now["features_version"] - 1}))
     (tmp_path / "head_count.md").unlink()
     # split_cost labels no heads, so its features version does not matter
     assert stale(tmp_path) == ["specialisation", "head_count"]
-    (tmp_path / "concat_mixing.json").unlink()  # a write-up without its data: labels of unknown origin
+    (
+        tmp_path / "concat_mixing.json"
+    ).unlink()  # a write-up without its data: labels of unknown origin
     assert stale(tmp_path) == ["specialisation", "concat_mixing", "head_count"]
     assert stale(tmp_path / "nothing") == list(EXPERIMENTS)
 
@@ -90,10 +122,16 @@ def test_stale_notices_a_new_reference_bank_and_another_default_ablation(tmp_pat
     for name in EXPERIMENTS:
         write_up(tmp_path, name, **now)
     write_up(tmp_path, "concat_mixing", **(now | {"reference_version": "0.9.0"}))
-    write_up(tmp_path, "pruning", **{k: v for k, v in now.items() if k != "ablation"})  # from before it was recorded
-    write_up(tmp_path, "one_head", **(now | {"ablation": "resample"}))  # ablates nothing with the defaults
+    write_up(
+        tmp_path, "pruning", **{k: v for k, v in now.items() if k != "ablation"}
+    )  # from before it was recorded
+    write_up(
+        tmp_path, "one_head", **(now | {"ablation": "resample"})
+    )  # ablates nothing with the defaults
     assert stale(tmp_path) == ["concat_mixing", "pruning"]
-    assert why_stale(tmp_path, "concat_mixing") == [f"reference_version 0.9.0, now {now['reference_version']}"]
+    assert why_stale(tmp_path, "concat_mixing") == [
+        f"reference_version 0.9.0, now {now['reference_version']}"
+    ]
     assert why_stale(tmp_path, "pruning") == [f"ablation not recorded, now {now['ablation']}"]
     assert depends_on("pruning") == ("ablation",) and depends_on("split_cost") == ()
 
@@ -111,11 +149,17 @@ def test_readme_intro_sums_the_run_times_and_quotes_the_quick_suite(tmp_path):
     results.mkdir()
     for i, name in enumerate(EXPERIMENTS):
         write_up(results, name, run_seconds=60 * i + 30)
-    assert total_time(results) == " (18 min in their last full runs)"  # 30 + 90 + ... + 330 = 1080 s
+    assert (
+        total_time(results) == " (18 min in their last full runs)"
+    )  # 30 + 90 + ... + 330 = 1080 s
     (results / "pruning.json").unlink()
     assert total_time(results) == ""
     assert quick_time(tmp_path) == ""
     (tmp_path / "benchmarks" / "sections").mkdir(parents=True)
-    (tmp_path / "benchmarks" / "sections" / "analyses-quick.md").write_text("3.4 min in all: within the CI budget of 8 min.\n")
-    assert quick_time(tmp_path) == (" All six `--quick` modes together, as the CI test runs them: 3.4 min "
-                                    "(budget 8 min; `benchmarks/analyses_quick.py`).")
+    (tmp_path / "benchmarks" / "sections" / "analyses-quick.md").write_text(
+        "3.4 min in all: within the CI budget of 8 min.\n"
+    )
+    assert quick_time(tmp_path) == (
+        " All six `--quick` modes together, as the CI test runs them: 3.4 min "
+        "(budget 8 min; `benchmarks/analyses_quick.py`)."
+    )

@@ -35,27 +35,41 @@ docs = _load_generator()
 
 
 def check_cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), "--check", *args], cwd=cwd, capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--check", *args], cwd=cwd, capture_output=True, text=True
+    )
 
 
 def test_every_generated_block_is_current(tmp_path):
     done = check_cli(cwd=tmp_path)  # from anywhere: the script finds its checkout
-    assert done.returncode == 0, f"stale generated blocks; run python tools/docs.py\n{done.stdout}{done.stderr}"
+    assert done.returncode == 0, (
+        f"stale generated blocks; run python tools/docs.py\n{done.stdout}{done.stderr}"
+    )
 
 
 @pytest.fixture
 def checkout(tmp_path) -> Path:
     """A copy of what the generator reads and writes (the documents, their sources, interp/)."""
     copy = tmp_path / "checkout"
-    for name in ("README.md", "benchmarks/RESULTS.md", "benchmarks/SCALING.md", "analyses/RESULTS.md"):
+    for name in (
+        "README.md",
+        "benchmarks/RESULTS.md",
+        "benchmarks/SCALING.md",
+        "analyses/RESULTS.md",
+    ):
         (copy / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, copy / name)
     for folder in ("benchmarks/sections", "analyses/sections", "analyses/results/packaged"):
         shutil.copytree(ROOT / folder, copy / folder)
     for path in (ROOT / "analyses" / "results").glob("*.*"):
         shutil.copy(path, copy / "analyses" / "results" / path.name)
-    shutil.copytree(ROOT / "interp", copy / "interp",
-                    ignore=lambda folder, names: [n for n in names if n == "__pycache__" or n.endswith((".csv", ".npz"))])
+    shutil.copytree(
+        ROOT / "interp",
+        copy / "interp",
+        ignore=lambda folder, names: [
+            n for n in names if n == "__pycache__" or n.endswith((".csv", ".npz"))
+        ],
+    )
     docs.run(copy)  # whatever this checkout's state, the copy starts current
     assert [str(f) for f in docs.check(copy)] == []
     return copy
@@ -66,13 +80,20 @@ def stale_names(root: Path) -> list[str]:
 
 
 def test_a_new_module_makes_the_module_map_stale(checkout):
-    (checkout / "interp" / "collect" / "heads_seen.py").write_text('"""Which heads a probe batch saw."""\n')
+    (checkout / "interp" / "collect" / "heads_seen.py").write_text(
+        '"""Which heads a probe batch saw."""\n'
+    )
     assert stale_names(checkout) == ["module-map"]
     done = check_cli("--root", str(checkout))
     assert done.returncode == 1
-    assert done.stdout.startswith("README.md: generated:module-map is stale: +1 -0 lines"), done.stdout
+    assert done.stdout.startswith("README.md: generated:module-map is stale: +1 -0 lines"), (
+        done.stdout
+    )
     assert docs.main(["--root", str(checkout)]) == 0
-    assert "| `interp/collect/heads_seen.py` | Which heads a probe batch saw. |" in (checkout / "README.md").read_text()
+    assert (
+        "| `interp/collect/heads_seen.py` | Which heads a probe batch saw. |"
+        in (checkout / "README.md").read_text()
+    )
     assert stale_names(checkout) == []
 
 
@@ -87,7 +108,9 @@ def test_a_lost_docstring_line_makes_the_module_map_stale(checkout):
 
 def test_every_module_says_what_it_holds():
     rendered = docs.module_map(ROOT)
-    assert "(no docstring)" not in rendered, "every interp module says what it holds in its docstring"
+    assert "(no docstring)" not in rendered, (
+        "every interp module says what it holds in its docstring"
+    )
     for path in (ROOT / "interp").rglob("*.py"):
         if path.name not in {"__init__.py", "__main__.py"}:
             assert f"`{path.relative_to(ROOT).as_posix()}`" in rendered, path
@@ -103,7 +126,11 @@ def test_a_block_edited_by_hand_is_stale(checkout):
     readme = checkout / "README.md"
     text = readme.read_text()
     assert text.count("| `layer` | int | layer index, 0-based |") >= 3  # one per table with heads
-    readme.write_text(text.replace("| `layer` | int | layer index, 0-based |", "| `layer` | float | layer index |", 1))
+    readme.write_text(
+        text.replace(
+            "| `layer` | int | layer index, 0-based |", "| `layer` | float | layer index |", 1
+        )
+    )
     [finding] = docs.check(checkout)
     assert (finding.document, finding.name) == ("README.md", "columns")
     assert "is stale: +1 -1 lines, first at line" in finding.problem
@@ -119,7 +146,10 @@ def test_the_column_reference_is_every_column_of_every_table():
     for table in TABLES.values():
         assert f"**`{table.name}`**: {table.doc}" in rendered
         for col in table.columns + table.pattern_columns:
-            assert f"| `{col.name}` | {col.dtype} | {col.doc.replace('|', chr(92) + '|')} |" in rendered
+            assert (
+                f"| `{col.name}` | {col.dtype} | {col.doc.replace('|', chr(92) + '|')} |"
+                in rendered
+            )
 
 
 def test_the_troubleshooting_block_follows_the_catalogue(checkout):
@@ -146,7 +176,10 @@ def test_the_experiments_block_follows_the_write_ups_data(checkout):
     assert stale_names(checkout) == ["experiments"]
     path.unlink()
     docs.run(checkout)
-    assert "- `one_head`: not run yet (`python -m analyses.one_head`)" in (checkout / "README.md").read_text()
+    assert (
+        "- `one_head`: not run yet (`python -m analyses.one_head`)"
+        in (checkout / "README.md").read_text()
+    )
 
 
 def test_a_measured_section_is_assembled_from_its_source(checkout):
@@ -154,35 +187,54 @@ def test_a_measured_section_is_assembled_from_its_source(checkout):
     run_time = sections / "run_time.md"
     run_time.write_text(run_time.read_text() + "\nOne more line.\n")
     assert stale_names(checkout) == ["run_time"]
-    (sections / "new_bench.md").write_text("## new_bench\n\n_written by `benchmarks/run_time.py`._\n\nSome numbers.\n")
+    (sections / "new_bench.md").write_text(
+        "## new_bench\n\n_written by `benchmarks/run_time.py`._\n\nSome numbers.\n"
+    )
     findings = {f.name: f.problem for f in docs.check(checkout)}
-    assert set(findings) == {"run_time", "new_bench"} and findings["new_bench"].startswith("is missing")
+    assert set(findings) == {"run_time", "new_bench"} and findings["new_bench"].startswith(
+        "is missing"
+    )
     assert docs.main(["--root", str(checkout)]) == 0
     results = (checkout / "benchmarks" / "RESULTS.md").read_text()
-    assert results.endswith("<!-- begin generated:new_bench -->\n\n## new_bench\n\n_written by `benchmarks/run_time.py`._"
-                            "\n\nSome numbers.\n\n<!-- end generated:new_bench -->\n")
+    assert results.endswith(
+        "<!-- begin generated:new_bench -->\n\n## new_bench\n\n_written by `benchmarks/run_time.py`._"
+        "\n\nSome numbers.\n\n<!-- end generated:new_bench -->\n"
+    )
     assert stale_names(checkout) == []
     (sections / "new_bench.md").unlink()
     [finding] = docs.check(checkout)
-    assert str(finding) == ("benchmarks/RESULTS.md: generated:new_bench has no source: "
-                            "benchmarks/sections/new_bench.md is missing")
+    assert str(finding) == (
+        "benchmarks/RESULTS.md: generated:new_bench has no source: "
+        "benchmarks/sections/new_bench.md is missing"
+    )
 
 
 def test_a_block_without_its_markers_is_reported_not_guessed(checkout):
     readme = checkout / "README.md"
     text = readme.read_text()
-    readme.write_text(text.replace("<!-- begin generated:quickstart -->\n", "").replace("<!-- end generated:quickstart -->\n", ""))
+    readme.write_text(
+        text.replace("<!-- begin generated:quickstart -->\n", "").replace(
+            "<!-- end generated:quickstart -->\n", ""
+        )
+    )
     [finding] = docs.check(checkout)
-    assert finding.name == "quickstart" and finding.problem.startswith("is missing: add `<!-- begin generated:quickstart -->`")
+    assert finding.name == "quickstart" and finding.problem.startswith(
+        "is missing: add `<!-- begin generated:quickstart -->`"
+    )
     assert docs.main(["--root", str(checkout)]) == 1
 
 
 def test_only_the_named_blocks(checkout):
-    (checkout / "interp" / "collect" / "heads_seen.py").write_text('"""Which heads a probe batch saw."""\n')
+    (checkout / "interp" / "collect" / "heads_seen.py").write_text(
+        '"""Which heads a probe batch saw."""\n'
+    )
     assert check_cli("--root", str(checkout), "troubleshooting").returncode == 0
     assert check_cli("--root", str(checkout), "README.md").returncode == 1
     unknown = check_cli("--root", str(checkout), "nothing-by-this-name")
-    assert unknown.returncode == 2 and "no generated block or document named nothing-by-this-name" in unknown.stderr
+    assert (
+        unknown.returncode == 2
+        and "no generated block or document named nothing-by-this-name" in unknown.stderr
+    )
 
 
 def test_an_experiment_records_the_data_its_readme_line_is_made_of(tmp_path):
@@ -190,15 +242,21 @@ def test_an_experiment_records_the_data_its_readme_line_is_made_of(tmp_path):
     from analyses.readme import claim_line
     from interp.collect.config import FEATURES_VERSION
 
-    exp = Experiment("one_head", quick=True, out=tmp_path, cache=None, processes=1, argv=["--quick"])
+    exp = Experiment(
+        "one_head", quick=True, out=tmp_path, cache=None, processes=1, argv=["--quick"]
+    )
     path = exp.write("Title", "A claim.", "An answer.", "0, 1", [("Setup", "How.")])
     data = json.loads(path.with_suffix(".json").read_text())
     assert data["features_version"] == FEATURES_VERSION == features_version(path)
     assert (data["title"], data["answer"], data["quick"]) == ("Title", "An answer.", True)
     text = path.read_text()
-    assert f"features version {FEATURES_VERSION}" in text and f"({data['run_seconds']:.0f} s)" in text
-    assert claim_line(data, "one_head.md") == (f"- **Title** ([write-up](one_head.md)) "
-                                               f"({data['run_seconds'] / 60:.1f} min to run): An answer.")
+    assert (
+        f"features version {FEATURES_VERSION}" in text and f"({data['run_seconds']:.0f} s)" in text
+    )
+    assert claim_line(data, "one_head.md") == (
+        f"- **Title** ([write-up](one_head.md)) "
+        f"({data['run_seconds'] / 60:.1f} min to run): An answer."
+    )
 
 
 def _imports(path: Path, names: dict[str, str]) -> set[str]:
@@ -220,10 +278,12 @@ def test_the_writers_and_the_generator_import_in_one_direction():
         dotted = ".".join(path.relative_to(ROOT).with_suffix("").parts)
         names[dotted] = names[path.stem] = dotted
     graph = {".".join(p.relative_to(ROOT).with_suffix("").parts): _imports(p, names) for p in files}
-    assert "analyses.readme" in graph["tools.docs"] and "tools.docs" not in set().union(*graph.values())
+    assert "analyses.readme" in graph["tools.docs"] and "tools.docs" not in set().union(
+        *graph.values()
+    )
 
     def walk(node: str, path: tuple[str, ...]) -> None:
-        assert node not in path, f"import circle: {' -> '.join(path[path.index(node):] + (node,))}"
+        assert node not in path, f"import circle: {' -> '.join(path[path.index(node) :] + (node,))}"
         for nxt in graph[node]:
             walk(nxt, path + (node,))
 
@@ -232,16 +292,26 @@ def test_the_writers_and_the_generator_import_in_one_direction():
 
 
 def test_a_benchmark_writes_its_source_and_the_generator_its_block(checkout):
-    for name in ("tools/docs.py", "benchmarks/_results.py", *(f"analyses/{p.name}" for p in (ROOT / "analyses").glob("*.py"))):
+    for name in (
+        "tools/docs.py",
+        "benchmarks/_results.py",
+        *(f"analyses/{p.name}" for p in (ROOT / "analyses").glob("*.py")),
+    ):
         (checkout / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, checkout / name)
-    write = ("import sys; sys.path.insert(0, 'benchmarks'); from _results import write_section; "
-             "write_section('New bench (tiny, float32)', 'benchmarks/run_time.py', 'Took 1 s.')")
-    done = subprocess.run([sys.executable, "-c", write], cwd=checkout, capture_output=True, text=True)
+    write = (
+        "import sys; sys.path.insert(0, 'benchmarks'); from _results import write_section; "
+        "write_section('New bench (tiny, float32)', 'benchmarks/run_time.py', 'Took 1 s.')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", write], cwd=checkout, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     source = checkout / "benchmarks" / "sections" / "new-bench-tiny-float32.md"
     assert source.read_text().startswith("## New bench (tiny, float32)\n\n_")
     results = (checkout / "benchmarks" / "RESULTS.md").read_text()
-    assert results.endswith(f"<!-- begin generated:new-bench-tiny-float32 -->\n\n{source.read_text().strip()}\n\n"
-                            "<!-- end generated:new-bench-tiny-float32 -->\n")
+    assert results.endswith(
+        f"<!-- begin generated:new-bench-tiny-float32 -->\n\n{source.read_text().strip()}\n\n"
+        "<!-- end generated:new-bench-tiny-float32 -->\n"
+    )
     assert stale_names(checkout) == []

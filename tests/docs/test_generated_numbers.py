@@ -26,19 +26,29 @@ def _outside_generated(text: str) -> str:
 
 
 def test_measured_readme_numbers_live_in_generated_blocks():
-    typed = [m.group(0) for m in MEASURED.finditer(_outside_generated(README)) if m.group(0) not in VERSIONS]
+    typed = [
+        m.group(0)
+        for m in MEASURED.finditer(_outside_generated(README))
+        if m.group(0) not in VERSIONS
+    ]
     assert not typed, f"numbers typed into README.md outside generated blocks: {typed}"
 
 
 def test_readme_blocks_are_generated():
     for name in ("quickstart", "results"):
-        block = re.search(rf"<!-- begin generated:{name} -->\n(.*?)<!-- end generated:{name} -->", README, re.S)
+        block = re.search(
+            rf"<!-- begin generated:{name} -->\n(.*?)<!-- end generated:{name} -->", README, re.S
+        )
         assert block, name
-        assert "not yet generated" not in block.group(1), f"run python analyses/packaged.py to fill {name}"
+        assert "not yet generated" not in block.group(1), (
+            f"run python analyses/packaged.py to fill {name}"
+        )
 
 
 def test_quoted_validation_matches_the_shipped_reference():
-    held = json.loads((ROOT / "interp" / "classify" / "reference" / "model.json").read_text())["held_out"]
+    held = json.loads((ROOT / "interp" / "classify" / "reference" / "model.json").read_text())[
+        "held_out"
+    ]
     m = re.search(r"accuracy (\d\.\d+), expected calibration error (\d\.\d+)", README)
     assert m, "the results block quotes the reference bank's held-out accuracy and ECE"
     assert float(m.group(1)) == round(held["accuracy"], 2)
@@ -48,7 +58,9 @@ def test_quoted_validation_matches_the_shipped_reference():
 def test_every_results_section_names_an_existing_script():
     for results in (ROOT / "analyses" / "RESULTS.md", ROOT / "benchmarks" / "RESULTS.md"):
         text = results.read_text(encoding="utf-8")
-        sections = re.findall(r"<!-- begin generated:(\S+) -->\n\n## .*?\n\n_.*?written by `([^`]+)`", text, re.S)
+        sections = re.findall(
+            r"<!-- begin generated:(\S+) -->\n\n## .*?\n\n_.*?written by `([^`]+)`", text, re.S
+        )
         assert sections, results
         headings = re.findall(r"^## ", text, re.M)
         assert len(sections) == len(headings), f"{results.name}: a section without its script stamp"

@@ -14,15 +14,21 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = sorted(p for folder in ("benchmarks", "analyses", "tools") for p in (ROOT / folder).glob("*.py"))
+SCRIPTS = sorted(
+    p for folder in ("benchmarks", "analyses", "tools") for p in (ROOT / folder).glob("*.py")
+)
 
 
 def unresolved(path: Path) -> list[str]:
     """``module.name`` for every name a ``from interp...`` import in ``path`` cannot find."""
     missing = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
-                and node.module.split(".")[0] == "interp"):
+        if not (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and node.module
+            and node.module.split(".")[0] == "interp"
+        ):
             continue
         module = importlib.import_module(node.module)
         for alias in node.names:
@@ -46,5 +52,7 @@ def test_every_interp_import_resolves(path):
 
 def test_a_moved_name_is_caught(tmp_path):
     script = tmp_path / "old.py"
-    script.write_text("from interp.pipeline.rundir import RunTables\nfrom interp.model import bridge\n")
+    script.write_text(
+        "from interp.pipeline.rundir import RunTables\nfrom interp.model import bridge\n"
+    )
     assert unresolved(script) == ["interp.pipeline.rundir.RunTables", "interp.model.bridge"]

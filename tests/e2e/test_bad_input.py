@@ -16,8 +16,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from click.testing import CliRunner
@@ -28,7 +28,18 @@ from interp.troubleshooting import find
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 
-FAST = ["--model", "minilm-l6", "--quick", "--skip", "classify", "--skip", "ablate", "--skip", "report", "-q"]
+FAST = [
+    "--model",
+    "minilm-l6",
+    "--quick",
+    "--skip",
+    "classify",
+    "--skip",
+    "ablate",
+    "--skip",
+    "report",
+    "-q",
+]
 CONLLU_OK = "1\tdogs\tdog\tNOUN\t_\t_\t2\tnsubj\t_\t_\n2\tbark\tbark\tVERB\t_\t_\t0\troot\t_\t_\n"
 
 
@@ -56,14 +67,25 @@ def write(path: Path, content: str | bytes) -> Path:
 
 def corpus(name: str, content: str | bytes) -> Callable[[Path], list[str]]:
     """A case: `interp run --no-builtin --corpus FILE` on a file with this content."""
+
     def setup(tmp: Path) -> list[str]:
-        return ["run", *FAST, "--no-builtin", "--out", str(tmp / "runs"), "--corpus", str(write(tmp / name, content))]
+        return [
+            "run",
+            *FAST,
+            "--no-builtin",
+            "--out",
+            str(tmp / "runs"),
+            "--corpus",
+            str(write(tmp / name, content)),
+        ]
+
     return setup
 
 
 def run_with(*args: str) -> Callable[[Path], list[str]]:
     def setup(tmp: Path) -> list[str]:
         return ["run", *FAST, "--out", str(tmp / "runs"), *args]
+
     return setup
 
 
@@ -78,7 +100,9 @@ def device(tmp: Path) -> list[str]:
 
 
 def unreadable(tmp: Path) -> list[str]:
-    if os.geteuid() == 0:  # root reads any file; /proc/self/mem refuses a read at offset 0 even to root
+    if (
+        os.geteuid() == 0
+    ):  # root reads any file; /proc/self/mem refuses a read at offset 0 even to root
         (tmp / "locked.txt").symlink_to("/proc/self/mem")
     else:
         write(tmp / "locked.txt", "hello\n").chmod(0)
@@ -124,6 +148,7 @@ def run_dir(tmp: Path, manifest: str | bytes | None = '{"stages": {}}', **tables
 def stage_on(command: str, **kwargs) -> Callable[[Path], list[str]]:
     def setup(tmp: Path) -> list[str]:
         return [command, str(run_dir(tmp, **kwargs))]
+
     return setup
 
 
@@ -144,7 +169,12 @@ def table(frame) -> bytes:
 def effects_wrong_columns(tmp: Path) -> list[str]:
     import pandas as pd
 
-    return ["report", str(run_dir(tmp, **{"effects.parquet": table(pd.DataFrame({"layer": [0], "oops": [1.0]}))}))]
+    return [
+        "report",
+        str(
+            run_dir(tmp, **{"effects.parquet": table(pd.DataFrame({"layer": [0], "oops": [1.0]}))})
+        ),
+    ]
 
 
 def effects_all_inf(tmp: Path) -> list[str]:
@@ -153,7 +183,9 @@ def effects_all_inf(tmp: Path) -> list[str]:
 
     from interp.pipeline.tables import EFFECTS
 
-    frame = pd.DataFrame({c.name: [{"int": 0, "float": np.inf, "str": "x"}[c.dtype]] * 4 for c in EFFECTS.columns})
+    frame = pd.DataFrame(
+        {c.name: [{"int": 0, "float": np.inf, "str": "x"}[c.dtype]] * 4 for c in EFFECTS.columns}
+    )
     return ["report", str(run_dir(tmp, **{"effects.parquet": table(frame)}))]
 
 
@@ -162,6 +194,7 @@ def compare_out(target: Callable[[Path], Path]) -> Callable[[Path], list[str]]:
         a, b = run_dir(tmp), tmp / "runs" / "m" / "s"
         write(b / "manifest.json", '{"stages": {}}')
         return ["compare", str(a), str(b), "--out", str(target(tmp))]
+
     return setup
 
 
@@ -176,13 +209,34 @@ def symlink_loop(tmp: Path) -> Path:
 def features_frame():
     import pandas as pd
 
-    return pd.DataFrame({"layer": [0], "head": [0], "feature": ["first_token"], "value": [0.5], "baseline": [0.5],
-                         "sink_mass": [0.5], "ci_low": [0.4], "ci_high": [0.6], "n": [10]})
+    return pd.DataFrame(
+        {
+            "layer": [0],
+            "head": [0],
+            "feature": ["first_token"],
+            "value": [0.5],
+            "baseline": [0.5],
+            "sink_mass": [0.5],
+            "ci_low": [0.4],
+            "ci_high": [0.6],
+            "n": [10],
+        }
+    )
 
 
 def replicates_of_random_bytes(tmp: Path) -> list[str]:
-    return ["classify", str(run_dir(tmp, **{"features.parquet": table(features_frame()),
-                                            "feature_replicates.npz": os.urandom(4096)}))]
+    return [
+        "classify",
+        str(
+            run_dir(
+                tmp,
+                **{
+                    "features.parquet": table(features_frame()),
+                    "feature_replicates.npz": os.urandom(4096),
+                },
+            )
+        ),
+    ]
 
 
 def reference_fifo(tmp: Path) -> list[str]:
@@ -194,14 +248,25 @@ def reference_fifo(tmp: Path) -> list[str]:
 def manifest_naming(corpus: Callable[[Path], str]) -> Callable[[Path], list[str]]:
     """`interp run --from-manifest` of a run whose recorded corpus hashes name ``corpus(tmp)``: a
     device or a FIFO must be refused, not read (it would never end, or block forever)."""
+
     def setup(tmp: Path) -> list[str]:
         from interp.pipeline.options import RunOptions
         from interp.pipeline.rundir import jsonable
 
-        manifest = {"model": {"name": "minilm-l6", "source": "packaged", "spec": None},
-                    "options": jsonable(RunOptions()), "stages": {},
-                    "provenance": {"corpus_hashes": {corpus(tmp): "0" * 64}}}
-        return ["run", "--from-manifest", str(run_dir(tmp, manifest=json.dumps(manifest))), "--out", str(tmp / "again")]
+        manifest = {
+            "model": {"name": "minilm-l6", "source": "packaged", "spec": None},
+            "options": jsonable(RunOptions()),
+            "stages": {},
+            "provenance": {"corpus_hashes": {corpus(tmp): "0" * 64}},
+        }
+        return [
+            "run",
+            "--from-manifest",
+            str(run_dir(tmp, manifest=json.dumps(manifest))),
+            "--out",
+            str(tmp / "again"),
+        ]
+
     return setup
 
 
@@ -219,20 +284,37 @@ def llama_dir(tmp_path_factory):
 
 def weights(edit: Callable[[Path], None]) -> Callable[[Path, Path], list[str]]:
     """A case on a copy of the tiny Llama directory, damaged by ``edit``."""
+
     def setup(tmp: Path, llama: Path) -> list[str]:
         import shutil
 
         model = tmp / "model"
         shutil.copytree(llama, model)
         edit(model)
-        return ["run", "--model", str(model), "--skip", "classify", "--skip", "ablate", "--skip", "report", "-q",
-                "--n-syntax", "10", "--out", str(tmp / "runs")]
+        return [
+            "run",
+            "--model",
+            str(model),
+            "--skip",
+            "classify",
+            "--skip",
+            "ablate",
+            "--skip",
+            "report",
+            "-q",
+            "--n-syntax",
+            "10",
+            "--out",
+            str(tmp / "runs"),
+        ]
+
     return setup
 
 
 def _edit_tensors(change: Callable[[dict], dict]) -> Callable[[Path], None]:
     def edit(model: Path) -> None:
         save_file(change(load_file(model / "model.safetensors")), model / "model.safetensors")
+
     return edit
 
 
@@ -243,10 +325,12 @@ def _edit_config(model: Path, **changes) -> None:
 
 def _poisoned(key: str, value: float) -> Callable[[dict], dict]:
     """One value of one tensor replaced (a NaN or an infinity)."""
+
     def change(tensors: dict) -> dict:
         tensor = tensors[key].clone()
         tensor.view(-1)[0] = value
         return {**tensors, key: tensor}
+
     return change
 
 
@@ -281,9 +365,13 @@ CASES: dict[str, Callable] = {
     "model folder links outside --out": escape_through_symlink,
     "--out is a file": lambda tmp: ["run", *FAST, "--out", str(write(tmp / "afile", "keep me\n"))],
     "compare --out is not .html": compare_out(lambda tmp: tmp / "page.txt"),
-    "compare --out would overwrite a non-HTML file": compare_out(lambda tmp: write(tmp / "notes.html", "my notes\n")),
+    "compare --out would overwrite a non-HTML file": compare_out(
+        lambda tmp: write(tmp / "notes.html", "my notes\n")
+    ),
     "compare --out in a missing folder": compare_out(lambda tmp: tmp / "missing" / "page.html"),
-    "compare --out is a folder": compare_out(lambda tmp: (tmp / "dir.html").mkdir() or tmp / "dir.html"),
+    "compare --out is a folder": compare_out(
+        lambda tmp: (tmp / "dir.html").mkdir() or tmp / "dir.html"
+    ),
     # resume
     "--resume on a missing run": run_with("--name", "never-made", "--resume"),
     "--resume without --name": run_with("--resume"),
@@ -300,7 +388,9 @@ CASES: dict[str, Callable] = {
     # tables
     "effects table with the wrong columns": effects_wrong_columns,
     "effects all infinite": effects_all_inf,
-    "features table is not parquet": stage_on("classify", **{"features.parquet": b"PAR1 but not really"}),
+    "features table is not parquet": stage_on(
+        "classify", **{"features.parquet": b"PAR1 but not really"}
+    ),
     "clusters.csv is empty": stage_on("report", **{"clusters.csv": b""}),
     # corpora: files
     "corpus missing": lambda tmp: run_with("--no-builtin", "--corpus", str(tmp / "nope.txt"))(tmp),
@@ -327,22 +417,50 @@ CASES: dict[str, Callable] = {
     "csv unclosed quote": corpus("quote.csv", 'text,label\n"hello,1\nworld,2\n'),
     "csv with BOM and no text column": corpus("bom.csv", "\ufeffbody,label\nhello,1\n"),
     # corpora: CoNLL-U
-    "conllu head is a superscript digit": corpus("sup.conllu", CONLLU_OK.replace("\t2\tnsubj", "\t²\tnsubj")),
-    "conllu cycle": corpus("cycle.conllu", "1\ta\ta\tX\t_\t_\t2\tdep\t_\t_\n2\tb\tb\tX\t_\t_\t1\tdep\t_\t_\n"
-                                           "3\tc\tc\tX\t_\t_\t0\troot\t_\t_\n"),
-    "conllu head out of range": corpus("range.conllu", CONLLU_OK.replace("\t2\tnsubj", "\t9\tnsubj")),
-    "conllu bad multiword range": corpus("mwt.conllu", "1-3\tdogs'\t_\t_\t_\t_\t_\t_\t_\t_\n" + CONLLU_OK),
-    "conllu bad empty node id": corpus("empty.conllu", CONLLU_OK + "1.x\tgone\t_\t_\t_\t_\t_\t_\t_\t_\n"),
+    "conllu head is a superscript digit": corpus(
+        "sup.conllu", CONLLU_OK.replace("\t2\tnsubj", "\t²\tnsubj")
+    ),
+    "conllu cycle": corpus(
+        "cycle.conllu",
+        "1\ta\ta\tX\t_\t_\t2\tdep\t_\t_\n2\tb\tb\tX\t_\t_\t1\tdep\t_\t_\n"
+        "3\tc\tc\tX\t_\t_\t0\troot\t_\t_\n",
+    ),
+    "conllu head out of range": corpus(
+        "range.conllu", CONLLU_OK.replace("\t2\tnsubj", "\t9\tnsubj")
+    ),
+    "conllu bad multiword range": corpus(
+        "mwt.conllu", "1-3\tdogs'\t_\t_\t_\t_\t_\t_\t_\t_\n" + CONLLU_OK
+    ),
+    "conllu bad empty node id": corpus(
+        "empty.conllu", CONLLU_OK + "1.x\tgone\t_\t_\t_\t_\t_\t_\t_\t_\n"
+    ),
     "conllu nine columns": corpus("cols.conllu", "1\ta\ta\tX\t_\t_\t0\troot\t_\n"),
     # options
     "--max-seq-len 1": run_with("--max-seq-len", "1"),
     "--n-syntax -1": run_with("--n-syntax", "-1"),
-    "--from-manifest with other options": lambda tmp: ["run", "--from-manifest", str(run_dir(tmp)), "--n-syntax", "3"],
-    "--from-manifest of a run without options": lambda tmp: ["run", "--from-manifest", str(run_dir(tmp)),
-                                                              "--out", str(tmp / "runs")],
+    "--from-manifest with other options": lambda tmp: [
+        "run",
+        "--from-manifest",
+        str(run_dir(tmp)),
+        "--n-syntax",
+        "3",
+    ],
+    "--from-manifest of a run without options": lambda tmp: [
+        "run",
+        "--from-manifest",
+        str(run_dir(tmp)),
+        "--out",
+        str(tmp / "runs"),
+    ],
     "--device cuda without a GPU": run_with("--device", "cuda"),
     "--device tpu": run_with("--device", "tpu"),
-    "unknown model": lambda tmp: ["run", "--model", "no-such-model-anywhere", "--out", str(tmp / "runs")],
+    "unknown model": lambda tmp: [
+        "run",
+        "--model",
+        "no-such-model-anywhere",
+        "--out",
+        str(tmp / "runs"),
+    ],
     # issue 24: huge integers, refused before anything is built
     "--n-syntax 100000000": run_with("--n-syntax", "100000000"),
     "--ablate-n-syntax 100000000": run_with("--ablate-n-syntax", "100000000"),
@@ -351,43 +469,98 @@ CASES: dict[str, Callable] = {
     "--max-rounds 10**30": run_with("--max-rounds", str(10**30)),
     "--repeated-length 10**9": run_with("--repeated-length", str(10**9)),
     "--max-seq-len 2": run_with("--max-seq-len", "2"),
-    "every stage skipped": lambda tmp: ["run", "--model", "minilm-l6", "--out", str(tmp / "runs"),
-                                        *(x for st in ("collect", "classify", "ablate", "report") for x in ("--skip", st))],
+    "every stage skipped": lambda tmp: [
+        "run",
+        "--model",
+        "minilm-l6",
+        "--out",
+        str(tmp / "runs"),
+        *(x for st in ("collect", "classify", "ablate", "report") for x in ("--skip", st)),
+    ],
     # issue 24: symbolic link loops, devices and FIFOs wherever a path is read
     "--out through a symlink loop": lambda tmp: ["run", *FAST, "--out", str(symlink_loop(tmp))],
-    "--out below a symlink loop": lambda tmp: ["run", *FAST, "--out", str(symlink_loop(tmp) / "runs")],
-    "compare --out through a symlink loop": compare_out(lambda tmp: symlink_loop(tmp) / "page.html"),
+    "--out below a symlink loop": lambda tmp: [
+        "run",
+        *FAST,
+        "--out",
+        str(symlink_loop(tmp) / "runs"),
+    ],
+    "compare --out through a symlink loop": compare_out(
+        lambda tmp: symlink_loop(tmp) / "page.html"
+    ),
     "manifest names /dev/zero as a corpus": manifest_naming(lambda tmp: "/dev/zero"),
     "manifest names a FIFO as a corpus": manifest_naming(fifo_path),
-    "eval corpus is a FIFO": lambda tmp: ["run", "--model", "minilm-l6", "--quick", "--skip", "classify", "--skip", "report",
-                                          "--out", str(tmp / "runs"), "--eval-corpus", fifo_path(tmp)],
+    "eval corpus is a FIFO": lambda tmp: [
+        "run",
+        "--model",
+        "minilm-l6",
+        "--quick",
+        "--skip",
+        "classify",
+        "--skip",
+        "report",
+        "--out",
+        str(tmp / "runs"),
+        "--eval-corpus",
+        fifo_path(tmp),
+    ],
     "reference model is a FIFO": reference_fifo,
     "feature_replicates.npz of random bytes": replicates_of_random_bytes,
     # issue 24: CoNLL-U and text
-    "conllu HEAD of 5,000 digits": corpus("digits.conllu", CONLLU_OK.replace("\t2\tnsubj", "\t" + "9" * 5000 + "\tnsubj")),
-    "conllu word id of 5,000 digits": corpus("id.conllu", CONLLU_OK.replace("1\tdogs", "9" * 5000 + "\tdogs")),
-    "conllu range of 5,000 digits": corpus("rng.conllu", "1-" + "9" * 5000 + "\tx\t_\t_\t_\t_\t_\t_\t_\t_\n" + CONLLU_OK),
-    "conllu overlapping multiword ranges": corpus("overlap.conllu", "1-2\tab\t_\t_\t_\t_\t_\t_\t_\t_\n"
-                                                  "1\ta\ta\tX\t_\t_\t3\tdep\t_\t_\n2-3\tbc\t_\t_\t_\t_\t_\t_\t_\t_\n"
-                                                  "2\tb\tb\tX\t_\t_\t3\tdep\t_\t_\n3\tc\tc\tX\t_\t_\t0\troot\t_\t_\n"),
+    "conllu HEAD of 5,000 digits": corpus(
+        "digits.conllu", CONLLU_OK.replace("\t2\tnsubj", "\t" + "9" * 5000 + "\tnsubj")
+    ),
+    "conllu word id of 5,000 digits": corpus(
+        "id.conllu", CONLLU_OK.replace("1\tdogs", "9" * 5000 + "\tdogs")
+    ),
+    "conllu range of 5,000 digits": corpus(
+        "rng.conllu", "1-" + "9" * 5000 + "\tx\t_\t_\t_\t_\t_\t_\t_\t_\n" + CONLLU_OK
+    ),
+    "conllu overlapping multiword ranges": corpus(
+        "overlap.conllu",
+        "1-2\tab\t_\t_\t_\t_\t_\t_\t_\t_\n"
+        "1\ta\ta\tX\t_\t_\t3\tdep\t_\t_\n2-3\tbc\t_\t_\t_\t_\t_\t_\t_\t_\n"
+        "2\tb\tb\tX\t_\t_\t3\tdep\t_\t_\n3\tc\tc\tX\t_\t_\t0\troot\t_\t_\n",
+    ),
     "conllu empty FORM": corpus("form.conllu", CONLLU_OK.replace("dogs\tdog", "\tdog")),
-    "UTF-16 without a byte-order mark": corpus("u16.txt", "hello there\nsecond line\n".encode("utf-16-le")),
+    "UTF-16 without a byte-order mark": corpus(
+        "u16.txt", "hello there\nsecond line\n".encode("utf-16-le")
+    ),
 }
 
 WEIGHT_CASES: dict[str, Callable] = {
-    "weights lack layers 1-2": weights(_edit_tensors(lambda t: {k: v for k, v in t.items() if ".layers.0." in k or "layers" not in k})),
-    "weights with unexpected keys": weights(_edit_tensors(lambda t: {**t, "model.extra.weight": t["model.norm.weight"].clone()})),
-    "weights of the wrong shape": weights(_edit_tensors(lambda t: {**t, "model.norm.weight": t["model.norm.weight"][:7].clone()})),
+    "weights lack layers 1-2": weights(
+        _edit_tensors(
+            lambda t: {k: v for k, v in t.items() if ".layers.0." in k or "layers" not in k}
+        )
+    ),
+    "weights with unexpected keys": weights(
+        _edit_tensors(lambda t: {**t, "model.extra.weight": t["model.norm.weight"].clone()})
+    ),
+    "weights of the wrong shape": weights(
+        _edit_tensors(lambda t: {**t, "model.norm.weight": t["model.norm.weight"][:7].clone()})
+    ),
     "weights truncated": weights(_truncate),
     "weights pickled with code": weights(_pickle),
     "config.json is not JSON": weights(lambda m: write(m / "config.json", "{not json")),
     "config.json with 0 heads": weights(lambda m: _edit_config(m, num_attention_heads=0)),
     "config.json with a negative size": weights(lambda m: _edit_config(m, intermediate_size=-5)),
-    "config.json whose heads do not divide the width": weights(lambda m: _edit_config(m, num_attention_heads=5)),
-    "weights hold NaN": weights(_edit_tensors(_poisoned("model.layers.1.self_attn.q_proj.weight", float("nan")))),
-    "weights hold inf": weights(_edit_tensors(_poisoned("model.embed_tokens.weight", float("inf")))),
-    "gguf of random bytes": lambda tmp, llama: ["run", "--model", str(write(tmp / "m.gguf", os.urandom(4096))),
-                                                "--out", str(tmp / "runs")],
+    "config.json whose heads do not divide the width": weights(
+        lambda m: _edit_config(m, num_attention_heads=5)
+    ),
+    "weights hold NaN": weights(
+        _edit_tensors(_poisoned("model.layers.1.self_attn.q_proj.weight", float("nan")))
+    ),
+    "weights hold inf": weights(
+        _edit_tensors(_poisoned("model.embed_tokens.weight", float("inf")))
+    ),
+    "gguf of random bytes": lambda tmp, llama: [
+        "run",
+        "--model",
+        str(write(tmp / "m.gguf", os.urandom(4096))),
+        "--out",
+        str(tmp / "runs"),
+    ],
 }
 
 
@@ -452,8 +625,22 @@ def test_json_cases_name_the_line(tmp_path):
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-SMALL = ["--skip", "classify", "--skip", "ablate", "--skip", "report", "--n-syntax", "5", "--n-repeated", "4",
-         "--max-sentences", "10", "--n-bootstrap", "10"]
+SMALL = [
+    "--skip",
+    "classify",
+    "--skip",
+    "ablate",
+    "--skip",
+    "report",
+    "--n-syntax",
+    "5",
+    "--n-repeated",
+    "4",
+    "--max-sentences",
+    "10",
+    "--n-bootstrap",
+    "10",
+]
 # A collection that lasts seconds on the tiny Llama (about 9 s on 2 cores; 400 syntax sentences took
 # under one, and a busy machine's signal or second process could arrive after it had finished)
 LONG_COLLECT = ["--n-syntax", "4000", "--n-repeated", "2000"]
@@ -463,7 +650,9 @@ def interp_process(*args: str, **popen) -> subprocess.Popen:
     """``python -m interp ARGS`` as a process of its own (default signal handling)."""
     popen.setdefault("stdout", subprocess.PIPE)
     popen.setdefault("stderr", subprocess.PIPE)
-    return subprocess.Popen([sys.executable, "-m", "interp", *args], env=ENV, restore_signals=True, **popen)
+    return subprocess.Popen(
+        [sys.executable, "-m", "interp", *args], env=ENV, restore_signals=True, **popen
+    )
 
 
 def finished(run: Path) -> dict:
@@ -482,16 +671,42 @@ def one_line(stderr: bytes | str) -> str:
 def test_two_runs_on_one_name_never_merge(tmp_path, llama_dir):
     out = tmp_path / "runs"
     # the first collects long enough for the second to start while it holds the run
-    first = interp_process("run", "--model", str(llama_dir), "--skip", "classify", "--skip", "ablate", "--skip", "report",
-                           *LONG_COLLECT, "-q", "--out", str(out), "--name", "same")
+    first = interp_process(
+        "run",
+        "--model",
+        str(llama_dir),
+        "--skip",
+        "classify",
+        "--skip",
+        "ablate",
+        "--skip",
+        "report",
+        *LONG_COLLECT,
+        "-q",
+        "--out",
+        str(out),
+        "--name",
+        "same",
+    )
     lock = out / llama_dir.name / "same" / ".interp.lock"
     deadline = time.monotonic() + 120
     while not (lock.exists() and lock.stat().st_size):  # the first holds the run
         assert first.poll() is None and time.monotonic() < deadline, first.communicate()
         time.sleep(0.05)
     other = write(tmp_path / "other.txt", "another corpus entirely\n")
-    second = interp_process("run", "--model", str(llama_dir), *SMALL, "-q", "--out", str(out), "--name", "same",
-                            "--corpus", str(other))
+    second = interp_process(
+        "run",
+        "--model",
+        str(llama_dir),
+        *SMALL,
+        "-q",
+        "--out",
+        str(out),
+        "--name",
+        "same",
+        "--corpus",
+        str(other),
+    )
     _, err = second.communicate(timeout=120)
     assert second.returncode == 1
     line = one_line(err)
@@ -499,27 +714,47 @@ def test_two_runs_on_one_name_never_merge(tmp_path, llama_dir):
     _, err = first.communicate(timeout=240)
     assert first.returncode == 0, err.decode()[-2000:]
     manifest = json.loads((out / llama_dir.name / "same" / "manifest.json").read_text())
-    assert "collect" in manifest["stages"] and str(other) not in json.dumps(manifest)  # the first run's, whole
+    assert "collect" in manifest["stages"] and str(other) not in json.dumps(
+        manifest
+    )  # the first run's, whole
     assert not lock.exists()
-    resumed = interp_process("run", "--model", str(llama_dir), *SMALL, "-q", "--out", str(out), "--name", "same", "--resume")
+    resumed = interp_process(
+        "run",
+        "--model",
+        str(llama_dir),
+        *SMALL,
+        "-q",
+        "--out",
+        str(out),
+        "--name",
+        "same",
+        "--resume",
+    )
     assert resumed.wait(timeout=240) == 0  # a lock left by a finished run never blocks it
 
 
 @pytest.mark.timeout(300)
-def test_a_gguf_of_other_content_under_the_same_name_size_and_time_is_not_the_cached_model(tmp_path, monkeypatch):
+def test_a_gguf_of_other_content_under_the_same_name_size_and_time_is_not_the_cached_model(
+    tmp_path, monkeypatch
+):
     from interp.model.tiny import write_tiny_gguf
 
     home, cwd = tmp_path / "home", tmp_path / "cwd"
     cwd.mkdir()
     monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("INTERP_CACHE", "")  # empty: the default folder under HOME, never the current one
+    monkeypatch.setenv(
+        "INTERP_CACHE", ""
+    )  # empty: the default folder under HOME, never the current one
     monkeypatch.chdir(cwd)
     path = write_tiny_gguf(tmp_path / "tiny.gguf", "llama", n_kv_heads=2)
     args = ["run", "--model", str(path), *SMALL, "-q", "--out", str(tmp_path / "runs")]
     result = CliRunner().invoke(main, [*args, "--name", "real"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     [cached] = (home / ".cache" / "interp" / "gguf").iterdir()
-    assert json.loads((cached / "source.json").read_text())["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert (
+        json.loads((cached / "source.json").read_text())["sha256"]
+        == hashlib.sha256(path.read_bytes()).hexdigest()
+    )
     assert not any(cwd.iterdir())
     st = path.stat()
     path.write_bytes(bytes(st.st_size))  # zeros, same name and size ...
@@ -536,9 +771,21 @@ def test_a_gguf_of_other_content_under_the_same_name_size_and_time_is_not_the_ca
 def test_a_full_output_stream_never_loses_the_run(tmp_path, llama_dir, stream):
     out = tmp_path / "runs"
     with open("/dev/full", "w") as full:
-        quiet = ["-q"] if stream == "stdout" else []  # a full stderr: progress bars too are lost, and must not stop it
-        proc = interp_process("run", "--model", str(llama_dir), *SMALL, *quiet, "--out", str(out), "--name", "r",
-                              **{stream: full})
+        quiet = (
+            ["-q"] if stream == "stdout" else []
+        )  # a full stderr: progress bars too are lost, and must not stop it
+        proc = interp_process(
+            "run",
+            "--model",
+            str(llama_dir),
+            *SMALL,
+            *quiet,
+            "--out",
+            str(out),
+            "--name",
+            "r",
+            **{stream: full},
+        )
         stdout, stderr = proc.communicate(timeout=240)
     run = out / llama_dir.name / "r"
     assert "collect" in finished(run) and (run / "features.parquet").exists()
@@ -552,7 +799,9 @@ def test_a_full_output_stream_never_loses_the_run(tmp_path, llama_dir, stream):
 @pytest.mark.timeout(300)
 def test_a_closed_pipe_never_loses_the_run_and_resume_restores_its_csv(tmp_path, llama_dir):
     out = tmp_path / "runs"
-    proc = interp_process("run", "--model", str(llama_dir), *SMALL, "--out", str(out), "--name", "r")
+    proc = interp_process(
+        "run", "--model", str(llama_dir), *SMALL, "--out", str(out), "--name", "r"
+    )
     proc.stdout.close()  # the reader is gone before the run prints a word (`interp run ... | head -c 0`)
     _, stderr = proc.communicate(timeout=240)
     assert proc.returncode == 141 and "Traceback" not in stderr.decode()
@@ -560,7 +809,9 @@ def test_a_closed_pipe_never_loses_the_run_and_resume_restores_its_csv(tmp_path,
     assert "collect" in finished(run)
     csv = (run / "features.csv").read_bytes()
     (run / "features.csv").unlink()
-    resumed = interp_process("run", "--model", str(llama_dir), *SMALL, "-q", "--out", str(out), "--name", "r", "--resume")
+    resumed = interp_process(
+        "run", "--model", str(llama_dir), *SMALL, "-q", "--out", str(out), "--name", "r", "--resume"
+    )
     assert resumed.wait(timeout=240) == 0
     assert (run / "features.csv").read_bytes() == csv
 
@@ -568,8 +819,22 @@ def test_a_closed_pipe_never_loses_the_run_and_resume_restores_its_csv(tmp_path,
 @pytest.mark.timeout(300)
 def test_sighup_in_the_first_stage_leaves_nothing_and_says_so(tmp_path, llama_dir):
     out = tmp_path / "runs"
-    proc = interp_process("run", "--model", str(llama_dir), "--skip", "classify", "--skip", "ablate", "--skip", "report",
-                          *LONG_COLLECT, "--out", str(out), "--name", "h")
+    proc = interp_process(
+        "run",
+        "--model",
+        str(llama_dir),
+        "--skip",
+        "classify",
+        "--skip",
+        "ablate",
+        "--skip",
+        "report",
+        *LONG_COLLECT,
+        "--out",
+        str(out),
+        "--name",
+        "h",
+    )
     os.set_blocking(proc.stderr.fileno(), False)
     seen, deadline = b"", time.monotonic() + 200
     while b"collect" not in seen:

@@ -12,7 +12,18 @@ from click.testing import CliRunner
 
 from interp.cli import main
 
-FAST = ["--model", "minilm-l6", "--quick", "--skip", "classify", "--skip", "ablate", "--skip", "report", "-q"]
+FAST = [
+    "--model",
+    "minilm-l6",
+    "--quick",
+    "--skip",
+    "classify",
+    "--skip",
+    "ablate",
+    "--skip",
+    "report",
+    "-q",
+]
 
 
 def invoke(*args):
@@ -33,13 +44,17 @@ def test_models_lists_the_packaged_models():
 
 
 def test_tables_and_roles_print_their_reference():
-    assert all(name in invoke("tables").output for name in ("features:", "roles:", "effects:", "pruning:"))
+    assert all(
+        name in invoke("tables").output for name in ("features:", "roles:", "effects:", "pruning:")
+    )
     out = invoke("roles").output
     assert "induction" in out and "unexplained" in out and "syntactic:<relation>" in out
 
 
 def test_unknown_model(tmp_path):
-    assert_user_error(invoke("run", "--model", "no-such-model", "--out", str(tmp_path)), "unknown model")
+    assert_user_error(
+        invoke("run", "--model", "no-such-model", "--out", str(tmp_path)), "unknown model"
+    )
     assert not any(tmp_path.iterdir())
 
 
@@ -61,13 +76,20 @@ def test_output_dir_not_writable(tmp_path):
     assert_user_error(invoke("run", *FAST, "--out", str(target)), "writable")
 
 
-@pytest.mark.parametrize("name, content, message", [
-    ("missing.txt", None, "corpus file not found"),
-    ("empty.txt", "\n\n", "empty"),
-    ("bad.jsonl", '{"text": "fine"}\nnot json\n', "bad.jsonl:2"),
-    ("latin1.txt", "caf\xe9\n".encode("latin-1"), "UTF-8"),
-    ("broken.conllu", "1\tA\ta\tDET\t_\t_\t2\tdet\t_\t_\n2\tdog\tdog\tNOUN\t_\t_\t1\tnsubj\t_\t_\n\n", "broken.conllu"),
-])
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        ("missing.txt", None, "corpus file not found"),
+        ("empty.txt", "\n\n", "empty"),
+        ("bad.jsonl", '{"text": "fine"}\nnot json\n', "bad.jsonl:2"),
+        ("latin1.txt", "caf\xe9\n".encode("latin-1"), "UTF-8"),
+        (
+            "broken.conllu",
+            "1\tA\ta\tDET\t_\t_\t2\tdet\t_\t_\n2\tdog\tdog\tNOUN\t_\t_\t1\tnsubj\t_\t_\n\n",
+            "broken.conllu",
+        ),
+    ],
+)
 def test_bad_corpora(tmp_path, name, content, message):
     path = tmp_path / name
     if isinstance(content, bytes):
@@ -95,7 +117,9 @@ def test_run_resume_and_refuse_to_overwrite(tmp_path):
     resumed = invoke("run", *FAST, "--out", str(out), "--name", "r1", "--resume")
     assert resumed.exit_code == 0
     after = json.loads((run_dir / "manifest.json").read_text())
-    assert after["stages"]["collect"]["finished"] == manifest["stages"]["collect"]["finished"]  # skipped
+    assert (
+        after["stages"]["collect"]["finished"] == manifest["stages"]["collect"]["finished"]
+    )  # skipped
     assert not list(run_dir.glob(".*.tmp"))
 
 
@@ -121,7 +145,10 @@ def test_stage_commands_need_a_run_directory(tmp_path):
 def test_python_m_interp_runs():
     out = subprocess.run([sys.executable, "-m", "interp", "--help"], capture_output=True, text=True)
     assert out.returncode == 0
-    assert all(command in out.stdout for command in ("run", "collect", "classify", "ablate", "report", "compare"))
+    assert all(
+        command in out.stdout
+        for command in ("run", "collect", "classify", "ablate", "report", "compare")
+    )
 
 
 def test_ablate_rejects_an_unknown_metric_before_loading_the_model(tmp_path, monkeypatch):
@@ -149,6 +176,17 @@ def test_quiet_reaches_every_stage(tmp_path, monkeypatch):
 
     monkeypatch.setattr(interp.collect.stage, "run_stage", fake_collect)
     monkeypatch.setattr(interp.ablate.stage, "run_stage", fake_ablate)
-    args = ["--model", "minilm-l6", "--skip", "classify", "--skip", "report", "--out", str(tmp_path), "--name", "q"]
+    args = [
+        "--model",
+        "minilm-l6",
+        "--skip",
+        "classify",
+        "--skip",
+        "report",
+        "--out",
+        str(tmp_path),
+        "--name",
+        "q",
+    ]
     assert invoke("run", *args, "-q").exit_code == 0
     assert seen == {"collect": False, "ablate": False}

@@ -15,11 +15,11 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from interp import AblateConfig, CollectConfig
 from interp.ablate.stage import ablate
 from interp.classify.stage import classify
 from interp.cli import main
 from interp.collect.stage import collect
-from interp import AblateConfig, CollectConfig
 from interp.errors import ModelError
 from interp.model.load import load_model
 from interp.model.tiny import N_HEADS, N_LAYERS, build_tiny
@@ -38,14 +38,20 @@ FAMILIES = {
     "phi": None,
     "bert": None,  # an encoder
 }
-COLLECT = CollectConfig(n_repeated=4, repeated_lengths=(6,), n_syntax=10, max_sentences=10, n_bootstrap=10)
-ABLATE = AblateConfig(n_prose=3, n_repeated=3, repeated_lengths=(6,), n_syntax=8, n_bootstrap=10, threads=1)
+COLLECT = CollectConfig(
+    n_repeated=4, repeated_lengths=(6,), n_syntax=10, max_sentences=10, n_bootstrap=10
+)
+ABLATE = AblateConfig(
+    n_prose=3, n_repeated=3, repeated_lengths=(6,), n_syntax=8, n_bootstrap=10, threads=1
+)
 
 
 @pytest.fixture
 def one_thread():
     old = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny ops on a shared 2-core box: OpenMP stalls cost more than they give
+    torch.set_num_threads(
+        1
+    )  # tiny ops on a shared 2-core box: OpenMP stalls cost more than they give
     yield
     torch.set_num_threads(old)
 
@@ -79,12 +85,17 @@ def test_models_families_lists_what_the_bridge_wraps_and_what_loads_from_gguf():
     assert result.exit_code == 0, result.output
     rows = {line.split()[0]: line.split()[1:] for line in result.output.splitlines()[1:]}
     assert set(FAMILIES) <= set(rows)
-    assert rows["llama"] == ["LlamaForCausalLM", "yes"] and rows["gemma3_text"] == ["Gemma3ForCausalLM", "yes"]
+    assert rows["llama"] == ["LlamaForCausalLM", "yes"] and rows["gemma3_text"] == [
+        "Gemma3ForCausalLM",
+        "yes",
+    ]
     assert rows["gpt_neox"][-1] == "no"  # transformers reads no GPT-NeoX GGUF
 
 
 def test_a_family_the_bridge_cannot_wrap_is_refused_in_one_line(tmp_path):
-    path = build_tiny("biogpt", tmp_path / "biogpt", architectures=False)  # transformers builds it; the bridge has no adapter
+    path = build_tiny(
+        "biogpt", tmp_path / "biogpt", architectures=False
+    )  # transformers builds it; the bridge has no adapter
     with pytest.raises(ModelError) as caught:
         load_model(str(path))
     message = str(caught.value)

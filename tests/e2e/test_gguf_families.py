@@ -14,7 +14,6 @@ import json
 import pytest
 import torch
 from click.testing import CliRunner
-
 from transformers.convert_slow_tokenizer import bytes_to_unicode
 
 from interp.cli import main
@@ -22,7 +21,9 @@ from interp.errors import ModelError
 from interp.model.load import load_model
 from interp.model.tiny import N_HEADS, N_LAYERS, write_tiny_gguf
 
-BYTES = list(bytes_to_unicode())  # the byte each of the file's 256 byte tokens stands for, in file order
+BYTES = list(
+    bytes_to_unicode()
+)  # the byte each of the file's 256 byte tokens stands for, in file order
 
 
 @pytest.fixture(autouse=True)
@@ -34,17 +35,30 @@ def fresh_cache(tmp_path, monkeypatch):
     torch.set_num_threads(old)
 
 
-@pytest.mark.parametrize("family, n_kv_heads, model_type", [("gemma3", 1, "gemma3_text"), ("llama", 2, "llama")])
-def test_a_gguf_loads_then_loads_again_from_its_cache(tmp_path, fresh_cache, family, n_kv_heads, model_type):
+@pytest.mark.parametrize(
+    "family, n_kv_heads, model_type", [("gemma3", 1, "gemma3_text"), ("llama", 2, "llama")]
+)
+def test_a_gguf_loads_then_loads_again_from_its_cache(
+    tmp_path, fresh_cache, family, n_kv_heads, model_type
+):
     path = write_tiny_gguf(tmp_path / f"tiny-{family}.gguf", family, n_kv_heads=n_kv_heads)
     for _ in range(2):  # read and cached, then from the cache
         model = load_model(str(path))
         assert (model.source, model.causal, model.bos_policy) == ("gguf", True, "tokenizer")
-        assert (model.n_layers, model.n_heads, model.n_kv_heads, model.d_vocab) == (N_LAYERS, N_HEADS, n_kv_heads, 259)
-        assert model.tokenizer("ab").input_ids == [1] + [3 + BYTES.index(b) for b in b"ab"]  # <bos>, a byte each
+        assert (model.n_layers, model.n_heads, model.n_kv_heads, model.d_vocab) == (
+            N_LAYERS,
+            N_HEADS,
+            n_kv_heads,
+            259,
+        )
+        assert model.tokenizer("ab").input_ids == [1] + [
+            3 + BYTES.index(b) for b in b"ab"
+        ]  # <bos>, a byte each
     [cached] = (fresh_cache / "gguf").iterdir()
     config = json.loads((cached / "config.json").read_text())
-    assert config["model_type"] == model_type and config["architectures"] == [lens_architecture(model_type)]
+    assert config["model_type"] == model_type and config["architectures"] == [
+        lens_architecture(model_type)
+    ]
 
 
 def lens_architecture(model_type: str) -> str:
@@ -54,11 +68,28 @@ def lens_architecture(model_type: str) -> str:
 def test_interp_run_on_a_gemma3_gguf(tmp_path):
     path = write_tiny_gguf(tmp_path / "tiny-gemma3.gguf", "gemma3", n_kv_heads=1)
     out = tmp_path / "runs"
-    result = CliRunner().invoke(main, ["run", "--model", str(path), "--out", str(out), "--name", "g", "--quick",
-                                       "--skip", "report", "-q"], catch_exceptions=False)
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--model",
+            str(path),
+            "--out",
+            str(out),
+            "--name",
+            "g",
+            "--quick",
+            "--skip",
+            "report",
+            "-q",
+        ],
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0, result.output
     manifest = json.loads((out / "tiny-gemma3.gguf" / "g" / "manifest.json").read_text())
-    assert manifest["model"]["source"] == "gguf" and manifest["model"]["spec"]["name"] == str(path.resolve())
+    assert manifest["model"]["source"] == "gguf" and manifest["model"]["spec"]["name"] == str(
+        path.resolve()
+    )
     assert set(manifest["stages"]) == {"collect", "classify", "ablate"}
 
 
@@ -69,5 +100,7 @@ def test_a_family_transformers_cannot_read_from_gguf_is_refused_in_one_line(tmp_
     message = str(caught.value)
     assert "\n" not in message and str(path) in message and "'gptneox' family" in message
     assert "load the model's Hugging Face checkpoint" in message
-    result = CliRunner().invoke(main, ["run", "--model", str(path), "--out", str(tmp_path / "runs"), "-q"])
+    result = CliRunner().invoke(
+        main, ["run", "--model", str(path), "--out", str(tmp_path / "runs"), "-q"]
+    )
     assert result.exit_code != 0 and result.output.strip().splitlines() == [f"error: {message}"]

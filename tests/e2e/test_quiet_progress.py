@@ -12,14 +12,32 @@ from interp.model.tiny import build_tiny
 
 def test_quiet_runs_print_one_line_per_finished_ablate_phase(tmp_path):
     model = build_tiny("llama", tmp_path / "tiny-llama", n_kv_heads=2)
-    result = CliRunner().invoke(main, ["run", "--model", str(model), "--out", str(tmp_path / "runs"), "--name", "q",
-                                       "--quick", "--skip", "report", "-q"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--model",
+            str(model),
+            "--out",
+            str(tmp_path / "runs"),
+            "--name",
+            "q",
+            "--quick",
+            "--skip",
+            "report",
+            "-q",
+        ],
+    )
     assert result.exit_code == 0, result.output
     lines = [line for line in result.stderr.splitlines() if line.startswith("ablate: ")]
     assert all(re.fullmatch(r"ablate: .+ done in \d+ s", line) for line in lines), lines
     phases = [re.sub(r" done in \d+ s$", "", line) for line in lines]
-    assert phases[0].startswith("ablate: evaluation corpus ") and phases[1].startswith("ablate: thread probe (")
-    assert "ablate: attribution estimate" in phases and "ablate: integrated estimate" in phases  # --quick: both
+    assert phases[0].startswith("ablate: evaluation corpus ") and phases[1].startswith(
+        "ablate: thread probe ("
+    )
+    assert (
+        "ablate: attribution estimate" in phases and "ablate: integrated estimate" in phases
+    )  # --quick: both
     assert any(re.fullmatch(r"ablate: exact sweep \d+ heads", p) for p in phases)
     assert phases[-1].startswith("ablate: pruning ")
     assert "%|" not in result.stderr  # no progress bar

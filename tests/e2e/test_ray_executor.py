@@ -19,14 +19,34 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 
 # ablate alone, every head exactly, one thread (the local and the Ray runs alike: see ray_executor)
 # one sweep of every head (--max-rounds 1), so that the manifest lists one sweep's shards
-ABLATE_ONLY = ("--skip", "collect", "--skip", "classify", "--skip", "report", "--ablate-n-syntax", 6,
-               "--ablate-n-prose", 3, "--ablate-n-repeated", 3, "--n-bootstrap", 100, "--ablate-threads", 1,
-               "--max-rounds", 1, "-q")
+ABLATE_ONLY = (
+    "--skip",
+    "collect",
+    "--skip",
+    "classify",
+    "--skip",
+    "report",
+    "--ablate-n-syntax",
+    6,
+    "--ablate-n-prose",
+    3,
+    "--ablate-n-repeated",
+    3,
+    "--n-bootstrap",
+    100,
+    "--ablate-threads",
+    1,
+    "--max-rounds",
+    1,
+    "-q",
+)
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20, log_to_driver=False)
+    ray.init(
+        num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20, log_to_driver=False
+    )
     yield
     ray.shutdown()
 
@@ -57,14 +77,32 @@ def ablate_record(run_dir: Path) -> dict:
 
 def assert_same_tables(a: Path, b: Path) -> None:
     for table in ("effects", "pruning"):
-        pd.testing.assert_frame_equal(pd.read_parquet(a / f"{table}.parquet"), pd.read_parquet(b / f"{table}.parquet"),
-                                      check_exact=True, obj=table)
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(a / f"{table}.parquet"),
+            pd.read_parquet(b / f"{table}.parquet"),
+            check_exact=True,
+            obj=table,
+        )
 
 
 def test_ray_workers_give_the_local_tables_and_a_resume_keeps_them(cluster, model_dir, local_run):
     out = local_run.parents[1]
-    invoke("run", "--model", model_dir, "--out", out, "--name", "ray", *ABLATE_ONLY,
-           "--executor", "ray", "--address", "auto", "--workers", 2)
+    invoke(
+        "run",
+        "--model",
+        model_dir,
+        "--out",
+        out,
+        "--name",
+        "ray",
+        *ABLATE_ONLY,
+        "--executor",
+        "ray",
+        "--address",
+        "auto",
+        "--workers",
+        2,
+    )
     run_dir = out / model_dir.name / "ray"
     assert_same_tables(local_run, run_dir)
     record = ablate_record(run_dir)
@@ -72,9 +110,19 @@ def test_ray_workers_give_the_local_tables_and_a_resume_keeps_them(cluster, mode
     assert (sweep["executor"], sweep["workers"], sweep["retried"]) == ("ray", 2, [])
     shards = sweep["shards"]
     # 2 shards per worker wanted, 3 layers: the costliest (the first) is shared out in two
-    assert sorted((s["shard"], tuple(s["layers"])) for s in shards) == [(0, (0,)), (1, (0,)), (2, (1,)), (3, (2,))]
-    assert all(s["seconds"] > 0 and s["worker"] in ("w0", "w1") and s["attempts"] == 1 for s in shards)
-    assert record["config"]["executor"] == "ray" and ablate_record(local_run)["executor"]["executor"] == "local"
+    assert sorted((s["shard"], tuple(s["layers"])) for s in shards) == [
+        (0, (0,)),
+        (1, (0,)),
+        (2, (1,)),
+        (3, (2,)),
+    ]
+    assert all(
+        s["seconds"] > 0 and s["worker"] in ("w0", "w1") and s["attempts"] == 1 for s in shards
+    )
+    assert (
+        record["config"]["executor"] == "ray"
+        and ablate_record(local_run)["executor"]["executor"] == "local"
+    )
 
     # where the sweep ran is placement, not a setting of the measurement: a resume without Ray keeps it
     invoke("run", "--model", model_dir, "--out", out, "--name", "ray", *ABLATE_ONLY, "--resume")
@@ -92,7 +140,9 @@ def test_a_worker_dying_mid_sweep_has_its_shard_retried(cluster, local_run, monk
     sweep = ablate_record(run_dir)["executor"]
     assert [(r["shard"], r["attempt"]) for r in sweep["retried"]] == [(0, 1)]
     attempts = {s["shard"]: s["attempts"] for s in sweep["shards"]}
-    assert attempts == {0: 2, 1: 1, 2: 1, 3: 1} and len(sweep["shards"]) == 4  # every shard once, shard 0 retried
+    assert (
+        attempts == {0: 2, 1: 1, 2: 1, 3: 1} and len(sweep["shards"]) == 4
+    )  # every shard once, shard 0 retried
     died = sweep["retried"][0]["worker"]
     assert next(s["worker"] for s in sweep["shards"] if s["shard"] == 0) != died
     assert sweep["workers_started"] == 3  # the dead worker was replaced
@@ -104,6 +154,14 @@ def test_a_model_built_in_python_is_refused_in_one_line():
     from interp.ablate.stage import AblateConfig, ablate
     from interp.errors import ConfigError
 
-    config = AblateConfig(executor="ray", n_prose=2, n_repeated=0, n_syntax=0, attribution=False, prune=False, threads=1)
+    config = AblateConfig(
+        executor="ray",
+        n_prose=2,
+        n_repeated=0,
+        n_syntax=0,
+        attribution=False,
+        prune=False,
+        threads=1,
+    )
     with pytest.raises(ConfigError, match="a model built in Python has none"):
         ablate(tiny_llama(), config, progress=False)

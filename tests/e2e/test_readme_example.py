@@ -17,7 +17,7 @@ README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding=
 
 def section(title: str) -> str:
     start = README.index(f"\n## {title}\n")
-    return README[start: README.index("\n## ", start + 1)]
+    return README[start : README.index("\n## ", start + 1)]
 
 
 def blocks(text: str) -> list[tuple[str, str]]:

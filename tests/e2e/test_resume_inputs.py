@@ -11,8 +11,20 @@ from click.testing import CliRunner
 
 from interp.cli import main
 
-COLLECT_ONLY = ["--model", "minilm-l6", "--no-builtin", "--skip", "classify", "--skip", "ablate", "--skip", "report",
-                "-q", "--n-syntax", "0"]
+COLLECT_ONLY = [
+    "--model",
+    "minilm-l6",
+    "--no-builtin",
+    "--skip",
+    "classify",
+    "--skip",
+    "ablate",
+    "--skip",
+    "report",
+    "-q",
+    "--n-syntax",
+    "0",
+]
 
 
 def invoke(*args) -> None:
@@ -74,9 +86,17 @@ def test_a_flag_wins_over_quick(tmp_path, monkeypatch):
     import interp.collect.stage
 
     seen = {}
-    monkeypatch.setattr(interp.collect.stage, "run_stage", lambda run_dir, model, config, progress: seen.update(c=config))
-    invoke("run", *COLLECT_ONLY[:-2], "--quick", "--n-syntax", 500, "--out", tmp_path, "--name", "q")
-    assert seen["c"].n_syntax == 500 and seen["c"].n_bootstrap == 100  # the flag kept, the rest made quick
+    monkeypatch.setattr(
+        interp.collect.stage,
+        "run_stage",
+        lambda run_dir, model, config, progress: seen.update(c=config),
+    )
+    invoke(
+        "run", *COLLECT_ONLY[:-2], "--quick", "--n-syntax", 500, "--out", tmp_path, "--name", "q"
+    )
+    assert (
+        seen["c"].n_syntax == 500 and seen["c"].n_bootstrap == 100
+    )  # the flag kept, the rest made quick
     invoke("run", *COLLECT_ONLY[:-2], "--quick", "--out", tmp_path, "--name", "q2")
     assert seen["c"].n_syntax == 300
 
@@ -84,8 +104,28 @@ def test_a_flag_wins_over_quick(tmp_path, monkeypatch):
 def test_a_user_corpus_called_prose_is_its_own_suite(tmp_path):
     corpus = tmp_path / "prose.txt"
     corpus.write_text("My own first sentence.\nMy own second sentence.\n")
-    invoke("run", "--model", "minilm-l6", "--skip", "classify", "--skip", "ablate", "--skip", "report", "-q",
-           "--n-syntax", "0", "--max-sentences", "5", "--corpus", corpus, "--out", tmp_path / "runs", "--name", "p")
+    invoke(
+        "run",
+        "--model",
+        "minilm-l6",
+        "--skip",
+        "classify",
+        "--skip",
+        "ablate",
+        "--skip",
+        "report",
+        "-q",
+        "--n-syntax",
+        "0",
+        "--max-sentences",
+        "5",
+        "--corpus",
+        corpus,
+        "--out",
+        tmp_path / "runs",
+        "--name",
+        "p",
+    )
     corpora = manifest(tmp_path / "runs" / "minilm-l6" / "p")["corpora"]
     assert corpora["prose"]["n_sequences"] == 5  # the shipped suite, alone
     assert corpora["user:prose"]["n_sequences"] == 2
@@ -94,7 +134,11 @@ def test_a_user_corpus_called_prose_is_its_own_suite(tmp_path):
 def test_the_truncation_warning_reaches_the_user_once(tmp_path):
     corpus = tmp_path / "long.txt"
     corpus.write_text(("word " * 700 + "\n") * 2)  # 700 words: past minilm's 512-token context
-    result = CliRunner().invoke(main, ["run", *COLLECT_ONLY, "--corpus", str(corpus), "--out", str(tmp_path / "runs")])
+    result = CliRunner().invoke(
+        main, ["run", *COLLECT_ONLY, "--corpus", str(corpus), "--out", str(tmp_path / "runs")]
+    )
     assert result.exit_code == 0, result.output
-    assert result.stderr.splitlines() == ["warning: 2 of 2 probe(s) of suite 'user:long' are longer than 512 tokens "
-                                          "(the model's context, or --max-seq-len) and were truncated"]
+    assert result.stderr.splitlines() == [
+        "warning: 2 of 2 probe(s) of suite 'user:long' are longer than 512 tokens "
+        "(the model's context, or --max-seq-len) and were truncated"
+    ]

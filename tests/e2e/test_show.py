@@ -35,7 +35,9 @@ def invoke(*args):
 def with_model(run_dir: Path, model_name: str, source: str = "hf-dir") -> Path:
     """Point the fake run's manifest at a model the command line can load."""
     manifest = rundir.read_manifest(run_dir)
-    manifest["model"].update(name=model_name, source=source, spec=dataclasses.asdict(ModelSpec(name=model_name)))
+    manifest["model"].update(
+        name=model_name, source=source, spec=dataclasses.asdict(ModelSpec(name=model_name))
+    )
     rundir.write_manifest(run_dir, manifest)
     return run_dir
 
@@ -48,14 +50,18 @@ def model_dir(tmp_path_factory) -> Path:
 @pytest.fixture
 def tiny_run(model_dir, tmp_path) -> Path:
     """A fake run of the tiny Llama's shape (2 layers x 4 heads) whose manifest loads that model."""
-    return with_model(make_fake_run(tmp_path, n_layers=2, n_heads=4, model_name="tiny-llama"), str(model_dir))
+    return with_model(
+        make_fake_run(tmp_path, n_layers=2, n_heads=4, model_name="tiny-llama"), str(model_dir)
+    )
 
 
 def query_lines(output: str) -> list[str]:
     return [line for line in output.splitlines() if "->" in line]
 
 
-def test_show_prints_the_heads_patterns_stores_them_and_writes_a_page(tiny_run, model_dir, tmp_path):
+def test_show_prints_the_heads_patterns_stores_them_and_writes_a_page(
+    tiny_run, model_dir, tmp_path
+):
     page = tmp_path / "page.html"
     result = invoke(tiny_run, "--prompt", PROMPT, "--heads", "0.1,L1H2", "--out", page)
     assert result.exit_code == 0, result.output
@@ -101,23 +107,54 @@ def test_without_heads_the_run_chooses_them_and_a_file_gives_the_prompts(tiny_ru
     prompts.write_text(f"{PROMPT}\n\nthe dog ran .\n", encoding="utf-8")
     result = invoke(tiny_run, "--prompts", prompts, "--top", "1")
     assert result.exit_code == 0, result.output
-    heads = [line.split()[0] for line in result.output.splitlines() if re.match(r"L\d+H\d+  ", line)]
+    heads = [
+        line.split()[0] for line in result.output.splitlines() if re.match(r"L\d+H\d+  ", line)
+    ]
     assert heads == [X.head_name(*h) for h in X.default_heads(load_run(tiny_run))]
     assert ' prompt 2: "the dog ran ."' in result.output
-    assert all(len(re.findall(r"@\d+ ", line)) == 1 for line in query_lines(result.output))  # --top 1
+    assert all(
+        len(re.findall(r"@\d+ ", line)) == 1 for line in query_lines(result.output)
+    )  # --top 1
     assert len(P.read_prompts(tiny_run).prompts) == 2
 
 
-@pytest.mark.parametrize("case, args, text", [
-    ("no run", lambda run, tmp: [tmp / "nowhere", "--prompt", PROMPT], "no run directory at"),
-    ("no prompt", lambda run, tmp: [run], "give a prompt: --prompt TEXT or --prompts FILE"),
-    ("empty prompt", lambda run, tmp: [run, "--prompt", PROMPT, "--prompt", "  "], "prompt 2 is empty"),
-    ("no prompts file", lambda run, tmp: [run, "--prompts", tmp / "missing.txt"], "no such prompts file"),
-    ("unknown head", lambda run, tmp: [run, "--prompt", PROMPT, "--heads", "0.1,7.0"], "the model has no head L7H0"),
-    ("not a head", lambda run, tmp: [run, "--prompt", PROMPT, "--heads", "first"], "'first' is not a head"),
-    ("too long", lambda run, tmp: [run, "--prompt", "the " * 200, "--heads", "0.1"], "longer than the model's context of 128"),
-    ("page over a file", lambda run, tmp: [run, "--prompt", PROMPT, "--out", run / "roles.csv"], "must name a .html file"),
-])
+@pytest.mark.parametrize(
+    "case, args, text",
+    [
+        ("no run", lambda run, tmp: [tmp / "nowhere", "--prompt", PROMPT], "no run directory at"),
+        ("no prompt", lambda run, tmp: [run], "give a prompt: --prompt TEXT or --prompts FILE"),
+        (
+            "empty prompt",
+            lambda run, tmp: [run, "--prompt", PROMPT, "--prompt", "  "],
+            "prompt 2 is empty",
+        ),
+        (
+            "no prompts file",
+            lambda run, tmp: [run, "--prompts", tmp / "missing.txt"],
+            "no such prompts file",
+        ),
+        (
+            "unknown head",
+            lambda run, tmp: [run, "--prompt", PROMPT, "--heads", "0.1,7.0"],
+            "the model has no head L7H0",
+        ),
+        (
+            "not a head",
+            lambda run, tmp: [run, "--prompt", PROMPT, "--heads", "first"],
+            "'first' is not a head",
+        ),
+        (
+            "too long",
+            lambda run, tmp: [run, "--prompt", "the " * 200, "--heads", "0.1"],
+            "longer than the model's context of 128",
+        ),
+        (
+            "page over a file",
+            lambda run, tmp: [run, "--prompt", PROMPT, "--out", run / "roles.csv"],
+            "must name a .html file",
+        ),
+    ],
+)
 def test_bad_input_is_one_line(tiny_run, tmp_path, case, args, text):
     result = invoke(*args(tiny_run, tmp_path))
     lines = [line for line in result.output.splitlines() if line.strip()]
@@ -144,7 +181,9 @@ def test_an_induction_head_of_the_packaged_model_attends_after_the_earlier_copy(
     """SmolLM2's L18H6 (an induction head, README) on a repeated sequence: once the repeat is
     under way, each query of the second copy attends most (off the first-token sink) to the
     token after its earlier copy."""
-    run_dir = with_model(make_fake_run(tmp_path, n_layers=30, n_heads=9, model_name="smollm2-135m"), "smollm2-135m")
+    run_dir = with_model(
+        make_fake_run(tmp_path, n_layers=30, n_heads=9, model_name="smollm2-135m"), "smollm2-135m"
+    )
     words = " apple river stone cloud music paper green table"
     result = invoke(run_dir, "--prompt", words + words, "--heads", "18.6", "--top", "1")
     assert result.exit_code == 0, result.output
@@ -152,6 +191,6 @@ def test_an_induction_head_of_the_packaged_model_attends_after_the_earlier_copy(
     prompt = P.read_prompts(run_dir).prompts[0]
     tokens, pattern = prompt.tokens, prompt.pattern(18, 6)
     half = (len(tokens) - 1) // 2  # [BOS] + two copies of `half` tokens
-    assert tokens[1:half + 1] == tokens[half + 1:]
+    assert tokens[1 : half + 1] == tokens[half + 1 :]
     for q in range(half + 3, len(tokens)):
         assert int(pattern[q, 1:].argmax()) + 1 == q - half + 1, (q, tokens[q], pattern[q].round(2))

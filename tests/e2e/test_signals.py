@@ -29,8 +29,14 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 
 
 def interp(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", "interp", *args], capture_output=True, text=True, env=ENV, timeout=600,
-                         preexec_fn=default_signals)
+    out = subprocess.run(
+        [sys.executable, "-m", "interp", *args],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=600,
+        preexec_fn=default_signals,
+    )
     if check:
         assert out.returncode == 0, out.stderr[-2000:]
     return out
@@ -45,8 +51,24 @@ def default_signals() -> None:
 
 
 def start(out: Path, name: str, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "interp", "run", *OPTIONS, "--out", str(out), "--name", name, *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, preexec_fn=default_signals)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "interp",
+            "run",
+            *OPTIONS,
+            "--out",
+            str(out),
+            "--name",
+            name,
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+        preexec_fn=default_signals,
+    )
 
 
 def signal_when(proc: subprocess.Popen, marker: str, sig: int) -> tuple[int, str]:
@@ -94,12 +116,16 @@ def test_a_signal_during_collect_leaves_nothing(tmp_path, sig, code):
     code_seen, stderr = signal_when(start(tmp_path, "x"), "collect:", sig)
     assert code_seen == code, stderr[-2000:]
     last = stderr.strip().splitlines()[-1].split("\r")[-1]
-    assert last.startswith(f"interrupted ({signal.Signals(sig).name})") and "Traceback" not in stderr
+    assert (
+        last.startswith(f"interrupted ({signal.Signals(sig).name})") and "Traceback" not in stderr
+    )
     assert not any(tmp_path.iterdir()), "nothing had finished: no run folder, no model folder"
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_a_signal_during_ablate_keeps_finished_stages_and_resume_completes(tmp_path, reference, sig, code):
+def test_a_signal_during_ablate_keeps_finished_stages_and_resume_completes(
+    tmp_path, reference, sig, code
+):
     code_seen, stderr = signal_when(start(tmp_path, "x"), "ablate:", sig)
     assert code_seen == code and "Traceback" not in stderr, stderr[-2000:]
     run_dir = tmp_path / "minilm-l6" / "x"
@@ -123,7 +149,9 @@ def test_sigkill_then_resume_gives_the_same_tables(tmp_path, reference, marker):
 
 def test_from_manifest_reproduces_the_run(tmp_path, reference):
     run_dir, expected = reference
-    out = interp("run", "--from-manifest", str(run_dir), "--out", str(tmp_path), "--name", "again", "-q")
+    out = interp(
+        "run", "--from-manifest", str(run_dir), "--out", str(tmp_path), "--name", "again", "-q"
+    )
     again = tmp_path / "minilm-l6" / "again"
     assert str(again) in out.stdout
     assert_identical(again, expected)
@@ -138,4 +166,8 @@ def test_the_manifest_records_what_reproduces_the_run(reference):
     assert prov["seed"] == 0 and len(prov["model_hash"]) == 64 and len(prov["data_hash"]) == 64
     assert prov["versions"]["torch"] and prov["versions"]["transformers"] and prov["python"]
     assert manifest["options"]["stages"]["collect"]["n_syntax"] == 60 and manifest["format"] == 2
-    assert all(s["inputs"]["model"] == prov["model_hash"] for n, s in manifest["stages"].items() if n in ("collect", "ablate"))
+    assert all(
+        s["inputs"]["model"] == prov["model_hash"]
+        for n, s in manifest["stages"].items()
+        if n in ("collect", "ablate")
+    )

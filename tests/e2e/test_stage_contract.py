@@ -32,8 +32,16 @@ def manifest(run_dir: Path) -> dict:
 def toy_stage():
     from toy_stage import ToyConfig
 
-    register(Stage("toy", "Count each head's features.", ToyConfig, "toy_stage:run_stage", reads=("collect",),
-                   outputs=("toy.parquet",)))  # the one registry line
+    register(
+        Stage(
+            "toy",
+            "Count each head's features.",
+            ToyConfig,
+            "toy_stage:run_stage",
+            reads=("collect",),
+            outputs=("toy.parquet",),
+        )
+    )  # the one registry line
     yield
     unregister("toy")
 
@@ -41,8 +49,22 @@ def toy_stage():
 def test_a_registered_stage_runs_everywhere_the_registry_reaches(toy_stage, model_dir, tmp_path):
     cli = build_cli()
     out = tmp_path / "runs"
-    common = ("--model", model_dir, "--out", out, "--n-syntax", 20, "--skip", "ablate", "--skip", "report", "-q")
-    assert "--toy-scale" in invoke(cli, "run", "--help").output  # its option on `interp run`, from its config
+    common = (
+        "--model",
+        model_dir,
+        "--out",
+        out,
+        "--n-syntax",
+        20,
+        "--skip",
+        "ablate",
+        "--skip",
+        "report",
+        "-q",
+    )
+    assert (
+        "--toy-scale" in invoke(cli, "run", "--help").output
+    )  # its option on `interp run`, from its config
     invoke(cli, "run", *common, "--name", "a", "--toy-scale", 3)
     run_dir = out / model_dir.name / "a"
     recorded = manifest(run_dir)["stages"]["toy"]
@@ -57,7 +79,9 @@ def test_a_registered_stage_runs_everywhere_the_registry_reaches(toy_stage, mode
     assert "toy" not in manifest(out / model_dir.name / "b")["stages"]
     assert "toy" not in interp.load_run(out / model_dir.name / "b").tables
 
-    invoke(cli, "toy", run_dir, "--scale", 5, "-q")  # its own stage command, with a generated option
+    invoke(
+        cli, "toy", run_dir, "--scale", 5, "-q"
+    )  # its own stage command, with a generated option
     again = interp.load_run(run_dir).toy
     assert manifest(run_dir)["stages"]["toy"]["config"] == {"scale": 5}
     assert (again["n"] == toy["n"] // 3 * 5).all()
@@ -67,11 +91,31 @@ def test_the_toy_stage_is_gone_once_unregistered():
     assert "toy" not in build_cli().commands
 
 
-def test_a_stage_command_reruns_with_the_recorded_config_changed_only_by_its_flags(model_dir, tmp_path):
+def test_a_stage_command_reruns_with_the_recorded_config_changed_only_by_its_flags(
+    model_dir, tmp_path
+):
     cli = build_cli()
     out = tmp_path / "runs"
-    invoke(cli, "run", "--model", model_dir, "--out", out, "--name", "q", "--quick", "--n-syntax", 20, "--skip", "report",
-           "--ablate-n-prose", 2, "--max-rounds", 1, "-q")
+    invoke(
+        cli,
+        "run",
+        "--model",
+        model_dir,
+        "--out",
+        out,
+        "--name",
+        "q",
+        "--quick",
+        "--n-syntax",
+        20,
+        "--skip",
+        "report",
+        "--ablate-n-prose",
+        2,
+        "--max-rounds",
+        1,
+        "-q",
+    )
     run_dir = out / model_dir.name / "q"
     quick = manifest(run_dir)["stages"]["ablate"]["config"]
     assert quick["quick"] is True and quick["n_prose"] == 2
@@ -86,7 +130,20 @@ def test_a_stage_command_reruns_with_the_recorded_config_changed_only_by_its_fla
 def test_the_packaged_encoder_quick_run_then_its_ablate_stage_keeps_quick(tmp_path):
     cli = build_cli()
     out = tmp_path / "runs"
-    invoke(cli, "run", "--model", "minilm-l6", "--quick", "--name", "q", "--out", out, "--skip", "report", "-q")
+    invoke(
+        cli,
+        "run",
+        "--model",
+        "minilm-l6",
+        "--quick",
+        "--name",
+        "q",
+        "--out",
+        out,
+        "--skip",
+        "report",
+        "-q",
+    )
     run_dir = out / "minilm-l6" / "q"
     quick = manifest(run_dir)["stages"]["ablate"]["config"]
     invoke(cli, "ablate", run_dir, "-q")
@@ -96,12 +153,23 @@ def test_the_packaged_encoder_quick_run_then_its_ablate_stage_keeps_quick(tmp_pa
 
 
 def test_wrong_option_types_are_one_line_errors_naming_the_field(model_dir, tmp_path):
-    result = CliRunner().invoke(build_cli(), ["run", "--model", str(model_dir), "--out", str(tmp_path), "--n-syntax", "many"])
+    result = CliRunner().invoke(
+        build_cli(),
+        ["run", "--model", str(model_dir), "--out", str(tmp_path), "--n-syntax", "many"],
+    )
     assert result.exit_code == 2 and "--n-syntax" in result.output
     for kwargs, field in ((dict(seed="x"), "seed"), (dict(n_syntax="many"), "n_syntax")):
-        with pytest.raises(interp.errors.ConfigError, match=rf"^CollectConfig\.{field}: input should be a valid integer"):
+        with pytest.raises(
+            interp.errors.ConfigError,
+            match=rf"^CollectConfig\.{field}: input should be a valid integer",
+        ):
             interp.CollectConfig(**kwargs)
-    with pytest.raises(interp.errors.ConfigError, match=r"^AblateConfig\.prune: input should be a valid boolean, got 'no'"):
+    with pytest.raises(
+        interp.errors.ConfigError,
+        match=r"^AblateConfig\.prune: input should be a valid boolean, got 'no'",
+    ):
         interp.AblateConfig(prune="no")
-    with pytest.raises(interp.errors.ConfigError, match=r"CollectConfig\.seed: .*less than or equal"):
+    with pytest.raises(
+        interp.errors.ConfigError, match=r"CollectConfig\.seed: .*less than or equal"
+    ):
         interp.RunOptions.from_dict({"stages": {"collect": {"seed": 2**65}}})

@@ -23,13 +23,17 @@ def study_file(tmp_path_factory):
     from tiny_models import save_tiny_llama
 
     root = tmp_path_factory.mktemp("study")
-    models = [save_tiny_llama(root / name, seed=seed) for name, seed in (("tiny-a", 0), ("tiny-b", 1))]
+    models = [
+        save_tiny_llama(root / name, seed=seed) for name, seed in (("tiny-a", 0), ("tiny-b", 1))
+    ]
     corpus = root / "lines.txt"
-    corpus.write_text("the dog runs to the house .\nthe cats sleep on the mat .\na bird sings in the tree .\n")
+    corpus.write_text(
+        "the dog runs to the house .\nthe cats sleep on the mat .\na bird sings in the tree .\n"
+    )
     path = root / "study.toml"
     path.write_text(f"""
 name = "pair"
-out = "{root / 'runs'}"
+out = "{root / "runs"}"
 models = ["{models[0]}", "{models[1]}"]
 corpora = [[], ["{corpus}"]]
 seeds = [0]
@@ -58,17 +62,27 @@ def test_a_study_runs_every_combination_then_compares_them(study_file, monkeypat
     state = json.loads((root / "study.json").read_text())
     assert [r["status"] for r in state["runs"]] == ["complete"] * 4
     assert {Path(r["run_dir"]).relative_to(root).as_posix() for r in state["runs"]} == {
-        "tiny-a/builtin-seed0", "tiny-a/lines-seed0", "tiny-b/builtin-seed0", "tiny-b/lines-seed0"}
+        "tiny-a/builtin-seed0",
+        "tiny-a/lines-seed0",
+        "tiny-b/builtin-seed0",
+        "tiny-b/lines-seed0",
+    }
 
     shares = pd.read_csv(root / "comparison" / "role_shares.csv")
     assert set(shares["depth"]) <= {"early", "middle", "late"}
     sums = shares.groupby(["run", "depth"])["share"].sum()
     assert sums.round(9).eq(1).all() and shares["run"].nunique() == 4
     matched = pd.read_csv(root / "comparison" / "matched_heads.csv")
-    assert len(matched) == 4 * 12 and set(matched["run"]) == {"builtin-seed0", "lines-seed0"} and {"role", "confidence", "effect"} <= set(matched.columns)
+    assert (
+        len(matched) == 4 * 12
+        and set(matched["run"]) == {"builtin-seed0", "lines-seed0"}
+        and {"role", "confidence", "effect"} <= set(matched.columns)
+    )
     changes = pd.read_csv(root / "comparison" / "role_changes.csv")
     assert set(changes.columns) >= {"model", "run_a", "run_b", "role_a", "role_b"}
-    assert (changes["run_a"].str.split("/").str[0] == changes["run_b"].str.split("/").str[0]).all()  # one model
+    assert (
+        changes["run_a"].str.split("/").str[0] == changes["run_b"].str.split("/").str[0]
+    ).all()  # one model
     spread = pd.read_csv(root / "comparison" / "effect_spread.csv")
     assert spread["run"].nunique() == 4 and (spread["q25"] <= spread["q75"]).all()
     page = (root / "study.html").read_text()
@@ -104,7 +118,9 @@ def test_a_bad_study_file_is_one_line(tmp_path):
     with pytest.raises(ConfigError, match="at least one model"):
         read_study(bad)
     bad.write_text('models = ["m"]\nseeds = ["zero"]\n')
-    with pytest.raises(ConfigError, match=r"StudyConfig\.seeds\.0: input should be a valid integer"):
+    with pytest.raises(
+        ConfigError, match=r"StudyConfig\.seeds\.0: input should be a valid integer"
+    ):
         read_study(bad)
 
 
@@ -115,9 +131,14 @@ def test_a_study_on_ray_makes_the_same_runs_as_tasks(study_file, tmp_path):
     invoke("study", study_file, "-q")  # the local study, for comparison
     local_root = Path(read_study(study_file).out) / "pair"
     on_ray = tmp_path / "ray.toml"
-    on_ray.write_text(study_file.read_text().replace(f'out = "{Path(read_study(study_file).out)}"',
-                                                     f'out = "{tmp_path / "runs"}"'))
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20, log_to_driver=False)
+    on_ray.write_text(
+        study_file.read_text().replace(
+            f'out = "{Path(read_study(study_file).out)}"', f'out = "{tmp_path / "runs"}"'
+        )
+    )
+    ray.init(
+        num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20, log_to_driver=False
+    )
     try:
         result = invoke("study", on_ray, "--executor", "ray", "--workers", "2", "-q")
     finally:
@@ -126,7 +147,9 @@ def test_a_study_on_ray_makes_the_same_runs_as_tasks(study_file, tmp_path):
     root = tmp_path / "runs" / "pair"
     state = json.loads((root / "study.json").read_text())
     assert [r["status"] for r in state["runs"]] == ["complete"] * 4
-    assert {r["executor"]["executor"] for r in state["runs"]} == {"ray"} and state["runs"][0]["executor"]["workers"] == 2
+    assert {r["executor"]["executor"] for r in state["runs"]} == {"ray"} and state["runs"][0][
+        "executor"
+    ]["workers"] == 2
     for run in ("tiny-a/builtin-seed0", "tiny-b/lines-seed0"):
         for table in ("features", "roles"):
             a, b = (pd.read_csv(r / run / f"{table}.csv") for r in (local_root, root))

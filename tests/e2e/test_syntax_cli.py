@@ -17,16 +17,27 @@ THINGS = ["book", "key", "box", "cup", "map", "lamp"]
 VERBS = ["sees", "holds", "finds", "likes", "wants"]
 N_SENTENCES = 40
 # "the ADJ NOUN VERB the THING ." in UD: (form, head, deprel); word 4 (the verb) is the root.
-TEMPLATE = (("the", 3, "det"), ("ADJ", 3, "amod"), ("NOUN", 4, "nsubj"), ("VERB", 0, "root"), ("the", 6, "det"),
-            ("THING", 4, "obj"), (".", 4, "punct"))
+TEMPLATE = (
+    ("the", 3, "det"),
+    ("ADJ", 3, "amod"),
+    ("NOUN", 4, "nsubj"),
+    ("VERB", 0, "root"),
+    ("the", 6, "det"),
+    ("THING", 4, "obj"),
+    (".", 4, "punct"),
+)
 
 
 def write_treebank(path):
     rng = random.Random(0)
     lines = []
     for _ in range(N_SENTENCES):
-        fill = {"ADJ": rng.choice(ADJECTIVES), "NOUN": rng.choice(NOUNS), "VERB": rng.choice(VERBS),
-                "THING": rng.choice(THINGS)}
+        fill = {
+            "ADJ": rng.choice(ADJECTIVES),
+            "NOUN": rng.choice(NOUNS),
+            "VERB": rng.choice(VERBS),
+            "THING": rng.choice(THINGS),
+        }
         for k, (form, head, rel) in enumerate(TEMPLATE, 1):
             misc = "SpaceAfter=No" if k == 6 else "_"
             lines.append(f"{k}\t{fill.get(form, form)}\t_\t_\t_\t_\t{head}\t{rel}\t_\t{misc}")
@@ -58,9 +69,30 @@ def treebank(tmp_path_factory):
 
 
 def run(model_dir, treebank, out, name, *extra):
-    invoke("run", "--model", str(model_dir), "--corpus", str(treebank), "--quick", "--n-syntax", "60",
-           "--n-repeated", "8", "--skip", "classify", "--skip", "ablate", "--skip", "report", "-q",
-           "--out", str(out), "--name", name, *extra)
+    invoke(
+        "run",
+        "--model",
+        str(model_dir),
+        "--corpus",
+        str(treebank),
+        "--quick",
+        "--n-syntax",
+        "60",
+        "--n-repeated",
+        "8",
+        "--skip",
+        "classify",
+        "--skip",
+        "ablate",
+        "--skip",
+        "report",
+        "-q",
+        "--out",
+        str(out),
+        "--name",
+        name,
+        *extra,
+    )
     return out / model_dir.name / name
 
 
@@ -83,13 +115,21 @@ def test_a_user_treebank_is_scored_apart_from_the_builtin_suite(model_dir, treeb
         first = rows.iloc[0]
         assert first["arcs"] == arcs and first["sentences"] == N_SENTENCES
         for d in (-3, -2, -1, 1, 2, 3):
-            assert first[f"offset_{d}"] == pytest.approx(offsets.get(d, 0.0)), (relation, direction, d)
+            assert first[f"offset_{d}"] == pytest.approx(offsets.get(d, 0.0)), (
+                relation,
+                direction,
+                d,
+            )
     # no rule that needs no syntax gets every det arc by offset; the nearest "the" does
     assert mine.loc[mine["relation"] == "det", "best_rule"].iloc[0] == "nearest_the"
-    assert (mine["in_features"] == 0).all() and (syntax.loc[syntax["corpus"] == "syntax", "in_features"] == 1).all()
+    assert (mine["in_features"] == 0).all() and (
+        syntax.loc[syntax["corpus"] == "syntax", "in_features"] == 1
+    ).all()
 
     # the features read the built-in suite alone: its arcs, not its arcs plus the user's
-    builtin = syntax[(syntax["corpus"] == "syntax") & (syntax["rank"] == 1)].set_index(["relation", "direction"])
+    builtin = syntax[(syntax["corpus"] == "syntax") & (syntax["rank"] == 1)].set_index(
+        ["relation", "direction"]
+    )
     assert syntactic_n(features, "det", "head2dep") == builtin.loc[("det", "head2dep"), "arcs"]
     assert syntactic_n(features, "punct", "dep2head") is None  # only the user's treebank has punct
     assert tables.manifest["stages"]["collect"]["syntactic_corpora"] == ["syntax"]
@@ -97,17 +137,25 @@ def test_a_user_treebank_is_scored_apart_from_the_builtin_suite(model_dir, treeb
     # pooling is an explicit option, and the syntax table still scores each treebank apart
     invoke("collect", str(run_dir), "--pool-syntax", "-q")
     pooled = interp.load_run(run_dir)
-    assert syntactic_n(pooled.features, "det", "head2dep") == builtin.loc[("det", "head2dep"), "arcs"] + 2 * N_SENTENCES
+    assert (
+        syntactic_n(pooled.features, "det", "head2dep")
+        == builtin.loc[("det", "head2dep"), "arcs"] + 2 * N_SENTENCES
+    )
     assert syntactic_n(pooled.features, "punct", "dep2head") == N_SENTENCES
     again = pooled.syntax
     assert (again["in_features"] == 1).all()
     assert again.drop(columns="in_features").equals(syntax.drop(columns="in_features"))
 
 
-def test_without_the_builtin_suite_the_features_read_the_users_treebank(model_dir, treebank, tmp_path):
+def test_without_the_builtin_suite_the_features_read_the_users_treebank(
+    model_dir, treebank, tmp_path
+):
     run_dir = run(model_dir, treebank, tmp_path, "alone", "--no-builtin")
     tables = interp.load_run(run_dir)
-    assert set(tables.syntax["corpus"]) == {"user:treebank"} and (tables.syntax["in_features"] == 1).all()
+    assert (
+        set(tables.syntax["corpus"]) == {"user:treebank"}
+        and (tables.syntax["in_features"] == 1).all()
+    )
     assert syntactic_n(tables.features, "det", "head2dep") == 2 * N_SENTENCES
 
 
@@ -118,9 +166,13 @@ def test_smollm2_finds_the_word_before_in_a_user_treebank(smollm2, treebank):
     from interp import CollectConfig
     from interp.collect.stage import collect
 
-    config = CollectConfig(suites=("syntax",), n_syntax=30, n_repeated=0, corpora=(str(treebank),), n_bootstrap=10)
+    config = CollectConfig(
+        suites=("syntax",), n_syntax=30, n_repeated=0, corpora=(str(treebank),), n_bootstrap=10
+    )
     syntax = collect(smollm2, config, progress=False).syntax
-    mine = syntax[(syntax["corpus"] == "user:treebank") & (syntax["rank"] == 1)].set_index(["relation", "direction"])
+    mine = syntax[(syntax["corpus"] == "user:treebank") & (syntax["rank"] == 1)].set_index(
+        ["relation", "direction"]
+    )
     assert mine.loc[("amod", "head2dep"), "arcs"] == N_SENTENCES
     assert mine.loc[("amod", "head2dep"), "accuracy"] >= 0.95
     assert set(syntax["corpus"]) == {"syntax", "user:treebank"}

@@ -6,8 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from interp.config import config, option
 from interp.pipeline import rundir
 
@@ -20,7 +18,9 @@ class ToyConfig:
     """multiply every head's feature count by this"""
 
 
-def run_stage(run_dir: Path, model: Any, config: ToyConfig, progress: bool = True) -> dict[str, Any]:
+def run_stage(
+    run_dir: Path, model: Any, config: ToyConfig, progress: bool = True
+) -> dict[str, Any]:
     """Count the features collected for each head (times ``scale``) into the table ``toy``."""
     features = rundir.read_table(run_dir, "features")
     counts = features.groupby(["layer", "head"]).size().mul(config.scale).rename("n").reset_index()

@@ -55,7 +55,9 @@ def close(a: float, b: float, scale: float = 1.0) -> bool:
     return abs(a - b) <= scale * (ATOL + RTOL * max(abs(a), abs(b)))
 
 
-def differences(tables_now: dict[str, pd.DataFrame], tables_golden: dict[str, pd.DataFrame]) -> pd.DataFrame:
+def differences(
+    tables_now: dict[str, pd.DataFrame], tables_golden: dict[str, pd.DataFrame]
+) -> pd.DataFrame:
     """Every cell in which the new tables differ from the golden ones beyond what is allowed."""
     found: list[dict] = []
     for table, golden in tables_golden.items():
@@ -64,16 +66,25 @@ def differences(tables_now: dict[str, pd.DataFrame], tables_golden: dict[str, pd
     return pd.DataFrame(found, columns=DIFF_COLUMNS)
 
 
-def report(diff: pd.DataFrame, versions_golden: dict | None = None, versions_now: dict | None = None) -> str:
+def report(
+    diff: pd.DataFrame, versions_golden: dict | None = None, versions_now: dict | None = None
+) -> str:
     """The differing cells (golden and new side by side), then the library versions of both."""
     lines = [f"{len(diff)} cell(s) differ beyond rtol={RTOL:g}, atol={ATOL:g}:"]
     shown = diff.assign(golden=diff["golden"].map(_shown), now=diff["now"].map(_shown))
-    with pd.option_context("display.width", 250, "display.max_colwidth", 80, "display.max_rows", 500):
+    with pd.option_context(
+        "display.width", 250, "display.max_colwidth", 80, "display.max_rows", 500
+    ):
         lines.append(shown.to_string(index=False))
     if versions_golden is not None and versions_now is not None:
         names = sorted(set(versions_golden) | set(versions_now))
-        frame = pd.DataFrame({"golden": [versions_golden.get(n) for n in names],
-                              "now": [versions_now.get(n) for n in names]}, index=names)
+        frame = pd.DataFrame(
+            {
+                "golden": [versions_golden.get(n) for n in names],
+                "now": [versions_now.get(n) for n in names],
+            },
+            index=names,
+        )
         frame[""] = np.where(frame["golden"] != frame["now"], "differs", "")
         lines += ["", "library versions:", frame.to_string()]
     return "\n".join(lines)
@@ -84,8 +95,9 @@ def _shown(value: object) -> str:
     return repr(float(value)) if isinstance(value, (float, np.floating)) else str(value)
 
 
-def _table_differences(table: str, now: pd.DataFrame, golden: pd.DataFrame,
-                       effects: pd.DataFrame | None) -> list[dict]:
+def _table_differences(
+    table: str, now: pd.DataFrame, golden: pd.DataFrame, effects: pd.DataFrame | None
+) -> list[dict]:
     def cell(row: str, column: str, g: object, n: object, why: str) -> dict:
         return {"table": table, "row": row, "column": column, "golden": g, "now": n, "why": why}
 
@@ -136,7 +148,9 @@ def _equal(a: object, b: object) -> bool:
         return _is_nan(a) and _is_nan(b)
     if isinstance(a, (int, np.integer)) and isinstance(b, (int, np.integer)):
         return int(a) == int(b)
-    if isinstance(a, (float, np.floating, int, np.integer)) and isinstance(b, (float, np.floating, int, np.integer)):
+    if isinstance(a, (float, np.floating, int, np.integer)) and isinstance(
+        b, (float, np.floating, int, np.integer)
+    ):
         return close(float(a), float(b))
     return str(a) == str(b)
 
@@ -150,8 +164,12 @@ def _why(a: object, b: object) -> str:
 
 def _threshold_tie(golden_row: pd.Series, column: str) -> bool:
     """A decision against a threshold may flip where an interval bound ties with it."""
-    thresholds = [0.0] if column == "vs_zero" else [golden_row["tolerance"], -golden_row["tolerance"]]
-    return any(close(float(golden_row[b]), float(t)) for b in ("ci_low", "ci_high") for t in thresholds)
+    thresholds = (
+        [0.0] if column == "vs_zero" else [golden_row["tolerance"], -golden_row["tolerance"]]
+    )
+    return any(
+        close(float(golden_row[b]), float(t)) for b in ("ci_low", "ci_high") for t in thresholds
+    )
 
 
 def _heads(text: object) -> frozenset[str]:
@@ -160,9 +178,15 @@ def _heads(text: object) -> frozenset[str]:
 
 def _orders(pruning: pd.DataFrame) -> dict[str, list[str]]:
     """Each metric's removal order, from its own-order curve (``removed_by`` = effect)."""
-    curve = pruning[pruning["removed_by"] == "effect"].sort_values(["metric", "heads_removed"], kind="stable")
-    return {m: [h for text in part["last_removed"] for h in ([] if _is_nan(text) else str(text).split())]
-            for m, part in curve.groupby("metric", sort=False)}
+    curve = pruning[pruning["removed_by"] == "effect"].sort_values(
+        ["metric", "heads_removed"], kind="stable"
+    )
+    return {
+        m: [
+            h for text in part["last_removed"] for h in ([] if _is_nan(text) else str(text).split())
+        ]
+        for m, part in curve.groupby("metric", sort=False)
+    }
 
 
 def _scores(effects: pd.DataFrame, metric: str) -> dict[str, float]:
@@ -183,7 +207,9 @@ def _pruning_orders(now: pd.DataFrame, golden: pd.DataFrame, effects: pd.DataFra
     for metric, g_order in _orders(golden).items():
         n_order = new_orders.get(metric, [])
         if sorted(n_order) != sorted(g_order):
-            out.append((f"metric={metric}", "(order)", " ".join(g_order), " ".join(n_order), "other heads"))
+            out.append(
+                (f"metric={metric}", "(order)", " ".join(g_order), " ".join(n_order), "other heads")
+            )
             continue
         score, position = _scores(effects, metric), {h: i for i, h in enumerate(n_order)}
         for a, b in combinations(g_order, 2):  # a before b in the golden order
@@ -191,8 +217,15 @@ def _pruning_orders(now: pd.DataFrame, golden: pd.DataFrame, effects: pd.DataFra
                 continue
             if a in score and b in score and close(score[a], score[b], scale=2.0):
                 continue
-            out.append((f"metric={metric}", "(order)", f"{a} before {b}", f"{b} before {a}",
-                        f"effects {score.get(a, math.nan):.3g} and {score.get(b, math.nan):.3g} do not tie"))
+            out.append(
+                (
+                    f"metric={metric}",
+                    "(order)",
+                    f"{a} before {b}",
+                    f"{b} before {a}",
+                    f"effects {score.get(a, math.nan):.3g} and {score.get(b, math.nan):.3g} do not tie",
+                )
+            )
     return out
 
 

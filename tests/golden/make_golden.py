@@ -45,7 +45,9 @@ def main() -> None:
             target = HERE / name
             target.mkdir(exist_ok=True)
             for table in TABLES:
-                pd.read_parquet(run_dir / f"{table}.parquet").to_csv(target / f"{table}.csv", index=False)
+                pd.read_parquet(run_dir / f"{table}.parquet").to_csv(
+                    target / f"{table}.csv", index=False
+                )
             write_versions(target)
         print(f"{name}: written to {target}")
 

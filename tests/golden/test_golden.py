@@ -25,7 +25,10 @@ from interp.pipeline.provenance import package_versions
 def test_default_run_tables_match_the_golden_files(name, tmp_path):
     run_dir = golden_run(name, tmp_path)
     golden = {table: read_table(HERE / name / f"{table}.csv") for table in TABLES}
-    now = {table: read_table(_as_csv(pd.read_parquet(run_dir / f"{table}.parquet"))) for table in TABLES}
+    now = {
+        table: read_table(_as_csv(pd.read_parquet(run_dir / f"{table}.parquet")))
+        for table in TABLES
+    }
     diff = differences(now, golden)
     if len(diff):
         recorded = HERE / name / "versions.json"

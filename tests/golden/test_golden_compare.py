@@ -25,7 +25,9 @@ def swap_steps(pruning: pd.DataFrame, metric: str, first: int, second: int) -> p
     j = pruning.index[curve & (pruning["heads_removed"] == second)][0]
     out = pruning.copy()
     out.loc[[i, j], "last_removed"] = pruning.loc[[j, i], "last_removed"].to_numpy()
-    out.loc[i, ["value", "ci_low", "ci_high"]] *= 0.9  # the step between measures another set of heads
+    out.loc[i, ["value", "ci_low", "ci_high"]] *= (
+        0.9  # the step between measures another set of heads
+    )
     return out
 
 
@@ -108,6 +110,13 @@ def test_the_report_shows_only_the_differing_rows_side_by_side(golden):
     lines = text.splitlines()
     assert lines[0].startswith("1 cell(s) differ")
     row = next(line for line in lines if "confidence" in line)
-    assert "layer=0 head=3" in row and repr(float(golden["roles"].loc[3, "confidence"])) in row and "0.5" in row
+    assert (
+        "layer=0 head=3" in row
+        and repr(float(golden["roles"].loc[3, "confidence"])) in row
+        and "0.5" in row
+    )
     assert sum("layer=" in line for line in lines) == 1
-    assert any("pandas" in line and "2.2.3" in line and "3.1.1" in line and "differs" in line for line in lines)
+    assert any(
+        "pandas" in line and "2.2.3" in line and "3.1.1" in line and "differs" in line
+        for line in lines
+    )

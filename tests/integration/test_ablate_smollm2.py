@@ -25,8 +25,15 @@ NAMED = ("induction", "previous_token")
 def setting(smollm2):
     old = torch.get_num_threads()
     torch.set_num_threads(1)  # a shared 2-core box: see interp.ablate.threads
-    corpus = build_corpus(smollm2, n_prose=0, n_repeated=8, repeated_lengths=(12,), n_syntax=0, seed=0,
-                          max_tokens=4096)
+    corpus = build_corpus(
+        smollm2,
+        n_prose=0,
+        n_repeated=8,
+        repeated_lengths=(12,),
+        n_syntax=0,
+        seed=0,
+        max_tokens=4096,
+    )
     yield Ablator(smollm2), corpus
     torch.set_num_threads(old)
 
@@ -41,6 +48,10 @@ def test_restarting_at_a_layer_is_exact_on_smollm2(setting):
 def test_labelled_heads_raise_repeated_loss_5x_more_than_random_heads(setting, smollm2_roles, role):
     ablator, corpus = setting
     others = tuple(r for r in NAMED if r != role)
-    check = role_vs_random(ablator, corpus, smollm2_roles, role, REPEATED, exclude=others, n_draws=10)
+    check = role_vs_random(
+        ablator, corpus, smollm2_roles, role, REPEATED, exclude=others, n_draws=10
+    )
     assert check.rise > 0
-    assert check.ratio >= 5, f"{role} {check.heads}: +{check.rise:.3f} nats vs random +{check.random_mean:.3f}"
+    assert check.ratio >= 5, (
+        f"{role} {check.heads}: +{check.rise:.3f} nats vs random +{check.random_mean:.3f}"
+    )

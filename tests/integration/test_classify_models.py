@@ -5,17 +5,31 @@ from __future__ import annotations
 
 import pytest
 
+from interp import CollectConfig
 from interp.classify.matrix import head_matrix
 from interp.classify.stage import classify
 from interp.collect.stage import collect
-from interp import CollectConfig
 
 SMALL = CollectConfig(n_syntax=100, max_sentences=60, n_repeated=32, n_bootstrap=20)
 PLANS = [
-    {(0, 0): "previous_token", (0, 1): "current_token", (0, 2): "first_token", (0, 3): "delimiter",
-     (1, 0): "duplicate_token", (1, 1): "induction", (1, 2): "broad"},
-    {(0, 0): "first_token", (0, 1): "delimiter", (0, 2): "current_token", (0, 3): "previous_token",
-     (1, 0): "induction", (1, 1): "duplicate_token", (1, 2): "first_token"},
+    {
+        (0, 0): "previous_token",
+        (0, 1): "current_token",
+        (0, 2): "first_token",
+        (0, 3): "delimiter",
+        (1, 0): "duplicate_token",
+        (1, 1): "induction",
+        (1, 2): "broad",
+    },
+    {
+        (0, 0): "first_token",
+        (0, 1): "delimiter",
+        (0, 2): "current_token",
+        (0, 3): "previous_token",
+        (1, 0): "induction",
+        (1, 1): "duplicate_token",
+        (1, 2): "first_token",
+    },
 ]
 
 
@@ -41,9 +55,18 @@ def _random_gpt2(init: float):
 
     tok = build_tokenizer()
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=len(tok), n_positions=128, n_embd=64, n_layer=2, n_head=8, initializer_range=init,
-                        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                        attn_implementation="eager")
+    config = GPT2Config(
+        vocab_size=len(tok),
+        n_positions=128,
+        n_embd=64,
+        n_layer=2,
+        n_head=8,
+        initializer_range=init,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        attn_implementation="eager",
+    )
     return boot(GPT2LMHeadModel(config), tok, f"random-gpt2-{init}")
 
 
@@ -67,14 +90,20 @@ def test_toy_model_previous_token_and_induction_heads():
     # the toy must have grown the circuit for this test to say anything about the classifier
     assert matrix.loc[(0, prev_head), "previous_token"] > 0.5, matrix
     assert matrix.loc[(1, ind_head), "induction"] > 0.5, matrix
-    roles = classify(result.features, result.replicates, result.names).roles.set_index(["layer", "head"])
+    roles = classify(result.features, result.replicates, result.names).roles.set_index(
+        ["layer", "head"]
+    )
     assert roles.loc[(0, prev_head), "role"] == "previous_token"
     assert roles.loc[(1, ind_head), "role"] == "induction"
 
 
 @pytest.mark.slow
 def test_minilm_roles(minilm):
-    result = collect(minilm, CollectConfig(n_repeated=32, n_syntax=300, max_sentences=120, n_bootstrap=50), progress=False)
+    result = collect(
+        minilm,
+        CollectConfig(n_repeated=32, n_syntax=300, max_sentences=120, n_bootstrap=50),
+        progress=False,
+    )
     res = classify(result.features, result.replicates, result.names)
     roles = res.roles.set_index(["layer", "head"])["role"]
     assert roles[(0, 2)] == "previous_token"
@@ -102,7 +131,11 @@ def test_smollm2_textbook_heads(smollm2_roles):
 @pytest.mark.slow
 def test_smollm2_sinks_are_reported_beside_the_roles(smollm2_roles):
     roles = smollm2_roles.set_index(["layer", "head"])
-    assert (roles["role"] == "first_token").mean() < 0.25  # was 60% before roles read non-sink attention
-    assert roles.loc[(18, 8), "role"] == "first_token"  # the textbook sink: nothing off the first token
+    assert (
+        roles["role"] == "first_token"
+    ).mean() < 0.25  # was 60% before roles read non-sink attention
+    assert (
+        roles.loc[(18, 8), "role"] == "first_token"
+    )  # the textbook sink: nothing off the first token
     assert roles.loc[(18, 8), "sink_mass"] > 0.95  # nearly all of it (0.986 on the default probes)
     assert roles.loc[(17, 3), "sink_mass"] > 0.5  # an induction head that mostly sinks on text

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
+from interp import CollectConfig
 from interp.ablate.stage import AblateConfig, ablate
 from interp.collect.stage import collect
-from interp import CollectConfig
 
 
 @pytest.fixture(scope="module")
@@ -32,15 +32,25 @@ def best_head(features, feature: str, layer: int) -> tuple[int, int]:
 def test_quick_finds_the_previous_token_and_the_induction_head(toy):
     probes = CollectConfig(suites=("repeated",), n_repeated=48, n_bootstrap=10)
     features = collect(toy, probes, suites=[], progress=False).features
-    previous, induction = best_head(features, "previous_token", 0), best_head(features, "induction", 1)
+    previous, induction = (
+        best_head(features, "previous_token", 0),
+        best_head(features, "induction", 1),
+    )
     out = ablate(toy, AblateConfig(quick=True, threads=1), progress=False)
     exact = out.effects[out.effects["estimator"] == "exact"]
-    chosen = set(exact.loc[exact["selected"] == "top_k", ["layer", "head"]].itertuples(index=False, name=None))
+    chosen = set(
+        exact.loc[exact["selected"] == "top_k", ["layer", "head"]].itertuples(
+            index=False, name=None
+        )
+    )
     assert len(chosen) < toy.n_layers * toy.n_heads  # a selection, not every head
     assert {previous, induction} <= chosen, (previous, induction, chosen)
     # the circuit's previous-token head really is needed by the repeated-token loss
-    repeated = exact[(exact["metric"] == "loss_repeated") & (exact["layer"] == previous[0])
-                     & (exact["head"] == previous[1])]
+    repeated = exact[
+        (exact["metric"] == "loss_repeated")
+        & (exact["layer"] == previous[0])
+        & (exact["head"] == previous[1])
+    ]
     assert repeated["ci_low"].item() > 0
     # no estimate of either head claims an interval that excludes its exact effect unflagged
     keys = ["layer", "head", "ablation", "metric"]
@@ -49,4 +59,6 @@ def test_quick_finds_the_previous_token_and_the_induction_head(toy):
     pairs = pairs[pairs[["layer", "head"]].apply(tuple, axis=1).isin([previous, induction])]
     assert len(pairs) >= 4
     excludes = (pairs["exact"] < pairs["ci_low"]) | (pairs["exact"] > pairs["ci_high"])
-    assert (pairs.loc[excludes, "vs_exact"] == "outside").all() and (pairs.loc[~excludes, "vs_exact"] == "inside").all()
+    assert (pairs.loc[excludes, "vs_exact"] == "outside").all() and (
+        pairs.loc[~excludes, "vs_exact"] == "inside"
+    ).all()

@@ -15,10 +15,20 @@ from interp.model import lens
 
 pytestmark = pytest.mark.slow
 
-PAIRS = (("Mary", "John"), ("Anna", "Tom"), ("Kate", "Paul"), ("Lisa", "Mark"), ("Emma", "James"),
-         ("Alice", "Bob"), ("Laura", "Peter"), ("Sarah", "David"))  # (IO, S): one token each after a space
-TEMPLATES = ("When {io} and {s} went to the store, {s} gave a drink to {io}",  # IO before S1
-             "When {s} and {io} went to the park, {s} gave a ball to {io}")  # S1 before IO
+PAIRS = (
+    ("Mary", "John"),
+    ("Anna", "Tom"),
+    ("Kate", "Paul"),
+    ("Lisa", "Mark"),
+    ("Emma", "James"),
+    ("Alice", "Bob"),
+    ("Laura", "Peter"),
+    ("Sarah", "David"),
+)  # (IO, S): one token each after a space
+TEMPLATES = (
+    "When {io} and {s} went to the store, {s} gave a drink to {io}",  # IO before S1
+    "When {s} and {io} went to the park, {s} gave a ball to {io}",
+)  # S1 before IO
 
 
 def ioi_task(tok):
@@ -35,8 +45,14 @@ def ioi_task(tok):
     def s_over_io(logits, tokens, s):
         return logits.gather(1, s[:, None])[:, 0] - logits.gather(1, tokens[:, None])[:, 0]
 
-    return interp.Task("ioi", texts, positions=[(n["END"],) for n in names], metric=s_over_io,
-                       fields={"s": s_ids}, named_positions=names)
+    return interp.Task(
+        "ioi",
+        texts,
+        positions=[(n["END"],) for n in names],
+        metric=s_over_io,
+        fields={"s": s_ids},
+        named_positions=names,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -44,11 +60,26 @@ def ioi_run(smollm2, tmp_path_factory):
     old = torch.get_num_threads()
     torch.set_num_threads(1)  # a shared 2-core box: see interp.ablate.threads
     task = ioi_task(smollm2.tokenizer)
-    options = interp.RunOptions(quick=True, out_dir=str(tmp_path_factory.mktemp("runs")), run_name="ioi", stages={
-        "collect": interp.CollectConfig(n_repeated=4, n_syntax=16, max_sentences=8, n_bootstrap=20),
-        "ablate": interp.AblateConfig(tasks=(task,), metrics=("ioi",), top_k=3, ig_steps=1, max_rounds=1,
-                                      prune=False, n_bootstrap=100),
-        "report": interp.ReportConfig(pdf=False)})
+    options = interp.RunOptions(
+        quick=True,
+        out_dir=str(tmp_path_factory.mktemp("runs")),
+        run_name="ioi",
+        stages={
+            "collect": interp.CollectConfig(
+                n_repeated=4, n_syntax=16, max_sentences=8, n_bootstrap=20
+            ),
+            "ablate": interp.AblateConfig(
+                tasks=(task,),
+                metrics=("ioi",),
+                top_k=3,
+                ig_steps=1,
+                max_rounds=1,
+                prune=False,
+                n_bootstrap=100,
+            ),
+            "report": interp.ReportConfig(pdf=False),
+        },
+    )
     try:
         run_dir = interp.run(options, model=smollm2, progress=False)
     finally:
@@ -82,8 +113,13 @@ def test_the_task_attention_table_covers_every_head_and_pair(ioi_run, smollm2):
     for pair in [("END", "S2"), ("END", "IO"), ("END", "S1"), ("S2", "S1"), ("S2", "IO")]:
         assert pair in counts.index
     n = table.groupby(["query", "key"])["n"].first()
-    assert n[("END", "S2")] == 16 and n[("IO", "S1")] == 8 and n[("S1", "IO")] == 8  # half the prompts each way
-    assert ((table["ci_low"] <= table["attention"] + 1e-12) & (table["attention"] <= table["ci_high"] + 1e-12)).all()
+    assert (
+        n[("END", "S2")] == 16 and n[("IO", "S1")] == 8 and n[("S1", "IO")] == 8
+    )  # half the prompts each way
+    assert (
+        (table["ci_low"] <= table["attention"] + 1e-12)
+        & (table["attention"] <= table["ci_high"] + 1e-12)
+    ).all()
 
     best = table.query("query == 'END' and key == 'S2'").nlargest(1, "attention").iloc[0]
     tok = smollm2.tokenizer
@@ -93,8 +129,10 @@ def test_the_task_attention_table_covers_every_head_and_pair(ioi_run, smollm2):
         weights.append(float(pattern[int(best["head"]), names["END"] + 1, names["S2"] + 1]))
     assert best["attention"] == pytest.approx(np.mean(weights), rel=1e-4)
     to_io = table.query("query == 'END' and key == 'IO'").nlargest(1, "attention").iloc[0]
-    print(f"largest END -> S2: L{best['layer']}H{best['head']} {best['attention']:.2f}; "
-          f"END -> IO: L{to_io['layer']}H{to_io['head']} {to_io['attention']:.2f}")
+    print(
+        f"largest END -> S2: L{best['layer']}H{best['head']} {best['attention']:.2f}; "
+        f"END -> IO: L{to_io['layer']}H{to_io['head']} {to_io['attention']:.2f}"
+    )
 
 
 def test_the_metric_reads_each_prompts_own_subject_name(ioi_run, smollm2):

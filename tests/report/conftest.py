@@ -22,9 +22,9 @@ def make_fake_run_fixture():
 @pytest.fixture(scope="session")
 def built(tmp_path_factory) -> tuple[Path, object]:
     """One fake run with its report built (figures, report.html, report.pdf) and its content model."""
+    from interp.pipeline.rundir import write_text
     from interp.report.html import build_document, render_html
     from interp.report.pdf import write_pdf
-    from interp.pipeline.rundir import write_text
 
     run_dir = make_fake_run(tmp_path_factory.mktemp("built"))
     doc = build_document(run_dir)  # what build_report does, keeping the document for the tests

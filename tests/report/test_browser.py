@@ -15,16 +15,32 @@ from PIL import Image
 CHROMIUM = Path("/usr/bin/chromium")
 XSS = "<script>alert(1)</script>"
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is not installed (make browser)")
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="/usr/bin/chromium is not installed (make browser)"
+)
 
 
 def chromium(page: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     """Run headless Chromium on a local page, offline and with a throwaway profile."""
     profile = tmp_path / f"profile-{len(list(tmp_path.iterdir()))}"
-    cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", "--hide-scrollbars",
-           "--window-size=1280,2000", *args, page.resolve().as_uri()]
+    cmd = [
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--hide-scrollbars",
+        "--window-size=1280,2000",
+        *args,
+        page.resolve().as_uri(),
+    ]
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
     finally:
@@ -34,8 +50,11 @@ def chromium(page: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProc
 def console_lines(stderr: str, page: Path) -> list[str]:
     """Console messages and uncaught errors of our page (Chromium logs them as ':CONSOLE' lines)."""
     uri = page.resolve().as_uri()
-    return [line for line in stderr.splitlines()
-            if (":CONSOLE" in line and uri in line) or "Uncaught" in line]
+    return [
+        line
+        for line in stderr.splitlines()
+        if (":CONSOLE" in line and uri in line) or "Uncaught" in line
+    ]
 
 
 class Dom(HTMLParser):
@@ -117,13 +136,17 @@ PROBE = """<script>
 def test_sorting_and_filtering_work(built_report, tmp_path):
     """Click headers and type in the filter box from a probe script, read the result from the DOM."""
     page = tmp_path / "probe.html"
-    page.write_text((built_report / "report.html").read_text(encoding="utf-8").replace("</body>", PROBE, 1),
-                    encoding="utf-8")
+    page.write_text(
+        (built_report / "report.html").read_text(encoding="utf-8").replace("</body>", PROBE, 1),
+        encoding="utf-8",
+    )
     run = chromium(page, tmp_path, "--dump-dom")
     assert console_lines(run.stderr, page) == []
     dom = Dom()
     dom.feed(run.stdout)
-    probe = json.loads(run.stdout.split('data-probe="', 1)[1].split('"', 1)[0].replace("&quot;", '"'))
+    probe = json.loads(
+        run.stdout.split('data-probe="', 1)[1].split('"', 1)[0].replace("&quot;", '"')
+    )
     asc = [float(v) for v in probe["asc"]]
     assert asc == sorted(asc) and len(asc) == 12
     assert [float(v) for v in probe["desc"]] == sorted(asc, reverse=True)
@@ -137,10 +160,14 @@ def test_narrow_window_has_no_page_wide_overflow(built_report, tmp_path):
     500 px is the narrowest window headless Chromium lays out; the phone rules apply below 700 px.
     """
     page = tmp_path / "narrow.html"
-    probe = ('<script>document.body.setAttribute("data-width", document.documentElement.scrollWidth + " " + '
-             'window.innerWidth);</script></body>')
-    page.write_text((built_report / "report.html").read_text(encoding="utf-8").replace("</body>", probe, 1),
-                    encoding="utf-8")
+    probe = (
+        '<script>document.body.setAttribute("data-width", document.documentElement.scrollWidth + " " + '
+        "window.innerWidth);</script></body>"
+    )
+    page.write_text(
+        (built_report / "report.html").read_text(encoding="utf-8").replace("</body>", probe, 1),
+        encoding="utf-8",
+    )
     run = chromium(page, tmp_path, "--dump-dom", "--window-size=500,900")
     scroll, inner = map(int, run.stdout.split('data-width="', 1)[1].split('"', 1)[0].split())
     assert inner < 700 and scroll <= inner
@@ -168,8 +195,15 @@ def test_no_summary_table_scrolls_sideways_at_laptop_width(built_report, tmp_pat
     """At 1400 px every table of the summary (and the heads and clusters tables) shows all its
     columns: none hides some behind a scrollbar."""
     tables = tables_at(built_report / "report.html", 1400, tmp_path)
-    assert {name for name, _, _ in tables} >= {"role-counts", "prunable", "role-pruning", "corpora", "kv",
-                                               "head-table", "cluster-table"}
+    assert {name for name, _, _ in tables} >= {
+        "role-counts",
+        "prunable",
+        "role-pruning",
+        "corpora",
+        "kv",
+        "head-table",
+        "cluster-table",
+    }
     assert [t for t in tables if t[1] > t[2]] == []
 
 
@@ -177,15 +211,20 @@ def test_the_overflow_check_sees_a_table_too_wide(tmp_path):
     """Guard for the check above: a table wider than the page is reported."""
     page = tmp_path / "wide.html"
     cells = "".join(f"<td>{'x' * 30}</td>" for _ in range(60))
-    page.write_text(f'<!doctype html><body><section id="summary"><div class="scroll" style="overflow-x:auto">'
-                    f'<table id="wide"><tr>{cells}</tr></table></div></section></body>', encoding="utf-8")
-    (name, scroll, visible), = tables_at(page, 1400, tmp_path)
+    page.write_text(
+        f'<!doctype html><body><section id="summary"><div class="scroll" style="overflow-x:auto">'
+        f'<table id="wide"><tr>{cells}</tr></table></div></section></body>',
+        encoding="utf-8",
+    )
+    ((name, scroll, visible),) = tables_at(page, 1400, tmp_path)
     assert name == "wide" and scroll > visible
 
 
 def test_console_check_catches_a_broken_page(tmp_path):
     """Guard for the checks above: a page that throws is reported."""
     page = tmp_path / "broken.html"
-    page.write_text("<!doctype html><p>x</p><script>undefinedFunction();</script>", encoding="utf-8")
+    page.write_text(
+        "<!doctype html><p>x</p><script>undefinedFunction();</script>", encoding="utf-8"
+    )
     run = chromium(page, tmp_path, "--dump-dom")
     assert any("undefinedFunction" in line for line in console_lines(run.stderr, page))

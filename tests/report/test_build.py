@@ -9,10 +9,30 @@ import pytest
 from interp.report.html import build_report
 
 XSS = "<script>alert(1)</script>"  # planted in the fake model name, tokens and clusters
-ROLES_SHOWN = ("previous_token", "current_token", "first_token", "delimiter", "duplicate_token", "induction",
-               "syntactic", "local", "broad")  # every named role of conftest.ROLE_CYCLE
-FIGURES = ("role_map", "role_counts", "sink_by_layer", "features_1", "syntax_1", "effect_maps", "effect_vs_role",
-           "estimator_audit", "score_vs_effect", "pruning", *(f"exemplar_{r}" for r in ROLES_SHOWN))
+ROLES_SHOWN = (
+    "previous_token",
+    "current_token",
+    "first_token",
+    "delimiter",
+    "duplicate_token",
+    "induction",
+    "syntactic",
+    "local",
+    "broad",
+)  # every named role of conftest.ROLE_CYCLE
+FIGURES = (
+    "role_map",
+    "role_counts",
+    "sink_by_layer",
+    "features_1",
+    "syntax_1",
+    "effect_maps",
+    "effect_vs_role",
+    "estimator_audit",
+    "score_vs_effect",
+    "pruning",
+    *(f"exemplar_{r}" for r in ROLES_SHOWN),
+)
 
 
 def test_writes_html_pdf_and_every_figure(built_report):
@@ -55,21 +75,39 @@ def test_summary_numbers(built_report):
 def test_sections_in_report_order(built_report):
     html = (built_report / "report.html").read_text(encoding="utf-8")
     ids = re.findall(r'<section id="([^"]+)"', html)
-    assert ids == ["summary", "roles", "features", "syntax", "effects", "pruning", "exemplars", "heads", "clusters",
-                   "provenance"]
+    assert ids == [
+        "summary",
+        "roles",
+        "features",
+        "syntax",
+        "effects",
+        "pruning",
+        "exemplars",
+        "heads",
+        "clusters",
+        "provenance",
+    ]
     nav = re.findall(r'<a href="#([^"]+)"', html)
     assert nav == ids
 
 
 def test_title_names_the_model_not_the_folder(make_fake_run, tmp_path):
-    run_dir = make_fake_run(tmp_path, "folder-name", tables=("roles",), exemplars=False, clusters=False,
-                            model_name="Qwen2-0.5B & friends")
+    run_dir = make_fake_run(
+        tmp_path,
+        "folder-name",
+        tables=("roles",),
+        exemplars=False,
+        clusters=False,
+        model_name="Qwen2-0.5B & friends",
+    )
     html = build_report(run_dir, pdf=False).read_text(encoding="utf-8")
     assert "<title>Qwen2-0.5B &amp; friends · attention heads · folder-name</title>" in html
     assert "<h1>Attention heads of Qwen2-0.5B &amp; friends</h1>" in html
 
 
-def test_a_model_file_is_titled_by_its_stem_and_its_path_is_in_the_provenance(make_fake_run, tmp_path):
+def test_a_model_file_is_titled_by_its_stem_and_its_path_is_in_the_provenance(
+    make_fake_run, tmp_path
+):
     from interp.pipeline import rundir
     from interp.report.html import build_document
 
@@ -81,8 +119,14 @@ def test_a_model_file_is_titled_by_its_stem_and_its_path_is_in_the_provenance(ma
     doc = build_document(run_dir)
     assert doc.title == "Attention heads of SmolLM2-135M-Instruct.Q4_1"
     summary = next(s for s in doc.sections if s.id == "summary")
-    model = next(b for g in summary.blocks if getattr(g, "kind", "") == "group" for col in g.blocks
-                 for b in getattr(col, "blocks", ()) if b.kind == "keyvalues")
+    model = next(
+        b
+        for g in summary.blocks
+        if getattr(g, "kind", "") == "group"
+        for col in g.blocks
+        for b in getattr(col, "blocks", ())
+        if b.kind == "keyvalues"
+    )
     assert dict(model.pairs)["name"] == "SmolLM2-135M-Instruct.Q4_1"
     provenance = next(s for s in doc.sections if s.id == "provenance")
     assert provenance.blocks[0].pairs[0] == ("model", path)
@@ -115,8 +159,12 @@ def test_damaged_exemplars_are_skipped_with_a_note(make_fake_run, tmp_path):
 
 
 def test_runs_without_sink_mass_get_the_plain_role_map(make_fake_run, tmp_path):
-    run_dir = make_fake_run(tmp_path, tables=("roles",), exemplars=False, clusters=False, sink=False)
+    run_dir = make_fake_run(
+        tmp_path, tables=("roles",), exemplars=False, clusters=False, sink=False
+    )
     html = build_report(run_dir, pdf=False).read_text(encoding="utf-8")
     assert 'id="fig-role_map"' in html and 'id="fig-sink_by_layer"' not in html
-    page = html.split("<script", 1)[0]  # the text a reader sees (the explorer's script names the column it may show)
+    page = html.split("<script", 1)[
+        0
+    ]  # the text a reader sees (the explorer's script names the column it may show)
     assert "sink mass" not in page

@@ -25,8 +25,18 @@ class PageText(HTMLParser):
 
 
 def test_the_document_covers_every_section(report_doc):
-    assert [s.id for s in report_doc.sections] == ["summary", "roles", "features", "syntax", "effects", "pruning",
-                                                   "exemplars", "heads", "clusters", "provenance"]
+    assert [s.id for s in report_doc.sections] == [
+        "summary",
+        "roles",
+        "features",
+        "syntax",
+        "effects",
+        "pruning",
+        "exemplars",
+        "heads",
+        "clusters",
+        "provenance",
+    ]
     texts = document_texts(report_doc)
     assert XSS in report_doc.title and any(XSS in t for t in texts)
 
@@ -41,8 +51,12 @@ def test_html_says_every_text_of_the_document(built_report, report_doc):
 
 @pytest.mark.skipif(shutil.which("pdftotext") is None, reason="poppler-utils is not installed")
 def test_pdf_says_every_text_of_the_document(built_report, report_doc):
-    text = subprocess.run(["pdftotext", "-raw", str(built_report / "report.pdf"), "-"], check=True,
-                          capture_output=True, text=True).stdout
+    text = subprocess.run(
+        ["pdftotext", "-raw", str(built_report / "report.pdf"), "-"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     pdf = squash(text)
     missing = [t for t in document_texts(report_doc) if squash(t) not in pdf]
     assert missing == []

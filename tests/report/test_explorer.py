@@ -23,7 +23,10 @@ def fake_prompts(n_layers: int = 4, n_heads: int = 3, heads: tuple | None = None
     """Two prompts; head (l, h) attends (l + h) % 4 tokens back, as the fake exemplars do."""
     heads = heads or tuple((l, h) for l in range(n_layers) for h in range(n_heads))
     prompts = []
-    for text, tokens in (("When Mary and John ... gave to", PROMPT_TOKENS), ("a b c d a b c d", REPEATED)):
+    for text, tokens in (
+        ("When Mary and John ... gave to", PROMPT_TOKENS),
+        ("a b c d a b c d", REPEATED),
+    ):
         n = len(tokens)
         patterns = np.stack([offset_pattern(n, (l + h) % 4) for l, h in heads]).astype(np.float16)
         prompts.append(P.Prompt(text, tokens, heads, patterns))
@@ -36,9 +39,14 @@ def test_prompts_round_trip_through_the_run(fake_run):
     read = P.read_prompts(fake_run)
     assert read.shape == (4, 3) and read.heads == ((0, 1), (3, 2))
     for a, b in zip(written.prompts, read.prompts):
-        assert (a.text, a.tokens) == (b.text, b.tokens)  # the planted tag and the line break survive
+        assert (a.text, a.tokens) == (
+            b.text,
+            b.tokens,
+        )  # the planted tag and the line break survive
         np.testing.assert_array_equal(a.patterns, b.patterns)
-    assert read.prompts[0].pattern(3, 2)[8, 7] == pytest.approx(0.8, abs=1e-3)  # (3 + 2) % 4 = 1 token back
+    assert read.prompts[0].pattern(3, 2)[8, 7] == pytest.approx(
+        0.8, abs=1e-3
+    )  # (3 + 2) % 4 = 1 token back
     with pytest.raises(KeyError):
         read.prompts[0].pattern(1, 1)
 
@@ -83,11 +91,20 @@ def test_text_view_prints_each_query_and_where_it_attends(fake_run):
     run = load_run(fake_run)
     text = X.text_view(run, fake_prompts(), [(1, 2)], top=2)
     lines = text.splitlines()
-    assert lines[0].startswith("L1H2  syntactic; confidence ") and "effect " in lines[0] and " measured)" in lines[0]
+    assert (
+        lines[0].startswith("L1H2  syntactic; confidence ")
+        and "effect " in lines[0]
+        and " measured)" in lines[0]
+    )
     assert lines[1] == ' prompt 1: "When Mary and John ... gave to"'
     # head (1, 2) attends 3 tokens back: the last query, "\n to" at 8, attends to " John" at 5 ... the XSS token
     assert lines[2 + 8].split("->")[0].strip() == '8 "\\n to"'
-    assert lines[2 + 8].split("->")[1].split() == [json.dumps(XSS) + "@5", "0.80", '"<s>"@0', "0.20"]
+    assert lines[2 + 8].split("->")[1].split() == [
+        json.dumps(XSS) + "@5",
+        "0.80",
+        '"<s>"@0',
+        "0.20",
+    ]
     assert sum(1 for line in lines if "->" in line) == len(PROMPT_TOKENS) + len(REPEATED)
 
 
@@ -97,12 +114,20 @@ def test_circuitsvis_export_has_the_shapes_circuitsvis_takes(fake_run):
     n = len(TOKENS)
     assert set(export) == {"tokens", "attention", "attention_head_names"}
     assert export["tokens"] == list(TOKENS) and all(isinstance(t, str) for t in export["tokens"])
-    assert export["attention"].shape == (2, n, n) and export["attention"].dtype == np.float32  # [head, q(dest), k(src)]
+    assert (
+        export["attention"].shape == (2, n, n) and export["attention"].dtype == np.float32
+    )  # [head, q(dest), k(src)]
     assert export["attention_head_names"] == ["L0H1", "L2H2"]
-    np.testing.assert_allclose(export["attention"].sum(-1), 1.0, atol=1e-2)  # every query's row is a distribution
+    np.testing.assert_allclose(
+        export["attention"].sum(-1), 1.0, atol=1e-2
+    )  # every query's row is a distribution
     np.testing.assert_allclose(export["attention"][1], probe.pattern(2, 2))
     prompt = fake_prompts().prompts[1]
-    assert X.circuitsvis_export(prompt, [(3, 1)])["attention"].shape == (1, len(REPEATED), len(REPEATED))
+    assert X.circuitsvis_export(prompt, [(3, 1)])["attention"].shape == (
+        1,
+        len(REPEATED),
+        len(REPEATED),
+    )
     with pytest.raises(ValueError):
         X.circuitsvis_export(prompt, [])
 
@@ -114,11 +139,31 @@ def test_head_facts_give_the_raw_share_beside_value_and_what_was_not_measured():
 
     from interp.pipeline.results import RunTables
 
-    features = pd.DataFrame({"layer": 0, "head": 0, "feature": ["induction", "broad"], "value": [0.9, 0.5],
-                             "raw": [0.09, np.nan], "baseline": [0.05, 1.0]})
-    roles = pd.DataFrame({"layer": [0], "head": [0], "role": ["induction"], "confidence": [0.8], "second_role": [np.nan],
-                          "stability": [1.0], "sink_mass": [0.9], "unmeasured": ["syntactic"]})
-    facts = X.head_facts(RunTables(Path("run"), {}, {"features": features, "roles": roles, "effects": None}))["0.0"]
+    features = pd.DataFrame(
+        {
+            "layer": 0,
+            "head": 0,
+            "feature": ["induction", "broad"],
+            "value": [0.9, 0.5],
+            "raw": [0.09, np.nan],
+            "baseline": [0.05, 1.0],
+        }
+    )
+    roles = pd.DataFrame(
+        {
+            "layer": [0],
+            "head": [0],
+            "role": ["induction"],
+            "confidence": [0.8],
+            "second_role": [np.nan],
+            "stability": [1.0],
+            "sink_mass": [0.9],
+            "unmeasured": ["syntactic"],
+        }
+    )
+    facts = X.head_facts(
+        RunTables(Path("run"), {}, {"features": features, "roles": roles, "effects": None})
+    )["0.0"]
     assert facts["features"] == [["induction", 0.09, 0.9, 0.05], ["broad", None, 0.5, 1.0]]
     assert facts["unmeasured"] == "syntactic" and facts["sink"] == 0.9
 
@@ -134,8 +179,12 @@ def test_page_data_put_prompts_first_and_leave_out_what_does_not_fit(fake_run):
     assert set(data["heads"]["1.2"]) >= {"role", "confidence", "features", "effects"}
     assert len(data["heads"]["1.2"]["features"]) == X.N_FEATURES
     text = X.to_json(data)
-    assert "<" not in text and ">" not in text and json.loads(text)["sources"][0]["tokens"][5] == XSS
-    small = X.explorer_data(run, exemplars, fake_prompts(), budget=81 * 12 * 2)  # two 9-token texts, 12 heads
+    assert (
+        "<" not in text and ">" not in text and json.loads(text)["sources"][0]["tokens"][5] == XSS
+    )
+    small = X.explorer_data(
+        run, exemplars, fake_prompts(), budget=81 * 12 * 2
+    )  # two 9-token texts, 12 heads
     assert [s["kind"] for s in small["sources"]] == ["prompt", "prompt"]
     assert len(small["notes"]) == 3 and "prose probe 1 (natural) is left out" in small["notes"][0]
     assert X.explorer_data(run) is None  # nothing to draw
@@ -146,9 +195,17 @@ def test_the_report_page_carries_the_explorer_and_fetches_nothing(report_doc, fa
 
     P.write_prompts(fake_run, fake_prompts())
     page = render_html(report_doc, explorer_of(fake_run))
-    assert page.count("<script") == 1 and 'id="explorer-root"' in page and 'href="#explorer"' in page
-    assert page.index('<section id="roles">') < page.index('<section id="explorer">') < page.index('<section id="features">')
+    assert (
+        page.count("<script") == 1 and 'id="explorer-root"' in page and 'href="#explorer"' in page
+    )
+    assert (
+        page.index('<section id="roles">')
+        < page.index('<section id="explorer">')
+        < page.index('<section id="features">')
+    )
     assert not re.search(r"""(src|href|action)\s*=\s*["']?\s*(https?:)?//""", page, re.I)
     assert not re.search(r"""url\(\s*["']?\s*(https?:)?//|@import|<link""", page, re.I)
-    assert XSS not in page  # the planted token is escaped in the data attribute, the grid and the menu
+    assert (
+        XSS not in page
+    )  # the planted token is escaped in the data attribute, the grid and the menu
     assert "your prompt 1: When Mary and John ... gave to" in page

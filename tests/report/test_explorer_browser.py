@@ -13,7 +13,9 @@ from interp.pipeline.results import load_run
 from interp.report import explorer as X
 from interp.report import prompt_store as P
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is not installed (make browser)")
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="/usr/bin/chromium is not installed (make browser)"
+)
 
 PROBE = """<script>
 (function () {
@@ -61,16 +63,27 @@ def page_with_probe(run_dir, tmp_path, name: str):
     from interp.report import content as C
     from interp.report.html import explorer_of, render_html
 
-    doc = C.Document("Explorer test", "Explorer test", (), (C.Section("roles", "Roles", (C.Text("role map"),)),
-                                                            C.Section("heads", "Heads", (C.Text("heads"),))))
+    doc = C.Document(
+        "Explorer test",
+        "Explorer test",
+        (),
+        (
+            C.Section("roles", "Roles", (C.Text("role map"),)),
+            C.Section("heads", "Heads", (C.Text("heads"),)),
+        ),
+    )
     page = tmp_path / name
-    page.write_text(render_html(doc, explorer_of(run_dir)).replace("</body>", PROBE, 1), encoding="utf-8")
+    page.write_text(
+        render_html(doc, explorer_of(run_dir)).replace("</body>", PROBE, 1), encoding="utf-8"
+    )
     return page
 
 
 def probe_state(stdout: str) -> dict:
     raw = stdout.split('data-probe="', 1)[1].split('"', 1)[0]
-    return json.loads(raw.replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
+    return json.loads(
+        raw.replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    )
 
 
 def test_a_click_on_a_head_shows_its_pattern(fake_run, tmp_path):
@@ -83,19 +96,35 @@ def test_a_click_on_a_head_shows_its_pattern(fake_run, tmp_path):
 
     first = X.default_heads(load_run(fake_run))[0]
     start = state["start"]  # the most important head by effect, on the first prompt, last query
-    assert start["pressed"] == [f"{first[0]}.{first[1]}"] and start["title"].startswith(X.head_name(*first))
+    assert start["pressed"] == [f"{first[0]}.{first[1]}"] and start["title"].startswith(
+        X.head_name(*first)
+    )
     assert start["painted"] > 0
     assert start["tokens"][5] == XSS and start["tokens"][-1] == "\\n to"  # the planted tag is text
     # head (l, h) attends (l + h) % 4 tokens back: a click moves the last query's peak
     clicked, other = state["clicked"], state["other"]
     assert clicked["pressed"] == ["0.1"] and clicked["title"] == "L0H1 · first_token"
     assert clicked["top"] == last - 1 and clicked["readout"].startswith(f"Query {last} ")
-    assert other["pressed"] == ["1.2"] and other["title"] == "L1H2 · syntactic" and other["top"] == last - 3
-    assert "primary role syntactic" in other["role"] and other["features"] == X.N_FEATURES and other["effects"] == 3
+    assert (
+        other["pressed"] == ["1.2"]
+        and other["title"] == "L1H2 · syntactic"
+        and other["top"] == last - 3
+    )
+    assert (
+        "primary role syntactic" in other["role"]
+        and other["features"] == X.N_FEATURES
+        and other["effects"] == 3
+    )
     assert clicked["role"] != other["role"]
-    assert state["hovered"]["readout"].startswith("Query 4 ") and state["hovered"]["top"] == 1  # 4 - 3
+    assert (
+        state["hovered"]["readout"].startswith("Query 4 ") and state["hovered"]["top"] == 1
+    )  # 4 - 3
     probe = state["probe"]  # the menu's third entry: the first stored probe, same head
-    assert probe["title"] == "L1H2 · syntactic" and probe["tokens"][0] == "<s>" and probe["tokens"] != start["tokens"]
+    assert (
+        probe["title"] == "L1H2 · syntactic"
+        and probe["tokens"][0] == "<s>"
+        and probe["tokens"] != start["tokens"]
+    )
     assert XSS not in run.stdout  # serialized as text, never as markup
 
 
@@ -106,6 +135,10 @@ def test_a_head_not_stored_for_a_prompt_says_so(fake_run, tmp_path):
     run = chromium(page, tmp_path, "--dump-dom")
     assert console_lines(run.stderr, page) == []
     state = probe_state(run.stdout)
-    assert state["start"]["title"].startswith(X.head_name(*first)) and state["start"]["readout"].startswith("Query 8 ")
-    elsewhere = state["clicked"] if first != (0, 1) else state["other"]  # the probe clicks L0H1, then L1H2
+    assert state["start"]["title"].startswith(X.head_name(*first)) and state["start"][
+        "readout"
+    ].startswith("Query 8 ")
+    elsewhere = (
+        state["clicked"] if first != (0, 1) else state["other"]
+    )  # the probe clicks L0H1, then L1H2
     assert "not stored for this text" in elsewhere["readout"]

@@ -16,18 +16,26 @@ from interp.report import content as C
 from interp.report import pdf as P
 from interp.report.pdf import write_pdf
 
-pytestmark = pytest.mark.skipif(shutil.which("pdftoppm") is None or shutil.which("pdftotext") is None,
-                                reason="poppler-utils (pdftoppm, pdftotext) is not installed")
+pytestmark = pytest.mark.skipif(
+    shutil.which("pdftoppm") is None or shutil.which("pdftotext") is None,
+    reason="poppler-utils (pdftoppm, pdftotext) is not installed",
+)
 
 
 def rasterize(path: Path, out: Path) -> list[np.ndarray]:
     out.mkdir()
-    subprocess.run(["pdftoppm", "-r", "40", "-gray", "-png", str(path), str(out / "page")], check=True, timeout=120)
+    subprocess.run(
+        ["pdftoppm", "-r", "40", "-gray", "-png", str(path), str(out / "page")],
+        check=True,
+        timeout=120,
+    )
     return [np.asarray(Image.open(p), dtype=float) for p in sorted(out.glob("page-*.png"))]
 
 
 def page_texts(path: Path) -> list[str]:
-    text = subprocess.run(["pdftotext", "-raw", str(path), "-"], check=True, capture_output=True, text=True).stdout
+    text = subprocess.run(
+        ["pdftotext", "-raw", str(path), "-"], check=True, capture_output=True, text=True
+    ).stdout
     return text.split("\f")[:-1]
 
 
@@ -40,8 +48,9 @@ def test_every_page_is_drawn_and_portrait(built_report, tmp_path):
 
 
 def test_metadata_and_outline_name_the_model_and_sections(built_report, report_doc):
-    info = subprocess.run(["pdfinfo", str(built_report / "report.pdf")], check=True, capture_output=True,
-                          text=True).stdout
+    info = subprocess.run(
+        ["pdfinfo", str(built_report / "report.pdf")], check=True, capture_output=True, text=True
+    ).stdout
     assert re.search(r"^Title: +" + re.escape(report_doc.page_title) + "$", info, re.M)
     raw = (built_report / "report.pdf").read_bytes()
     assert b"/PageMode /UseOutlines" in raw  # a viewer opens the outline beside the pages
@@ -49,12 +58,20 @@ def test_metadata_and_outline_name_the_model_and_sections(built_report, report_d
     assert [t.decode() for t in outline] == [s.title for s in report_doc.sections]
     footer, title = page_texts(built_report / "report.pdf")[0].splitlines()[:2]
     assert footer == f"{report_doc.page_title} page 1"
-    assert title == "Attention heads of tiny-run", "the title, as text (wrapped before the escaped tag)"
+    assert title == "Attention heads of tiny-run", (
+        "the title, as text (wrapped before the escaped tag)"
+    )
 
 
 def test_a_long_table_splits_across_pages_with_its_header(tmp_path):
-    heads = pd.DataFrame({"layer": np.repeat(np.arange(30), 9), "head": np.tile(np.arange(9), 30),
-                          "role": "induction", "confidence": 0.9})
+    heads = pd.DataFrame(
+        {
+            "layer": np.repeat(np.arange(30), 9),
+            "head": np.tile(np.arange(9), 30),
+            "role": "induction",
+            "confidence": 0.9,
+        }
+    )
     doc = C.Document("t", "t", (), (C.Section("heads", "Heads", (C.table(heads, "head-table"),)),))
     path = write_pdf(doc, tmp_path / "r.pdf")
     pages = page_texts(path)
@@ -69,15 +86,27 @@ def test_a_wide_heads_table_wraps_between_words_not_inside_role_names(tmp_path):
     """The heads table with an effect column per metric is wider than the page: its text columns
     shrink, but never below their longest word, so no role name is cut in two."""
     roles = ["duplicate_token", "previous_token", "unexplained", "current_token"]
-    heads = pd.DataFrame({"layer": np.repeat(np.arange(10), 4), "head": np.tile(np.arange(4), 10),
-                          "role": roles * 10, "confidence": 0.912, "second_role": roles[::-1] * 10,
-                          "stability": 0.95, "sink_mass": 0.0598, "Δ loss_prose": -0.00297,
-                          "Δ loss_repeated": 0.00159, "Δ sv_logit_diff": -0.00232})
+    heads = pd.DataFrame(
+        {
+            "layer": np.repeat(np.arange(10), 4),
+            "head": np.tile(np.arange(4), 10),
+            "role": roles * 10,
+            "confidence": 0.912,
+            "second_role": roles[::-1] * 10,
+            "stability": 0.95,
+            "sink_mass": 0.0598,
+            "Δ loss_prose": -0.00297,
+            "Δ loss_repeated": 0.00159,
+            "Δ sv_logit_diff": -0.00232,
+        }
+    )
     table = C.table(heads, "head-table")
     doc = C.Document("t", "t", (), (C.Section("heads", "Heads", (table,)),))
     words = " ".join(page_texts(write_pdf(doc, tmp_path / "r.pdf"))).split()
     assert sum(P._column_widths(table, P.WIDTH)) <= P.WIDTH + 1e-6  # fonts registered by write_pdf
-    assert {w: words.count(w) for w in roles} == {w: 20 for w in roles}  # 10 rows x 2 columns, each whole
+    assert {w: words.count(w) for w in roles} == {
+        w: 20 for w in roles
+    }  # 10 rows x 2 columns, each whole
 
 
 def test_same_content_gives_the_same_bytes(report_doc, tmp_path):

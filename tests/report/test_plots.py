@@ -12,11 +12,11 @@ from matplotlib.collections import PolyCollection, QuadMesh
 from matplotlib.patches import Rectangle
 
 from interp.collect.exemplars import Exemplars, Probe
+from interp.pipeline.results import load_run
 from interp.report import effect_plots as E
 from interp.report import exemplar_plots as X
 from interp.report import plots
 from interp.report.figures import png_bytes
-from interp.pipeline.results import load_run
 
 
 def test_each_figure_is_skipped_without_its_table(tmp_path):
@@ -51,20 +51,32 @@ def test_role_map_reads_top_down_for_a_30_by_9_model_with_its_sink_map(make_fake
 
 
 def test_role_map_cell_text_and_colour_follow_role_and_confidence():
-    roles = pd.DataFrame({"layer": [0, 0], "head": [0, 1], "role": ["induction", "unexplained"],
-                          "confidence": [1.0, 0.5]})
+    roles = pd.DataFrame(
+        {
+            "layer": [0, 0],
+            "head": [0, 1],
+            "role": ["induction", "unexplained"],
+            "confidence": [1.0, 0.5],
+        }
+    )
     fig = plots.role_map_figure(roles, (1, 3))
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert texts == ["Ind 1", "? .50"]  # the third head has no row: no text
     mesh = next(c for c in fig.axes[0].collections if isinstance(c, QuadMesh))
     colours = mesh.get_facecolors()[:, :3]
-    np.testing.assert_allclose(colours[0], [0xD6 / 255, 0x27 / 255, 0x28 / 255], atol=1e-6)  # induction, sure
-    np.testing.assert_allclose(colours[1], 0.65 * np.array([0xB0 / 255] * 3) + 0.35, atol=1e-6)  # paler
+    np.testing.assert_allclose(
+        colours[0], [0xD6 / 255, 0x27 / 255, 0x28 / 255], atol=1e-6
+    )  # induction, sure
+    np.testing.assert_allclose(
+        colours[1], 0.65 * np.array([0xB0 / 255] * 3) + 0.35, atol=1e-6
+    )  # paler
 
 
 def test_feature_facets_split_into_figures_of_twelve(make_fake_run, tmp_path):
     run = load_run(make_fake_run(tmp_path, tables=("features",)))
-    many = pd.concat([run.features.assign(feature=lambda f, i=i: f["feature"] + f":{i}") for i in range(3)])
+    many = pd.concat(
+        [run.features.assign(feature=lambda f, i=i: f["feature"] + f":{i}") for i in range(3)]
+    )
     saved = plots.plot_feature_heatmaps(many, tmp_path / "figs", (4, 3))
     assert len(saved) == 3 and all(s.png.exists() and s.svg.exists() for s in saved)  # 33 features
 
@@ -78,17 +90,30 @@ def test_few_features_on_a_small_grid_are_annotated(make_fake_run, tmp_path):
 
 
 def effects_of(rows):
-    cols = ["layer", "head", "ablation", "metric", "baseline", "ablated", "delta", "delta_rel", "ci_low", "ci_high",
-            "estimator"]
+    cols = [
+        "layer",
+        "head",
+        "ablation",
+        "metric",
+        "baseline",
+        "ablated",
+        "delta",
+        "delta_rel",
+        "ci_low",
+        "ci_high",
+        "estimator",
+    ]
     return pd.DataFrame([dict(zip(cols, r)) for r in rows])
 
 
-QUICK = effects_of([  # a --quick run: attribution for every head, exact for one, and a metric with exact only
-    (0, 0, "zero", "loss_prose", 2.0, 2.1, 0.1, 0.05, 0.0, 0.2, "attribution"),
-    (0, 1, "zero", "loss_prose", 2.0, 2.5, 0.5, 0.25, 0.3, 0.6, "attribution"),
-    (0, 1, "zero", "loss_prose", 2.0, 2.9, 0.9, 0.45, 0.8, 1.0, "exact"),
-    (0, 0, "zero", "loss_repeated", 1.0, 1.4, 0.4, 0.4, 0.3, 0.5, "exact"),
-])
+QUICK = effects_of(
+    [  # a --quick run: attribution for every head, exact for one, and a metric with exact only
+        (0, 0, "zero", "loss_prose", 2.0, 2.1, 0.1, 0.05, 0.0, 0.2, "attribution"),
+        (0, 1, "zero", "loss_prose", 2.0, 2.5, 0.5, 0.25, 0.3, 0.6, "attribution"),
+        (0, 1, "zero", "loss_prose", 2.0, 2.9, 0.9, 0.45, 0.8, 1.0, "exact"),
+        (0, 0, "zero", "loss_repeated", 1.0, 1.4, 0.4, 0.4, 0.3, 0.5, "exact"),
+    ]
+)
 
 
 def test_effect_maps_one_facet_per_metric_exact_where_present(tmp_path):
@@ -97,14 +122,19 @@ def test_effect_maps_one_facet_per_metric_exact_where_present(tmp_path):
     assert [ax.get_title().split("\n")[0] for ax in maps] == ["loss_prose", "loss_repeated"]
     prose = maps[0]
     assert "exact for 1 heads (outlined)" in prose.get_title()
-    assert [t.get_text() for t in prose.texts] == ["0.10", "0.90"]  # head 1: the exact 0.9, not the 0.5 estimate
+    assert [t.get_text() for t in prose.texts] == [
+        "0.10",
+        "0.90",
+    ]  # head 1: the exact 0.9, not the 0.5 estimate
     outlined = [p for p in prose.patches if isinstance(p, Rectangle) and not p.get_fill()]
     assert [(p.get_x(), p.get_y()) for p in outlined] == [(1, 0)]
     assert maps[1].get_title() == "loss_repeated\nexact; 1 of 2 heads measured"
 
 
 def test_effect_vs_role_draws_each_heads_interval():
-    roles = pd.DataFrame({"layer": [0, 0], "head": [0, 1], "role": ["induction", "induction"], "confidence": 0.9})
+    roles = pd.DataFrame(
+        {"layer": [0, 0], "head": [0, 1], "role": ["induction", "induction"], "confidence": 0.9}
+    )
     data = E._with_roles(E.S.best_effects(QUICK), roles)
     fig = E._effect_vs_role_figure(data, "zero")
     prose = next(ax for ax in fig.axes if ax.get_title() == "loss_prose")
@@ -122,7 +152,10 @@ def test_estimator_audit_pairs_only_heads_measured_both_ways(tmp_path):
 def test_pruning_draws_a_ci_band_only_when_the_table_has_one(make_fake_run, tmp_path):
     banded = load_run(make_fake_run(tmp_path, tables=("pruning",))).pruning
     pruning = banded.drop(columns=["ci_low", "ci_high"])
-    bands = lambda fig: sum(isinstance(c, PolyCollection) for ax in fig.axes for c in ax.collections)  # noqa: E731
+
+    def bands(fig):
+        return sum(isinstance(c, PolyCollection) for ax in fig.axes for c in ax.collections)
+
     assert bands(E._pruning_figure(pruning, None)) == 0
     assert bands(E._pruning_figure(banded, None)) == 2  # one per metric
     assert "Grey band" in E.plot_pruning(banded, tmp_path / "f").caption
@@ -139,18 +172,52 @@ def test_token_labels_are_plain_visible_text():
 # Tokens that drew as empty boxes or as nothing: newline, tab, control and byte tokens, SentencePiece
 # and byte-level BPE spaces, a replacement character, invisible format characters, a lone vowel
 # sign, CJK, emoji, other spaces.
-HARD_TOKENS = ("\n", "\t", "a\r\n", "\x1b[0m", "<0x0A>", "▁the", "Ġhello\u010a", "\ufffd", "zero\u200bwidth",
-               "\ufeff", "\u0940", "猫", "🙂", "\u00a0x\u3000", "\ue000")
+HARD_TOKENS = (
+    "\n",
+    "\t",
+    "a\r\n",
+    "\x1b[0m",
+    "<0x0A>",
+    "▁the",
+    "Ġhello\u010a",
+    "\ufffd",
+    "zero\u200bwidth",
+    "\ufeff",
+    "\u0940",
+    "猫",
+    "🙂",
+    "\u00a0x\u3000",
+    "\ue000",
+)
 
 
 def test_hard_tokens_get_exact_stand_ins_with_only_the_shipped_fonts():
     from interp.report.glyphs import token_text
 
-    shipped = ("DejaVu Sans", "STIXGeneral")  # what matplotlib itself ships: the same on every machine
+    shipped = (
+        "DejaVu Sans",
+        "STIXGeneral",
+    )  # what matplotlib itself ships: the same on every machine
     assert [token_text(t, shipped) for t in HARD_TOKENS] == [
-        "↵", "→", "a↵↵", "<0x1B>[0m", "<0x0A>", "▁the", "ĠhelloĊ", "\ufffd", "zero<U+200B>width", "<U+FEFF>",
-        "<U+0940>", "<U+732B>", "<U+1F642>", "␣x␣", "<U+E000>"]
-    assert token_text("\u0301e", ("DejaVu Sans",)) == "◌\u0301e"  # a mark that opens a token gets a base
+        "↵",
+        "→",
+        "a↵↵",
+        "<0x1B>[0m",
+        "<0x0A>",
+        "▁the",
+        "ĠhelloĊ",
+        "\ufffd",
+        "zero<U+200B>width",
+        "<U+FEFF>",
+        "<U+0940>",
+        "<U+732B>",
+        "<U+1F642>",
+        "␣x␣",
+        "<U+E000>",
+    ]
+    assert (
+        token_text("\u0301e", ("DejaVu Sans",)) == "◌\u0301e"
+    )  # a mark that opens a token gets a base
 
 
 def test_no_token_label_is_an_empty_box():
@@ -172,38 +239,80 @@ def test_no_token_label_is_an_empty_box():
 
 
 def test_exemplar_with_dollars_and_control_chars_renders():
-    probe = Probe("repeated", "repeated", ("$", "$x^2$", "\\frac", "\x07", "漢"), 5, np.eye(5)[None, None])
+    probe = Probe(
+        "repeated", "repeated", ("$", "$x^2$", "\\frac", "\x07", "漢"), 5, np.eye(5)[None, None]
+    )
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # a mathtext error, a missing glyph or any warning would fail here
+        warnings.simplefilter(
+            "error"
+        )  # a mathtext error, a missing glyph or any warning would fail here
         assert png_bytes(X.exemplar_figure(probe, 0, 0)).startswith(b"\x89PNG")
 
 
 def test_strongest_head_per_role_by_lift_among_heads_of_that_role():
-    roles = pd.DataFrame({"layer": [0, 1, 2, 3], "head": 0, "confidence": 0.9, "score_induction": [0.9, 0.2, 0.1, 0.1],
-                          "role": ["induction", "induction", "syntactic", "unexplained"]})
-    features = pd.DataFrame({"layer": [0, 1, 2, 3, 2], "head": 0, "baseline": 0.1, "value": [0.3, 0.7, 0.5, 0.99, 0.2],
-                             "feature": ["induction", "induction", "syntactic:nsubj:head2dep", "induction",
-                                         "syntactic:amod:dep2head"]})
+    roles = pd.DataFrame(
+        {
+            "layer": [0, 1, 2, 3],
+            "head": 0,
+            "confidence": 0.9,
+            "score_induction": [0.9, 0.2, 0.1, 0.1],
+            "role": ["induction", "induction", "syntactic", "unexplained"],
+        }
+    )
+    features = pd.DataFrame(
+        {
+            "layer": [0, 1, 2, 3, 2],
+            "head": 0,
+            "baseline": 0.1,
+            "value": [0.3, 0.7, 0.5, 0.99, 0.2],
+            "feature": [
+                "induction",
+                "induction",
+                "syntactic:nsubj:head2dep",
+                "induction",
+                "syntactic:amod:dep2head",
+            ],
+        }
+    )
     picks = X.strongest_heads(roles, features)
-    assert [(p.role, p.layer, p.strength) for p in picks] == [("induction", 1, pytest.approx(0.6)),
-                                                             ("syntactic", 2, pytest.approx(0.4))]
+    assert [(p.role, p.layer, p.strength) for p in picks] == [
+        ("induction", 1, pytest.approx(0.6)),
+        ("syntactic", 2, pytest.approx(0.4)),
+    ]
     by_score = X.strongest_heads(roles, None)  # no features table: the role's score
-    assert [(p.role, p.layer, p.measure) for p in by_score] == [("induction", 0, "score_induction"),
-                                                               ("syntactic", 2, "confidence")]
+    assert [(p.role, p.layer, p.measure) for p in by_score] == [
+        ("induction", 0, "score_induction"),
+        ("syntactic", 2, "confidence"),
+    ]
 
 
 def test_strongest_head_by_raw_share_where_the_table_has_it():
     """A head that parks 0.9 on the sink and 0.09 on the induction targets scores 0.9 renormalised:
     the raw share (how much it attends) picks the head that attends there most; syntactic has no
     raw share and keeps its lift; unmeasured heads are never picked."""
-    roles = pd.DataFrame({"layer": [0, 1, 2, 3], "head": 0, "confidence": 0.9,
-                          "role": ["induction", "induction", "syntactic", "unmeasured"]})
-    features = pd.DataFrame({"layer": [0, 1, 2, 3], "head": 0, "baseline": 0.1, "value": [0.9, 0.5, 0.6, 0.99],
-                             "raw": [0.09, 0.4, np.nan, 0.5],
-                             "feature": ["induction", "induction", "syntactic:nsubj:head2dep", "induction"]})
+    roles = pd.DataFrame(
+        {
+            "layer": [0, 1, 2, 3],
+            "head": 0,
+            "confidence": 0.9,
+            "role": ["induction", "induction", "syntactic", "unmeasured"],
+        }
+    )
+    features = pd.DataFrame(
+        {
+            "layer": [0, 1, 2, 3],
+            "head": 0,
+            "baseline": 0.1,
+            "value": [0.9, 0.5, 0.6, 0.99],
+            "raw": [0.09, 0.4, np.nan, 0.5],
+            "feature": ["induction", "induction", "syntactic:nsubj:head2dep", "induction"],
+        }
+    )
     picks = X.strongest_heads(roles, features)
     assert [(p.role, p.layer, p.strength, p.measure) for p in picks] == [
-        ("induction", 1, pytest.approx(0.4), "induction raw share"), ("syntactic", 2, pytest.approx(0.5), "syntactic lift")]
+        ("induction", 1, pytest.approx(0.4), "induction raw share"),
+        ("syntactic", 2, pytest.approx(0.5), "syntactic lift"),
+    ]
 
 
 def test_each_role_is_shown_on_the_family_its_feature_reads():
@@ -220,13 +329,23 @@ def test_each_role_is_shown_on_the_family_its_feature_reads():
     exemplars = fake_exemplars(2, 2)
     assert X.probe_for("induction", exemplars).tokens == REPEATED
     assert X.probe_for("syntactic", exemplars).suite == "syntax"
-    assert X.probe_for("local", Exemplars(exemplars.probes[1:2])).suite == "repeated", "else the first probe"
+    assert X.probe_for("local", Exemplars(exemplars.probes[1:2])).suite == "repeated", (
+        "else the first probe"
+    )
 
 
 def test_a_positional_head_is_picked_by_its_best_position():
     roles = pd.DataFrame({"layer": [0, 1], "head": 0, "confidence": 0.9, "role": "positional"})
-    features = pd.DataFrame({"layer": [0, 0, 1, 1], "head": 0, "baseline": 0.1, "value": [0.2, 0.5, 0.8, 0.3],
-                             "feature": ["position:1", "position:end-1", "position:2", "previous_token"]})
+    features = pd.DataFrame(
+        {
+            "layer": [0, 0, 1, 1],
+            "head": 0,
+            "baseline": 0.1,
+            "value": [0.2, 0.5, 0.8, 0.3],
+            "feature": ["position:1", "position:end-1", "position:2", "previous_token"],
+        }
+    )
     picks = X.strongest_heads(roles, features)
     assert [(p.role, p.layer, p.strength, p.measure) for p in picks] == [
-        ("positional", 1, pytest.approx(0.7), "positional lift")]
+        ("positional", 1, pytest.approx(0.7), "positional lift")
+    ]

@@ -12,30 +12,47 @@ from interp.report import summary as S
 
 
 def effects_frame(rows):
-    cols = ["layer", "head", "ablation", "metric", "baseline", "ablated", "delta", "delta_rel", "ci_low", "ci_high", "estimator"]
+    cols = [
+        "layer",
+        "head",
+        "ablation",
+        "metric",
+        "baseline",
+        "ablated",
+        "delta",
+        "delta_rel",
+        "ci_low",
+        "ci_high",
+        "estimator",
+    ]
     return pd.DataFrame([dict(zip(cols, r)) for r in rows])
 
 
 def test_a_share_of_one_head_in_hundreds_is_not_shown_as_none():
     from interp.report.summary import small_percent
 
-    assert small_percent(1 / 270) == "0.4%" and small_percent(0.67) == "67%" and small_percent(0.0) == "0%"
+    assert (
+        small_percent(1 / 270) == "0.4%"
+        and small_percent(0.67) == "67%"
+        and small_percent(0.0) == "0%"
+    )
 
 
 def test_preference_orders_name_only_what_the_ablate_stage_writes():
-    from interp.ablate.catalogue import METRICS
-    from interp.ablate.catalogue import KINDS
+    from interp.ablate.catalogue import KINDS, METRICS
 
     assert set(S.METRIC_PREFERENCE) == set(METRICS)
     assert set(S.ABLATION_PREFERENCE) == set(KINDS)
 
 
 def test_choose_effect_prefers_exact_then_mean_then_loss_prose():
-    eff = effects_frame([
-        (0, 0, "zero", "loss_prose", 2.0, 2.5, 0.5, 0.25, 0.4, 0.6, "exact"),
-        (0, 0, "mean", "loss_repeated", 1.0, 1.2, 0.2, 0.2, 0.1, 0.3, "exact"),
-        (0, 0, "mean", "loss_prose", 2.0, 2.1, 0.1, 0.05, 0.0, 0.2, "attribution"),
-    ])
+    eff = effects_frame(
+        [
+            (0, 0, "zero", "loss_prose", 2.0, 2.5, 0.5, 0.25, 0.4, 0.6, "exact"),
+            (0, 0, "mean", "loss_repeated", 1.0, 1.2, 0.2, 0.2, 0.1, 0.3, "exact"),
+            (0, 0, "mean", "loss_prose", 2.0, 2.1, 0.1, 0.05, 0.0, 0.2, "attribution"),
+        ]
+    )
     assert S.choose_effect(eff) == S.EffectChoice("mean", "loss_repeated", "exact")
     only_attr = eff[eff["estimator"] == "attribution"]
     assert S.choose_effect(only_attr) == S.EffectChoice("mean", "loss_prose", "attribution")
@@ -45,8 +62,15 @@ def test_choose_effect_prefers_exact_then_mean_then_loss_prose():
 
 def pruning_frame(metric, values):
     n = len(values) - 1
-    return pd.DataFrame({"fraction_removed": np.arange(n + 1) / n, "heads_removed": np.arange(n + 1),
-                         "metric": metric, "value": values, "last_removed": [np.nan] + [f"L0H{i}" for i in range(n)]})
+    return pd.DataFrame(
+        {
+            "fraction_removed": np.arange(n + 1) / n,
+            "heads_removed": np.arange(n + 1),
+            "metric": metric,
+            "value": values,
+            "last_removed": [np.nan] + [f"L0H{i}" for i in range(n)],
+        }
+    )
 
 
 def test_prunable_share_stops_at_the_first_step_past_tolerance():
@@ -61,54 +85,120 @@ def test_prunable_table_states_the_interval_and_an_improvement():
     pr = pruning_frame("sv_logit_diff", [0.90, 0.9054, 0.9396, 0.80])
     eff = effects_frame([(0, 0, "mean", "sv_logit_diff", 0.9, 0.8, 0.1, 0.11, 0.05, 0.15, "exact")])
     assert S.worse_sign("sv_logit_diff", eff) == -1
-    assert S.prunable_share(pr, "sv_logit_diff", 0.01) == pytest.approx(1 / 3)  # 4.4% better is not within 1%
+    assert S.prunable_share(pr, "sv_logit_diff", 0.01) == pytest.approx(
+        1 / 3
+    )  # 4.4% better is not within 1%
     assert S.prunable_share(pr, "sv_logit_diff", 0.05) == pytest.approx(2 / 3)
-    stage = {"sv_logit_diff": {"1%": {"share": 1 / 3, "ci_low": 0.0, "ci_high": 2 / 3},
-                               "5%": {"share": 1.0, "ci_low": 0.5, "ci_high": 1.0}}}  # 5%: another rule's share
+    stage = {
+        "sv_logit_diff": {
+            "1%": {"share": 1 / 3, "ci_low": 0.0, "ci_high": 2 / 3},
+            "5%": {"share": 1.0, "ci_low": 0.5, "ci_high": 1.0},
+        }
+    }  # 5%: another rule's share
     table = S.prunable_table(pr, eff, stage)
-    assert table.columns.tolist() == ["metric", "within_1%", "within_1%_low", "within_1%_high", "within_5%",
-                                      "within_5%_low", "within_5%_high", "improved_by", "improved_at"]
+    assert table.columns.tolist() == [
+        "metric",
+        "within_1%",
+        "within_1%_low",
+        "within_1%_high",
+        "within_5%",
+        "within_5%_low",
+        "within_5%_high",
+        "improved_by",
+        "improved_at",
+    ]
     row = table.iloc[0]
     assert (row["within_1%_low"], row["within_1%_high"]) == (0.0, pytest.approx(2 / 3))
-    assert math.isnan(row["within_5%_low"]) and math.isnan(row["within_5%_high"])  # the stage said otherwise
+    assert math.isnan(row["within_5%_low"]) and math.isnan(
+        row["within_5%_high"]
+    )  # the stage said otherwise
     assert row["improved_by"] == pytest.approx(0.044) and row["improved_at"] == pytest.approx(2 / 3)
     assert S.improvement_notes(table.to_dict("records")) == [
         "sv_logit_diff improves as heads are removed: 4% better than the intact model with 67% of the heads removed. "
-        "The prunable shares count only steps within ±1% / ±5% of the intact model, on either side."]
-    assert math.isnan(S.prunable_table(pr, eff).iloc[0]["within_1%_low"])  # no manifest record: no interval
+        "The prunable shares count only steps within ±1% / ±5% of the intact model, on either side."
+    ]
+    assert math.isnan(
+        S.prunable_table(pr, eff).iloc[0]["within_1%_low"]
+    )  # no manifest record: no interval
     worse = S.prunable_table(pruning_frame("loss_prose", [2.0, 2.01, 2.5]), None)
-    assert math.isnan(worse.iloc[0]["improved_by"]) and S.improvement_notes(worse.to_dict("records")) == []
+    assert (
+        math.isnan(worse.iloc[0]["improved_by"])
+        and S.improvement_notes(worse.to_dict("records")) == []
+    )
 
 
 def test_heads_never_ablated_exactly_are_listed():
-    eff = effects_frame([(la, he, "mean", "loss_prose", 2.0, 2.1, 0.1, 0.05, 0.0, 0.2, "attribution")
-                         for la in range(2) for he in range(2)]
-                        + [(0, 1, "mean", "loss_prose", 2.0, 2.1, 0.1, 0.05, 0.0, 0.2, "exact")])
+    eff = effects_frame(
+        [
+            (la, he, "mean", "loss_prose", 2.0, 2.1, 0.1, 0.05, 0.0, 0.2, "attribution")
+            for la in range(2)
+            for he in range(2)
+        ]
+        + [(0, 1, "mean", "loss_prose", 2.0, 2.1, 0.1, 0.05, 0.0, 0.2, "exact")]
+    )
     assert S.unmeasured_heads(eff, 2, 2) == ["L0H0", "L1H0", "L1H1"]
     assert S.unmeasured_heads(None, 2, 2) is None
 
 
 def test_estimates_whose_interval_excludes_the_exact_effect_are_listed():
-    eff = effects_frame([(0, h, "mean", "loss_repeated", 2.0, 2.0, 1e-5, 0.0, 0.9e-5, 1.1e-5, "attribution")
-                         for h in range(2)]).assign(vs_exact=["outside", np.nan])
+    eff = effects_frame(
+        [
+            (0, h, "mean", "loss_repeated", 2.0, 2.0, 1e-5, 0.0, 0.9e-5, 1.1e-5, "attribution")
+            for h in range(2)
+        ]
+    ).assign(vs_exact=["outside", np.nan])
     assert S.estimate_misses(eff) == ["L0H0 loss_repeated (attribution, mean)"]
     assert S.estimate_misses(eff.drop(columns="vs_exact")) == [] and S.estimate_misses(None) == []
 
 
 def test_head_table_has_one_exact_effect_column_per_metric():
-    roles = pd.DataFrame({"layer": [0, 0], "head": [0, 1], "role": ["induction", "unexplained"],
-                          "confidence": [0.9, 0.4], "second_role": [np.nan, np.nan], "stability": [1.0, 0.5]})
-    eff = effects_frame([(0, 1, "mean", "loss_prose", 2.0, 2.3, 0.3, 0.15, 0.2, 0.4, "exact"),
-                         (0, 1, "mean", "loss_repeated", 1.0, 4.0, 3.0, 3.0, 2.5, 3.5, "exact"),
-                         (0, 1, "zero", "loss_repeated", 1.0, 9.0, 8.0, 8.0, 7.5, 8.5, "exact"),  # not the ablation shown
-                         (0, 0, "mean", "loss_prose", 2.0, 2.9, 0.9, 0.45, 0.8, 1.0, "attribution"),
-                         (0, 0, "mean", "sv_logit_diff", 1.0, 0.5, 0.5, 0.5, 0.4, 0.6, "attribution")])
+    roles = pd.DataFrame(
+        {
+            "layer": [0, 0],
+            "head": [0, 1],
+            "role": ["induction", "unexplained"],
+            "confidence": [0.9, 0.4],
+            "second_role": [np.nan, np.nan],
+            "stability": [1.0, 0.5],
+        }
+    )
+    eff = effects_frame(
+        [
+            (0, 1, "mean", "loss_prose", 2.0, 2.3, 0.3, 0.15, 0.2, 0.4, "exact"),
+            (0, 1, "mean", "loss_repeated", 1.0, 4.0, 3.0, 3.0, 2.5, 3.5, "exact"),
+            (
+                0,
+                1,
+                "zero",
+                "loss_repeated",
+                1.0,
+                9.0,
+                8.0,
+                8.0,
+                7.5,
+                8.5,
+                "exact",
+            ),  # not the ablation shown
+            (0, 0, "mean", "loss_prose", 2.0, 2.9, 0.9, 0.45, 0.8, 1.0, "attribution"),
+            (0, 0, "mean", "sv_logit_diff", 1.0, 0.5, 0.5, 0.5, 0.4, 0.6, "attribution"),
+        ]
+    )
     table = S.head_table(roles, eff)
     # a previous-token head can matter for repeated text only: every metric has its column
-    assert table.columns.tolist() == ["layer", "head", "role", "confidence", "second_role", "stability",
-                                      "Δ loss_prose", "Δ loss_repeated"]
+    assert table.columns.tolist() == [
+        "layer",
+        "head",
+        "role",
+        "confidence",
+        "second_role",
+        "stability",
+        "Δ loss_prose",
+        "Δ loss_repeated",
+    ]
     assert table.loc[1, ["Δ loss_prose", "Δ loss_repeated"]].tolist() == pytest.approx([0.3, 3.0])
-    assert table.loc[0, ["Δ loss_prose", "Δ loss_repeated"]].isna().all(), "estimates are not the head's exact effect"
+    assert table.loc[0, ["Δ loss_prose", "Δ loss_repeated"]].isna().all(), (
+        "estimates are not the head's exact effect"
+    )
     assert S.head_table(None, None) is None
 
 
@@ -120,8 +210,16 @@ def test_head_shape_from_manifest_else_tables():
 
 
 def test_fmt():
-    assert [S.fmt(v) for v in (None, float("nan"), np.int64(3), 2.0, 0.12345, 1e-5, True, "x")] == \
-        ["", "", "3", "2", "0.123", "1.00e-05", "yes", "x"]
+    assert [S.fmt(v) for v in (None, float("nan"), np.int64(3), 2.0, 0.12345, 1e-5, True, "x")] == [
+        "",
+        "",
+        "3",
+        "2",
+        "0.123",
+        "1.00e-05",
+        "yes",
+        "x",
+    ]
 
 
 def test_orientation_without_effects_comes_from_the_metric():
@@ -133,8 +231,12 @@ def test_orientation_without_effects_comes_from_the_metric():
 def test_report_and_ablate_stage_state_the_same_prunable_share():
     from interp.ablate.removable import removable_summary
 
-    pr = pd.concat([pruning_frame("loss_prose", [2.0, 2.01, 2.0198, 2.06, 2.2]),
-                    pruning_frame("sv_logit_diff", [0.9, 0.899, 0.85, 0.8, 0.1])])
+    pr = pd.concat(
+        [
+            pruning_frame("loss_prose", [2.0, 2.01, 2.0198, 2.06, 2.2]),
+            pruning_frame("sv_logit_diff", [0.9, 0.899, 0.85, 0.8, 0.1]),
+        ]
+    )
     stage = removable_summary(pr)
     for metric in ("loss_prose", "sv_logit_diff"):
         assert S.prunable_share(pr, metric, 0.01) == stage[metric]["1%"]
@@ -143,26 +245,58 @@ def test_report_and_ablate_stage_state_the_same_prunable_share():
 
 
 def test_best_effects_takes_the_exact_row_where_a_head_has_one():
-    eff = effects_frame([
-        (0, 0, "zero", "loss_prose", 2.0, 2.1, 0.1, 0.05, 0.0, 0.2, "attribution"),
-        (0, 1, "zero", "loss_prose", 2.0, 2.5, 0.5, 0.25, 0.3, 0.6, "attribution"),
-        (0, 1, "zero", "loss_prose", 2.0, 2.9, 0.9, 0.45, 0.8, 1.0, "exact"),
-        (0, 1, "mean", "loss_prose", 2.0, 2.2, 0.2, 0.1, 0.1, 0.3, "exact"),  # preferred ablation
-    ])
+    eff = effects_frame(
+        [
+            (0, 0, "zero", "loss_prose", 2.0, 2.1, 0.1, 0.05, 0.0, 0.2, "attribution"),
+            (0, 1, "zero", "loss_prose", 2.0, 2.5, 0.5, 0.25, 0.3, 0.6, "attribution"),
+            (0, 1, "zero", "loss_prose", 2.0, 2.9, 0.9, 0.45, 0.8, 1.0, "exact"),
+            (
+                0,
+                1,
+                "mean",
+                "loss_prose",
+                2.0,
+                2.2,
+                0.2,
+                0.1,
+                0.1,
+                0.3,
+                "exact",
+            ),  # preferred ablation
+        ]
+    )
     best = S.best_effects(eff)
     assert best[["layer", "head", "delta", "estimator"]].values.tolist() == [[0, 1, 0.2, "exact"]]
     best = S.best_effects(eff[eff["ablation"] == "zero"])
-    assert best[["head", "delta", "ci_low", "estimator"]].values.tolist() == [[0, 0.1, 0.0, "attribution"],
-                                                                           [1, 0.9, 0.8, "exact"]]
+    assert best[["head", "delta", "ci_low", "estimator"]].values.tolist() == [
+        [0, 0.1, 0.0, "attribution"],
+        [1, 0.9, 0.8, "exact"],
+    ]
     assert S.best_effects(None) is None
 
 
 def test_audit_pairs_and_rank_agreement():
     rows = []
     for head, (estimate, exact) in enumerate([(0.1, 0.2), (0.3, 0.1), (0.5, 0.9), (0.7, 1.1)]):
-        rows += [(0, head, "zero", "loss_repeated", 1.0, 1.0 + exact, exact, exact, 0.0, 0.0, "exact"),
-                 (0, head, "zero", "loss_repeated", 1.0, 1.0 + estimate, estimate, estimate, 0.0, 0.0, "attribution")]
-    rows.append((1, 0, "zero", "loss_repeated", 1.0, 1.5, 0.5, 0.5, 0.0, 0.0, "attribution"))  # estimate only
+        rows += [
+            (0, head, "zero", "loss_repeated", 1.0, 1.0 + exact, exact, exact, 0.0, 0.0, "exact"),
+            (
+                0,
+                head,
+                "zero",
+                "loss_repeated",
+                1.0,
+                1.0 + estimate,
+                estimate,
+                estimate,
+                0.0,
+                0.0,
+                "attribution",
+            ),
+        ]
+    rows.append(
+        (1, 0, "zero", "loss_repeated", 1.0, 1.5, 0.5, 0.5, 0.0, 0.0, "attribution")
+    )  # estimate only
     pairs = S.audit_pairs(effects_frame(rows))
     assert pairs.columns.tolist() == ["metric", "layer", "head", "estimate", "exact"]
     assert pairs["head"].tolist() == [0, 1, 2, 3] and pairs["layer"].tolist() == [0, 0, 0, 0]
@@ -177,37 +311,68 @@ def test_model_name_comes_from_the_manifest():
 
 
 def test_a_model_loaded_from_a_path_is_named_by_its_stem_and_keeps_its_path():
-    gguf = {"model": {"name": "../models/SmolLM2-135M-Instruct.Q4_1.gguf", "source": "gguf",
-                      "spec": {"name": "/home/me/models/SmolLM2-135M-Instruct.Q4_1.gguf"}}}
-    folder = {"model": {"name": "/data/ckpt/my-llama/", "source": "hf-dir", "spec": {"name": "/data/ckpt/my-llama"}}}
+    gguf = {
+        "model": {
+            "name": "../models/SmolLM2-135M-Instruct.Q4_1.gguf",
+            "source": "gguf",
+            "spec": {"name": "/home/me/models/SmolLM2-135M-Instruct.Q4_1.gguf"},
+        }
+    }
+    folder = {
+        "model": {
+            "name": "/data/ckpt/my-llama/",
+            "source": "hf-dir",
+            "spec": {"name": "/data/ckpt/my-llama"},
+        }
+    }
     hub = {"model": {"name": "HuggingFaceTB/SmolLM2-135M-Instruct", "source": "hub"}}
     assert S.model_name(gguf) == "SmolLM2-135M-Instruct.Q4_1"
-    assert S.model_path(gguf) == "/home/me/models/SmolLM2-135M-Instruct.Q4_1.gguf"  # the one a rerun loads
+    assert (
+        S.model_path(gguf) == "/home/me/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+    )  # the one a rerun loads
     assert (S.model_name(folder), S.model_path(folder)) == ("my-llama", "/data/ckpt/my-llama")
     assert (S.model_name(hub), S.model_path(hub)) == ("HuggingFaceTB/SmolLM2-135M-Instruct", None)
     assert S.model_path({"model": {"name": "smollm2-135m", "source": "packaged"}}) is None
 
 
 def test_role_pruning_table_reads_the_role_rows():
-    pruning = pd.DataFrame({
-        "fraction_removed": [0.0, 0.25, 0.5, 0.0], "heads_removed": [0, 1, 2, 0],
-        "metric": ["loss_prose", "loss_prose", "loss_prose", "sv_logit_diff"],
-        "value": [2.0, 2.1, 2.5, 1.0], "last_removed": [np.nan, "L0H0", "L0H0 L1H1", np.nan],
-        "ci_low": [1.9, 2.0, 2.3, 0.9], "ci_high": [2.1, 2.2, 2.7, 1.1],
-        "removed_by": ["effect", "effect", "role:first_token", "effect"]})
+    pruning = pd.DataFrame(
+        {
+            "fraction_removed": [0.0, 0.25, 0.5, 0.0],
+            "heads_removed": [0, 1, 2, 0],
+            "metric": ["loss_prose", "loss_prose", "loss_prose", "sv_logit_diff"],
+            "value": [2.0, 2.1, 2.5, 1.0],
+            "last_removed": [np.nan, "L0H0", "L0H0 L1H1", np.nan],
+            "ci_low": [1.9, 2.0, 2.3, 0.9],
+            "ci_high": [2.1, 2.2, 2.7, 1.1],
+            "removed_by": ["effect", "effect", "role:first_token", "effect"],
+        }
+    )
     table = S.role_pruning_table(pruning, None)
     assert table[["role", "heads", "metric"]].values.tolist() == [["first_token", 2, "loss_prose"]]
-    assert table[["worse", "worse_low", "worse_high"]].values.tolist()[0] == pytest.approx([0.25, 0.15, 0.35])
+    assert table[["worse", "worse_low", "worse_high"]].values.tolist()[0] == pytest.approx(
+        [0.25, 0.15, 0.35]
+    )
     assert S.role_pruning_table(pruning.drop(columns="removed_by"), None) is None
 
 
 def test_the_estimators_own_corpus_is_stated_only_where_it_is_larger():
-    sweep = {"loss_prose": {"n_sequences": 9, "n_scored": 137}, "sv_logit_diff": {"n_sequences": 24, "n_scored": 24}}
-    wide = {"loss_prose": {"n_sequences": 18, "n_scored": 310}, "sv_logit_diff": {"n_sequences": 310, "n_scored": 306}}
+    sweep = {
+        "loss_prose": {"n_sequences": 9, "n_scored": 137},
+        "sv_logit_diff": {"n_sequences": 24, "n_scored": 24},
+    }
+    wide = {
+        "loss_prose": {"n_sequences": 18, "n_scored": 310},
+        "sv_logit_diff": {"n_sequences": 310, "n_scored": 306},
+    }
     manifest = {"stages": {"ablate": {"corpus": sweep, "estimator_corpus": wide}}}
     assert S.estimator_reads(manifest) == (
         "The estimates that chose the exactly-ablated heads read more sequences than the exact sweep: scored "
-        "positions per family, the exact sweep's in brackets: loss_prose 310 (137), sv_logit_diff 306 (24).")
-    assert S.estimator_reads({"stages": {"ablate": {"corpus": sweep, "estimator_corpus": sweep}}}) is None
+        "positions per family, the exact sweep's in brackets: loss_prose 310 (137), sv_logit_diff 306 (24)."
+    )
+    assert (
+        S.estimator_reads({"stages": {"ablate": {"corpus": sweep, "estimator_corpus": sweep}}})
+        is None
+    )
     assert S.estimator_reads({"stages": {"ablate": {"corpus": sweep}}}) is None
     assert S.estimator_reads({}) is None

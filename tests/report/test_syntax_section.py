@@ -28,25 +28,48 @@ def with_arcs(run_dir, arcs: dict[str, int]):
 
 def test_the_table_gives_each_treebanks_best_head_the_most_arcs_first(fake_run):
     table = relation_table(load_run(fake_run).syntax)
-    assert list(table.columns) == ["corpus", "relation", "direction", "arcs", "best head", "accuracy", "ci_low",
-                                   "ci_high", "best rule", "rule accuracy", "offset_-2", "offset_-1"]  # no arc ahead
+    assert list(table.columns) == [
+        "corpus",
+        "relation",
+        "direction",
+        "arcs",
+        "best head",
+        "accuracy",
+        "ci_low",
+        "ci_high",
+        "best rule",
+        "rule accuracy",
+        "offset_-2",
+        "offset_-1",
+    ]  # no arc ahead
     assert list(zip(table["corpus"], table["relation"], table["arcs"])) == [
-        ("syntax", "nsubj", 1254), ("syntax", "amod", 420), (f"user:{XSS}", "det", 641), (f"user:{XSS}", "punct", 7)]
+        ("syntax", "nsubj", 1254),
+        ("syntax", "amod", 420),
+        (f"user:{XSS}", "det", 641),
+        (f"user:{XSS}", "punct", 7),
+    ]
     syntax = load_run(fake_run).syntax
     best = syntax[syntax["rank"] == 1].set_index(["corpus", "relation"])
     for r in table.itertuples():
         assert r.accuracy == best.loc[(r.corpus, r.relation), "accuracy"]
-        assert r._5 == f"L{best.loc[(r.corpus, r.relation), 'layer']}H{best.loc[(r.corpus, r.relation), 'head']}"
+        assert (
+            r._5
+            == f"L{best.loc[(r.corpus, r.relation), 'layer']}H{best.loc[(r.corpus, r.relation), 'head']}"
+        )
 
 
 def test_the_section_leads_with_the_table_then_the_maps(report_doc):
     blocks = section(report_doc).blocks
     kinds = [b.kind for b in blocks]
     assert kinds.index("table") < kinds.index("figure")
-    assert [s.id for s in report_doc.sections].index("syntax") == [s.id for s in report_doc.sections].index("features") + 1
+    assert [s.id for s in report_doc.sections].index("syntax") == [
+        s.id for s in report_doc.sections
+    ].index("features") + 1
     table = next(b for b in blocks if b.kind == "table")
     accuracy = table.rows[0][table.columns.index("accuracy")].text
-    assert re.fullmatch(r"\d+% \(\d+%.+\d+%\)", accuracy), accuracy  # the 95% interval shares the cell
+    assert re.fullmatch(r"\d+% \(\d+%.+\d+%\)", accuracy), (
+        accuracy
+    )  # the 95% interval shares the cell
     texts = [b.text for b in blocks if b.kind == "text"]
     assert any("rest on syntax:" in t for t in texts)  # which treebank the classifier reads
     features = next(s for s in report_doc.sections if s.id == "features")
@@ -58,7 +81,10 @@ def test_relations_with_few_arcs_get_no_map_and_the_caption_says_so(make_fake_ru
     with_arcs(run_dir, {"syntactic:amod:dep2head": MIN_ARCS - 1})
     maps = [b for b in section(build_document(run_dir)).blocks if isinstance(b, C.FigureBlock)]
     assert [m.name for m in maps] == ["syntax_1"]
-    assert f"1 of the 2 relation × direction features with arcs has fewer than {MIN_ARCS} and is left out" in maps[0].caption
+    assert (
+        f"1 of the 2 relation × direction features with arcs has fewer than {MIN_ARCS} and is left out"
+        in maps[0].caption
+    )
     assert "of syntax, the treebank the classifier reads" in maps[0].caption
 
 
@@ -68,7 +94,9 @@ def test_no_map_at_all_when_every_relation_is_small(make_fake_run, tmp_path):
     blocks = section(build_document(run_dir)).blocks
     assert not any(isinstance(b, C.FigureBlock) for b in blocks)
     assert any(isinstance(b, C.Table) for b in blocks)
-    assert any(b.kind == "text" and f"No relation has {MIN_ARCS} arcs or more" in b.text for b in blocks)
+    assert any(
+        b.kind == "text" and f"No relation has {MIN_ARCS} arcs or more" in b.text for b in blocks
+    )
 
 
 def test_a_run_without_a_syntax_table_still_gets_its_maps_and_a_note(make_fake_run, tmp_path):
@@ -83,6 +111,11 @@ def test_no_syntax_section_without_syntactic_features_or_table(make_fake_run, tm
     assert section(build_document(run_dir)) is None
 
 
-def test_the_features_heatmaps_leave_the_syntactic_features_to_the_syntax_section(fake_run, tmp_path):
+def test_the_features_heatmaps_leave_the_syntactic_features_to_the_syntax_section(
+    fake_run, tmp_path
+):
     features = load_run(fake_run).features
-    assert plot_feature_heatmaps(features[features["feature"].str.startswith("syntactic:")], tmp_path) is None
+    assert (
+        plot_feature_heatmaps(features[features["feature"].str.startswith("syntactic:")], tmp_path)
+        is None
+    )

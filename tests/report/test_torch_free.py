@@ -12,7 +12,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 def run_python(code: str) -> str:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 
@@ -33,7 +35,9 @@ leaked = sorted(name for name in sys.modules if name == "torch" or name.startswi
 print("torch" in sys.modules, leaked[:5])
 """)
     assert out.splitlines()[-1] == "False []"
-    assert (run_dir / "figures" / "exemplar_induction.png").exists() and (run_dir / "report.pdf").exists()
+    assert (run_dir / "figures" / "exemplar_induction.png").exists() and (
+        run_dir / "report.pdf"
+    ).exists()
 
 
 def test_reading_stored_exemplars_needs_no_torch(make_fake_run, tmp_path):

@@ -21,8 +21,13 @@ def seq(tokens, family=NATURAL, delim=(), special=(0,), words=None, arcs=()):
         n_words = int(word_of_token.max()) + 1
         word_pos = torch.tensor([int((word_of_token == w).nonzero()[-1]) for w in range(n_words)])
     return ProbeSequence(
-        tokens=torch.tensor(tokens, dtype=torch.long), suite=family, family=family, is_delim=is_delim,
-        is_special=is_special, word_of_token=word_of_token, word_pos=word_pos,
+        tokens=torch.tensor(tokens, dtype=torch.long),
+        suite=family,
+        family=family,
+        is_delim=is_delim,
+        is_special=is_special,
+        word_of_token=word_of_token,
+        word_pos=word_pos,
         arcs=torch.tensor(list(arcs), dtype=torch.long).reshape(-1, 3),
     )
 

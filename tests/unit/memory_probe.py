@@ -33,37 +33,48 @@ def load(name: str):
 
 
 def collect_case(model, kwargs: dict) -> tuple[float, object]:
-    from interp.model import memory
+    from interp import CollectConfig
     from interp.collect.shards import Treebanks
     from interp.collect.stage import accumulated_columns, build_suites, collect, encode_all
-    from interp import CollectConfig
+    from interp.model import memory
     from interp.probes.batch import bucket
 
     config = CollectConfig(**kwargs)
     seqs, aligner = encode_all(model, config, build_suites(config))
     groups = [(len(g), max(len(seqs[i]) for i in g)) for g in bucket(seqs, config.cpu_batch_tokens)]
     relations = tuple(aligner.relations)
-    n_features = accumulated_columns(relations, len(Treebanks.of(seqs, relations, config.pool_syntax).corpora))
+    n_features = accumulated_columns(
+        relations, len(Treebanks.of(seqs, relations, config.pool_syntax).corpora)
+    )
     estimate = memory.collect_peak(memory.Shape.of(model), groups, n_features, config.n_bootstrap)
     return estimate, lambda: collect(model, config, progress=False)
 
 
 def ablate_case(model, kwargs: dict) -> tuple[float, object]:
-    from interp.model import memory
-    from interp.ablate.corpora import stage_corpus, stage_metrics
-    from interp.ablate.stage import ablate
-    from interp.ablate.pruning import step_sizes
-    from interp.ablate.sweep import pass_size
     from interp import AblateConfig
+    from interp.ablate.corpora import stage_corpus, stage_metrics
+    from interp.ablate.pruning import step_sizes
+    from interp.ablate.stage import ablate
+    from interp.ablate.sweep import pass_size
+    from interp.model import memory
 
     config = AblateConfig(threads=1, **kwargs)
     cfg = config.resolved(model.n_layers * model.n_heads)
     corpus = stage_corpus(model, cfg, stage_metrics(model, cfg))
     steps = len(step_sizes(model.n_layers * model.n_heads, cfg.prune_step)) if cfg.prune else 0
     most = max(cfg.heads_per_pass or model.n_heads, steps)
-    shapes = [(len(b), b.tokens.shape[1], len(b.row_batch), min(most, pass_size(b, None, cfg.max_tokens_per_batch)))
-              for b in corpus.batches]
-    return memory.ablate_peak(memory.Shape.of(model), shapes), lambda: ablate(model, config, progress=False)
+    shapes = [
+        (
+            len(b),
+            b.tokens.shape[1],
+            len(b.row_batch),
+            min(most, pass_size(b, None, cfg.max_tokens_per_batch)),
+        )
+        for b in corpus.batches
+    ]
+    return memory.ablate_peak(memory.Shape.of(model), shapes), lambda: ablate(
+        model, config, progress=False
+    )
 
 
 def main() -> None:
@@ -80,7 +91,17 @@ def main() -> None:
     run_patterns(model, warm, torch.ones_like(warm), lambda layer, pattern: None)
     estimate, run = {"collect": collect_case, "ablate": ablate_case}[stage](model, kwargs)
     measured = memory.measure_peak(run)
-    print(json.dumps({"stage": stage, "model": name, "config": kwargs, "estimate": estimate, "measured": measured}))
+    print(
+        json.dumps(
+            {
+                "stage": stage,
+                "model": name,
+                "config": kwargs,
+                "estimate": estimate,
+                "measured": measured,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -6,14 +6,14 @@ import pytest
 import torch
 from tiny_models import D_HEAD, D_MODEL, N_HEADS, N_LAYERS, tiny_llama
 
-from interp.model import lens
 from interp.ablate.attribution import attribute
 from interp.ablate.catalogue import REPEATED, SV
-from interp.ablate.evaluation import build_corpus, bucket_tight, derangement
-from interp.ablate.forward import Edit, Ablator
+from interp.ablate.evaluation import bucket_tight, build_corpus, derangement
+from interp.ablate.forward import Ablator, Edit
 from interp.ablate.metrics import batch_metrics
 from interp.ablate.sweep import reuse_error
 from interp.ablate.values import replacement
+from interp.model import lens
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -24,7 +24,9 @@ def any_model(request, llama, gpt2, bert):
 
 
 def small_corpus(model):
-    return build_corpus(model, n_prose=6, n_repeated=4, repeated_lengths=(6,), n_syntax=10, seed=0, max_tokens=512)
+    return build_corpus(
+        model, n_prose=6, n_repeated=4, repeated_lengths=(6,), n_syntax=10, seed=0, max_tokens=512
+    )
 
 
 # --- hook_z ablation is the head's slice of the output projection ------------------------------
@@ -77,10 +79,14 @@ def test_restarting_skips_the_blocks_below(llama):
     ablator = Ablator(llama)
     batch = small_corpus(llama).batches[0]
     clean = ablator.clean(batch, keep_resid=True)
-    assert ablator.check_reuse(batch, clean)  # else the first restart also runs in full, to check itself
+    assert ablator.check_reuse(
+        batch, clean
+    )  # else the first restart also runs in full, to check itself
     calls: list[int] = []
-    handles = [block.original_component.register_forward_pre_hook(lambda m, a, i=i: calls.append(i))
-               for i, block in enumerate(llama.bridge.blocks)]
+    handles = [
+        block.original_component.register_forward_pre_hook(lambda m, a, i=i: calls.append(i))
+        for i, block in enumerate(llama.bridge.blocks)
+    ]
     try:
         ablator.run(batch, [], start_layer=2, resid=clean.resid_pre[2])
     finally:
@@ -94,8 +100,13 @@ def test_replicas_ablate_their_own_head(llama):
     ablator = Ablator(llama)
     batch = small_corpus(llama).batches[0]
     clean = ablator.clean(batch, keep_resid=True)
-    stacked = ablator.run(batch, [Edit(1, h, torch.zeros(()), replica=h) for h in range(3)], replicas=3,
-                         start_layer=1, resid=clean.resid_pre[1])
+    stacked = ablator.run(
+        batch,
+        [Edit(1, h, torch.zeros(()), replica=h) for h in range(3)],
+        replicas=3,
+        start_layer=1,
+        resid=clean.resid_pre[1],
+    )
     for h in range(3):
         alone = ablator.run(batch, [Edit(1, h, torch.zeros(()))])
         torch.testing.assert_close(stacked[h], alone, atol=1e-5, rtol=1e-5)
@@ -214,7 +225,9 @@ def test_causal_corpus_scores_the_right_positions(llama):
             assert sorted(set(batch.row_pos.tolist())) == list(range(7, 12))
             assert torch.equal(batch.row_target, batch.tokens[batch.row_batch, batch.row_pos + 1])
         if batch.family == SV:
-            assert torch.equal(batch.row_pos, batch.valid.sum(1)[batch.row_batch] - 1)  # last prefix token
+            assert torch.equal(
+                batch.row_pos, batch.valid.sum(1)[batch.row_batch] - 1
+            )  # last prefix token
             assert (batch.row_target != batch.row_wrong).all()
             words = tok.convert_ids_to_tokens(batch.row_target.tolist() + batch.row_wrong.tolist())
             assert {"is", "are", "was", "were", "has", "have"} & set(words)
@@ -271,7 +284,7 @@ def test_attribution_is_the_first_order_term_of_the_exact_effect():
                 before = batch_metrics(clean.readout, batch)
                 after = batch_metrics(nudged, batch, clean.readout)
                 exact += sum(float(after[m].num.sum() - before[m].num.sum()) for m in after) / eps
-            for metric, sums in result.store.items():
+            for _metric, sums in result.store.items():
                 estimate += float((sums.ablated[(kind, layer, head)] - sums.base).sum())
             assert estimate == pytest.approx(exact, rel=1e-2, abs=1e-5)
 
@@ -289,6 +302,11 @@ def test_attribution_ranks_heads_like_exact_ablation(llama):
     heads = [(layer, head) for layer in range(N_LAYERS) for head in range(N_HEADS)]
     exact_sweep(ablator, corpus, store, heads, ("zero",), None, progress=False)
     for metric in store:
-        est = [float((result.store[metric].ablated[("zero", *h)] - result.store[metric].base).sum()) for h in heads]
-        ex = [float((store[metric].ablated[("zero", *h)] - store[metric].base).sum()) for h in heads]
+        est = [
+            float((result.store[metric].ablated[("zero", *h)] - result.store[metric].base).sum())
+            for h in heads
+        ]
+        ex = [
+            float((store[metric].ablated[("zero", *h)] - store[metric].base).sum()) for h in heads
+        ]
         assert spearmanr(est, ex).statistic > 0.7

@@ -11,21 +11,28 @@ import pytest
 import torch
 from tiny_models import N_HEADS, N_LAYERS, tiny_native
 
-from interp.pipeline import rundir
-from interp.pipeline.results import load_run
 from interp.ablate.config import CPU_TOKENS_PER_PASS
-from interp.ablate.stage import AblateConfig, ablate, role_effects, surprises
-from interp.pipeline.execute import rerun_stage
-from interp.pipeline.stages import stage
 from interp.ablate.pruning import step_sizes
 from interp.ablate.removable import removable_fraction
+from interp.ablate.stage import AblateConfig, ablate, role_effects, surprises
 from interp.ablate.tasks import Task
 from interp.errors import ConfigError, RunError
+from interp.pipeline import rundir
+from interp.pipeline.execute import rerun_stage
+from interp.pipeline.results import load_run
+from interp.pipeline.stages import stage
 from interp.pipeline.tables import EFFECTS, PRUNING
 
 N = N_LAYERS * N_HEADS
-SMALL = AblateConfig(ablations=("zero", "mean"), n_prose=6, n_repeated=4, repeated_lengths=(6,), n_syntax=10,
-                     n_bootstrap=100, threads=1)
+SMALL = AblateConfig(
+    ablations=("zero", "mean"),
+    n_prose=6,
+    n_repeated=4,
+    repeated_lengths=(6,),
+    n_syntax=10,
+    n_bootstrap=100,
+    threads=1,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -60,7 +67,11 @@ def test_delta_is_oriented_so_positive_is_worse(result):
 
 
 def test_heads_per_pass_changes_speed_not_results(llama, result):
-    stacked = ablate(llama, dataclasses.replace(SMALL, heads_per_pass=1, attribution=False, prune=False), progress=False)
+    stacked = ablate(
+        llama,
+        dataclasses.replace(SMALL, heads_per_pass=1, attribution=False, prune=False),
+        progress=False,
+    )
     a = result.effects[result.effects["estimator"] == "exact"].reset_index(drop=True)
     b = stacked.effects.reset_index(drop=True)
     np.testing.assert_allclose(a["delta"], b["delta"], atol=1e-5)
@@ -69,24 +80,48 @@ def test_heads_per_pass_changes_speed_not_results(llama, result):
 def test_exact_rows_carry_the_estimate(result):
     e = result.effects
     exact = e[e["estimator"] == "exact"]
-    assert (exact["selected"] == "all").all() and e.loc[e["estimator"] != "exact", "selected"].isna().all()
-    merged = exact.merge(e[e["estimator"] == "attribution"], on=["layer", "head", "ablation", "metric"])
+    assert (exact["selected"] == "all").all() and e.loc[
+        e["estimator"] != "exact", "selected"
+    ].isna().all()
+    merged = exact.merge(
+        e[e["estimator"] == "attribution"], on=["layer", "head", "ablation", "metric"]
+    )
     np.testing.assert_array_equal(merged["estimate_x"], merged["delta_y"])
-    assert set(result.summary["audit"]) == {f"{k}/{m}" for k in ("zero", "mean")
-                                            for m in ("loss_prose", "loss_repeated", "sv_logit_diff")}
+    assert set(result.summary["audit"]) == {
+        f"{k}/{m}"
+        for k in ("zero", "mean")
+        for m in ("loss_prose", "loss_repeated", "sv_logit_diff")
+    }
 
 
 @pytest.mark.parametrize("estimator", ["integrated", "attribution"])
 def test_top_k_runs_exact_ablation_on_the_top_heads_and_an_audit_sample(llama, estimator):
-    out = ablate(llama, dataclasses.replace(SMALL, ablations=("zero",), top_k=1, audit=2, prune=False,
-                                            estimator=estimator), progress=False)
+    out = ablate(
+        llama,
+        dataclasses.replace(
+            SMALL, ablations=("zero",), top_k=1, audit=2, prune=False, estimator=estimator
+        ),
+        progress=False,
+    )
     exact = out.effects[out.effects["estimator"] == "exact"]
     estimated = out.effects[out.effects["estimator"] != "exact"]
     assert set(estimated["estimator"]) == {"attribution", "integrated"}  # top_k ranks by both
     # the top 1 of every (estimator, metric): their union
-    best = {(int(g.loc[g["delta"].abs().idxmax(), "layer"]), int(g.loc[g["delta"].abs().idxmax(), "head"]))
-            for _, g in estimated.groupby(["estimator", "metric"])}
-    assert set(exact.loc[exact["selected"] == "top_k", ["layer", "head"]].itertuples(index=False, name=None)) == best
+    best = {
+        (
+            int(g.loc[g["delta"].abs().idxmax(), "layer"]),
+            int(g.loc[g["delta"].abs().idxmax(), "head"]),
+        )
+        for _, g in estimated.groupby(["estimator", "metric"])
+    }
+    assert (
+        set(
+            exact.loc[exact["selected"] == "top_k", ["layer", "head"]].itertuples(
+                index=False, name=None
+            )
+        )
+        == best
+    )
     chosen = exact.drop_duplicates(["layer", "head"])["selected"].value_counts().to_dict()
     assert chosen == {"top_k": len(best), "audit": 2}
     assert len(estimated.groupby(["layer", "head"])) == N
@@ -96,12 +131,17 @@ def test_top_k_runs_exact_ablation_on_the_top_heads_and_an_audit_sample(llama, e
     assert audit["n_audit"] == 2 and audit["max_abs_error"] >= audit["mean_abs_error"] >= 0
     own = estimated[estimated["estimator"] == estimator]
     merged = exact.merge(own, on=["layer", "head", "ablation", "metric"])
-    np.testing.assert_array_equal(merged["estimate_x"], merged["delta_y"])  # the estimate column is the chosen one's
+    np.testing.assert_array_equal(
+        merged["estimate_x"], merged["delta_y"]
+    )  # the estimate column is the chosen one's
 
 
 def test_metrics_can_be_restricted(llama):
-    out = ablate(llama, dataclasses.replace(SMALL, metrics=("sv_logit_diff",), attribution=False, prune=False),
-                 progress=False)
+    out = ablate(
+        llama,
+        dataclasses.replace(SMALL, metrics=("sv_logit_diff",), attribution=False, prune=False),
+        progress=False,
+    )
     assert set(out.effects["metric"]) == {"sv_logit_diff"}
     assert set(out.summary["corpus"]) == {"sv_logit_diff"}
     with pytest.raises(ValueError, match="do not apply"):
@@ -121,7 +161,9 @@ def test_encoder_stage(bert):
 
 
 def test_top_k_without_an_estimable_metric_ablates_every_head(bert):
-    config = dataclasses.replace(SMALL, ablations=("zero",), metrics=("embedding_cosine",), top_k=2, prune=False)
+    config = dataclasses.replace(
+        SMALL, ablations=("zero",), metrics=("embedding_cosine",), top_k=2, prune=False
+    )
     with pytest.warns(UserWarning, match="top_k"):
         out = ablate(bert, config, progress=False)
     assert out.summary["exact_heads"] == N
@@ -130,36 +172,78 @@ def test_top_k_without_an_estimable_metric_ablates_every_head(bert):
 def test_a_model_with_one_output_logit_is_one_line_naming_the_metric():
     model = tiny_native(d_vocab_out=1)
     with pytest.warns(UserWarning, match="outside the model's 1 output logits"):
-        with pytest.raises(ConfigError, match=r"^metric loss_prose has no position to score: .* 1 output logit") as err:
+        with pytest.raises(
+            ConfigError, match=r"^metric loss_prose has no position to score: .* 1 output logit"
+        ) as err:
             ablate(model, dataclasses.replace(SMALL, n_syntax=0), progress=False)
     assert "\n" not in str(err.value)
-    with pytest.raises(ConfigError, match="^no evaluation sequence for sv_logit_diff fits this model and tokenizer"):
-        ablate(model, dataclasses.replace(SMALL, metrics=("sv_logit_diff",)), progress=False)  # no sentence is left
+    with pytest.raises(
+        ConfigError, match="^no evaluation sequence for sv_logit_diff fits this model and tokenizer"
+    ):
+        ablate(
+            model, dataclasses.replace(SMALL, metrics=("sv_logit_diff",)), progress=False
+        )  # no sentence is left
 
 
 def test_a_metric_with_no_scorable_position_is_one_line_naming_it(llama):
     task = Task("nothing", ("the man said", "a boat went"), positions=((), ()))
-    with pytest.raises(ConfigError, match=r"^metric nothing has no position to score: none of its 1 evaluation "
-                                          r"sequence\(s\) gives it a position"):
-        ablate(llama, dataclasses.replace(SMALL, tasks=(task,), metrics=("nothing",)), progress=False)
+    with pytest.raises(
+        ConfigError,
+        match=r"^metric nothing has no position to score: none of its 1 evaluation "
+        r"sequence\(s\) gives it a position",
+    ):
+        ablate(
+            llama, dataclasses.replace(SMALL, tasks=(task,), metrics=("nothing",)), progress=False
+        )
 
 
 def test_without_progress_bars_each_finished_phase_prints_one_line(llama, capsys):
-    out = ablate(llama, dataclasses.replace(SMALL, ablations=("zero",), top_k=1, prune_step=0.5), progress=False)
+    out = ablate(
+        llama,
+        dataclasses.replace(SMALL, ablations=("zero",), top_k=1, prune_step=0.5),
+        progress=False,
+    )
     lines = capsys.readouterr().err.splitlines()
-    assert all(re.fullmatch(r"ablate: .+ done in \d+ s", line) for line in lines if line.startswith("ablate: "))
+    assert all(
+        re.fullmatch(r"ablate: .+ done in \d+ s", line)
+        for line in lines
+        if line.startswith("ablate: ")
+    )
     phases = [re.sub(r" done in \d+ s$", "", line) for line in lines if line.startswith("ablate: ")]
     assert phases[0] == f"ablate: evaluation corpus {out.summary['n_tokens']} tokens"
     assert phases[1] == "ablate: thread probe (1 thread)"  # SMALL pins one thread
-    assert phases[2:] == ["ablate: attribution estimate", "ablate: integrated estimate",
-                          f"ablate: exact sweep {out.summary['exact_heads']} heads", "ablate: pruning 3 metric(s)"]
-    ablate(llama, dataclasses.replace(SMALL, ablations=("zero",), attribution=False, prune=False), progress=True)
-    assert not [line for line in capsys.readouterr().err.splitlines() if line.startswith("ablate: ") and "done" in line]
+    assert phases[2:] == [
+        "ablate: attribution estimate",
+        "ablate: integrated estimate",
+        f"ablate: exact sweep {out.summary['exact_heads']} heads",
+        "ablate: pruning 3 metric(s)",
+    ]
+    ablate(
+        llama,
+        dataclasses.replace(SMALL, ablations=("zero",), attribution=False, prune=False),
+        progress=True,
+    )
+    assert not [
+        line
+        for line in capsys.readouterr().err.splitlines()
+        if line.startswith("ablate: ") and "done" in line
+    ]
 
 
 def test_bf16_runs_on_a_copy(llama):
-    out = ablate(llama, dataclasses.replace(SMALL, ablations=("zero",), dtype="bfloat16", attribution=False,
-                                            prune=False, n_syntax=0, n_repeated=0), progress=False)
+    out = ablate(
+        llama,
+        dataclasses.replace(
+            SMALL,
+            ablations=("zero",),
+            dtype="bfloat16",
+            attribution=False,
+            prune=False,
+            n_syntax=0,
+            n_repeated=0,
+        ),
+        progress=False,
+    )
     assert len(out.effects) == N
     assert next(llama.bridge.parameters()).dtype == torch.float32
 
@@ -184,12 +268,14 @@ def test_pruning_curve_steps_one_head_at_a_time(result, llama):
 
 @pytest.mark.parametrize("kind", ["zero", "mean", "resample"])
 def test_stacked_pruning_steps_equal_one_step_per_pass(llama, kind):
-    from interp.ablate.stage import head_means
     from interp.ablate.evaluation import build_corpus
     from interp.ablate.forward import Ablator
     from interp.ablate.pruning import Removals
+    from interp.ablate.stage import head_means
 
-    corpus = build_corpus(llama, n_prose=4, n_repeated=2, repeated_lengths=(6,), n_syntax=4, seed=0, max_tokens=512)
+    corpus = build_corpus(
+        llama, n_prose=4, n_repeated=2, repeated_lengths=(6,), n_syntax=4, seed=0, max_tokens=512
+    )
     ablator = Ablator(llama)
     order = [(2, 1), (0, 3), (1, 0), (2, 2), (0, 0), (1, 3)]
     means = head_means(ablator, corpus)
@@ -212,25 +298,40 @@ def test_each_metric_removes_its_own_least_important_head_first(result, llama, m
     assert step["last_removed"].item() == f"L{first['layer']}H{first['head']}"
     head = (int(first["layer"]), int(first["head"]))
     assert step["value"].item() == pytest.approx(held_out_value(llama, metric, [head]), rel=1e-5)
-    assert step["value"].item() != pytest.approx(first["ablated"], rel=1e-3)  # not the corpus the order came from
+    assert step["value"].item() != pytest.approx(
+        first["ablated"], rel=1e-3
+    )  # not the corpus the order came from
     assert (p["ci_low"] <= p["value"] + 1e-12).all() and (p["value"] <= p["ci_high"] + 1e-12).all()
     shares = result.summary["removable"][metric]
     for tol in ("1%", "5%"):
         assert 0 <= shares[tol]["ci_low"] <= shares[tol]["ci_high"] <= 1
-        assert shares[tol]["share"] == removable_fraction(result.pruning, metric, float(tol[:-1]) / 100)
+        assert shares[tol]["share"] == removable_fraction(
+            result.pruning, metric, float(tol[:-1]) / 100
+        )
 
 
 def test_role_curves_remove_every_head_of_a_role(llama):
-    roles = pd.DataFrame({"layer": [l for l in range(N_LAYERS) for _ in range(N_HEADS)],
-                          "head": [h for _ in range(N_LAYERS) for h in range(N_HEADS)]})
+    roles = pd.DataFrame(
+        {
+            "layer": [l for l in range(N_LAYERS) for _ in range(N_HEADS)],
+            "head": [h for _ in range(N_LAYERS) for h in range(N_HEADS)],
+        }
+    )
     roles["role"] = np.where(roles["head"] == 0, "first_token", "unexplained")
-    out = ablate(llama, dataclasses.replace(SMALL, ablations=("zero",), prune_step=0.5), progress=False, roles=roles)
+    out = ablate(
+        llama,
+        dataclasses.replace(SMALL, ablations=("zero",), prune_step=0.5),
+        progress=False,
+        roles=roles,
+    )
     rows = out.pruning[out.pruning["removed_by"] == "role:first_token"]
     assert set(rows["metric"]) == {"loss_prose", "loss_repeated", "sv_logit_diff"}
     assert (rows["heads_removed"] == N_LAYERS).all()
     heads = [(layer, 0) for layer in range(N_LAYERS)]
     prose = rows[rows["metric"] == "loss_prose"]
-    assert prose["value"].item() == pytest.approx(held_out_value(llama, "loss_prose", heads), rel=1e-5)
+    assert prose["value"].item() == pytest.approx(
+        held_out_value(llama, "loss_prose", heads), rel=1e-5
+    )
     assert (out.pruning["removed_by"] == "role:unexplained").sum() == 3
 
 
@@ -238,11 +339,19 @@ def held_out_value(model, metric, heads):
     """``metric`` on the held-out split of SMALL's corpus with ``heads`` zero-ablated: the oracle
     for the pruning curve, from the ablator and the metric alone."""
     from interp.ablate.evaluation import build_corpus
-    from interp.ablate.forward import Edit, Ablator
+    from interp.ablate.forward import Ablator, Edit
     from interp.ablate.metrics import batch_metrics
 
-    corpus = build_corpus(model, SMALL.n_prose, SMALL.n_repeated, SMALL.repeated_lengths, SMALL.n_syntax, SMALL.seed,
-                          CPU_TOKENS_PER_PASS, split=1)
+    corpus = build_corpus(
+        model,
+        SMALL.n_prose,
+        SMALL.n_repeated,
+        SMALL.repeated_lengths,
+        SMALL.n_syntax,
+        SMALL.seed,
+        CPU_TOKENS_PER_PASS,
+        split=1,
+    )
     ablator, num, den = Ablator(model), 0.0, 0.0
     for batch in corpus.batches:
         out = ablator.run(batch, [Edit(layer, head, torch.zeros(())) for layer, head in heads])
@@ -279,23 +388,45 @@ def test_step_sizes():
 
 
 def test_removable_fraction():
-    curve = pd.DataFrame({"fraction_removed": [0, 0.25, 0.5, 0.75, 1.0], "heads_removed": [0, 1, 2, 3, 4],
-                          "metric": "loss_prose", "value": [2.0, 2.01, 2.03, 2.2, 5.0]})
+    curve = pd.DataFrame(
+        {
+            "fraction_removed": [0, 0.25, 0.5, 0.75, 1.0],
+            "heads_removed": [0, 1, 2, 3, 4],
+            "metric": "loss_prose",
+            "value": [2.0, 2.01, 2.03, 2.2, 5.0],
+        }
+    )
     assert removable_fraction(curve, "loss_prose", 0.01) == 0.25  # +0.5%, then +1.5%
     assert removable_fraction(curve, "loss_prose", 0.05) == 0.5
     sv = curve.assign(metric="sv_logit_diff", value=[2.0, 1.99, 1.5, 1.0, 0.0])
     assert removable_fraction(sv, "sv_logit_diff", 0.01) == 0.25  # a falling logit diff is worse
     better = curve.assign(value=[2.0, 1.99, 1.9, 2.0, 2.0])
-    assert removable_fraction(better, "loss_prose", 0.01) == 0.25  # 5% better is not within 1% either
+    assert (
+        removable_fraction(better, "loss_prose", 0.01) == 0.25
+    )  # 5% better is not within 1% either
 
 
 # --- config and run directory -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bad", [dict(ablations=()), dict(ablations=("zero", "zero")), dict(ablations=("noise",)),
-                                 dict(metrics=("accuracy",)), dict(n_prose=-1), dict(repeated_lengths=(1,)),
-                                 dict(dtype="int8"), dict(top_k=0), dict(heads_per_pass=0),
-                                 dict(prune_step=0.0), dict(n_bootstrap=5), dict(threads=0), dict(audit=0)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(ablations=()),
+        dict(ablations=("zero", "zero")),
+        dict(ablations=("noise",)),
+        dict(metrics=("accuracy",)),
+        dict(n_prose=-1),
+        dict(repeated_lengths=(1,)),
+        dict(dtype="int8"),
+        dict(top_k=0),
+        dict(heads_per_pass=0),
+        dict(prune_step=0.0),
+        dict(n_bootstrap=5),
+        dict(threads=0),
+        dict(audit=0),
+    ],
+)
 def test_config_validation(bad):
     with pytest.raises(ValueError):
         AblateConfig(**bad)
@@ -303,13 +434,16 @@ def test_config_validation(bad):
 
 def test_quick_mode_resolution():
     q = AblateConfig(quick=True).resolved(270)
-    assert q.top_k == 6 and q.prune_step == 0.1 and q.n_prose <= 3 and q.n_bootstrap <= 200  # 2% per list
+    assert (
+        q.top_k == 6 and q.prune_step == 0.1 and q.n_prose <= 3 and q.n_bootstrap <= 200
+    )  # 2% per list
     assert q.ig_steps == 2 and q.estimator_positions == 200
     assert AblateConfig(quick=True).resolved(12).top_k == 5
     filled = dict(max_tokens_per_batch=CPU_TOKENS_PER_PASS, estimator_positions=0)
     assert AblateConfig().resolved(270) == AblateConfig(**filled)  # filled in
-    assert AblateConfig(max_tokens_per_batch=512).resolved(270) == AblateConfig(max_tokens_per_batch=512,
-                                                                               estimator_positions=0)
+    assert AblateConfig(max_tokens_per_batch=512).resolved(270) == AblateConfig(
+        max_tokens_per_batch=512, estimator_positions=0
+    )
 
 
 def test_ablate_stage_writes_tables_and_records_the_stage(llama, tmp_path):
@@ -330,15 +464,39 @@ def test_ablate_stage_writes_tables_and_records_the_stage(llama, tmp_path):
 
 
 def _effects(deltas: dict[tuple[int, int], float]) -> pd.DataFrame:
-    rows = [{"layer": l, "head": h, "ablation": "zero", "metric": "loss_prose", "baseline": 3.0, "ablated": 3.0 + d,
-             "delta": d, "delta_rel": d / 3, "ci_low": d - 0.01, "ci_high": d + 0.01, "estimator": "exact"}
-            for (l, h), d in deltas.items()]
+    rows = [
+        {
+            "layer": l,
+            "head": h,
+            "ablation": "zero",
+            "metric": "loss_prose",
+            "baseline": 3.0,
+            "ablated": 3.0 + d,
+            "delta": d,
+            "delta_rel": d / 3,
+            "ci_low": d - 0.01,
+            "ci_high": d + 0.01,
+            "estimator": "exact",
+        }
+        for (l, h), d in deltas.items()
+    ]
     return pd.DataFrame(rows)
 
 
 def _roles(labels: dict[tuple[int, int], tuple[str, float]]) -> pd.DataFrame:
-    return pd.DataFrame([{"layer": l, "head": h, "role": r, "confidence": c, "second_role": np.nan, "stability": 1.0}
-                         for (l, h), (r, c) in labels.items()])
+    return pd.DataFrame(
+        [
+            {
+                "layer": l,
+                "head": h,
+                "role": r,
+                "confidence": c,
+                "second_role": np.nan,
+                "stability": 1.0,
+            }
+            for (l, h), (r, c) in labels.items()
+        ]
+    )
 
 
 def test_role_effects_and_surprises():
@@ -352,14 +510,22 @@ def test_role_effects_and_surprises():
     roles, effects = _roles(labels), _effects(deltas)
 
     per_role = role_effects(roles, effects).set_index("role")
-    assert per_role.loc["induction", "n_heads"] == 1 and per_role.loc["induction", "share_important"] == 1.0
-    assert per_role.loc["previous_token", "n_heads"] == 18 and per_role.loc["previous_token", "share_important"] == 0
+    assert (
+        per_role.loc["induction", "n_heads"] == 1
+        and per_role.loc["induction", "share_important"] == 1.0
+    )
+    assert (
+        per_role.loc["previous_token", "n_heads"] == 18
+        and per_role.loc["previous_token", "share_important"] == 0
+    )
 
     s = surprises(roles, effects)
     important = s[s["surprise"] == "unexplained_but_important"]
     assert list(zip(important["layer"], important["head"])) == [(3, 4)]
     unimportant = s[s["surprise"] == "labelled_but_unimportant"]
-    assert len(unimportant) == 18 and (3, 3) not in set(zip(unimportant["layer"], unimportant["head"]))
+    assert len(unimportant) == 18 and (3, 3) not in set(
+        zip(unimportant["layer"], unimportant["head"])
+    )
 
 
 def test_roles_missing_gives_empty_frames():
@@ -382,20 +548,36 @@ def test_group_ablation_and_the_role_check(llama):
     from interp.ablate.forward import Ablator
     from interp.ablate.groups import group_value, role_vs_random
 
-    corpus = build_corpus(llama, SMALL.n_prose, SMALL.n_repeated, SMALL.repeated_lengths, SMALL.n_syntax, SMALL.seed,
-                          CPU_TOKENS_PER_PASS, split=1)
+    corpus = build_corpus(
+        llama,
+        SMALL.n_prose,
+        SMALL.n_repeated,
+        SMALL.repeated_lengths,
+        SMALL.n_syntax,
+        SMALL.seed,
+        CPU_TOKENS_PER_PASS,
+        split=1,
+    )
     ablator = Ablator(llama)
     for heads in ([], [(1, 2)], [(0, 1), (2, 3)]):
         assert group_value(ablator, corpus, "loss_prose", heads) == pytest.approx(
-            held_out_value(llama, "loss_prose", heads), rel=1e-6)
-    roles = pd.DataFrame([{"layer": l, "head": h, "role": "unexplained"} for l in range(N_LAYERS) for h in range(N_HEADS)])
+            held_out_value(llama, "loss_prose", heads), rel=1e-6
+        )
+    roles = pd.DataFrame(
+        [
+            {"layer": l, "head": h, "role": "unexplained"}
+            for l in range(N_LAYERS)
+            for h in range(N_HEADS)
+        ]
+    )
     roles.loc[(roles["layer"] == 2) & (roles["head"].isin([0, 1])), "role"] = "induction"
     roles.loc[(roles["layer"] == 0) & (roles["head"] == 0), "role"] = "previous_token"
-    check = role_vs_random(ablator, corpus, roles, "induction", "sv_logit_diff", exclude=("previous_token",), n_draws=4)
+    check = role_vs_random(
+        ablator, corpus, roles, "induction", "sv_logit_diff", exclude=("previous_token",), n_draws=4
+    )
     assert check.heads == [(2, 0), (2, 1)] and len(check.random_rises) == 4
     base = group_value(ablator, corpus, "sv_logit_diff", [])
     ablated = group_value(ablator, corpus, "sv_logit_diff", [(2, 0), (2, 1)])
     assert check.rise == pytest.approx(base - ablated)  # a falling logit difference is worse
     with pytest.raises(ValueError, match="no head is labelled"):
         role_vs_random(ablator, corpus, roles, "delimiter", "loss_prose")
-

@@ -12,14 +12,32 @@ from interp.probes.base import NATURAL, REPEATED, SYNTAX, Arc, Sentence, Suite
 
 
 def fake_model(tokenizer, causal, bos_policy, n_ctx=512):
-    return SimpleNamespace(tokenizer=tokenizer, causal=causal, bos_policy=bos_policy, n_ctx=n_ctx,
-                           bos_token_id=tokenizer.cls_token_id, d_vocab=len(tokenizer))
+    return SimpleNamespace(
+        tokenizer=tokenizer,
+        causal=causal,
+        bos_policy=bos_policy,
+        n_ctx=n_ctx,
+        bos_token_id=tokenizer.cls_token_id,
+        d_vocab=len(tokenizer),
+    )
 
 
 def sentence():
     text = "The keys, near unbelievably old cabinets, are here."
     spans, pos = [], 0
-    for word in ["The", "keys", ",", "near", "unbelievably", "old", "cabinets", ",", "are", "here", "."]:
+    for word in [
+        "The",
+        "keys",
+        ",",
+        "near",
+        "unbelievably",
+        "old",
+        "cabinets",
+        ",",
+        "are",
+        "here",
+        ".",
+    ]:
         start = text.index(word, pos)
         spans.append((start, start + len(word)))
         pos = start + len(word)
@@ -52,7 +70,9 @@ def test_causal_prepend_policy_uses_last_subtoken(minilm_tokenizer):
     assert s.tokens[0] == minilm_tokenizer.cls_token_id and s.is_special[0]
     pieces = [i for i, w in enumerate(s.word_of_token.tolist()) if w == 4]
     assert s.word_pos[4] == pieces[-1]
-    assert not s.is_delim[-1] or minilm_tokenizer.convert_ids_to_tokens([int(s.tokens[-1])])[0] == "."
+    assert (
+        not s.is_delim[-1] or minilm_tokenizer.convert_ids_to_tokens([int(s.tokens[-1])])[0] == "."
+    )
 
 
 def test_truncation_warns_and_drops_arcs_beyond(minilm_tokenizer):

@@ -15,20 +15,24 @@ import pytest
 import torch
 from tiny_models import N_HEADS, tiny_bert, tiny_native
 
-from interp.ablate.stage import ablate
+from interp import AblateConfig, CollectConfig
 from interp.ablate.evaluation import build_corpus
 from interp.ablate.forward import Ablator
 from interp.ablate.metrics import metric_sizes
+from interp.ablate.stage import ablate
 from interp.ablate.stats import SumStore
 from interp.ablate.sweep import exact_sweep, reuse_error
 from interp.classify.stage import classify
 from interp.collect.stage import collect
-from interp import AblateConfig, CollectConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-COLLECT = CollectConfig(n_repeated=4, repeated_lengths=(6,), n_syntax=10, max_sentences=10, n_bootstrap=10)
-ABLATE = AblateConfig(n_prose=3, n_repeated=3, repeated_lengths=(6,), n_syntax=8, n_bootstrap=10, threads=1)
+COLLECT = CollectConfig(
+    n_repeated=4, repeated_lengths=(6,), n_syntax=10, max_sentences=10, n_bootstrap=10
+)
+ABLATE = AblateConfig(
+    n_prose=3, n_repeated=3, repeated_lengths=(6,), n_syntax=8, n_bootstrap=10, threads=1
+)
 
 
 def planted_1_layer():
@@ -40,7 +44,9 @@ def planted_1_layer():
 def tiny_vocabulary():
     from interp.synthetic.planted import build_tokenizer
 
-    return tiny_native(n_layers=2, tokenizer=build_tokenizer((".", ",", "the", "a", "cat", "dog", "is", "are")))
+    return tiny_native(
+        n_layers=2, tokenizer=build_tokenizer((".", ",", "the", "a", "cat", "dog", "is", "are"))
+    )
 
 
 SHAPES = {
@@ -58,14 +64,18 @@ def shape(request):
     return request.param, SHAPES[request.param]()
 
 
-@pytest.mark.filterwarnings("ignore:.*truncated:UserWarning", "ignore:.*output logits:UserWarning",
-                            "ignore:.*not measured:UserWarning")
+@pytest.mark.filterwarnings(
+    "ignore:.*truncated:UserWarning",
+    "ignore:.*output logits:UserWarning",
+    "ignore:.*not measured:UserWarning",
+)
 def test_every_stage_runs_and_covers_every_head(shape):
     name, model = shape
     heads = model.n_layers * model.n_heads
     features = collect(model, COLLECT, progress=False)
     assert set(zip(features.features["layer"], features.features["head"])) == {
-        (layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)}
+        (layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)
+    }
     roles = classify(features.features, features.replicates, features.names).roles
     assert len(roles) == heads and roles["role"].notna().all()
     result = ablate(model, ABLATE, progress=False)
@@ -77,8 +87,18 @@ def test_every_stage_runs_and_covers_every_head(shape):
 
 def test_a_model_with_fewer_logits_than_ids_scores_only_tokens_it_can_predict():
     model = tiny_native(n_layers=2, d_vocab_out=300)
-    with pytest.warns(UserWarning, match=r"scored token\(s\) lie outside the model's 300 output logits"):
-        corpus = build_corpus(model, n_prose=3, n_repeated=3, repeated_lengths=(6,), n_syntax=8, seed=0, max_tokens=512)
+    with pytest.warns(
+        UserWarning, match=r"scored token\(s\) lie outside the model's 300 output logits"
+    ):
+        corpus = build_corpus(
+            model,
+            n_prose=3,
+            n_repeated=3,
+            repeated_lengths=(6,),
+            n_syntax=8,
+            seed=0,
+            max_tokens=512,
+        )
     for batch in corpus.batches:
         assert (batch.row_target < 300).all()
         if batch.row_wrong is not None:
@@ -92,7 +112,9 @@ def test_a_model_with_fewer_logits_than_ids_scores_only_tokens_it_can_predict():
 @pytest.mark.parametrize("n_layers", [1, 3])
 def test_layer_reuse_on_a_native_bridge_is_exact(n_layers):
     model = tiny_native(n_layers=n_layers)
-    corpus = build_corpus(model, n_prose=3, n_repeated=3, repeated_lengths=(6,), n_syntax=0, seed=0, max_tokens=512)
+    corpus = build_corpus(
+        model, n_prose=3, n_repeated=3, repeated_lengths=(6,), n_syntax=0, seed=0, max_tokens=512
+    )
     ablator = Ablator(model)
     batch = corpus.batches[0]
     assert reuse_error(ablator, batch, ablator.clean(batch, keep_resid=True)) == 0.0
@@ -100,10 +122,14 @@ def test_layer_reuse_on_a_native_bridge_is_exact(n_layers):
     stores = []
     for reuse in (True, False):
         store = SumStore(metric_sizes(corpus.sizes))
-        used = exact_sweep(Ablator(model), corpus, store, heads, ("zero",), None, reuse=reuse, progress=False)
+        used = exact_sweep(
+            Ablator(model), corpus, store, heads, ("zero",), None, reuse=reuse, progress=False
+        )
         assert used == (reuse and n_layers > 1)
         stores.append(store)
     for metric, sums in stores[0].items():
         for condition, value in sums.ablated.items():
-            torch.testing.assert_close(value, stores[1][metric].ablated[condition], rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(
+                value, stores[1][metric].ablated[condition], rtol=1e-5, atol=1e-6
+            )
     assert math.isfinite(stores[0].baseline("loss_prose"))

@@ -9,24 +9,43 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from interp.pipeline import rundir
-from interp.pipeline.results import load_run
 from interp.classify.clusters import NO_STRUCTURE, cluster_unexplained, overview, verdict
-from interp.classify.matrix import BROAD_MISSING, COLUMNS, head_matrix, matrix_from_arrays, sink_shares
+from interp.classify.matrix import (
+    BROAD_MISSING,
+    COLUMNS,
+    head_matrix,
+    matrix_from_arrays,
+    sink_shares,
+)
 from interp.classify.reference.fit import default_classifier
 from interp.classify.stability import stability
 from interp.classify.stage import ClassifyConfig, ClassifyResult, classify, run_stage
 from interp.collect.config import FEATURES_VERSION
-from interp.errors import RunError
 from interp.collect.features import STATIC_FEATURES
-from interp.roles import SCORED_ROLES, UNEXPLAINED
+from interp.errors import RunError
+from interp.pipeline import rundir
+from interp.pipeline.results import load_run
 from interp.pipeline.tables import ROLES_TABLE
+from interp.roles import SCORED_ROLES, UNEXPLAINED
 
 # What a head with no preference scores on each static feature (a causal model: next_token and
 # the positions from the end have no eligible query, so their value and baseline are NaN).
-BASELINES = {"previous_token": 0.1, "current_token": 0.1, "next_token": np.nan, "first_token": 0.1,
-             "delimiter": 0.15, "duplicate_token": 0.05, "induction": 0.05, "local": 0.3, "broad": 1.0,
-             **{name: (np.nan if "end" in name else 0.06) for name in STATIC_FEATURES if name.startswith("position:")}}
+BASELINES = {
+    "previous_token": 0.1,
+    "current_token": 0.1,
+    "next_token": np.nan,
+    "first_token": 0.1,
+    "delimiter": 0.15,
+    "duplicate_token": 0.05,
+    "induction": 0.05,
+    "local": 0.3,
+    "broad": 1.0,
+    **{
+        name: (np.nan if "end" in name else 0.06)
+        for name in STATIC_FEATURES
+        if name.startswith("position:")
+    },
+}
 SYNTAX = {"syntactic:nsubj:head2dep": (0.25, 400), "syntactic:det:dep2head": (0.6, 400)}
 
 
@@ -39,19 +58,44 @@ def features_table(heads: dict[tuple[int, int], dict[str, float]]) -> pd.DataFra
         for name in STATIC_FEATURES:
             base = BASELINES[name]
             default = {"broad": 0.95, "first_token": sink}.get(name, base)
-            rows.append({"layer": layer, "head": head, "feature": name, "value": values.get(name, default),
-                         "baseline": base, "sink_mass": sink, "ci_low": np.nan, "ci_high": np.nan,
-                         "n": 0 if math.isnan(base) else 1000})
+            rows.append(
+                {
+                    "layer": layer,
+                    "head": head,
+                    "feature": name,
+                    "value": values.get(name, default),
+                    "baseline": base,
+                    "sink_mass": sink,
+                    "ci_low": np.nan,
+                    "ci_high": np.nan,
+                    "n": 0 if math.isnan(base) else 1000,
+                }
+            )
         for name, (base, n) in SYNTAX.items():
-            rows.append({"layer": layer, "head": head, "feature": name, "value": values.get(name, base),
-                         "baseline": base, "sink_mass": sink, "ci_low": np.nan, "ci_high": np.nan, "n": n})
+            rows.append(
+                {
+                    "layer": layer,
+                    "head": head,
+                    "feature": name,
+                    "value": values.get(name, base),
+                    "baseline": base,
+                    "sink_mass": sink,
+                    "ci_low": np.nan,
+                    "ci_high": np.nan,
+                    "n": n,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def sharp(**values: float) -> dict[str, float]:
     """A head whose non-sink mass is all where ``values`` say: every other mass feature scores 0,
     entropy 0 unless given (the syntactic scores stay at their fixed-rule baselines)."""
-    out = {name: 0.0 for name in STATIC_FEATURES if name != "first_token" and not math.isnan(BASELINES[name])}
+    out = {
+        name: 0.0
+        for name in STATIC_FEATURES
+        if name != "first_token" and not math.isnan(BASELINES[name])
+    }
     return {**out, **values}
 
 
@@ -67,16 +111,28 @@ HEADS = {
     (1, 2): sharp(previous_token=1.0, local=1.0, sink_mass=0.6),  # 60% sink, 40% on q-1
     (1, 3): {"syntactic:nsubj:head2dep": 0.9, "broad": 0.6},
 }
-EXPECTED = {(0, 0): "previous_token", (0, 1): "first_token", (0, 2): "broad", (0, 3): "current_token",
-            (0, 4): "positional", (1, 0): "induction", (1, 1): "duplicate_token", (1, 2): "previous_token",
-            (1, 3): "syntactic"}
+EXPECTED = {
+    (0, 0): "previous_token",
+    (0, 1): "first_token",
+    (0, 2): "broad",
+    (0, 3): "current_token",
+    (0, 4): "positional",
+    (1, 0): "induction",
+    (1, 1): "duplicate_token",
+    (1, 2): "previous_token",
+    (1, 3): "syntactic",
+}
 
 
 # --- the feature matrix -------------------------------------------------------------------------
 
 
 def test_head_matrix_lifts_exact():
-    m = head_matrix(features_table({(0, 0): {"previous_token": 0.55, "broad": 0.8, "syntactic:nsubj:head2dep": 0.9}}))
+    m = head_matrix(
+        features_table(
+            {(0, 0): {"previous_token": 0.55, "broad": 0.8, "syntactic:nsubj:head2dep": 0.9}}
+        )
+    )
     row = m.loc[(0, 0)]
     assert list(m.columns) == list(COLUMNS)
     assert row["previous_token"] == pytest.approx((0.55 - 0.1) / 0.9)  # = 0.5
@@ -110,7 +166,9 @@ def test_head_matrix_imputation_rules():
 
 
 def test_head_matrix_skips_relations_with_few_arcs():
-    m = matrix_from_arrays(np.array([[1.0]]), ["syntactic:obj:dep2head"], np.array([0.2]), np.array([5]))
+    m = matrix_from_arrays(
+        np.array([[1.0]]), ["syntactic:obj:dep2head"], np.array([0.2]), np.array([5])
+    )
     assert m[0, COLUMNS.index("syntactic")] == 0.0
 
 
@@ -147,8 +205,12 @@ def test_roles_table_schema(result):
 def test_sink_mass_and_second_role(result):
     roles = result.roles.set_index(["layer", "head"])
     assert roles.loc[(1, 2), "sink_mass"] == pytest.approx(0.6)
-    assert roles.loc[(1, 2), "second_role"] == "first_token"  # a previous-token head that mostly sinks
-    assert pd.isna(roles.loc[(0, 0), "second_role"])  # local is implied by previous_token, not a second role
+    assert (
+        roles.loc[(1, 2), "second_role"] == "first_token"
+    )  # a previous-token head that mostly sinks
+    assert pd.isna(
+        roles.loc[(0, 0), "second_role"]
+    )  # local is implied by previous_token, not a second role
     assert roles.loc[(0, 1), "confidence"] == 1.0  # the sink rule decides first_token
 
 
@@ -164,7 +226,9 @@ def test_summary_counts_and_confusion(result):
 
 def test_off_catalogue_heads_are_unexplained():
     # sharp attention (entropy 0.2) that no feature explains: a fixed far offset, say
-    res = classify(features_table({(0, 0): sharp(broad=0.2), (0, 1): sharp(broad=0.3, sink_mass=0.5)}))
+    res = classify(
+        features_table({(0, 0): sharp(broad=0.2), (0, 1): sharp(broad=0.3, sink_mass=0.5)})
+    )
     assert set(res.roles["role"]) == {UNEXPLAINED}
 
 
@@ -193,7 +257,9 @@ def test_second_min_lift_override():
 # --- stability --------------------------------------------------------------------------------------
 
 
-def _replicates(table: pd.DataFrame, n: int, jitter: dict[tuple[int, int, str], np.ndarray]) -> tuple[np.ndarray, list[str]]:
+def _replicates(
+    table: pd.DataFrame, n: int, jitter: dict[tuple[int, int, str], np.ndarray]
+) -> tuple[np.ndarray, list[str]]:
     names = list(pd.unique(table["feature"]))
     n_layers, n_heads = table["layer"].max() + 1, table["head"].max() + 1
     reps = np.zeros((n, n_layers, len(names), n_heads))
@@ -207,18 +273,27 @@ def _replicates(table: pd.DataFrame, n: int, jitter: dict[tuple[int, int, str], 
 def test_stability_exact_share():
     table = features_table(HEADS)
     # head (0, 0) attends uniformly in 3 of 10 replicates
-    jitter = {(0, 0, f): np.array([v] * 7 + [BASELINES[f]] * 3) for f, v in HEADS[(0, 0)].items() if f != "broad"}
+    jitter = {
+        (0, 0, f): np.array([v] * 7 + [BASELINES[f]] * 3)
+        for f, v in HEADS[(0, 0)].items()
+        if f != "broad"
+    }
     jitter[(0, 0, "broad")] = np.array([0.0] * 7 + [0.95] * 3)
     reps, names = _replicates(table, 10, jitter)
     res = classify(table, reps, names)
     stab = res.roles.set_index(["layer", "head"])["stability"]
     assert stab[(0, 0)] == pytest.approx(0.7)
     assert (stab.drop((0, 0)) == 1.0).all()
-    assert classify(table, reps, names, ClassifyConfig(max_replicates=5)).roles["stability"].iloc[0] == 1.0
+    assert (
+        classify(table, reps, names, ClassifyConfig(max_replicates=5)).roles["stability"].iloc[0]
+        == 1.0
+    )
 
 
 def test_stability_without_replicates_is_nan():
-    primary = pd.Series(["broad"], index=pd.MultiIndex.from_tuples([(0, 0)], names=["layer", "head"]))
+    primary = pd.Series(
+        ["broad"], index=pd.MultiIndex.from_tuples([(0, 0)], names=["layer", "head"])
+    )
     assert stability(default_classifier(), None, None, np.zeros(0), None, primary).isna().all()
     with pytest.raises(ValueError, match="names"):
         classify(features_table(HEADS), np.zeros((2, 2, 11, 4)))
@@ -247,11 +322,15 @@ def test_unexplained_heads_cluster_by_profile():
     assert groups == {frozenset({0, 1, 2}), frozenset({3, 4, 5})}
     # described by what sets each group apart from the other unexplained heads (heads 3-6 for the first)
     first = clusters[clusters["head"] == 0]["description"].iloc[0]
-    assert first == ("more sink_mass (mass 0.60 vs 0.20), less delimiter (lift 0.00 vs 0.22), "
-                     "less induction (lift 0.00 vs 0.13)")
+    assert first == (
+        "more sink_mass (mass 0.60 vs 0.20), less delimiter (lift 0.00 vs 0.22), "
+        "less induction (lift 0.00 vs 0.13)"
+    )
     assert clusters["silhouette"].between(0.7, 0.9).all()  # two tight groups far apart
-    assert verdict(clusters, 7) == ("6 heads of the 7 unexplained heads fall into 2 groups. The groups separate "
-                                    "(mean silhouette 0.80; 1: far apart, 0: on the border between two groups).")
+    assert verdict(clusters, 7) == (
+        "6 heads of the 7 unexplained heads fall into 2 groups. The groups separate "
+        "(mean silhouette 0.80; 1: far apart, 0: on the border between two groups)."
+    )
     # silhouette-chosen groups find the same two
     auto = cluster_unexplained(matrix, roles)
     assert {frozenset(g["head"]) for _, g in auto.groupby("cluster")} == groups
@@ -261,26 +340,47 @@ def test_groups_cut_from_one_cloud_are_said_not_to_separate():
     """Unexplained heads drawn from one cloud (no groups at all): the silhouette still picks a
     number of groups, and the verdict says they do not separate; one group holding most heads is
     named as such."""
-    index = pd.MultiIndex.from_tuples([(layer, head) for layer in range(8) for head in range(5)], names=["layer", "head"])
+    index = pd.MultiIndex.from_tuples(
+        [(layer, head) for layer in range(8) for head in range(5)], names=["layer", "head"]
+    )
     rng = np.random.default_rng(1)
-    matrix = pd.DataFrame(rng.normal(0.3, 0.1, (40, len(COLUMNS) + 1)), index=index, columns=list(COLUMNS) + ["sink_mass"])
+    matrix = pd.DataFrame(
+        rng.normal(0.3, 0.1, (40, len(COLUMNS) + 1)),
+        index=index,
+        columns=list(COLUMNS) + ["sink_mass"],
+    )
     clusters = cluster_unexplained(matrix, pd.Series(["unexplained"] * 40, index=index))
     mean = clusters["silhouette"].mean()
     assert clusters["cluster"].nunique() >= 2 and mean < NO_STRUCTURE
-    assert verdict(clusters, 40).endswith(f"The groups do not separate (mean silhouette {mean:.2f}, under 0.25): the "
-                                          "unexplained heads vary along a continuum that these groups only cut, so "
-                                          "read each description as a tendency, not a kind of head.")
-    lopsided = pd.DataFrame({"cluster": [0] * 26 + [1] * 2, "layer": range(28), "head": 0, "description": "d",
-                             "silhouette": 0.1})
-    assert verdict(lopsided, 28).startswith("28 heads of the 28 unexplained heads fall into 2 groups. One group holds "
-                                            "26 of them: on these features most unexplained heads look alike. The "
-                                            "groups do not separate (mean silhouette 0.10")
+    assert verdict(clusters, 40).endswith(
+        f"The groups do not separate (mean silhouette {mean:.2f}, under 0.25): the "
+        "unexplained heads vary along a continuum that these groups only cut, so "
+        "read each description as a tendency, not a kind of head."
+    )
+    lopsided = pd.DataFrame(
+        {
+            "cluster": [0] * 26 + [1] * 2,
+            "layer": range(28),
+            "head": 0,
+            "description": "d",
+            "silhouette": 0.1,
+        }
+    )
+    assert verdict(lopsided, 28).startswith(
+        "28 heads of the 28 unexplained heads fall into 2 groups. One group holds "
+        "26 of them: on these features most unexplained heads look alike. The "
+        "groups do not separate (mean silhouette 0.10"
+    )
     assert verdict(lopsided.assign(silhouette=0.3)).endswith(
         "The groups separate only weakly (mean silhouette 0.30, under 0.5): a structure this weak may be an artefact "
-        "of the clustering, so read each description as a tendency.")
+        "of the clustering, so read each description as a tendency."
+    )
     assert "no silhouette" in verdict(lopsided.drop(columns="silhouette"))
     table = overview(lopsided)
-    assert table[["cluster", "heads", "layers"]].values.tolist() == [[0, 26, "L0–L25"], [1, 2, "L26–L27"]]
+    assert table[["cluster", "heads", "layers"]].values.tolist() == [
+        [0, 26, "L0–L25"],
+        [1, 2, "L26–L27"],
+    ]
     assert table["members"].iloc[0] == " ".join(f"L{l}H0" for l in range(12)) + " … and 14 more"
 
 
@@ -321,7 +421,13 @@ def test_classify_run_writes_tables_and_records_stage(tmp_path, with_replicates)
     loaded = load_run(run_dir)
     pd.testing.assert_frame_equal(loaded.roles, result.roles, check_dtype=False)
     assert (run_dir / "roles.csv").exists() and (run_dir / "role_summary.csv").exists()
-    assert list(pd.read_csv(run_dir / "clusters.csv").columns) == ["cluster", "layer", "head", "description", "silhouette"]
+    assert list(pd.read_csv(run_dir / "clusters.csv").columns) == [
+        "cluster",
+        "layer",
+        "head",
+        "description",
+        "silhouette",
+    ]
     summary = pd.read_csv(run_dir / "role_summary.csv")
     assert set(summary["scope"]) == {"model", "layer"}
     stage = json.loads((run_dir / "manifest.json").read_text())["stages"]["classify"]
@@ -332,7 +438,9 @@ def test_classify_run_writes_tables_and_records_stage(tmp_path, with_replicates)
 def test_classify_run_refuses_features_of_another_version(tmp_path):
     run_dir = _run_dir(tmp_path, replicates=False)
     rundir.record_stage(run_dir, "collect", {}, 1.0)  # as runs before features versions recorded it
-    with pytest.raises(RunError, match=f"features version 1, this interp classifies version {FEATURES_VERSION}"):
+    with pytest.raises(
+        RunError, match=f"features version 1, this interp classifies version {FEATURES_VERSION}"
+    ):
         run_stage(run_dir)
     assert not (run_dir / "roles.csv").exists()
     rundir.record_stage(run_dir, "collect", {"features_version": FEATURES_VERSION}, 1.0)

@@ -10,16 +10,23 @@ import pandas as pd
 import pytest
 import torch
 
-from interp.collect.accumulator import FeatureAccumulator
+from interp.classify.matrix import COLUMNS
+from interp.classify.reference import MODEL_FILE, REFERENCE_VERSION
 from interp.classify.reference import patterns as P
 from interp.classify.reference.bank import build_bank, sample_specs, syntax_slots
+from interp.classify.reference.fit import (
+    default_classifier,
+    fit_bank,
+    load_bank,
+    load_classifier,
+    reference_dir,
+    save_model,
+)
 from interp.classify.reference.probes import PAD, synthetic_sequences
-from interp.classify.matrix import COLUMNS
-from interp.classify.reference.fit import default_classifier, fit_bank, load_bank, load_classifier, reference_dir, save_model
-from interp.errors import RunError
+from interp.collect.accumulator import FeatureAccumulator
 from interp.collect.features import context
+from interp.errors import RunError
 from interp.probes.batch import bucket, make_batch
-from interp.classify.reference import MODEL_FILE, REFERENCE_VERSION
 from interp.roles import NAMED_ROLES, UNEXPLAINED
 
 
@@ -32,16 +39,23 @@ def _score(causal: bool, builders: dict) -> pd.DataFrame:
         acc.start_batch(ctx)
         acc.add_layer(0, torch.stack([fn(ctx) for fn in builders.values()], 1), ctx)
     table = acc.table()
-    return table.pivot_table(index="feature", columns="head", values="value").set_axis(list(builders), axis=1)
+    return table.pivot_table(index="feature", columns="head", values="value").set_axis(
+        list(builders), axis=1
+    )
 
 
 @pytest.mark.parametrize("causal", [True, False])
 def test_pure_archetype_patterns_score_exactly_one(causal):
     builders = {
-        "previous_token": lambda c: P.offset(c, -1), "current_token": lambda c: P.offset(c, 0),
-        "first_token": P.first, "delimiter": lambda c: P.delimiter(c, "all"),
-        "duplicate_token": P.duplicate, "induction": P.induction, "local": lambda c: P.local(c, 3),
-        "broad": P.broad, "position:2": lambda c: P.position(c, 2),
+        "previous_token": lambda c: P.offset(c, -1),
+        "current_token": lambda c: P.offset(c, 0),
+        "first_token": P.first,
+        "delimiter": lambda c: P.delimiter(c, "all"),
+        "duplicate_token": P.duplicate,
+        "induction": P.induction,
+        "local": lambda c: P.local(c, 3),
+        "broad": P.broad,
+        "position:2": lambda c: P.position(c, 2),
     }
     if not causal:
         builders["next_token"] = lambda c: P.offset(c, 1)
@@ -54,7 +68,9 @@ def test_pure_archetype_patterns_score_exactly_one(causal):
     assert values.loc["duplicate_token", "same_token"] == pytest.approx(1.0, abs=1e-6)
     # a pure sink has no attention off the first position: its other features say nothing
     assert np.isnan(values.loc["previous_token", "first_token"])
-    assert values.loc["previous_token", "broad"] == pytest.approx(values.loc["previous_token", "broad"])
+    assert values.loc["previous_token", "broad"] == pytest.approx(
+        values.loc["previous_token", "broad"]
+    )
 
 
 def test_syntactic_pattern_hits_its_relation():
@@ -74,11 +90,24 @@ def test_every_pattern_is_a_distribution_over_visible_keys(causal):
     seqs, relations = synthetic_sequences(causal, seed=0, n_repeated=4, n_syntax=10, n_prose=6)
     ctx = context(make_batch(seqs, list(range(len(seqs))), causal, PAD), relations)
     gen = torch.Generator().manual_seed(0)
-    pats = [P.offset(ctx, -1), P.first(ctx), P.delimiter(ctx, "nearest", "uniform"), P.duplicate(ctx, "self"), P.duplicate(ctx, "bos", 0.4),
-            P.same_token(ctx),
-            P.induction(ctx), P.local(ctx, 2, 0.5), P.broad(ctx, True), P.far_offset(ctx, 6),
-            P.position(ctx, 3), P.position(ctx, None, 1), P.token_class(ctx, 5, 1), P.dirichlet(ctx, 0.1, gen),
-            P.random_logits(ctx, 4.0, gen), P.shuffled(ctx, P.offset(ctx, -1), gen)]
+    pats = [
+        P.offset(ctx, -1),
+        P.first(ctx),
+        P.delimiter(ctx, "nearest", "uniform"),
+        P.duplicate(ctx, "self"),
+        P.duplicate(ctx, "bos", 0.4),
+        P.same_token(ctx),
+        P.induction(ctx),
+        P.local(ctx, 2, 0.5),
+        P.broad(ctx, True),
+        P.far_offset(ctx, 6),
+        P.position(ctx, 3),
+        P.position(ctx, None, 1),
+        P.token_class(ctx, 5, 1),
+        P.dirichlet(ctx, 0.1, gen),
+        P.random_logits(ctx, 4.0, gen),
+        P.shuffled(ctx, P.offset(ctx, -1), gen),
+    ]
     pats.append(P.mix(pats[:3], torch.tensor([0.5, 0.3, 0.2]), 0.5, ctx, gen, jitter=0.2))
     rows = ctx.batch.valid
     for pattern in pats:
@@ -91,9 +120,17 @@ def test_same_token_spreads_over_the_query_and_its_earlier_copies():
 
     tokens = torch.tensor([0, 7, 8, 7, 7])  # BOS a b a a
     n = len(tokens)
-    seq = ProbeSequence(tokens=tokens, suite="t", family=REPEATED, is_delim=torch.zeros(n, dtype=torch.bool),
-                        is_special=torch.arange(n) == 0, word_of_token=torch.full((n,), -1),
-                        word_pos=torch.zeros(0, dtype=torch.long), arcs=torch.zeros(0, 3, dtype=torch.long), source="t")
+    seq = ProbeSequence(
+        tokens=tokens,
+        suite="t",
+        family=REPEATED,
+        is_delim=torch.zeros(n, dtype=torch.bool),
+        is_special=torch.arange(n) == 0,
+        word_of_token=torch.full((n,), -1),
+        word_pos=torch.zeros(0, dtype=torch.long),
+        arcs=torch.zeros(0, 3, dtype=torch.long),
+        source="t",
+    )
     ctx = context(make_batch([seq], [0], True, PAD), ())
     p = P.same_token(ctx)[0]
     expected = torch.zeros(n, n)
@@ -123,9 +160,16 @@ def test_specs_cover_every_role_and_label_rules():
         assert sum(s.weights) == pytest.approx(1.0, abs=1e-3)
         if s.template == "several":
             assert max(s.weights) <= 0.42 + 1e-3 and s.label == UNEXPLAINED
-            kinds = {k for k, _ in s.components}  # current_token beside a copy role is one copy head
-            assert not ({"duplicate", "same_token", "induction"} & kinds and ("offset", (0, "self")) in s.components)
-        if s.template == "sink" and s.label != UNEXPLAINED:  # labelled with the role beside the sink
+            kinds = {
+                k for k, _ in s.components
+            }  # current_token beside a copy role is one copy head
+            assert not (
+                {"duplicate", "same_token", "induction"} & kinds
+                and ("offset", (0, "self")) in s.components
+            )
+        if (
+            s.template == "sink" and s.label != UNEXPLAINED
+        ):  # labelled with the role beside the sink
             assert s.components[0][0] != "first" and s.components[1][0] == "first"
 
 
@@ -133,7 +177,16 @@ def test_build_bank_is_deterministic_and_complete():
     a = build_bank(seed=3, per_role=2)
     b = build_bank(seed=3, per_role=2)
     pd.testing.assert_frame_equal(a, b)
-    assert list(a.columns) == list(COLUMNS) + ["sink_mass", "label", "second", "template", "mask", "seed", "spec", "head_id"]
+    assert list(a.columns) == list(COLUMNS) + [
+        "sink_mass",
+        "label",
+        "second",
+        "template",
+        "mask",
+        "seed",
+        "spec",
+        "head_id",
+    ]
     assert set(a["mask"]) == {"causal", "encoder"}
     assert not a[list(COLUMNS)].isna().any().any()
     assert "next_token" not in set(a.loc[a["mask"] == "causal", "label"])
@@ -159,7 +212,10 @@ def test_other_versions_are_refused(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(RunError, match="version"):
         load_classifier(path)
-    assert load_classifier(path, version=None).classes_.tolist() == default_classifier().classes_.tolist()
+    assert (
+        load_classifier(path, version=None).classes_.tolist()
+        == default_classifier().classes_.tolist()
+    )
     with pytest.raises(RunError, match="no classifier model"):
         load_classifier(tmp_path / "missing.json")
 
@@ -171,7 +227,9 @@ def test_refitting_the_shipped_bank_reproduces_the_shipped_model():
     X = bank[list(COLUMNS)]
     agree = (refit.predict(X) == default_classifier().predict(X)).mean()
     assert agree > 0.99
-    np.testing.assert_allclose(refit.predict_proba(X), default_classifier().predict_proba(X), atol=0.02)
+    np.testing.assert_allclose(
+        refit.predict_proba(X), default_classifier().predict_proba(X), atol=0.02
+    )
 
 
 def test_a_copy_head_that_also_attends_to_itself_is_labelled_by_the_copy():
@@ -190,4 +248,6 @@ def test_the_bank_also_holds_its_heads_as_a_run_without_syntax_probes():
     assert len(bare) == (plain["label"] != "syntactic").sum()
     assert (bare["syntactic"] == 0.0).all() and "syntactic" not in set(bare["label"])
     cols = [c for c in COLUMNS if c != "syntactic"]
-    np.testing.assert_array_equal(bare[cols].to_numpy(), plain[plain["label"] != "syntactic"][cols].to_numpy())
+    np.testing.assert_array_equal(
+        bare[cols].to_numpy(), plain[plain["label"] != "syntactic"][cols].to_numpy()
+    )

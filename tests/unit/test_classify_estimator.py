@@ -15,7 +15,9 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from interp.classify.estimator import HeadRoleClassifier
 
 
-@parametrize_with_checks([HeadRoleClassifier(), HeadRoleClassifier(calibrate=False, interactions=True)])
+@parametrize_with_checks(
+    [HeadRoleClassifier(), HeadRoleClassifier(calibrate=False, interactions=True)]
+)
 def test_sklearn_estimator_checks(estimator, check):
     # Every check applies: no sample weights, no sparse input, NaN refused (head_matrix imputes).
     check(estimator)
@@ -23,12 +25,18 @@ def test_sklearn_estimator_checks(estimator, check):
 
 def _blobs(n_per_class: int = 60, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
     rng = np.random.default_rng(seed)
-    centres = {"previous_token": [1.0, 0.0, 0.0], "first_token": [0.0, 1.0, 0.0], "unexplained": [0.0, 0.0, 0.0]}
+    centres = {
+        "previous_token": [1.0, 0.0, 0.0],
+        "first_token": [0.0, 1.0, 0.0],
+        "unexplained": [0.0, 0.0, 0.0],
+    }
     X, y = [], []
     for label, c in centres.items():
         X.append(rng.normal(c, 0.25, size=(n_per_class, 3)))
         y += [label] * n_per_class
-    return pd.DataFrame(np.vstack(X), columns=["previous_token", "first_token", "local"]), np.array(y)
+    return pd.DataFrame(np.vstack(X), columns=["previous_token", "first_token", "local"]), np.array(
+        y
+    )
 
 
 def test_fit_sets_fitted_attributes_and_predicts_labels():
@@ -86,7 +94,9 @@ def test_groups_keep_copies_of_a_sample_in_one_fold_of_the_temperature_fit():
 def test_second_role_is_the_feature_beyond_what_the_class_shows_anyway():
     X, y = _blobs()
     clf = HeadRoleClassifier(second_min_lift=0.3).fit(X, y)
-    heads = pd.DataFrame([[1.0, 0.0, 0.0], [1.0, 0.6, 0.0], [0.0, 1.0, 0.0], [0.9, 1.0, 0.0]], columns=X.columns)
+    heads = pd.DataFrame(
+        [[1.0, 0.0, 0.0], [1.0, 0.6, 0.0], [0.0, 1.0, 0.0], [0.9, 1.0, 0.0]], columns=X.columns
+    )
     second = clf.second_roles(heads)
     assert pd.isna(second[0]) and pd.isna(second[2])
     assert second[1] == "first_token"

@@ -12,14 +12,18 @@ from interp.collect import stage
 from interp.collect.bootstrap import CHUNK, sequence_weights
 from interp.collect.shards import LocalCollector, partition
 
-CONFIG = CollectConfig(n_syntax=24, n_repeated=12, max_sentences=12, n_bootstrap=20, max_tokens_per_batch=96)
+CONFIG = CollectConfig(
+    n_syntax=24, n_repeated=12, max_sentences=12, n_bootstrap=20, max_tokens_per_batch=96
+)
 
 
 def test_a_sequences_weights_are_its_own_however_it_is_batched():
     every = sequence_weights(7, torch.arange(3 * CHUNK), 5)
     picked = torch.tensor([CHUNK + 3, 2, 2 * CHUNK + 9, 5])
     assert torch.equal(sequence_weights(7, picked, 5), every[:, picked])
-    assert not torch.equal(sequence_weights(8, picked, 5), every[:, picked])  # another seed, other draws
+    assert not torch.equal(
+        sequence_weights(8, picked, 5), every[:, picked]
+    )  # another seed, other draws
     assert (every >= 0).all() and every.mean().item() == pytest.approx(1.0, abs=0.05)  # Poisson(1)
 
 
@@ -56,7 +60,10 @@ def test_shards_in_any_order_give_the_tables_of_one_process(llama, monkeypatch):
     pd.testing.assert_frame_equal(local.features, shuffled.features, check_exact=True)
     pd.testing.assert_frame_equal(local.syntax, shuffled.syntax, check_exact=True)
     pd.testing.assert_frame_equal(local.sinks, shuffled.sinks, check_exact=True)
-    assert ((local.replicates == shuffled.replicates) | (pd.isna(local.replicates) & pd.isna(shuffled.replicates))).all()
+    assert (
+        (local.replicates == shuffled.replicates)
+        | (pd.isna(local.replicates) & pd.isna(shuffled.replicates))
+    ).all()
     for a, b in zip(local.exemplars.probes, shuffled.exemplars.probes):
         assert (a.patterns == b.patterns).all() and a.patterns.any()
     assert min(seen) >= 3

@@ -21,6 +21,7 @@ def command(body):
     @friendly
     def cmd():
         body()
+
     return cmd
 
 
@@ -31,21 +32,29 @@ def run(body):
 def test_a_toolkit_error_is_one_line_and_exit_1():
     def body():
         raise CorpusError("x.txt:3: bytes that are not UTF-8; re-save the file as UTF-8")
+
     result = run(body)
-    assert result.exit_code == 1 and result.stderr == "error: x.txt:3: bytes that are not UTF-8; re-save the file as UTF-8\n"
+    assert (
+        result.exit_code == 1
+        and result.stderr == "error: x.txt:3: bytes that are not UTF-8; re-save the file as UTF-8\n"
+    )
 
 
 def test_a_config_error_is_a_user_error_but_a_plain_value_error_is_a_bug():
     def user():
         raise ConfigError("n_syntax must be >= 0, got -1 (option --n-syntax)")
+
     assert run(user).exit_code == 1
 
     def bug():
         raise ValueError("an internal invariant broke\nwith a second line")
+
     result = run(bug)
     assert result.exit_code == 70
     line = result.stderr.strip()
-    assert "\n" not in line and line.startswith("error: internal error (ValueError: an internal invariant broke)")
+    assert "\n" not in line and line.startswith(
+        "error: internal error (ValueError: an internal invariant broke)"
+    )
     report = Path(line.split("the full traceback is in ")[1])
     text = report.read_text()
     assert "Traceback (most recent call last)" in text and "an internal invariant broke" in text
@@ -57,6 +66,7 @@ def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path, monkeypat
 
     def body():
         raise BrokenPipeError(32, "Broken pipe")
+
     result = run(body)
     assert result.exit_code == 141 and result.stderr == "" and not list(tmp_path.iterdir())
 
@@ -64,9 +74,14 @@ def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path, monkeypat
 def test_the_toolkits_warnings_show_once_each_and_noisy_ones_do_not():
     def body():
         for _ in range(3):
-            warnings.warn("12 probe(s) longer than 512 tokens were truncated", InterpWarning)
-        warnings.warn("some library wants you to know", FutureWarning)  # attributed to this test module
+            warnings.warn(
+                "12 probe(s) longer than 512 tokens were truncated", InterpWarning, stacklevel=1
+            )
+        warnings.warn(
+            "some library wants you to know", FutureWarning, stacklevel=1
+        )  # attributed to this test module
         warnings.warn_explicit("noise", FutureWarning, "x.py", 1, module="transformers.utils")
+
     result = run(body)
     lines = result.stderr.strip().splitlines()
     assert lines.count("warning: 12 probe(s) longer than 512 tokens were truncated") == 1
@@ -81,7 +96,10 @@ def test_a_signal_ends_the_command_with_its_exit_code(sig, code):
         for _ in range(1000):  # the handler runs between bytecodes
             pass
         raise AssertionError("the signal did not interrupt")
+
     result = run(body)
     assert result.exit_code == code
-    assert result.stderr.startswith(f"interrupted ({signal.Signals(sig).name}): finished stages are kept")
+    assert result.stderr.startswith(
+        f"interrupted ({signal.Signals(sig).name}): finished stages are kept"
+    )
     assert signal.getsignal(signal.SIGTERM) is not None  # handlers restored

@@ -17,8 +17,13 @@ TABLES = ("features", "roles", "effects", "pruning")
 
 @pytest.mark.parametrize("build", [tiny_llama, tiny_bert])
 def test_two_runs_give_identical_tables(build, tmp_path, one_thread):
-    options = RunOptions(out_dir=str(tmp_path), skip=("report",), stages={"ablate": AblateConfig(threads=1)})
-    runs = [run_pipeline(dataclasses.replace(options, run_name=name), model=build(), progress=False) for name in "ab"]
+    options = RunOptions(
+        out_dir=str(tmp_path), skip=("report",), stages={"ablate": AblateConfig(threads=1)}
+    )
+    runs = [
+        run_pipeline(dataclasses.replace(options, run_name=name), model=build(), progress=False)
+        for name in "ab"
+    ]
     for table in TABLES:
         a, b = (pd.read_parquet(run / f"{table}.parquet") for run in runs)
         pd.testing.assert_frame_equal(a, b, check_exact=True, obj=table)

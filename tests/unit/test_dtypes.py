@@ -6,12 +6,12 @@ whole arc's share: they are compared in the packaged-model check (benchmarks/gpu
 from __future__ import annotations
 
 import pytest
+from tiny_models import save_tiny_llama
 
 from interp import AblateConfig, CollectConfig, ModelSpec, load_model
 from interp.ablate.stage import ablate
 from interp.collect.features import STATIC_FEATURES
 from interp.collect.stage import collect
-from tiny_models import save_tiny_llama
 
 FEATURE_TOL = 1e-3  # measured on this model: 2.8e-5 (bfloat16), 5.1e-6 (float16)
 EFFECT_TOL = 0.05  # of the largest |effect|; measured: 2.0% (bfloat16), 0.4% (float16)
@@ -24,9 +24,14 @@ def tables(tmp_path_factory):
     found = {}
     for dtype in ("float32", "bfloat16", "float16"):
         model = load_model(ModelSpec(name=str(path), dtype=dtype))
-        features = collect(model, CollectConfig(n_syntax=20, n_repeated=8, max_sentences=40), progress=False).features
-        effects = ablate(model, AblateConfig(n_prose=4, n_repeated=4, n_syntax=8, prune=False, threads=1),
-                         progress=False).effects
+        features = collect(
+            model, CollectConfig(n_syntax=20, n_repeated=8, max_sentences=40), progress=False
+        ).features
+        effects = ablate(
+            model,
+            AblateConfig(n_prose=4, n_repeated=4, n_syntax=8, prune=False, threads=1),
+            progress=False,
+        ).effects
         found[dtype] = features, effects
     return found
 

@@ -10,8 +10,15 @@ from tiny_models import N_HEADS, N_LAYERS
 from interp.ablate.stage import AblateConfig, ablate
 
 N = N_LAYERS * N_HEADS
-SMALL = AblateConfig(ablations=("zero", "mean"), n_prose=6, n_repeated=4, repeated_lengths=(6,), n_syntax=10,
-                     n_bootstrap=100, threads=1)
+SMALL = AblateConfig(
+    ablations=("zero", "mean"),
+    n_prose=6,
+    n_repeated=4,
+    repeated_lengths=(6,),
+    n_syntax=10,
+    n_bootstrap=100,
+    threads=1,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -19,7 +26,9 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def test_the_estimator_reads_the_sweep_corpus_and_more_up_to_its_positions(llama):
     from interp.ablate.corpora import corpus_facts, estimator_corpus, stage_corpus
 
-    cfg = dataclasses.replace(SMALL, estimator_positions=500).resolved(N)  # the sweep has 356 prose positions
+    cfg = dataclasses.replace(SMALL, estimator_positions=500).resolved(
+        N
+    )  # the sweep has 356 prose positions
     metrics = ("loss_prose", "loss_repeated", "sv_logit_diff")
     narrow = stage_corpus(llama, cfg, metrics)
     wide = estimator_corpus(llama, cfg, metrics, narrow)
@@ -28,30 +37,49 @@ def test_the_estimator_reads_the_sweep_corpus_and_more_up_to_its_positions(llama
     assert all(facts[f]["n_scored"] > corpus_facts(narrow)[f]["n_scored"] for f in metrics)
     for family in metrics:  # the sweep's sequences come first, in order
         first = [it.tokens.tolist() for it in narrow.items if it.family == family]
-        assert [it.tokens.tolist() for it in wide.items if it.family == family][:len(first)] == first
-    assert estimator_corpus(llama, dataclasses.replace(cfg, estimator_positions=0), metrics, narrow) is narrow
+        assert [it.tokens.tolist() for it in wide.items if it.family == family][
+            : len(first)
+        ] == first
+    assert (
+        estimator_corpus(llama, dataclasses.replace(cfg, estimator_positions=0), metrics, narrow)
+        is narrow
+    )
     # prose stops at the lines of its half: the target is not reached, and nothing fails
-    prose = estimator_corpus(llama, dataclasses.replace(cfg, estimator_positions=10**6), ("loss_prose",),
-                             stage_corpus(llama, cfg, ("loss_prose",)))
+    prose = estimator_corpus(
+        llama,
+        dataclasses.replace(cfg, estimator_positions=10**6),
+        ("loss_prose",),
+        stage_corpus(llama, cfg, ("loss_prose",)),
+    )
     assert prose.sizes == {"loss_prose": 201}
 
 
 def test_estimate_rows_count_the_estimator_corpus_positions(llama):
-    config = dataclasses.replace(SMALL, ablations=("mean",), top_k=1, audit=1, prune=False, estimator_positions=500)
+    config = dataclasses.replace(
+        SMALL, ablations=("mean",), top_k=1, audit=1, prune=False, estimator_positions=500
+    )
     out = ablate(llama, config, progress=False)
-    rows = out.effects[out.effects["estimator"] == "attribution"].groupby("metric")["n_tokens"].max()
+    rows = (
+        out.effects[out.effects["estimator"] == "attribution"].groupby("metric")["n_tokens"].max()
+    )
     facts = out.summary["estimator_corpus"]
     assert {m: int(n) for m, n in rows.items()} == {m: facts[m]["n_scored"] for m in rows.index}
     assert min(rows) >= 500
     exact = out.effects[out.effects["estimator"] == "exact"].groupby("metric")["n_tokens"].max()
     assert (exact < rows[exact.index]).all()  # the exact sweep keeps its own, smaller corpus
-    integrated = out.effects[out.effects["estimator"] == "integrated"].groupby("metric")["n_tokens"].max()
+    integrated = (
+        out.effects[out.effects["estimator"] == "integrated"].groupby("metric")["n_tokens"].max()
+    )
     sweep = out.summary["corpus"]
-    assert {m: int(n) for m, n in integrated.items()} == {m: sweep[m]["n_scored"] for m in integrated.index}
+    assert {m: int(n) for m, n in integrated.items()} == {
+        m: sweep[m]["n_scored"] for m in integrated.index
+    }
 
 
 def test_the_estimator_positions_default_to_where_the_estimator_chooses():
-    assert AblateConfig().resolved(270).estimator_positions == 0  # a full sweep: every head is exact
+    assert (
+        AblateConfig().resolved(270).estimator_positions == 0
+    )  # a full sweep: every head is exact
     assert AblateConfig(top_k=10).resolved(270).estimator_positions == 4000
     assert AblateConfig(quick=True).resolved(270).estimator_positions == 200
     assert AblateConfig(top_k=10, estimator_positions=70).resolved(270).estimator_positions == 70
@@ -61,8 +89,12 @@ def test_an_estimator_corpus_beyond_the_memory_is_one_line():
     from interp.errors import MemoryBudgetError
     from interp.model import memory
 
-    memory.check_estimator_terms(30, 9, 64, 4000, resample=False, available=2**31)  # 276 MiB of 1 GiB: fits
-    with pytest.raises(MemoryBudgetError, match=r"estimator's 4000 sequences need about .*--estimator-positions"):
+    memory.check_estimator_terms(
+        30, 9, 64, 4000, resample=False, available=2**31
+    )  # 276 MiB of 1 GiB: fits
+    with pytest.raises(
+        MemoryBudgetError, match=r"estimator's 4000 sequences need about .*--estimator-positions"
+    ):
         memory.check_estimator_terms(30, 9, 64, 4000, resample=True, available=2**30)
 
 

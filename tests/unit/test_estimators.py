@@ -13,7 +13,14 @@ from interp.ablate.evaluation import build_corpus
 from interp.ablate.forward import Ablator, Edit
 from interp.ablate.integrated import integrate, midpoints, path_terms
 from interp.ablate.metrics import batch_metrics
-from interp.ablate.selection import annotate, audit_summary, choose, flag_estimates, never_exact, top_heads
+from interp.ablate.selection import (
+    annotate,
+    audit_summary,
+    choose,
+    flag_estimates,
+    never_exact,
+    top_heads,
+)
 from interp.ablate.values import replacement
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -21,7 +28,9 @@ HEADS = [(layer, head) for layer in range(N_LAYERS) for head in range(N_HEADS)]
 
 
 def corpus_of(model):
-    return build_corpus(model, n_prose=3, n_repeated=2, repeated_lengths=(6,), n_syntax=4, seed=0, max_tokens=512)
+    return build_corpus(
+        model, n_prose=3, n_repeated=2, repeated_lengths=(6,), n_syntax=4, seed=0, max_tokens=512
+    )
 
 
 def test_midpoints():
@@ -45,8 +54,12 @@ def test_the_path_start_is_first_order_attribution(llama, kind):
             for metric, p in per.items():
                 ours = float(terms[layer, :, head].sum())
                 sums = attr.store[metric]
-                theirs = float((sums.ablated[(kind, layer, head)][p.index] - sums.base[p.index]).sum())
-                assert ours == pytest.approx(theirs, rel=1e-3, abs=1e-5)  # float32: attribution sums its terms apart
+                theirs = float(
+                    (sums.ablated[(kind, layer, head)][p.index] - sums.base[p.index]).sum()
+                )
+                assert ours == pytest.approx(
+                    theirs, rel=1e-3, abs=1e-5
+                )  # float32: attribution sums its terms apart
 
 
 def test_estimates_add_up_to_ablating_every_head():
@@ -59,11 +72,16 @@ def test_estimates_add_up_to_ablating_every_head():
     means = attribute(ablator, corpus, ("mean",), progress=False).means.double()
     for kind in ("zero", "mean"):
         store = integrate(ablator, corpus, (kind,), means, steps=48, progress=False)
-        estimate = sum(float((s.ablated[(kind, *h)] - s.base).sum()) for s in store.values() for h in HEADS)
+        estimate = sum(
+            float((s.ablated[(kind, *h)] - s.base).sum()) for s in store.values() for h in HEADS
+        )
         exact = 0.0
         for batch in corpus.batches:
             clean = ablator.clean(batch)
-            edits = [Edit(layer, head, replacement(kind, layer, head, batch, None, means)) for layer, head in HEADS]
+            edits = [
+                Edit(layer, head, replacement(kind, layer, head, batch, None, means))
+                for layer, head in HEADS
+            ]
             after = batch_metrics(ablator.run(batch, edits), batch, clean.readout)
             before = batch_metrics(clean.readout, batch)
             exact += sum(float(after[m].num.sum() - before[m].num.sum()) for m in after)
@@ -75,8 +93,20 @@ def test_estimates_add_up_to_ablating_every_head():
 
 def estimates_frame(deltas: dict[str, list[float]], method: str = "attribution") -> pd.DataFrame:
     heads = [(0, 0), (0, 1), (1, 0), (1, 1)]
-    return pd.DataFrame([{"layer": l, "head": h, "ablation": "zero", "metric": m, "delta": d, "estimator": method}
-                         for m, ds in deltas.items() for (l, h), d in zip(heads, ds)])
+    return pd.DataFrame(
+        [
+            {
+                "layer": l,
+                "head": h,
+                "ablation": "zero",
+                "metric": m,
+                "delta": d,
+                "estimator": method,
+            }
+            for m, ds in deltas.items()
+            for (l, h), d in zip(heads, ds)
+        ]
+    )
 
 
 def test_choose_takes_the_union_of_every_metrics_top_k_and_an_audit_sample():
@@ -85,18 +115,28 @@ def test_choose_takes_the_union_of_every_metrics_top_k_and_an_audit_sample():
     # top 2 by |delta|: a -> (0, 1), (1, 1); b -> (0, 0), (1, 1); the union is three heads
     chosen = choose(heads, est, top_k=2, audit=1, kind="zero", metrics=("a", "b"), seed=0)
     assert chosen == {(0, 0): "top_k", (0, 1): "top_k", (1, 0): "audit", (1, 1): "top_k"}
-    assert choose(heads, est, top_k=2, audit=1, kind="zero", metrics=("a", "b"), seed=0) == chosen  # seeded
+    assert (
+        choose(heads, est, top_k=2, audit=1, kind="zero", metrics=("a", "b"), seed=0) == chosen
+    )  # seeded
     assert set(choose(heads, est, None, 1, "zero", ("a",), 0).values()) == {"all"}
     # the audit is never left out: by default a quarter as many as the top heads, at least one (seeded)
-    assert choose(heads, est, top_k=1, audit=None, kind="zero", metrics=("a",), seed=0) == {(0, 1): "top_k",
-                                                                                           (1, 0): "audit"}
+    assert choose(heads, est, top_k=1, audit=None, kind="zero", metrics=("a",), seed=0) == {
+        (0, 1): "top_k",
+        (1, 0): "audit",
+    }
     assert choose(heads, est, top_k=1, audit=2, kind="zero", metrics=("a",), seed=0) == {
-        (0, 1): "top_k", (1, 0): "audit", (1, 1): "audit"}
+        (0, 1): "top_k",
+        (1, 0): "audit",
+        (1, 1): "audit",
+    }
     # a second estimator that ranks (1, 0) first on "a" gets it chosen too
     both = pd.concat([est, estimates_frame({"a": [0.1, 0.2, 3.0, 0.0]}, "integrated")])
     assert top_heads(both[both["metric"] == "a"], 1) == {(0, 1), (1, 0)}
     assert choose(heads, both, top_k=1, audit=1, kind="zero", metrics=("a",), seed=0) == {
-        (0, 1): "top_k", (1, 0): "top_k", (1, 1): "audit"}
+        (0, 1): "top_k",
+        (1, 0): "top_k",
+        (1, 1): "audit",
+    }
 
 
 def test_ties_at_the_kth_head_are_all_included():
@@ -106,8 +146,14 @@ def test_ties_at_the_kth_head_are_all_included():
     assert top_heads(est, 4) == {(0, 0), (0, 1), (1, 0), (1, 1)}
     heads = [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert choose(heads, est, top_k=1, audit=None, kind="zero", metrics=("a",), seed=0) == {
-        (0, 0): "top_k", (0, 1): "top_k", (1, 0): "top_k", (1, 1): "audit"}
-    assert top_heads(estimates_frame({"a": [float("nan"), 0.2, 0.1, 0.0]}), 1) == {(0, 1)}  # NaN ranks nowhere
+        (0, 0): "top_k",
+        (0, 1): "top_k",
+        (1, 0): "top_k",
+        (1, 1): "audit",
+    }
+    assert top_heads(estimates_frame({"a": [float("nan"), 0.2, 0.1, 0.0]}), 1) == {
+        (0, 1)
+    }  # NaN ranks nowhere
 
 
 def test_heads_never_ablated_exactly_are_named():
@@ -125,14 +171,20 @@ def test_audit_summary_reports_error_and_misses():
     assert rows["estimate"].tolist() == [1.0, 0.8, 0.1, 0.0]
     summary = audit_summary(rows)["zero/a"]
     assert summary["n_audit"] == 2 and summary["missed"] == 1  # (1, 0): 0.7 beats the top's 0.5
-    assert summary["mean_abs_error"] == pytest.approx(0.35) and summary["max_abs_error"] == pytest.approx(0.6)
+    assert summary["mean_abs_error"] == pytest.approx(0.35) and summary[
+        "max_abs_error"
+    ] == pytest.approx(0.6)
     assert summary["spearman"] == pytest.approx(0.8)
 
 
 def test_an_estimate_whose_interval_misses_the_exact_effect_says_so():
     # the toy circuit's case: attribution near zero with a tight interval, exact effect large
-    est = estimates_frame({"a": [1e-5, 0.5, 0.3, 0.0]}).assign(ci_low=[0.9e-5, 0.4, 0.2, -0.1], ci_high=[1.1e-5, 0.6, 0.4, 0.1])
-    exact = est[est["head"] == 0].assign(delta=[0.54, 0.35], estimator="exact")  # heads (0, 0) and (1, 0)
+    est = estimates_frame({"a": [1e-5, 0.5, 0.3, 0.0]}).assign(
+        ci_low=[0.9e-5, 0.4, 0.2, -0.1], ci_high=[1.1e-5, 0.6, 0.4, 0.1]
+    )
+    exact = est[est["head"] == 0].assign(
+        delta=[0.54, 0.35], estimator="exact"
+    )  # heads (0, 0) and (1, 0)
     flagged = flag_estimates(est, exact)
     assert flagged["vs_exact"].fillna("-").tolist() == ["outside", "-", "inside", "-"]
     assert flagged.drop(columns="vs_exact").equals(est)
@@ -149,21 +201,32 @@ def test_effects_rest_on_each_conditions_own_sequences():
     sums = store["loss_prose"]
     sums.base[:] = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
     sums.den[:] = 1.0
-    sums.ablated[("zero", 0, 0)] = torch.tensor([2.0, 3.0, 4.0], dtype=torch.float64)  # +1 on every sequence
-    sums.ablated[("zero", 0, 1)] = torch.tensor([1.5, 2.5, float("nan")], dtype=torch.float64)  # stopped after two
+    sums.ablated[("zero", 0, 0)] = torch.tensor(
+        [2.0, 3.0, 4.0], dtype=torch.float64
+    )  # +1 on every sequence
+    sums.ablated[("zero", 0, 1)] = torch.tensor(
+        [1.5, 2.5, float("nan")], dtype=torch.float64
+    )  # stopped after two
     tokens = {"loss_prose": np.array([10, 20, 30])}
     rows = effects_from_sums(store, "exact", 50, 0, tokens).set_index("head")
     assert rows.loc[0, "delta"] == pytest.approx(1.0) and rows.loc[0, "n_tokens"] == 60
     assert rows.loc[1, "delta"] == pytest.approx(0.5) and rows.loc[1, "n_tokens"] == 30
     assert rows.loc[0, "ablated"] == pytest.approx(3.0) and (rows["baseline"] == 2.0).all()
-    assert rows.loc[0, "ci_low"] == pytest.approx(1.0) and rows.loc[0, "ci_high"] == pytest.approx(1.0)  # paired
+    assert rows.loc[0, "ci_low"] == pytest.approx(1.0) and rows.loc[0, "ci_high"] == pytest.approx(
+        1.0
+    )  # paired
 
 
 def test_decisions_against_zero_and_the_tolerance():
     from interp.ablate.stats import decisions
 
-    frame = pd.DataFrame({"baseline": [2.0, 2.0, 2.0, 2.0, 0.0], "ci_low": [0.03, 0.005, -0.01, -0.5, 0.001],
-                          "ci_high": [0.05, 0.015, 0.01, -0.03, 0.005]})
+    frame = pd.DataFrame(
+        {
+            "baseline": [2.0, 2.0, 2.0, 2.0, 0.0],
+            "ci_low": [0.03, 0.005, -0.01, -0.5, 0.001],
+            "ci_high": [0.05, 0.015, 0.01, -0.03, 0.005],
+        }
+    )
     out = decisions(frame)
     assert out["tolerance"].tolist() == pytest.approx([0.02, 0.02, 0.02, 0.02, 0.01])
     assert out["vs_zero"].tolist() == ["above", "above", "undecided", "below", "above"]

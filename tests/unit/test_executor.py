@@ -23,7 +23,11 @@ EVERY = [(layer, head) for layer in range(N_LAYERS) for head in range(N_HEADS)]
 
 def per(index, num, den=None):
     num = torch.tensor(num, dtype=torch.float64)
-    return PerSeq(torch.tensor(index), num, torch.ones_like(num) if den is None else torch.tensor(den, dtype=torch.float64))
+    return PerSeq(
+        torch.tensor(index),
+        num,
+        torch.ones_like(num) if den is None else torch.tensor(den, dtype=torch.float64),
+    )
 
 
 def test_merging_partial_sums_equals_one_store_filled_with_all_of_them():
@@ -40,7 +44,12 @@ def test_merging_partial_sums_equals_one_store_filled_with_all_of_them():
     merged = SumStore({"m": 4}).merge(a).merge(b)
     got, want = merged["m"], one["m"]
     assert torch.equal(got.base, want.base) and torch.equal(got.den, want.den)
-    assert torch.equal(got.measured, want.measured) and got.measured.tolist() == [True, True, False, True]
+    assert torch.equal(got.measured, want.measured) and got.measured.tolist() == [
+        True,
+        True,
+        False,
+        True,
+    ]
     assert list(got.ablated) == list(want.ablated)
     for condition, row in want.ablated.items():
         assert torch.equal(got.ablated[condition].nan_to_num(-1), row.nan_to_num(-1))
@@ -64,7 +73,9 @@ def test_shards_hold_whole_layers_balanced_by_the_blocks_they_rerun():
     shards = partition(heads, 8, 3)
     assert [h for s in shards for h in s.heads] == heads  # every head once, in order
     assert all(len({layer for layer, _ in s.heads}) == len(s.layers) for s in shards)
-    assert len(shards) == 3 and len(shards[0].layers) < len(shards[-1].layers)  # early layers cost more
+    assert len(shards) == 3 and len(shards[0].layers) < len(
+        shards[-1].layers
+    )  # early layers cost more
     assert [s.layers for s in partition(heads, 8, 8)] == [[i] for i in range(8)]
     assert len(partition(heads, 8, 1)) == 1
     # fewer layers than shards: the costliest layer's heads are shared out
@@ -83,10 +94,23 @@ def test_a_sweep_split_into_shards_gives_the_tables_of_the_unsplit_sweep(llama, 
         store = SumStore(metric_sizes(corpus.sizes))
         # two rounds, as a sequential sweep runs them: shards merge into the sums of earlier rounds
         for part in rounds(corpus, 2, 256, 0):
-            assert sweep_with(executor, SweepJob(part, kinds, means, None, 256), EVERY, N_LAYERS, store, progress=False)
-        table = effects_from_sums(store, "exact", 50, 0)  # rows in the stage's order (shares of a layer interleave)
-        tables.append(table.sort_values(["ablation", "metric", "layer", "head"]).reset_index(drop=True))
-        assert len(executor.record()["shards"]) == 2 * n_shards  # a shard per sweep, 5 as shares of layers
+            assert sweep_with(
+                executor,
+                SweepJob(part, kinds, means, None, 256),
+                EVERY,
+                N_LAYERS,
+                store,
+                progress=False,
+            )
+        table = effects_from_sums(
+            store, "exact", 50, 0
+        )  # rows in the stage's order (shares of a layer interleave)
+        tables.append(
+            table.sort_values(["ablation", "metric", "layer", "head"]).reset_index(drop=True)
+        )
+        assert (
+            len(executor.record()["shards"]) == 2 * n_shards
+        )  # a shard per sweep, 5 as shares of layers
     for table in tables[1:]:
         pd.testing.assert_frame_equal(table, tables[0], check_exact=True)
 
@@ -111,5 +135,9 @@ def test_where_the_sweep_runs_is_not_compared_on_resume():
     from interp.pipeline.stages import _json
 
     ray_run = _json(AblateConfig(executor="ray", address="auto", workers=2))
-    assert without_placement(AblateConfig, ray_run) == without_placement(AblateConfig, _json(AblateConfig()))
-    assert without_placement(AblateConfig, _json(AblateConfig(seed=1))) != without_placement(AblateConfig, ray_run)
+    assert without_placement(AblateConfig, ray_run) == without_placement(
+        AblateConfig, _json(AblateConfig())
+    )
+    assert without_placement(AblateConfig, _json(AblateConfig(seed=1))) != without_placement(
+        AblateConfig, ray_run
+    )

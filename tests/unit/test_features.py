@@ -6,16 +6,25 @@ import math
 
 import pytest
 import torch
+from feature_inputs import REPEATED, SYNTAX, seq
 
 from interp.collect.accumulator import FeatureAccumulator
 from interp.collect.features import (
-    FEATURE_FAMILIES, MASS_FEATURES, broad, context, delimiter, duplicate_token, first_token, induction,
-    local, next_token, position, previous_token,
+    FEATURE_FAMILIES,
+    MASS_FEATURES,
+    broad,
+    context,
+    delimiter,
+    duplicate_token,
+    first_token,
+    induction,
+    local,
+    next_token,
+    position,
+    previous_token,
 )
 from interp.collect.syntax import fixed_rule_counts, syntactic
 from interp.probes.batch import make_batch
-
-from feature_inputs import NATURAL, REPEATED, SYNTAX, seq
 
 
 def uniform(batch, sink: float = 0.0):
@@ -95,7 +104,9 @@ def test_perfect_first_token_head_scores_one(causal_batch):
     assert mean(sums) == pytest.approx(1.0)
     assert sums.count.tolist() == [8.0, 3.0]
     # its baseline: the uniform share of the first position, 1/(q+1)
-    assert base(sums) == pytest.approx((sum(1 / (q + 1) for q in range(1, 9)) + sum(1 / (q + 1) for q in range(1, 4))) / 11)
+    assert base(sums) == pytest.approx(
+        (sum(1 / (q + 1) for q in range(1, 9)) + sum(1 / (q + 1) for q in range(1, 4))) / 11
+    )
 
 
 @pytest.mark.parametrize("sink", [0.0, 0.5, 0.9])
@@ -123,7 +134,9 @@ def test_uniform_over_content_keys_is_broad_at_every_length(causal, sink):
     whatever the head puts on BOS / [CLS] and [SEP]."""
     for n_keys in (4, 5, 8, 16, 64, 256):
         body = list(range(10, 10 + n_keys - (1 if causal else 2)))
-        s = seq([1, *body] + ([] if causal else [2]), special=(0,) if causal else (0, len(body) + 1))
+        s = seq(
+            [1, *body] + ([] if causal else [2]), special=(0,) if causal else (0, len(body) + 1)
+        )
         batch = make_batch([s], [0], causal=causal, pad_id=0)
         ctx = context(batch)
         keys = (ctx.allowed & ctx.content[:, None, :]).float()
@@ -168,7 +181,9 @@ def test_position_features_exact():
     assert position(onehot(batch, lambda q: 2), ctx, k=3).value.sum() == 0.0
     # a causal query cannot see the end: no positions from the end
     assert position(onehot(batch, lambda q: q), ctx, from_end=1).count.sum() == 0
-    enc = make_batch([seq([101, *range(10, 18), 102], special=(0, 9), delim=(9,))], [0], causal=False, pad_id=0)
+    enc = make_batch(
+        [seq([101, *range(10, 18), 102], special=(0, 9), delim=(9,))], [0], causal=False, pad_id=0
+    )
     last_word = 8  # one before [SEP]
     sums = position(onehot(enc, lambda q: last_word), context(enc), from_end=1)
     assert sums.count.tolist() == [4.0] and mean(sums) == pytest.approx(1.0)  # q = 1..4
@@ -268,17 +283,31 @@ def test_syntactic_accuracy_and_best_offset_baseline():
 def test_syntactic_baseline_is_the_best_fixed_offset_or_word_position():
     # nsubj arcs (dependent, head, relation 0); the verb queries its subject (head2dep).
     # Three sentences have the subject at word 0, 2-4 words back; one at word 1, 2 words back.
-    sentences = [(3, 0), (4, 0), (5, 0), (4, 1)]  # (number of words, subject word); the verb is last
-    seqs = [seq(list(range(1, n + 2)), family=SYNTAX, words=[-1, *range(n)], arcs=[(subj, n - 1, 0)])
-            for n, subj in sentences]
+    sentences = [
+        (3, 0),
+        (4, 0),
+        (5, 0),
+        (4, 1),
+    ]  # (number of words, subject word); the verb is last
+    seqs = [
+        seq(list(range(1, n + 2)), family=SYNTAX, words=[-1, *range(n)], arcs=[(subj, n - 1, 0)])
+        for n, subj in sentences
+    ]
     batch = make_batch(seqs, list(range(len(seqs))), causal=True, pad_id=0)
     ctx = context(batch, relations=("nsubj",))
     head2dep = 1
     counts = {rule: c for (slot, rule), c in fixed_rule_counts(ctx).items() if slot == head2dep}
     # every word is its own token, so "the nearest word spelled like the subject" is always right
     # too, but that is a different rule (form) for each subject token: (2,) three times, (3,) once
-    assert counts == {("offset", -2): 2, ("offset", -3): 1, ("offset", -4): 1, ("word", 0): 3, ("word", 1): 1,
-                      ("nearest", (2,)): 3, ("nearest", (3,)): 1}
+    assert counts == {
+        ("offset", -2): 2,
+        ("offset", -3): 1,
+        ("offset", -4): 1,
+        ("word", 0): 3,
+        ("word", 1): 1,
+        ("nearest", (2,)): 3,
+        ("nearest", (3,)): 1,
+    }
     acc = FeatureAccumulator(n_layers=1, n_heads=1, relations=("nsubj",), n_bootstrap=10, seed=0)
     acc.start_batch(ctx)
     acc.add_layer(0, onehot(batch, lambda q: q - 1), ctx)
@@ -291,17 +320,37 @@ def test_syntactic_baseline_includes_the_nearest_word_of_a_given_form():
     # obj arcs from the verb (last word) to a relative "that" (token 7), 1-3 words back; the last
     # sentence has a second "that" nearer the verb, so the rule misses there.
     THAT = 7
-    sentences = [[10, THAT, 11, 12], [10, 13, THAT, 11, 12], [10, 13, 14, THAT, 12], [10, 13, 14, 15, THAT, 16, THAT, 12]]
+    sentences = [
+        [10, THAT, 11, 12],
+        [10, 13, THAT, 11, 12],
+        [10, 13, 14, THAT, 12],
+        [10, 13, 14, 15, THAT, 16, THAT, 12],
+    ]
     golds = [1, 2, 3, 4]
-    seqs = [seq([1, *words], family=SYNTAX, words=[-1, *range(len(words))], arcs=[(g, len(words) - 1, 0)])
-            for words, g in zip(sentences, golds)]
+    seqs = [
+        seq(
+            [1, *words],
+            family=SYNTAX,
+            words=[-1, *range(len(words))],
+            arcs=[(g, len(words) - 1, 0)],
+        )
+        for words, g in zip(sentences, golds)
+    ]
     batch = make_batch(seqs, list(range(len(seqs))), causal=True, pad_id=0)
-    counts = {rule: c for (slot, rule), c in fixed_rule_counts(context(batch, relations=("obj",))).items() if slot == 1}
+    counts = {
+        rule: c
+        for (slot, rule), c in fixed_rule_counts(context(batch, relations=("obj",))).items()
+        if slot == 1
+    }
     assert counts[("nearest", (THAT,))] == 3
     assert max(c for rule, c in counts.items() if rule[0] != "nearest") == 2  # offset -2
     # in an encoder the nearest "that" may also follow the query: here none does
     enc = make_batch(seqs, list(range(len(seqs))), causal=False, pad_id=0)
-    counts = {rule: c for (slot, rule), c in fixed_rule_counts(context(enc, relations=("obj",))).items() if slot == 1}
+    counts = {
+        rule: c
+        for (slot, rule), c in fixed_rule_counts(context(enc, relations=("obj",))).items()
+        if slot == 1
+    }
     assert counts[("nearest", (THAT,))] == 3
 
 
@@ -313,9 +362,15 @@ def test_accumulator_table_means_cis_and_counts(causal_batch):
     table = acc.table().set_index("feature")
     assert table.loc["previous_token", "value"] == pytest.approx(1.0)
     assert table.loc["previous_token", "n"] == 9
-    assert table.loc["previous_token", "ci_low"] <= 1.0 <= table.loc["previous_token", "ci_high"] + 1e-12
+    assert (
+        table.loc["previous_token", "ci_low"]
+        <= 1.0
+        <= table.loc["previous_token", "ci_high"] + 1e-12
+    )
     assert table.loc["previous_token", "sink_mass"] == 0.0
-    assert table.loc["first_token", "value"] == pytest.approx(2 / 11)  # q=1 of each sequence looks at BOS
+    assert table.loc["first_token", "value"] == pytest.approx(
+        2 / 11
+    )  # q=1 of each sequence looks at BOS
     assert math.isnan(table.loc["next_token", "value"])  # causal: no eligible query, NaN not -1
     assert set(table.index) >= set(FEATURE_FAMILIES)
     with pytest.raises(RuntimeError):

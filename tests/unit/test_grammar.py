@@ -63,10 +63,30 @@ def test_relations_link_the_expected_words():
     word = [s.text[a:b] for a, b in s.words]
     for arc in s.arcs:
         if arc.relation == "det":
-            assert word[arc.dep].lower() in {"the", "a", "an", "this", "these", "some", "two", "many"}
+            assert word[arc.dep].lower() in {
+                "the",
+                "a",
+                "an",
+                "this",
+                "these",
+                "some",
+                "two",
+                "many",
+            }
         if arc.relation == "pobj":
-            assert word[arc.head].lower() in {"on", "near", "under", "behind", "beside", "of", "to",
-                                              "in", "at", "after", "during"}
+            assert word[arc.head].lower() in {
+                "on",
+                "near",
+                "under",
+                "behind",
+                "beside",
+                "of",
+                "to",
+                "in",
+                "at",
+                "after",
+                "during",
+            }
 
 
 def test_subject_distances_cover_1_to_12_and_beyond(sentences):
@@ -84,7 +104,9 @@ def test_agreement_forms(sentences):
         assert ag.correct != ag.wrong
         assert ag.correct.isalpha() and ag.wrong.isalpha()
         assert s.text[slice(*s.words[ag.verb])] == ag.correct
-        assert any(a.dep == ag.subject and a.head == ag.verb and a.relation == "nsubj" for a in s.arcs)
+        assert any(
+            a.dep == ag.subject and a.head == ag.verb and a.relation == "nsubj" for a in s.arcs
+        )
 
 
 def test_attractors_of_the_other_number_are_common(sentences):

@@ -13,15 +13,42 @@ ROOT = Path(__file__).resolve().parents[2] / "interp"
 
 # Bottom to top. A module belongs to the first prefix it matches.
 LAYERS = (
-    ("interp.errors", "interp.roles", "interp.config", "interp.troubleshooting"),  # the shared vocabulary
+    (
+        "interp.errors",
+        "interp.roles",
+        "interp.config",
+        "interp.troubleshooting",
+    ),  # the shared vocabulary
     ("interp.model", "interp.probes"),  # models and probe corpora
-    ("interp.pipeline.tables", "interp.pipeline.rundir", "interp.pipeline.lock", "interp.pipeline.provenance",
-     "interp.pipeline.results"),
-    ("interp.collect", "interp.classify", "interp.ablate", "interp.report", "interp.synthetic"),  # the stages
-    ("interp.pipeline.stages", "interp.pipeline.options", "interp.pipeline.execute", "interp.pipeline.study",
-     "interp.pipeline.study_ray",
-     "interp.pipeline.show", "interp.pipeline.prompts"),  # the registry and the run
-    ("interp.console", "interp.cli", "interp.__main__", "interp"),  # the public API and the command line
+    (
+        "interp.pipeline.tables",
+        "interp.pipeline.rundir",
+        "interp.pipeline.lock",
+        "interp.pipeline.provenance",
+        "interp.pipeline.results",
+    ),
+    (
+        "interp.collect",
+        "interp.classify",
+        "interp.ablate",
+        "interp.report",
+        "interp.synthetic",
+    ),  # the stages
+    (
+        "interp.pipeline.stages",
+        "interp.pipeline.options",
+        "interp.pipeline.execute",
+        "interp.pipeline.study",
+        "interp.pipeline.study_ray",
+        "interp.pipeline.show",
+        "interp.pipeline.prompts",
+    ),  # the registry and the run
+    (
+        "interp.console",
+        "interp.cli",
+        "interp.__main__",
+        "interp",
+    ),  # the public API and the command line
 )
 
 
@@ -49,9 +76,17 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 edges |= {owner(a.name) for a in node.names if a.name.split(".")[0] == "interp"}
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "interp":
-                edges |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else owner(node.module)
-                          for a in node.names}
+            elif (
+                isinstance(node, ast.ImportFrom)
+                and node.level == 0
+                and (node.module or "").split(".")[0] == "interp"
+            ):
+                edges |= {
+                    f"{node.module}.{a.name}"
+                    if f"{node.module}.{a.name}" in known
+                    else owner(node.module)
+                    for a in node.names
+                }
         graph[name] = edges - {name, ""}
     return graph
 
@@ -64,7 +99,9 @@ def layer(name: str) -> int | None:
 
 
 def upward(graph: dict[str, set[str]]) -> list[str]:
-    return sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets if layer(b) > layer(a))
+    return sorted(
+        f"{a} -> {b}" for a, targets in graph.items() for b in targets if layer(b) > layer(a)
+    )
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -112,8 +149,12 @@ def test_no_imports_run_in_a_circle():
 
 
 def test_the_checks_catch_a_circle_and_an_upward_import():
-    graph = {"interp.model.load": {"interp.pipeline.rundir"}, "interp.pipeline.rundir": set(),
-             "interp.ablate.a": {"interp.ablate.b"}, "interp.ablate.b": {"interp.ablate.a"}}
+    graph = {
+        "interp.model.load": {"interp.pipeline.rundir"},
+        "interp.pipeline.rundir": set(),
+        "interp.ablate.a": {"interp.ablate.b"},
+        "interp.ablate.b": {"interp.ablate.a"},
+    }
     assert upward(graph) == ["interp.model.load -> interp.pipeline.rundir"]
     assert cycles(graph) == [["interp.ablate.a", "interp.ablate.b"]]
 

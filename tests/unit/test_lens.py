@@ -10,8 +10,8 @@ import pytest
 import torch
 from tiny_models import D_HEAD, N_HEADS, N_LAYERS, tiny_native
 
-from interp.model import lens
 from interp.errors import ModelError
+from interp.model import lens
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 BATCH, POS = 2, 7
@@ -45,8 +45,10 @@ def readout_for(model) -> lens.Readout:
 def calls_per_block(model) -> tuple[list[int], list]:
     """Which blocks' wrapped layers run (forward pre-hooks), and the handles to remove."""
     calls: list[int] = []
-    handles = [block.original_component.register_forward_pre_hook(lambda m, a, i=i: calls.append(i))
-               for i, block in enumerate(model.bridge.blocks)]
+    handles = [
+        block.original_component.register_forward_pre_hook(lambda m, a, i=i: calls.append(i))
+        for i, block in enumerate(model.bridge.blocks)
+    ]
     return calls, handles
 
 
@@ -55,24 +57,44 @@ def calls_per_block(model) -> tuple[list[int], list]:
 
 def test_facts_of_each_kind_of_bridge(llama, gpt2, bert):
     f = lens.facts(llama.bridge)
-    assert (f.n_layers, f.n_heads, f.n_kv_heads, f.d_head, f.causal, f.model_type) == (N_LAYERS, N_HEADS, 2, D_HEAD, True, "llama")
+    assert (f.n_layers, f.n_heads, f.n_kv_heads, f.d_head, f.causal, f.model_type) == (
+        N_LAYERS,
+        N_HEADS,
+        2,
+        D_HEAD,
+        True,
+        "llama",
+    )
     assert f.d_vocab == f.d_vocab_out == len(llama.tokenizer) and f.n_ctx == 128
     assert (lens.facts(gpt2.bridge).n_kv_heads, lens.facts(gpt2.bridge).causal) == (N_HEADS, True)
     assert (lens.facts(bert.bridge).causal, lens.facts(bert.bridge).model_type) == (False, "bert")
     native = lens.facts(tiny_native(n_layers=1, d_vocab_out=50).bridge)
-    assert (native.model_type, native.causal, native.n_kv_heads, native.d_vocab_out) == ("", True, 2, 50)
+    assert (native.model_type, native.causal, native.n_kv_heads, native.d_vocab_out) == (
+        "",
+        True,
+        2,
+        50,
+    )
     assert not lens.facts(tiny_native(n_layers=1, attention_dir="bidirectional").bridge).causal
 
 
 def test_output_weights_are_each_query_heads_slice_of_the_output_projection(llama, gpt2, bert):
-    hf = {"llama": lambda m, l: m.model.layers[l].self_attn.o_proj.weight.T,  # [head * d_head, d_model]
-          "gpt2": lambda m, l: m.transformer.h[l].attn.c_proj.weight,  # Conv1D: already [in, out]
-          "bert": lambda m, l: m.bert.encoder.layer[l].attention.output.dense.weight.T}
+    hf = {
+        "llama": lambda m, l: (
+            m.model.layers[l].self_attn.o_proj.weight.T
+        ),  # [head * d_head, d_model]
+        "gpt2": lambda m, l: m.transformer.h[l].attn.c_proj.weight,  # Conv1D: already [in, out]
+        "bert": lambda m, l: m.bert.encoder.layer[l].attention.output.dense.weight.T,
+    }
     for name, model in (("llama", llama), ("gpt2", gpt2), ("bert", bert)):
         w_o = lens.output_weights(model.bridge)
         assert w_o.shape == (N_LAYERS, N_HEADS, D_HEAD, N_HEADS * D_HEAD) and not w_o.requires_grad
         for layer in range(N_LAYERS):
-            expected = hf[name](model.bridge.original_model, layer).detach().unflatten(0, (N_HEADS, D_HEAD))
+            expected = (
+                hf[name](model.bridge.original_model, layer)
+                .detach()
+                .unflatten(0, (N_HEADS, D_HEAD))
+            )
             torch.testing.assert_close(w_o[layer], expected.float(), msg=f"{name} layer {layer}")
 
 
@@ -84,7 +106,9 @@ def test_version_check():
     with pytest.warns(UserWarning, match="TransformerLens 4.5.1 has not been verified"):
         lens.check_version("4.5.1")
     for other in ("5.0.0", "3.1.0"):
-        with pytest.raises(ModelError, match=f"TransformerLens {other} is installed; interp needs 4.x"):
+        with pytest.raises(
+            ModelError, match=f"TransformerLens {other} is installed; interp needs 4.x"
+        ):
             lens.check_version(other)
 
 
@@ -116,7 +140,8 @@ def unembed_widths(model) -> tuple[list[tuple[int, ...]], object]:
     """The shapes the wrapped unembedding (lm head) is called on, and the handle to remove."""
     widths: list[tuple[int, ...]] = []
     handle = model.bridge.unembed.original_component.register_forward_pre_hook(
-        lambda m, a: widths.append(tuple(a[0].shape)))
+        lambda m, a: widths.append(tuple(a[0].shape))
+    )
     return widths, handle
 
 
@@ -144,13 +169,17 @@ def test_z_has_a_slice_per_query_head_v_per_key_value_head(name, request):
     def record(site: str):
         def fn(x: torch.Tensor, layer: int) -> None:
             shapes.setdefault(site, set()).add(tuple(x.shape))
+
         return fn
 
     taps = [lens.Tap(site, record(site)) for site in ("z", "v", "resid_pre")]
     with torch.inference_mode():
         lens.run(model, tokens, mask, taps, readout_for(model))
-    assert shapes == {"z": {(BATCH, POS, N_HEADS, D_HEAD)}, "v": {(BATCH, POS, 2, D_HEAD)},
-                      "resid_pre": {(BATCH, POS, N_HEADS * D_HEAD)}}
+    assert shapes == {
+        "z": {(BATCH, POS, N_HEADS, D_HEAD)},
+        "v": {(BATCH, POS, 2, D_HEAD)},
+        "resid_pre": {(BATCH, POS, N_HEADS * D_HEAD)},
+    }
 
 
 def test_a_tensor_returned_at_z_is_what_the_model_computes_with(model):
@@ -162,14 +191,22 @@ def test_a_tensor_returned_at_z_is_what_the_model_computes_with(model):
             z = z.clone()
             z[:, :, head] = 0
             return z
+
         return fn
 
     with torch.inference_mode():
         clean = lens.run(model, tokens, mask, [], readout)
-        same = lens.run(model, tokens, mask, [lens.Tap("z", lambda z, layer: z.clone(), layer=1)], readout)
+        same = lens.run(
+            model, tokens, mask, [lens.Tap("z", lambda z, layer: z.clone(), layer=1)], readout
+        )
         edited = lens.run(model, tokens, mask, [lens.Tap("z", silence(2), layer=1)], readout)
-        stacked = lens.run(model, tokens, mask, [lens.Tap("z", silence(2), layer=1), lens.Tap("z", silence(3), layer=2)],
-                           readout)
+        stacked = lens.run(
+            model,
+            tokens,
+            mask,
+            [lens.Tap("z", silence(2), layer=1), lens.Tap("z", silence(3), layer=2)],
+            readout,
+        )
     assert torch.equal(same, clean)
     assert not torch.allclose(edited, clean) and not torch.allclose(stacked, edited)
     with pytest.raises(ValueError, match="unknown site"):
@@ -207,7 +244,9 @@ def test_final_hidden_readout_is_the_last_blocks_output_and_no_logits(bert, llam
             handle.remove()
         name = f"blocks.{N_LAYERS - 1}.hook_out"
         with torch.inference_mode():
-            _, cache = model.bridge.run_with_cache(tokens, attention_mask=mask, names_filter=lambda n: n == name)
+            _, cache = model.bridge.run_with_cache(
+                tokens, attention_mask=mask, names_filter=lambda n: n == name
+            )
         assert widths == [(BATCH, 0, N_HEADS * D_HEAD)] and torch.equal(out, cache[name])
 
 
@@ -219,9 +258,16 @@ def test_a_restart_takes_the_cached_residual_and_skips_the_blocks_below(model):
     readout = readout_for(model)
     resid: dict[int, torch.Tensor] = {}
     with torch.inference_mode():
-        full = lens.run(model, tokens, mask, [lens.Tap("resid_pre", lambda x, layer: resid.setdefault(layer, x.clone()))],
-                        readout)
-        lens.run(model, resid[1], mask, [], readout, start_layer=1)  # learns what a block returns, if not yet
+        full = lens.run(
+            model,
+            tokens,
+            mask,
+            [lens.Tap("resid_pre", lambda x, layer: resid.setdefault(layer, x.clone()))],
+            readout,
+        )
+        lens.run(
+            model, resid[1], mask, [], readout, start_layer=1
+        )  # learns what a block returns, if not yet
     for layer in range(1, N_LAYERS):
         calls, handles = calls_per_block(model)
         try:
@@ -240,8 +286,13 @@ def test_what_a_block_returns_is_learnt_once_from_block_0():
     tokens, mask = inputs()
     resid: dict[int, torch.Tensor] = {}
     with torch.inference_mode():
-        full = lens.run(model, tokens, mask, [lens.Tap("resid_pre", lambda x, layer: resid.setdefault(layer, x.clone()))],
-                        lens.FinalHidden())
+        full = lens.run(
+            model,
+            tokens,
+            mask,
+            [lens.Tap("resid_pre", lambda x, layer: resid.setdefault(layer, x.clone()))],
+            lens.FinalHidden(),
+        )
     for expected in ([0, 1], [1]):
         calls, handles = calls_per_block(model)
         try:
@@ -273,29 +324,50 @@ def test_the_restart_check_reports_a_difference_or_a_failure():
         raise ValueError("too many values to unpack (expected 1)\nmore")
 
     failed = lens.check_restart(crash, reference, [1])
-    assert not failed.exact and failed.failure == "ValueError: too many values to unpack (expected 1)"
+    assert (
+        not failed.exact and failed.failure == "ValueError: too many values to unpack (expected 1)"
+    )
     assert failed.problem() == "fails here (ValueError: too many values to unpack (expected 1))"
-    assert lens.check_restart(crash, reference, lens.probe_layers(1)).exact  # one layer: nothing to restart
+    assert lens.check_restart(
+        crash, reference, lens.probe_layers(1)
+    ).exact  # one layer: nothing to restart
     assert [lens.probe_layers(n) for n in (1, 2, 3, 30)] == [[], [1], [1, 2], [1, 15, 29]]
 
 
-@pytest.mark.parametrize("name, container, warning", [
-    ("bert", lambda output: (lambda h: h + 1.0), "changes the output by"),  # hands on the wrong residual
-    ("llama", lambda output: lens._container(()), "fails here"),  # as for a block returning another container
-])
-def test_a_wrong_or_failing_shortcut_is_caught_and_every_pass_runs_in_full(name, container, warning, request, monkeypatch):
+@pytest.mark.parametrize(
+    "name, container, warning",
+    [
+        (
+            "bert",
+            lambda output: lambda h: h + 1.0,
+            "changes the output by",
+        ),  # hands on the wrong residual
+        (
+            "llama",
+            lambda output: lens._container(()),
+            "fails here",
+        ),  # as for a block returning another container
+    ],
+)
+def test_a_wrong_or_failing_shortcut_is_caught_and_every_pass_runs_in_full(
+    name, container, warning, request, monkeypatch
+):
     from interp.ablate.evaluation import build_corpus
     from interp.ablate.forward import Ablator, Edit
 
     model = request.getfixturevalue(name)
     monkeypatch.setattr(lens, "_BLOCK_OUTPUT", weakref.WeakKeyDictionary())
     monkeypatch.setattr(lens, "_container", container)
-    batch = build_corpus(model, n_prose=4, n_repeated=0, repeated_lengths=(6,), n_syntax=0, seed=0, max_tokens=512).batches[0]
+    batch = build_corpus(
+        model, n_prose=4, n_repeated=0, repeated_lengths=(6,), n_syntax=0, seed=0, max_tokens=512
+    ).batches[0]
     edit = [Edit(2, 1, torch.zeros(()))]
     ablator = Ablator(model)
     clean = ablator.clean(batch, keep_resid=True)
     with pytest.warns(UserWarning, match=warning):
-        out = ablator.run(batch, edit, start_layer=2, resid=clean.resid_pre[2])  # the first restart checks itself
+        out = ablator.run(
+            batch, edit, start_layer=2, resid=clean.resid_pre[2]
+        )  # the first restart checks itself
     assert ablator.reuse is False
     assert torch.equal(out, ablator.run(batch, edit))
     assert torch.equal(ablator.run(batch, edit, start_layer=2, resid=clean.resid_pre[2]), out)

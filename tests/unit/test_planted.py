@@ -5,16 +5,21 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interp.collect.stage import collect
 from interp import CollectConfig
 from interp.collect.features import STATIC_FEATURES
-from interp.synthetic.planted import PLANTABLE, build_tokenizer, planted_model
+from interp.collect.stage import collect
 from interp.probes.align import Aligner
 from interp.probes.base import NATURAL, Sentence, Suite
+from interp.synthetic.planted import PLANTABLE, build_tokenizer, planted_model
 
 PLAN = {
-    (0, 0): "previous_token", (0, 1): "current_token", (0, 2): "first_token", (0, 3): "delimiter",
-    (1, 0): "induction", (1, 1): "duplicate_token", (1, 2): "broad",
+    (0, 0): "previous_token",
+    (0, 1): "current_token",
+    (0, 2): "first_token",
+    (0, 3): "delimiter",
+    (1, 0): "induction",
+    (1, 1): "duplicate_token",
+    (1, 2): "broad",
 }  # (1, 3) is left unplanned
 TEXTS = (
     "The cat sees the dog. The dog runs, and the bird sings!",
@@ -22,9 +27,15 @@ TEXTS = (
     "Is the old teacher here? No, she was in the green house.",
     "We like the tree, but they like the house. You sleep!",
 )
-SUITE = Suite("planted-text", NATURAL, tuple(Sentence(t, source=f"text:{i}") for i, t in enumerate(TEXTS)))
-CONFIG = CollectConfig(suites=("repeated",), n_repeated=12, repeated_lengths=(8, 16, 24), n_bootstrap=10)
-MASS = [f for f in STATIC_FEATURES if f not in ("broad", "next_token")]  # next_token: no queries in a causal model
+SUITE = Suite(
+    "planted-text", NATURAL, tuple(Sentence(t, source=f"text:{i}") for i, t in enumerate(TEXTS))
+)
+CONFIG = CollectConfig(
+    suites=("repeated",), n_repeated=12, repeated_lengths=(8, 16, 24), n_bootstrap=10
+)
+MASS = [
+    f for f in STATIC_FEATURES if f not in ("broad", "next_token")
+]  # next_token: no queries in a causal model
 
 
 @pytest.fixture(scope="module")
@@ -43,14 +54,25 @@ def test_tokenizer_offsets_and_punctuation(model):
     tok = model.tokenizer
     assert model.bos_policy == "tokenizer" and model.causal
     enc = tok("The cat, the dog?!", return_offsets_mapping=True)
-    assert tok.convert_ids_to_tokens(enc.input_ids) == ["<bos>", "the", "cat", ",", "the", "dog", "?", "!"]
+    assert tok.convert_ids_to_tokens(enc.input_ids) == [
+        "<bos>",
+        "the",
+        "cat",
+        ",",
+        "the",
+        "dog",
+        "?",
+        "!",
+    ]
     assert enc.offset_mapping[3] == (7, 8)
     seq = Aligner(model).encode(Sentence("the cat, the dog?!"), SUITE)
     assert seq.is_delim.tolist() == [False, False, False, True, False, False, True, True]
     assert seq.is_special.tolist() == [True] + [False] * 7
 
 
-@pytest.mark.parametrize("layer, head, role", [(l, h, r) for (l, h), r in PLAN.items() if r != "broad"])
+@pytest.mark.parametrize(
+    "layer, head, role", [(l, h, r) for (l, h), r in PLAN.items() if r != "broad"]
+)
 def test_planted_head_scores_one(features, layer, head, role):
     row = features.loc[(layer, head, role)]
     assert row["n"] > 20
@@ -91,11 +113,17 @@ def test_planted_patterns(model):
     torch.testing.assert_close(p0[1], eye, atol=1e-5, rtol=0)
     torch.testing.assert_close(p0[2][:, 0], torch.ones(n), atol=1e-5, rtol=0)
     # delimiter: the query after "," (index 11) splits between "." (6) and "," (10)
-    assert p0[3, 11, 6].item() == pytest.approx(0.5, abs=1e-5) and p0[3, 11, 10].item() == pytest.approx(0.5, abs=1e-5)
+    assert p0[3, 11, 6].item() == pytest.approx(0.5, abs=1e-5) and p0[
+        3, 11, 10
+    ].item() == pytest.approx(0.5, abs=1e-5)
     # induction: the last "cat" (13) attends to what followed the earlier "cat"s: "sees" (3), "runs" (9)
-    assert p1[0, 13, 3].item() == pytest.approx(0.5, abs=1e-5) and p1[0, 13, 9].item() == pytest.approx(0.5, abs=1e-5)
+    assert p1[0, 13, 3].item() == pytest.approx(0.5, abs=1e-5) and p1[
+        0, 13, 9
+    ].item() == pytest.approx(0.5, abs=1e-5)
     # duplicate: the last "cat" attends to the earlier "cat"s (2, 8)
-    assert p1[1, 13, 2].item() == pytest.approx(0.5, abs=1e-5) and p1[1, 13, 8].item() == pytest.approx(0.5, abs=1e-5)
+    assert p1[1, 13, 2].item() == pytest.approx(0.5, abs=1e-5) and p1[
+        1, 13, 8
+    ].item() == pytest.approx(0.5, abs=1e-5)
     uniform = torch.tril(torch.ones(n, n)) / torch.arange(1, n + 1)[:, None]
     torch.testing.assert_close(p1[2], uniform, atol=1e-5, rtol=0)
     torch.testing.assert_close(p1[3], uniform, atol=1e-5, rtol=0)
@@ -106,7 +134,9 @@ def test_induction_inserts_previous_token_head():
     assert "L0H0=previous_token" in model.name
     ids = torch.tensor([[model.bos_token_id] + [10, 20, 30, 10, 20, 30]])
     with torch.inference_mode():
-        _, cache = model.bridge.run_with_cache(ids, names_filter=lambda n: n.endswith("hook_pattern"))
+        _, cache = model.bridge.run_with_cache(
+            ids, names_filter=lambda n: n.endswith("hook_pattern")
+        )
     pattern = cache["blocks.1.attn.hook_pattern"][0, 1]
     assert pattern[4, 2].item() == pytest.approx(1.0, abs=1e-5)
     assert pattern[6, 4].item() == pytest.approx(1.0, abs=1e-5)

@@ -52,59 +52,90 @@ def raises_at(path, line, func, *args):
 
 # --- CoNLL-U -----------------------------------------------------------------------------------
 
+
 def test_conllu_two_sentences_exact(tmp_path):
     path = write(tmp_path, "two.conllu", TWO_SENTENCES)
     first, second = read_conllu(path)
     assert first == Sentence(
-        text="The dog barks.", words=((0, 3), (4, 7), (8, 13), (13, 14)),
-        arcs=(Arc(0, 1, "det"), Arc(1, 2, "nsubj"), Arc(3, 2, "punct")), source=f"{path}:1")
+        text="The dog barks.",
+        words=((0, 3), (4, 7), (8, 13), (13, 14)),
+        arcs=(Arc(0, 1, "det"), Arc(1, 2, "nsubj"), Arc(3, 2, "punct")),
+        source=f"{path}:1",
+    )
     assert second.text == "It was eaten by cats."
     assert second.words == ((0, 2), (3, 6), (7, 12), (13, 15), (16, 20), (20, 21))
     # subtypes fold into the base relation; `case` keeps UD's direction (preposition -> noun)
-    assert second.arcs == (Arc(0, 2, "nsubj"), Arc(1, 2, "aux"), Arc(3, 4, "case"),
-                           Arc(4, 2, "obl"), Arc(5, 2, "punct"))
+    assert second.arcs == (
+        Arc(0, 2, "nsubj"),
+        Arc(1, 2, "aux"),
+        Arc(3, 4, "case"),
+        Arc(4, 2, "obl"),
+        Arc(5, 2, "punct"),
+    )
     assert second.source == f"{path}:8"
 
 
 def test_conllu_skips_multiword_tokens_and_empty_nodes(tmp_path):
-    lines = ["1-2\tdel\t_\t_\t_\t_\t_\t_\t_\tSpaceAfter=No", row(1, "de", 3, "case"), row(2, "el", 3, "det"),
-             row(3, "mar", 0, "root"), "3.1\tva\t_\t_\t_\t_\t_\t_\t0:root\t_", row(4, "!", 3, "punct")]
+    lines = [
+        "1-2\tdel\t_\t_\t_\t_\t_\t_\t_\tSpaceAfter=No",
+        row(1, "de", 3, "case"),
+        row(2, "el", 3, "det"),
+        row(3, "mar", 0, "root"),
+        "3.1\tva\t_\t_\t_\t_\t_\t_\t0:root\t_",
+        row(4, "!", 3, "punct"),
+    ]
     [s] = read_conllu(write(tmp_path, "mwt.conllu", "\n".join(lines) + "\n"))
     assert s.text == "de elmar !"
     assert s.words == ((0, 2), (3, 5), (5, 8), (9, 10))
     assert s.arcs == (Arc(0, 2, "case"), Arc(1, 2, "det"), Arc(3, 2, "punct"))
 
 
-@pytest.mark.parametrize("lines, bad_line, phrase", [
-    ([row(1, "a", 0, "root"), row(2, "b", 0, "root")], 1, "broken tree"),  # two roots
-    ([row(1, "a", 2, "dep"), row(2, "b", 1, "dep")], 1, "broken tree"),  # no root
-    ([row(1, "a", 0, "root"), row(2, "b", 3, "dep"), row(3, "c", 2, "dep")], 1, "cycle"),
-    ([row(1, "a", 0, "root"), row(2, "b", 7, "dep")], 2, "outside the sentence"),
-    ([row(1, "a", 0, "root"), "2\tb\t_\t_\t_\t_\t1\tdep\t_"], 2, "10"),  # 9 columns
-    ([row(1, "a", 0, "root"), row(3, "b", 1, "dep")], 2, "expected 2"),  # ids out of order
-    ([row(1, "a", 0, "root"), row(2, "b", "_", "dep")], 2, "HEAD"),
-])
+@pytest.mark.parametrize(
+    "lines, bad_line, phrase",
+    [
+        ([row(1, "a", 0, "root"), row(2, "b", 0, "root")], 1, "broken tree"),  # two roots
+        ([row(1, "a", 2, "dep"), row(2, "b", 1, "dep")], 1, "broken tree"),  # no root
+        ([row(1, "a", 0, "root"), row(2, "b", 3, "dep"), row(3, "c", 2, "dep")], 1, "cycle"),
+        ([row(1, "a", 0, "root"), row(2, "b", 7, "dep")], 2, "outside the sentence"),
+        ([row(1, "a", 0, "root"), "2\tb\t_\t_\t_\t_\t1\tdep\t_"], 2, "10"),  # 9 columns
+        ([row(1, "a", 0, "root"), row(3, "b", 1, "dep")], 2, "expected 2"),  # ids out of order
+        ([row(1, "a", 0, "root"), row(2, "b", "_", "dep")], 2, "HEAD"),
+    ],
+)
 def test_conllu_broken_input(tmp_path, lines, bad_line, phrase):
     path = write(tmp_path, "bad.conllu", "\n".join(lines) + "\n")
     assert phrase in raises_at(path, bad_line, read_conllu)
 
 
 def test_conllu_error_names_the_sentence_line(tmp_path):
-    text = TWO_SENTENCES + "\n# sent_id = 3\n" + row(1, "a", 0, "root") + "\n" + row(2, "b", 0, "root") + "\n"
+    text = (
+        TWO_SENTENCES
+        + "\n# sent_id = 3\n"
+        + row(1, "a", 0, "root")
+        + "\n"
+        + row(2, "b", 0, "root")
+        + "\n"
+    )
     raises_at(write(tmp_path, "third.conllu", text), 17, read_conllu)  # its "# sent_id" line
 
 
 # --- text, JSONL, CSV ----------------------------------------------------------------------------
 
+
 def test_read_text(tmp_path):
     path = write(tmp_path, "p.txt", "\ufeffFirst line.\n\n  Second one  \r\n")
-    assert read_text(path) == [Sentence("First line.", source=f"{path}:1"),
-                               Sentence("Second one", source=f"{path}:3")]
+    assert read_text(path) == [
+        Sentence("First line.", source=f"{path}:1"),
+        Sentence("Second one", source=f"{path}:3"),
+    ]
 
 
 def test_read_jsonl(tmp_path):
     path = write(tmp_path, "p.jsonl", '{"text": "Hello there."}\n\n{"text": "Bye.", "id": 2}\n')
-    assert [(s.text, s.source) for s in read_jsonl(path)] == [("Hello there.", f"{path}:1"), ("Bye.", f"{path}:3")]
+    assert [(s.text, s.source) for s in read_jsonl(path)] == [
+        ("Hello there.", f"{path}:1"),
+        ("Bye.", f"{path}:3"),
+    ]
     other = write(tmp_path, "q.jsonl", '{"body": "Hi."}\n')
     assert read_jsonl(other, field="body")[0].text == "Hi."
 
@@ -112,7 +143,11 @@ def test_read_jsonl(tmp_path):
 def test_read_csv_with_quoted_newline(tmp_path):
     path = write(tmp_path, "p.csv", 'id,text\n1,"Hello, world."\n2,"Two\nlines"\n3,\n4,Last\n')
     got = [(s.text, s.source) for s in read_csv(path)]
-    assert got == [("Hello, world.", f"{path}:2"), ("Two\nlines", f"{path}:3"), ("Last", f"{path}:6")]
+    assert got == [
+        ("Hello, world.", f"{path}:2"),
+        ("Two\nlines", f"{path}:3"),
+        ("Last", f"{path}:6"),
+    ]
     assert [s.text for s in read_csv(path, column="id")] == ["1", "2", "3", "4"]
 
 
@@ -120,10 +155,13 @@ def test_read_corpus_dispatches_by_suffix(tmp_path):
     assert read_corpus(write(tmp_path, "a.TXT", "x y\n"))[0].text == "x y"
     assert read_corpus(write(tmp_path, "a.jsonl", '{"t": "j"}\n'), column="t")[0].text == "j"
     assert read_corpus(write(tmp_path, "a.csv", "t\nc\n"), column="t")[0].text == "c"
-    assert read_corpus(write(tmp_path, "a.conllu", TWO_SENTENCES))[1].text == "It was eaten by cats."
+    assert (
+        read_corpus(write(tmp_path, "a.conllu", TWO_SENTENCES))[1].text == "It was eaten by cats."
+    )
 
 
 # --- errors --------------------------------------------------------------------------------------
+
 
 def test_missing_file_and_directory(tmp_path):
     assert "no such" in raises_at(tmp_path / "nope.txt", None, read_corpus)
@@ -138,8 +176,12 @@ def test_non_utf8_names_the_line(tmp_path):
 
 
 def test_jsonl_errors(tmp_path):
-    assert "JSON" in raises_at(write(tmp_path, "a.jsonl", '{"text": "ok"}\n{text: bad}\n'), 2, read_jsonl)
-    assert "'text'" in raises_at(write(tmp_path, "b.jsonl", '{"text": "ok"}\n{"body": "x"}\n'), 2, read_jsonl)
+    assert "JSON" in raises_at(
+        write(tmp_path, "a.jsonl", '{"text": "ok"}\n{text: bad}\n'), 2, read_jsonl
+    )
+    assert "'text'" in raises_at(
+        write(tmp_path, "b.jsonl", '{"text": "ok"}\n{"body": "x"}\n'), 2, read_jsonl
+    )
     assert "'text'" in raises_at(write(tmp_path, "c.jsonl", '["text"]\n'), 1, read_jsonl)
     assert "str" in raises_at(write(tmp_path, "d.jsonl", '{"text": 3}\n'), 1, read_jsonl)
 
@@ -149,9 +191,15 @@ def test_csv_missing_column_lists_columns(tmp_path):
     assert "'text'" in message and "'id', 'body'" in message
 
 
-@pytest.mark.parametrize("name, text", [
-    ("e.txt", "\n   \n"), ("e.jsonl", '{"text": ""}\n'), ("e.csv", "text\n\n"), ("e.conllu", "# only a comment\n"),
-])
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("e.txt", "\n   \n"),
+        ("e.jsonl", '{"text": ""}\n'),
+        ("e.csv", "text\n\n"),
+        ("e.conllu", "# only a comment\n"),
+    ],
+)
 def test_empty_corpus(tmp_path, name, text):
     assert "empty corpus" in raises_at(write(tmp_path, name, text), None, read_corpus)
 
@@ -162,6 +210,7 @@ def test_unknown_suffix_lists_supported(tmp_path):
 
 
 # --- shipped prose and cards ---------------------------------------------------------------------
+
 
 def test_prose_suite():
     suite = prose_suite()

@@ -7,8 +7,14 @@ import pandas as pd
 import pytest
 
 from interp.ablate.pruning import Removals, metric_curve, step_sizes
-from interp.ablate.removable import (effect_curve, improved, improvement, removable_fraction, removable_index,
-                                     share_interval)
+from interp.ablate.removable import (
+    effect_curve,
+    improved,
+    improvement,
+    removable_fraction,
+    removable_index,
+    share_interval,
+)
 
 
 class Scripted(Removals):
@@ -41,8 +47,14 @@ def test_within_the_tolerance_means_on_both_sides():
     values = np.array([2.0, 1.99, 1.96, 1.98, 2.5])
     assert removable_index(values, 0.01) == 1
     assert removable_index(values, 0.05) == 3
-    curve = pd.DataFrame({"fraction_removed": [0.0, 0.25, 0.5, 0.75, 1.0], "heads_removed": [0, 1, 2, 3, 4],
-                          "metric": "loss_repeated", "value": values})
+    curve = pd.DataFrame(
+        {
+            "fraction_removed": [0.0, 0.25, 0.5, 0.75, 1.0],
+            "heads_removed": [0, 1, 2, 3, 4],
+            "metric": "loss_repeated",
+            "value": values,
+        }
+    )
     assert removable_fraction(curve, "loss_repeated", 0.01) == 0.25
     assert removable_fraction(curve, "loss_repeated", 0.05) == 0.75
     # the improvement is stated instead: 2% better at half the heads (a loss: lower is better)
@@ -60,11 +72,15 @@ def test_the_removable_share_has_a_bootstrap_interval():
     counts, n = [0, 1, 2, 3, 4], 4
     values = np.array([2.0, 2.01, 2.015, 2.3, 3.0])  # within 1% up to 2 heads
     # four bootstrap draws of the curve: removable 1, 2, 2 and 3 heads at 1%
-    boot = np.array([[2.0, 2.0, 2.0, 2.0],
-                     [2.01, 2.01, 2.01, 2.0],
-                     [2.03, 2.015, 2.015, 2.01],
-                     [2.3, 2.3, 2.3, 2.01],
-                     [3.0, 3.0, 3.0, 3.0]])
+    boot = np.array(
+        [
+            [2.0, 2.0, 2.0, 2.0],
+            [2.01, 2.01, 2.01, 2.0],
+            [2.03, 2.015, 2.015, 2.01],
+            [2.3, 2.3, 2.3, 2.01],
+            [3.0, 3.0, 3.0, 3.0],
+        ]
+    )
     out = share_interval(counts, n, values, boot, 0.01)
     assert out["share"] == 0.5
     assert out["ci_low"] == pytest.approx(np.quantile([0.25, 0.5, 0.5, 0.75], 0.025))  # 0.26875
@@ -78,7 +94,9 @@ def test_the_removable_share_has_a_bootstrap_interval():
 
 def test_bisection_finds_the_crossing_to_one_head():
     n = 100
-    curve = [1.0] + [1.0 + 0.001 * k - 0.0005 for k in range(1, n + 1)]  # past +1% from 11 heads, +5% from 51
+    curve = [1.0] + [
+        1.0 + 0.001 * k - 0.0005 for k in range(1, n + 1)
+    ]  # past +1% from 11 heads, +5% from 51
     order = [(k, 0) for k in range(n)]
     removals = Scripted(curve)
     rows, shares = metric_curve(removals, order, 0.25, n_boot=50, seed=0, progress=False)
@@ -87,7 +105,9 @@ def test_bisection_finds_the_crossing_to_one_head():
     # the grid, then one bisection per tolerance: never every head
     assert set(removals.asked) >= {0, 25, 50, 75, 100, 10, 11} and len(removals.asked) < 20
     assert rows["heads_removed"].is_monotonic_increasing and (rows["removed_by"] == "effect").all()
-    assert removable_fraction(rows, "loss_prose", 0.01) == 0.10  # the report's rule on the table agrees
+    assert (
+        removable_fraction(rows, "loss_prose", 0.01) == 0.10
+    )  # the report's rule on the table agrees
     assert shares["1%"]["ci_low"] <= 0.10 <= shares["1%"]["ci_high"]
     heads = " ".join(rows["last_removed"].dropna()).split()
     assert len(heads) == len(set(heads)) == n  # each head removed exactly once along the curve
@@ -95,16 +115,31 @@ def test_bisection_finds_the_crossing_to_one_head():
 
 def test_bisection_finds_a_crossing_for_the_better_too():
     n = 100
-    curve = [1.0] + [1.0 - 0.001 * k + 0.0005 for k in range(1, n + 1)]  # 1% better from 11 heads, 5% from 51
+    curve = [1.0] + [
+        1.0 - 0.001 * k + 0.0005 for k in range(1, n + 1)
+    ]  # 1% better from 11 heads, 5% from 51
     removals = Scripted(curve)
-    rows, shares = metric_curve(removals, [(k, 0) for k in range(n)], 0.25, n_boot=50, seed=0, progress=False)
+    rows, shares = metric_curve(
+        removals, [(k, 0) for k in range(n)], 0.25, n_boot=50, seed=0, progress=False
+    )
     assert shares["1%"]["share"] == 0.10 and shares["5%"]["share"] == 0.50
     assert improved(rows, "loss_prose") == {"by": pytest.approx(0.0995), "at": 1.0}
 
 
 def test_effect_curve_leaves_out_role_rows():
-    table = pd.DataFrame({"fraction_removed": [0.0, 0.5, 0.25], "heads_removed": [0, 2, 1], "metric": "m",
-                          "value": [1.0, 2.0, 9.0], "removed_by": ["effect", "effect", "role:broad"]})
+    table = pd.DataFrame(
+        {
+            "fraction_removed": [0.0, 0.5, 0.25],
+            "heads_removed": [0, 2, 1],
+            "metric": "m",
+            "value": [1.0, 2.0, 9.0],
+            "removed_by": ["effect", "effect", "role:broad"],
+        }
+    )
     assert effect_curve(table, "m")["heads_removed"].tolist() == [0, 2]
-    assert removable_fraction(table, "m", 0.5) == 0.0  # 1.0 -> 2.0 crosses at once; the role row is ignored
-    assert removable_fraction(table.drop(columns="removed_by").iloc[:2], "m", 1.5) == 0.5  # older tables
+    assert (
+        removable_fraction(table, "m", 0.5) == 0.0
+    )  # 1.0 -> 2.0 crosses at once; the role row is ignored
+    assert (
+        removable_fraction(table.drop(columns="removed_by").iloc[:2], "m", 1.5) == 0.5
+    )  # older tables

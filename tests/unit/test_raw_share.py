@@ -8,15 +8,17 @@ import math
 
 import pytest
 import torch
+from feature_inputs import NATURAL, REPEATED, seq
 
 from interp.collect.accumulator import FeatureAccumulator
 from interp.collect.features import context
 from interp.probes.batch import make_batch
 
-from feature_inputs import NATURAL, REPEATED, seq
-
-TL_FEATURES = {"previous_token": "previous_token_head", "duplicate_token": "duplicate_token_head",
-               "induction": "induction_head"}
+TL_FEATURES = {
+    "previous_token": "previous_token_head",
+    "duplicate_token": "duplicate_token_head",
+    "induction": "induction_head",
+}
 
 
 def table(seqs, pattern_of):
@@ -43,7 +45,9 @@ def test_a_sink_heavy_previous_token_head_is_one_renormalised_and_small_raw():
     """0.9 on the sink, 0.1 on q-1: value 1.0, raw the mass on q-1 over every row, mean over sequences.
     Row 1's q-1 is the first position itself (detect_head counts it: all of that row's mass)."""
     a, b = seq([1, 10, 11, 12, 13, 14, 15, 16, 17]), seq([1, 20, 21, 22])
-    rows = table([a, b], lambda batch: pattern(batch, lambda q: max(q - 1, 0), sink=0.9)).loc["previous_token"]
+    rows = table([a, b], lambda batch: pattern(batch, lambda q: max(q - 1, 0), sink=0.9)).loc[
+        "previous_token"
+    ]
     assert rows["value"] == pytest.approx(1.0)
     assert rows["sink_mass"] == pytest.approx(0.9)
     # a: rows 0..8, row 1 holds 1.0 on position 0, rows 2..8 hold 0.1; b: rows 0..3
@@ -62,7 +66,9 @@ def test_raw_induction_counts_every_row_of_a_repeated_sequence():
     assert perfect["value"] == pytest.approx(1.0) and perfect["raw"] == pytest.approx(3 / 7)
     sinking = table([s], lambda batch: pattern(batch, inducting, sink=0.9)).loc["induction"]
     assert sinking["value"] == pytest.approx(1.0) and sinking["raw"] == pytest.approx(3 * 0.1 / 7)
-    dup = table([s], lambda batch: pattern(batch, lambda q: q - 3 if q >= 4 else 0)).loc["duplicate_token"]
+    dup = table([s], lambda batch: pattern(batch, lambda q: q - 3 if q >= 4 else 0)).loc[
+        "duplicate_token"
+    ]
     assert dup["value"] == pytest.approx(1.0) and dup["raw"] == pytest.approx(3 / 7)
 
 
@@ -74,8 +80,12 @@ def test_raw_targets_are_detect_heads_patterns():
     assert own.loc["induction", "raw"] == pytest.approx(1 / 4)  # row 2 on itself
     assert own.loc["induction", "n"] == 0 and math.isnan(own.loc["induction", "value"])
     assert own.loc["duplicate_token", "raw"] == 0.0  # a copy is an *earlier* key
-    assert math.isnan(own.loc["current_token", "raw"])  # it reads text only: no sequence here, not measured
-    on_copy = table([s], lambda batch: pattern(batch, lambda q: 1 if q == 2 else 0)).loc["duplicate_token"]
+    assert math.isnan(
+        own.loc["current_token", "raw"]
+    )  # it reads text only: no sequence here, not measured
+    on_copy = table([s], lambda batch: pattern(batch, lambda q: 1 if q == 2 else 0)).loc[
+        "duplicate_token"
+    ]
     assert on_copy["raw"] == pytest.approx(1 / 4) and on_copy["value"] == pytest.approx(1.0)
 
 
@@ -102,12 +112,20 @@ def test_raw_of_other_mass_features_is_value_mass_over_every_row():
 # --- detect_head itself ------------------------------------------------------------------------
 
 
-PROMPTS = ("the cat sees the dog the cat sees the dog", "the bird sings , the bird sings",
-           "the the dog runs and the dog runs !")  # lengths differ; "the the": k = q counts
+PROMPTS = (
+    "the cat sees the dog the cat sees the dog",
+    "the bird sings , the bird sings",
+    "the the dog runs and the dog runs !",
+)  # lengths differ; "the the": k = q counts
 
 
-PLAN = {(0, 0): "previous_token", (0, 1): "current_token", (0, 2): "first_token",
-        (1, 0): "induction", (1, 1): "duplicate_token"}  # (0, 3), (1, 2), (1, 3) attend uniformly
+PLAN = {
+    (0, 0): "previous_token",
+    (0, 1): "current_token",
+    (0, 2): "first_token",
+    (1, 0): "induction",
+    (1, 1): "duplicate_token",
+}  # (0, 3), (1, 2), (1, 3) attend uniformly
 
 
 def test_raw_equals_detect_head_on_a_planted_model():
@@ -122,13 +140,17 @@ def test_raw_equals_detect_head_on_a_planted_model():
 
     model = planted_model(PLAN)
     suite = Suite("prompts", REPEATED, tuple(Sentence(t) for t in PROMPTS))
-    features = collect(model, CollectConfig(suites=(), n_bootstrap=10), suites=[suite], progress=False).features
+    features = collect(
+        model, CollectConfig(suites=(), n_bootstrap=10), suites=[suite], progress=False
+    ).features
     for feature, head_name in TL_FEATURES.items():
         theirs = detect_head(model.bridge, list(PROMPTS), head_name).double()
         rows = features[features["feature"] == feature].sort_values(["layer", "head"])
         ours = torch.tensor(rows["raw"].to_numpy()).view(model.n_layers, model.n_heads)
         assert (ours - theirs).abs().max() < 1e-6, feature
-        assert theirs.max() - theirs.min() > 0.2  # the planted heads stand out: the comparison can fail
+        assert (
+            theirs.max() - theirs.min() > 0.2
+        )  # the planted heads stand out: the comparison can fail
 
 
 @pytest.mark.slow
@@ -139,11 +161,15 @@ def test_raw_equals_detect_head_on_smollm2(smollm2):
     from interp.collect.stage import collect
     from interp.probes.base import Sentence, Suite
 
-    prompts = ["river apple stone cloud window garden river apple stone cloud window garden",
-               "silver market letter candle forest silver market letter candle forest",
-               "bridge orange pencil rabbit winter mirror ladder bridge orange pencil rabbit winter mirror ladder"]
+    prompts = [
+        "river apple stone cloud window garden river apple stone cloud window garden",
+        "silver market letter candle forest silver market letter candle forest",
+        "bridge orange pencil rabbit winter mirror ladder bridge orange pencil rabbit winter mirror ladder",
+    ]
     suite = Suite("prompts", REPEATED, tuple(Sentence(t) for t in prompts))
-    features = collect(smollm2, CollectConfig(suites=(), n_bootstrap=10), suites=[suite], progress=False).features
+    features = collect(
+        smollm2, CollectConfig(suites=(), n_bootstrap=10), suites=[suite], progress=False
+    ).features
     for feature, head_name in TL_FEATURES.items():
         theirs = detect_head(smollm2.bridge, prompts, head_name).double()
         rows = features[features["feature"] == feature].sort_values(["layer", "head"])

@@ -20,16 +20,25 @@ def test_a_limit_stops_reading(tmp_path):
 
 def test_bom_and_crlf_are_not_text(tmp_path):
     path = tmp_path / "w.csv"
-    path.write_bytes("\ufefftext,label\r\nhello there,1\r\n\"two\r\nlines\",2\r\n".encode("utf-8"))
+    path.write_bytes('\ufefftext,label\r\nhello there,1\r\n"two\r\nlines",2\r\n'.encode("utf-8"))
     # a line end inside a quoted cell comes out as \n, whatever the file used
-    assert [(s.text, s.source.rsplit(":", 1)[1]) for s in read_csv(path)] == [("hello there", "2"), ("two\nlines", "3")]
+    assert [(s.text, s.source.rsplit(":", 1)[1]) for s in read_csv(path)] == [
+        ("hello there", "2"),
+        ("two\nlines", "3"),
+    ]
 
 
 def test_csv_limit_and_jsonl_limit(tmp_path):
     (tmp_path / "a.csv").write_text("text\n" + "".join(f"row {i}\n" for i in range(100)))
-    (tmp_path / "a.jsonl").write_text("".join(f'{{"text": "row {i}"}}\n' for i in range(100)) + "not json\n")
+    (tmp_path / "a.jsonl").write_text(
+        "".join(f'{{"text": "row {i}"}}\n' for i in range(100)) + "not json\n"
+    )
     assert len(read_corpus(tmp_path / "a.csv", limit=7)) == 7
-    assert [s.text for s in read_corpus(tmp_path / "a.jsonl", limit=3)] == ["row 0", "row 1", "row 2"]
+    assert [s.text for s in read_corpus(tmp_path / "a.jsonl", limit=3)] == [
+        "row 0",
+        "row 1",
+        "row 2",
+    ]
 
 
 def test_conllu_multiword_tokens_and_empty_nodes_keep_the_text(tmp_path):
@@ -41,6 +50,11 @@ def test_conllu_multiword_tokens_and_empty_nodes_keep_the_text(tmp_path):
         "2\tel\tel\tDET\t_\t_\t3\tdet\t_\t_\n"
         "2.1\tgone\t_\t_\t_\t_\t_\t_\t_\t_\n"
         "3\tmar\tmar\tNOUN\t_\t_\t0\troot\t_\tSpaceAfter=No\n"
-        "4\t.\t.\tPUNCT\t_\t_\t3\tpunct\t_\t_\n\n")
+        "4\t.\t.\tPUNCT\t_\t_\t3\tpunct\t_\t_\n\n"
+    )
     (sentence,) = read_corpus(path)
-    assert sentence.text == "de el mar." and [a.relation for a in sentence.arcs] == ["case", "det", "punct"]
+    assert sentence.text == "de el mar." and [a.relation for a in sentence.arcs] == [
+        "case",
+        "det",
+        "punct",
+    ]

@@ -10,8 +10,8 @@ import pytest
 
 import interp.classify.stage
 import interp.collect.stage
-from interp.pipeline import rundir
 from interp import CollectConfig, RunOptions
+from interp.pipeline import rundir
 from interp.pipeline.execute import run_stages
 from interp.pipeline.tables import TABLES
 
@@ -27,9 +27,14 @@ def calls(monkeypatch):
             for table in tables:
                 rundir.write_table(run_dir, table, one_row(table))
             if name == "collect":
-                np.savez(run_dir / "feature_replicates.npz", values=np.zeros((2, 1, 1, 1)), names=np.array(["x"]))
+                np.savez(
+                    run_dir / "feature_replicates.npz",
+                    values=np.zeros((2, 1, 1, 1)),
+                    names=np.array(["x"]),
+                )
                 np.savez(run_dir / "exemplars.npz", values=np.zeros(1))
             return {}
+
         return run_stage
 
     monkeypatch.setattr(interp.collect.stage, "run_stage", fake("collect", ("features", "syntax")))
@@ -44,8 +49,12 @@ def one_row(table: str) -> pd.DataFrame:
 
 
 def run(run_dir, resume, **options):
-    return run_stages(run_dir, model=None, progress=False,
-                      options=RunOptions(skip=("ablate", "report"), resume=resume, stages=options))
+    return run_stages(
+        run_dir,
+        model=None,
+        progress=False,
+        options=RunOptions(skip=("ablate", "report"), resume=resume, stages=options),
+    )
 
 
 def test_resume_skips_finished_stages(tmp_path, calls):
@@ -55,11 +64,15 @@ def test_resume_skips_finished_stages(tmp_path, calls):
     assert calls == ["collect", "classify"]
 
 
-def test_resume_collects_again_under_another_features_version_and_then_reclassifies(tmp_path, calls):
+def test_resume_collects_again_under_another_features_version_and_then_reclassifies(
+    tmp_path, calls
+):
     rundir.write_manifest(tmp_path, {"stages": {}})
     run(tmp_path, resume=False)
     manifest = rundir.read_manifest(tmp_path)
-    manifest["stages"]["collect"]["config"]["features_version"] = 1  # as a run made under older features
+    manifest["stages"]["collect"]["config"]["features_version"] = (
+        1  # as a run made under older features
+    )
     rundir.write_manifest(tmp_path, manifest)
     # classify's own config did not change, but the roles it wrote came from the old features
     assert run(tmp_path, resume=True) == ["collect", "classify"]
@@ -75,10 +88,17 @@ def test_resume_redoes_a_stage_whose_outputs_are_gone(tmp_path, calls):
 def test_resume_redoes_a_stage_whose_config_changed(tmp_path, calls):
     rundir.write_manifest(tmp_path, {"stages": {}})
     run(tmp_path, resume=False)
-    assert run(tmp_path, resume=True, collect=dataclasses.replace(CollectConfig(), n_syntax=10)) == ["collect", "classify"]
+    assert run(
+        tmp_path, resume=True, collect=dataclasses.replace(CollectConfig(), n_syntax=10)
+    ) == ["collect", "classify"]
 
 
 def test_skip_leaves_a_stage_out(tmp_path, calls):
     rundir.write_manifest(tmp_path, {"stages": {}})
-    run_stages(tmp_path, model=None, progress=False, options=RunOptions(skip=("collect", "ablate", "report")))
+    run_stages(
+        tmp_path,
+        model=None,
+        progress=False,
+        options=RunOptions(skip=("collect", "ablate", "report")),
+    )
     assert calls == ["classify"]

@@ -23,15 +23,23 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # --- the lock ---------------------------------------------------------------------------------
 
+
 def test_a_second_process_is_refused_with_the_holder_named(tmp_path):
     with run_lock(tmp_path):
         note = json.loads((tmp_path / LOCK).read_text())
         assert note["pid"] == os.getpid()
-        code = ("import sys; from interp.pipeline.lock import run_lock\n"
-                "from interp.errors import RunError\n"
-                "try:\n    run_lock(sys.argv[1]).__enter__()\nexcept RunError as e:\n    print(e); sys.exit(3)\n")
-        out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        code = (
+            "import sys; from interp.pipeline.lock import run_lock\n"
+            "from interp.errors import RunError\n"
+            "try:\n    run_lock(sys.argv[1]).__enter__()\nexcept RunError as e:\n    print(e); sys.exit(3)\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         assert out.returncode == 3, out.stderr
         assert f"is in use by another interp process (pid {os.getpid()} on " in out.stdout
     assert not (tmp_path / LOCK).exists()  # the holder removes it on its way out
@@ -41,8 +49,12 @@ def test_a_second_process_is_refused_with_the_holder_named(tmp_path):
 
 def test_a_lock_whose_holder_died_is_free(tmp_path):
     code = "import os, sys; from interp.pipeline.lock import run_lock; held = run_lock(sys.argv[1]); held.__enter__(); os._exit(0)"
-    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=60,
-                   env={**os.environ, "PYTHONPATH": str(ROOT)})
+    subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        check=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert (tmp_path / LOCK).exists()  # left behind by a process that never cleaned up
     with run_lock(tmp_path):
         pass
@@ -96,6 +108,7 @@ def test_a_stage_records_the_upstream_ids_it_read_at_its_start(tmp_path, monkeyp
 
 # --- NaN attention ----------------------------------------------------------------------------
 
+
 def _nan_llama(*parts: str):
     """The tiny Llama built in Python (no load-time check) with a NaN in the weights whose name
     holds every part."""
@@ -114,34 +127,55 @@ def _options(tmp_path, name):
     from interp.collect.config import CollectConfig
     from interp.pipeline.options import RunOptions
 
-    return RunOptions(out_dir=str(tmp_path), run_name=name, skip=("ablate", "report"),
-                      stages={"collect": CollectConfig(n_syntax=10, n_repeated=8, max_sentences=20, n_bootstrap=20)})
+    return RunOptions(
+        out_dir=str(tmp_path),
+        run_name=name,
+        skip=("ablate", "report"),
+        stages={
+            "collect": CollectConfig(n_syntax=10, n_repeated=8, max_sentences=20, n_bootstrap=20)
+        },
+    )
 
 
 def test_a_head_with_nan_attention_gets_no_role(tmp_path):
     from interp.pipeline.execute import run_pipeline
 
-    model = _nan_llama("layers.2.", "q_proj")  # one query row of layer 2: its head 0 (of 4) computes NaN attention
-    with pytest.warns(Warning, match=r"attention is NaN or infinite in 1 of 12 heads \(from layer 2 on\)"):
+    model = _nan_llama(
+        "layers.2.", "q_proj"
+    )  # one query row of layer 2: its head 0 (of 4) computes NaN attention
+    with pytest.warns(
+        Warning, match=r"attention is NaN or infinite in 1 of 12 heads \(from layer 2 on\)"
+    ):
         run_dir = run_pipeline(_options(tmp_path, "one"), model=model, progress=False)
     features = pd.read_parquet(run_dir / "features.parquet")
     lost = features[(features["layer"] == 2) & (features["head"] == 0)]
-    assert lost["value"].isna().all()  # carried as NaN: no argmax over NaN attention reads as a score
-    kept = features[(features["layer"] == 2) & (features["head"] == 1) & (features["feature"] == "first_token")]
+    assert (
+        lost["value"].isna().all()
+    )  # carried as NaN: no argmax over NaN attention reads as a score
+    kept = features[
+        (features["layer"] == 2) & (features["head"] == 1) & (features["feature"] == "first_token")
+    ]
     assert kept["value"].notna().all()
     roles = pd.read_parquet(run_dir / "roles.parquet").set_index(["layer", "head"])
     assert roles.loc[(2, 0), "measured"] == 0 and roles.loc[(2, 0), "role"] == "unmeasured"
-    assert roles.loc[(2, 0), "unmeasured"].split()[:2] == ["previous_token", "current_token"]  # every input
+    assert roles.loc[(2, 0), "unmeasured"].split()[:2] == [
+        "previous_token",
+        "current_token",
+    ]  # every input
     assert np.isnan(roles.loc[(2, 0), "confidence"]) and np.isnan(roles.loc[(2, 0), "stability"])
     assert roles.filter(like="score_").loc[(2, 0)].isna().all()
-    assert (roles.drop(index=(2, 0))["measured"] == 1).all() and roles.drop(index=(2, 0))["confidence"].notna().all()
+    assert (roles.drop(index=(2, 0))["measured"] == 1).all() and roles.drop(index=(2, 0))[
+        "confidence"
+    ].notna().all()
 
 
 def test_a_model_whose_attention_is_mostly_nan_stops_at_collect(tmp_path):
     from interp.pipeline.execute import run_pipeline
 
     model = _nan_llama("embed_tokens")
-    with pytest.raises(RunError, match=r"attention is NaN or infinite in 12 of 12 heads .*nothing can be measured"):
+    with pytest.raises(
+        RunError, match=r"attention is NaN or infinite in 12 of 12 heads .*nothing can be measured"
+    ):
         run_pipeline(_options(tmp_path, "all"), model=model, progress=False)
     assert not any(tmp_path.iterdir())  # no table, no run folder
 
@@ -153,10 +187,14 @@ def test_a_model_whose_output_is_nan_stops_at_ablate_and_keeps_what_finished(tmp
     from interp.pipeline.execute import run_pipeline
 
     options = _options(tmp_path, "ablate")
-    options = dataclasses.replace(options, skip=("report",), stages={**options.stages, "ablate": AblateConfig(quick=True)})
+    options = dataclasses.replace(
+        options, skip=("report",), stages={**options.stages, "ablate": AblateConfig(quick=True)}
+    )
     model = _nan_llama("layers.2.", "q_proj")  # one head's NaN attention makes every output NaN
-    with pytest.warns(Warning, match="attention is NaN"), \
-            pytest.raises(RunError, match="output is NaN or infinite on the evaluation corpus"):
+    with (
+        pytest.warns(Warning, match="attention is NaN"),
+        pytest.raises(RunError, match="output is NaN or infinite on the evaluation corpus"),
+    ):
         run_pipeline(options, model=model, progress=False)
     run = tmp_path / "tiny-llama" / "ablate"
     assert set(rundir.read_manifest(run)["stages"]) == {"collect", "classify"}
@@ -164,6 +202,7 @@ def test_a_model_whose_output_is_nan_stops_at_ablate_and_keeps_what_finished(tmp
 
 
 # --- bounded inputs ---------------------------------------------------------------------------
+
 
 def test_a_10000_word_conllu_sentence_validates_in_under_5_s(tmp_path):
     from interp.probes.readers import read_corpus
@@ -184,12 +223,15 @@ def test_a_10000_word_conllu_sentence_validates_in_under_5_s(tmp_path):
     assert time.perf_counter() - start < 5
 
 
-@pytest.mark.parametrize("content, lines", [
-    (b"one\rtwo\rthree\r", ["one", "two", "three"]),
-    (b"one\r\ntwo\n\nthree", ["one", "two", "three"]),
-    ("caf\u00e9 one\r\ntwo\n".encode("utf-16"), ["caf\u00e9 one", "two"]),
-    (b"\xfe\xff" + "x\ny".encode("utf-16-be"), ["x", "y"]),
-])
+@pytest.mark.parametrize(
+    "content, lines",
+    [
+        (b"one\rtwo\rthree\r", ["one", "two", "three"]),
+        (b"one\r\ntwo\n\nthree", ["one", "two", "three"]),
+        ("caf\u00e9 one\r\ntwo\n".encode("utf-16"), ["caf\u00e9 one", "two"]),
+        (b"\xfe\xff" + "x\ny".encode("utf-16-be"), ["x", "y"]),
+    ],
+)
 def test_text_in_any_line_ending_and_utf16_with_its_mark_is_read(tmp_path, content, lines):
     from interp.probes.readers import read_corpus
 
@@ -240,7 +282,19 @@ def test_a_fifo_reference_fails_before_the_model_loads(tmp_path):
 
     fifo = tmp_path / "model.json"
     os.mkfifo(fifo)
-    result = CliRunner().invoke(main, ["run", "--model", str(tmp_path / "no-such-model"), "--out", str(tmp_path / "runs"),
-                                       "--classify-reference", str(fifo)])
-    assert result.exit_code == 1 and "is not a classifier model (not a regular file)" in result.output
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--model",
+            str(tmp_path / "no-such-model"),
+            "--out",
+            str(tmp_path / "runs"),
+            "--classify-reference",
+            str(fifo),
+        ],
+    )
+    assert (
+        result.exit_code == 1 and "is not a classifier model (not a regular file)" in result.output
+    )
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("manifest.json"))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from interp.errors import RunError
 from interp.model.spec import model_slug
 from interp.pipeline import rundir
-from interp.errors import RunError
 
 
 def test_a_directory_in_the_way_is_named_as_such(tmp_path):
@@ -17,7 +17,9 @@ def test_a_directory_in_the_way_is_named_as_such(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]  # no temporary left behind
 
 
-@pytest.mark.parametrize("name", ["../x", "/abs", "a/b", "..", ".", "", ".hidden", "a\nb", "-flag", "x" * 101])
+@pytest.mark.parametrize(
+    "name", ["../x", "/abs", "a/b", "..", ".", "", ".hidden", "a\nb", "-flag", "x" * 101]
+)
 def test_run_names_are_one_safe_component(tmp_path, name):
     with pytest.raises(RunError, match="is not allowed"):
         rundir.run_path(tmp_path, "model", name)

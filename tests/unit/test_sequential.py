@@ -8,13 +8,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from interp.ablate.stage import AblateConfig, ablate
 from interp.ablate.evaluation import build_corpus
 from interp.ablate.sequential import open_heads, rounds, settled
+from interp.ablate.stage import AblateConfig, ablate
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-BASE = AblateConfig(ablations=("zero",), n_prose=3, n_repeated=3, repeated_lengths=(6,), n_syntax=4, n_bootstrap=100,
-                    threads=1, attribution=False, prune=False)
+BASE = AblateConfig(
+    ablations=("zero",),
+    n_prose=3,
+    n_repeated=3,
+    repeated_lengths=(6,),
+    n_syntax=4,
+    n_bootstrap=100,
+    threads=1,
+    attribution=False,
+    prune=False,
+)
 
 
 def test_rounds_slice_every_family_evenly(llama):
@@ -36,15 +45,23 @@ def test_the_users_own_sequences_stay_whole_in_round_zero(llama):
     parts = rounds(corpus, 3, 512, 0, whole=frozenset({"loss_prose"}))
     prose = [[it.index for it in part.items if it.family == "loss_prose"] for part in parts]
     assert sorted(prose[0]) == list(range(corpus.sizes["loss_prose"])) and not any(prose[1:])
-    assert all(any(it.family == "loss_repeated" for it in part.items) for part in parts)  # the rest still sliced
+    assert all(
+        any(it.family == "loss_repeated" for it in part.items) for part in parts
+    )  # the rest still sliced
 
 
 def test_settled_needs_a_decision_and_precision_where_the_head_matters():
-    rows = pd.DataFrame({"delta": [1.0, 1.0, 0.001, 0.02, 0.3],
-                         "ci_low": [0.95, 0.5, -0.002, 0.005, -0.1],
-                         "ci_high": [1.05, 1.5, 0.004, 0.03, 0.7],
-                         "vs_tolerance": ["above", "above", "within", "undecided", "undecided"],
-                         "metric": "loss_prose", "layer": 0, "head": [0, 1, 2, 3, 4]})
+    rows = pd.DataFrame(
+        {
+            "delta": [1.0, 1.0, 0.001, 0.02, 0.3],
+            "ci_low": [0.95, 0.5, -0.002, 0.005, -0.1],
+            "ci_high": [1.05, 1.5, 0.004, 0.03, 0.7],
+            "vs_tolerance": ["above", "above", "within", "undecided", "undecided"],
+            "metric": "loss_prose",
+            "layer": 0,
+            "head": [0, 1, 2, 3, 4],
+        }
+    )
     assert settled(rows).tolist() == [True, False, True, False, False]
     assert open_heads(rows, "loss_prose") == {(0, 1), (0, 3), (0, 4)}
     assert open_heads(rows, "sv_logit_diff") == set()
@@ -52,7 +69,11 @@ def test_settled_needs_a_decision_and_precision_where_the_head_matters():
 
 def test_sequential_sweep_spends_tokens_on_open_heads_only(llama):
     seq = ablate(llama, dataclasses.replace(BASE, max_rounds=3), progress=False)
-    flat = ablate(llama, dataclasses.replace(BASE, n_prose=9, n_repeated=9, n_syntax=12, max_rounds=1), progress=False)
+    flat = ablate(
+        llama,
+        dataclasses.replace(BASE, n_prose=9, n_repeated=9, n_syntax=12, max_rounds=1),
+        progress=False,
+    )
     a = seq.effects.set_index(["layer", "head", "metric"]).sort_index()
     b = flat.effects.set_index(["layer", "head", "metric"]).sort_index()
     assert (a["n_tokens"] <= b["n_tokens"]).all()
@@ -72,9 +93,15 @@ def test_the_time_budget_stops_the_rounds_and_the_table_says_so(llama):
     assert len(out.summary["rounds"]) == 1
     exact = out.effects
     ok = settled(exact)
-    assert (~ok).any() and (exact.loc[ok, "precision"] == "met").all() and (exact.loc[~ok, "precision"] == "budget").all()
+    assert (
+        (~ok).any()
+        and (exact.loc[ok, "precision"] == "met").all()
+        and (exact.loc[~ok, "precision"] == "budget").all()
+    )
     # without a budget the rounds go on, and heads still open after the last say "rounds"
-    free = ablate(llama, dataclasses.replace(BASE, max_rounds=2, time_budget=None), progress=False).effects
+    free = ablate(
+        llama, dataclasses.replace(BASE, max_rounds=2, time_budget=None), progress=False
+    ).effects
     assert len(free) and set(free["precision"]) <= {"met", "rounds"}
     assert (free.loc[~settled(free), "precision"] == "rounds").all()
 
@@ -82,6 +109,12 @@ def test_the_time_budget_stops_the_rounds_and_the_table_says_so(llama):
 def test_precision_marks_settled_rows_met():
     from interp.ablate.sequential import precision
 
-    rows = pd.DataFrame({"delta": [1.0, 1.0], "ci_low": [0.95, 0.5], "ci_high": [1.05, 1.5],
-                         "vs_tolerance": ["above", "above"]})
+    rows = pd.DataFrame(
+        {
+            "delta": [1.0, 1.0],
+            "ci_low": [0.95, 0.5],
+            "ci_high": [1.05, 1.5],
+            "vs_tolerance": ["above", "above"],
+        }
+    )
     assert precision(rows, "budget")["precision"].tolist() == ["met", "budget"]

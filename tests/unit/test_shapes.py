@@ -22,7 +22,10 @@ def checked(fn):
 
 @pytest.fixture
 def inputs():
-    seqs = [seq([1, 2, 3, 2, 3, 7], family=SYNTAX, words=[-1, 0, 1, 2, 3, 4], arcs=[(0, 4, 0)]), seq([1, 4, 5])]
+    seqs = [
+        seq([1, 2, 3, 2, 3, 7], family=SYNTAX, words=[-1, 0, 1, 2, 3, 4], arcs=[(0, 4, 0)]),
+        seq([1, 4, 5]),
+    ]
     batch = make_batch(seqs, [0, 1], True, 0)
     ctx = F.context(batch, relations=("nsubj",))
     logits = torch.randn(2, 3, 6, 6, generator=torch.Generator().manual_seed(0))
@@ -58,7 +61,9 @@ def test_a_pattern_without_its_head_axis_is_refused(inputs):
 def test_masses_over_other_queries_are_refused(inputs):
     _, ctx, pattern = inputs
     with pytest.raises(TypeCheckError):
-        checked(F._sums)(pattern, ctx, pattern[..., 0][..., :4], ctx.content, ctx.n_open, "previous_token")
+        checked(F._sums)(
+            pattern, ctx, pattern[..., 0][..., :4], ctx.content, ctx.n_open, "previous_token"
+        )
 
 
 def test_a_context_whose_masks_disagree_is_refused(inputs):

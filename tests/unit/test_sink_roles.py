@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from feature_inputs import NATURAL, seq
 
-from interp.collect.accumulator import FeatureAccumulator
-from interp.classify.reference.probes import PAD, synthetic_sequences
 from interp.classify.primary import NONSINK_MIN
+from interp.classify.reference.probes import PAD, synthetic_sequences
 from interp.classify.stage import classify
+from interp.collect.accumulator import FeatureAccumulator
 from interp.collect.features import context
 from interp.probes.batch import bucket, make_batch
-
-from feature_inputs import NATURAL, seq
 
 
 def _roles(seqs, causal, build, relations=()):
@@ -46,7 +45,9 @@ def _previous_or_self(ctx) -> torch.Tensor:
 @pytest.mark.parametrize("sink", [0.6, 0.85])
 def test_a_head_with_sixty_percent_sink_and_forty_previous_token_is_previous_token(sink):
     seqs, relations = synthetic_sequences(True, seed=0, n_repeated=8, n_syntax=40, n_prose=20)
-    roles = _roles(seqs, True, lambda ctx: _sink_plus(ctx, _previous_or_self(ctx), sink)[:, None], relations)
+    roles = _roles(
+        seqs, True, lambda ctx: _sink_plus(ctx, _previous_or_self(ctx), sink)[:, None], relations
+    )
     row = roles.iloc[0]
     assert row["role"] == "previous_token"
     assert row["sink_mass"] == pytest.approx(sink)
@@ -57,7 +58,9 @@ def test_a_head_with_sixty_percent_sink_and_forty_previous_token_is_previous_tok
 def test_a_head_with_too_little_attention_off_the_sink_is_first_token():
     seqs, relations = synthetic_sequences(True, seed=0, n_repeated=8, n_syntax=40, n_prose=20)
     sink = 1 - NONSINK_MIN / 2
-    roles = _roles(seqs, True, lambda ctx: _sink_plus(ctx, _previous_or_self(ctx), sink)[:, None], relations)
+    roles = _roles(
+        seqs, True, lambda ctx: _sink_plus(ctx, _previous_or_self(ctx), sink)[:, None], relations
+    )
     row = roles.iloc[0]
     assert row["role"] == "first_token" and row["confidence"] == 1.0
     assert row["sink_mass"] == pytest.approx(sink)
@@ -73,8 +76,13 @@ def test_a_head_uniform_over_content_keys_is_broad_at_every_length(causal):
         seqs = []
         for i in range(12):  # sentences of one length, different words
             body = list(range(10 + i, 10 + i + n_body))
-            seqs.append(seq([1, *body] + ([] if causal else [2]), family=NATURAL,
-                            special=(0,) if causal else (0, n_body + 1)))
+            seqs.append(
+                seq(
+                    [1, *body] + ([] if causal else [2]),
+                    family=NATURAL,
+                    special=(0,) if causal else (0, n_body + 1),
+                )
+            )
 
         def build(ctx):
             keys = (ctx.allowed & ctx.content[:, None, :]).float()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import torch
+from feature_inputs import SYNTAX, seq
 
 from interp.collect.accumulator import FeatureAccumulator
 from interp.collect.features import context
@@ -24,16 +25,29 @@ from interp.collect.shards import Treebanks
 from interp.collect.syntax_table import SyntaxAccumulator, feature_corpora, rule_name
 from interp.probes.batch import make_batch
 
-from feature_inputs import SYNTAX, seq
-
 RELATIONS = ("det", "nsubj", "obj", "amod")
 CLS, SEP, DOT = 1, 2, 13
-IDS = {"the": 10, "dog": 11, "runs": 12, ".": DOT, "cat": 14, "sees": 15, "dogs": 16, "see": 17, "cats": 18,
-       "big": 19, "sleeps": 20}
+IDS = {
+    "the": 10,
+    "dog": 11,
+    "runs": 12,
+    ".": DOT,
+    "cat": 14,
+    "sees": 15,
+    "dogs": 16,
+    "see": 17,
+    "cats": 18,
+    "big": 19,
+    "sleeps": 20,
+}
 # (corpus, words, arcs as (dependent, head, relation))
 SENTENCES = (
     ("syntax", "the dog runs .", ((0, 1, "det"), (1, 2, "nsubj"))),
-    ("syntax", "the cat sees the dog", ((0, 1, "det"), (1, 2, "nsubj"), (3, 4, "det"), (4, 2, "obj"))),
+    (
+        "syntax",
+        "the cat sees the dog",
+        ((0, 1, "det"), (1, 2, "nsubj"), (3, 4, "det"), (4, 2, "obj")),
+    ),
     ("user:tb", "dogs see cats", ((0, 1, "nsubj"), (2, 1, "obj"))),
     ("user:tb", "the big dog sleeps", ((0, 2, "det"), (1, 2, "amod"), (2, 3, "nsubj"))),
 )
@@ -45,8 +59,14 @@ def sequences():
     for corpus, text, arcs in SENTENCES:
         words = text.split()
         tokens = [CLS, *(IDS[w] for w in words), SEP]
-        s = seq(tokens, SYNTAX, delim=[i + 1 for i, w in enumerate(words) if w == "."], special=(0, len(tokens) - 1),
-                words=[-1, *range(len(words)), -1], arcs=[(d, h, RELATIONS.index(r)) for d, h, r in arcs])
+        s = seq(
+            tokens,
+            SYNTAX,
+            delim=[i + 1 for i, w in enumerate(words) if w == "."],
+            special=(0, len(tokens) - 1),
+            words=[-1, *range(len(words)), -1],
+            arcs=[(d, h, RELATIONS.index(r)) for d, h, r in arcs],
+        )
         s.suite = corpus
         out.append(s)
     return out
@@ -73,7 +93,12 @@ def patterns(batch, layer: int) -> torch.Tensor:
         for h, kind in enumerate(kinds):
             for q in range(width):
                 w = int(batch.word_of_token[b, q])
-                p[b, h, q, 0 if w < 0 else int(batch.word_pos[b][target_word(text, arcs, kind, w)])] = 1.0
+                p[
+                    b,
+                    h,
+                    q,
+                    0 if w < 0 else int(batch.word_pos[b][target_word(text, arcs, kind, w)]),
+                ] = 1.0
     return p
 
 
@@ -81,7 +106,9 @@ def collect(groups=((0, 1, 2, 3),), pool=False, n_bootstrap=50):
     """The syntax table and the features table of the hand-built heads, batch by batch as collect() does."""
     seqs = sequences()
     treebanks = Treebanks.of(seqs, RELATIONS, pool)
-    syntax = SyntaxAccumulator(2, 2, RELATIONS, treebanks.corpora, treebanks.corpus_of, n_bootstrap, seed=0)
+    syntax = SyntaxAccumulator(
+        2, 2, RELATIONS, treebanks.corpora, treebanks.corpus_of, n_bootstrap, seed=0
+    )
     features = FeatureAccumulator(2, 2, treebanks.feature_relations, n_bootstrap, seed=0)
     for group in groups:
         batch = make_batch([seqs[i] for i in group], list(group), causal=False, pad_id=0)
@@ -92,17 +119,25 @@ def collect(groups=((0, 1, 2, 3),), pool=False, n_bootstrap=50):
         for layer in range(2):
             syntax.add_layer(layer, patterns(batch, layer), ctx)
             features.add_layer(layer, patterns(batch, layer), narrowed)
-    return (syntax.table(in_features=treebanks.in_features, decode=lambda ids: "+".join(map(str, ids))),
-            features.table())
+    return (
+        syntax.table(in_features=treebanks.in_features, decode=lambda ids: "+".join(map(str, ids))),
+        features.table(),
+    )
 
 
-def row(table: pd.DataFrame, corpus: str, relation: str, direction: str, rank: int = 1) -> pd.Series:
-    found = table.query("corpus == @corpus and relation == @relation and direction == @direction and rank == @rank")
+def row(
+    table: pd.DataFrame, corpus: str, relation: str, direction: str, rank: int = 1
+) -> pd.Series:
+    found = table.query(
+        "corpus == @corpus and relation == @relation and direction == @direction and rank == @rank"
+    )
     assert len(found) == 1, (corpus, relation, direction, rank)
     return found.iloc[0]
 
 
-def accuracies(table: pd.DataFrame, corpus: str, relation: str, direction: str) -> dict[tuple[int, int], float]:
+def accuracies(
+    table: pd.DataFrame, corpus: str, relation: str, direction: str
+) -> dict[tuple[int, int], float]:
     rows = table.query("corpus == @corpus and relation == @relation and direction == @direction")
     return {(int(r.layer), int(r.head)): float(r.accuracy) for r in rows.itertuples()}
 
@@ -136,7 +171,9 @@ def test_every_treebank_relation_and_direction_has_its_own_rows(tables):
     syntax, _ = tables
     slots = set(zip(syntax["corpus"], syntax["relation"], syntax["direction"]))
     assert slots == set(EXPECTED)  # the built-in suite has no amod: no pooled slot, no empty one
-    assert syntax.groupby(["corpus", "relation", "direction"]).size().eq(3).all()  # the best 3 of 4 heads
+    assert (
+        syntax.groupby(["corpus", "relation", "direction"]).size().eq(3).all()
+    )  # the best 3 of 4 heads
     assert list(dict.fromkeys(syntax["corpus"])) == list(CORPORA)
 
 
@@ -154,13 +191,15 @@ def test_exact_accuracies_arcs_and_baselines(tables, slot):
     assert (first.arcs, first.sentences) == (arcs, sentences)
     for d in (-3, -2, -1, 1, 2, 3):
         assert first[f"offset_{d}"] == pytest.approx(offsets.get(d, 0.0)), d
-    (d, share), = offsets.items()
+    ((d, share),) = offsets.items()
     assert first.best_rule == f"offset_{d}" and first.best_rule_accuracy == pytest.approx(share)
 
 
 def test_intervals_hold_the_accuracy_and_are_exact_when_every_arc_agrees(tables):
     syntax, _ = tables
-    assert (syntax["ci_low"] <= syntax["accuracy"] + 1e-12).all() and (syntax["accuracy"] <= syntax["ci_high"] + 1e-12).all()
+    assert (syntax["ci_low"] <= syntax["accuracy"] + 1e-12).all() and (
+        syntax["accuracy"] <= syntax["ci_high"] + 1e-12
+    ).all()
     perfect = syntax[syntax["accuracy"] == 1.0]
     assert (perfect["ci_low"] == 1.0).all() and (perfect["ci_high"] == 1.0).all()
     split = row(syntax, "syntax", "det", "dep2head", rank=3)  # prev: 2 of 3 arcs, over 2 sentences
@@ -179,20 +218,37 @@ def test_features_read_the_builtin_suite_alone_and_agree_with_its_rows(tables):
     syntax, features = tables
     assert set(syntax.loc[syntax["in_features"] == 1, "corpus"]) == {"syntax"}
     syntactic = features[features["feature"].str.startswith("syntactic:")]
-    assert set(syntactic["feature"]) == {f"syntactic:{r}:{d}" for r in ("det", "nsubj", "obj")
-                                         for d in ("dep2head", "head2dep")}  # no amod: only the user's has it
+    assert set(syntactic["feature"]) == {
+        f"syntactic:{r}:{d}" for r in ("det", "nsubj", "obj") for d in ("dep2head", "head2dep")
+    }  # no amod: only the user's has it
     for r in syntax[syntax["corpus"] == "syntax"].itertuples():
-        f = syntactic[(syntactic["feature"] == f"syntactic:{r.relation}:{r.direction}") & (syntactic["layer"] == r.layer)
-                      & (syntactic["head"] == r.head)].iloc[0]
-        assert (f["value"], f["n"], f["baseline"]) == (pytest.approx(r.accuracy), r.arcs, pytest.approx(r.best_rule_accuracy))
-        assert (f["ci_low"], f["ci_high"]) == (pytest.approx(r.ci_low), pytest.approx(r.ci_high))  # the same draws
+        f = syntactic[
+            (syntactic["feature"] == f"syntactic:{r.relation}:{r.direction}")
+            & (syntactic["layer"] == r.layer)
+            & (syntactic["head"] == r.head)
+        ].iloc[0]
+        assert (f["value"], f["n"], f["baseline"]) == (
+            pytest.approx(r.accuracy),
+            r.arcs,
+            pytest.approx(r.best_rule_accuracy),
+        )
+        assert (f["ci_low"], f["ci_high"]) == (
+            pytest.approx(r.ci_low),
+            pytest.approx(r.ci_high),
+        )  # the same draws
 
 
 def test_pooling_is_explicit():
     syntax, features = collect(pool=True)
     assert set(syntax.loc[syntax["in_features"] == 1, "corpus"]) == set(CORPORA)
-    det = features[(features["feature"] == "syntactic:det:dep2head") & (features["layer"] == 0) & (features["head"] == 1)]
-    assert int(det["n"].iloc[0]) == 4 and det["value"].iloc[0] == pytest.approx(2 / 4)  # 3 + 1 arcs pooled
+    det = features[
+        (features["feature"] == "syntactic:det:dep2head")
+        & (features["layer"] == 0)
+        & (features["head"] == 1)
+    ]
+    assert int(det["n"].iloc[0]) == 4 and det["value"].iloc[0] == pytest.approx(
+        2 / 4
+    )  # 3 + 1 arcs pooled
     alone = accuracies(syntax, "syntax", "det", "dep2head")  # the syntax table never pools
     assert alone[(0, 1)] == pytest.approx(2 / 3)
 
@@ -207,8 +263,19 @@ def test_user_treebanks_feed_the_features_when_the_builtin_suite_is_absent():
 def test_streaming_in_batches_gives_the_same_table(tables):
     syntax, _ = tables
     split, _ = collect(groups=((3, 0), (1,), (2,)))
-    columns = ["corpus", "relation", "direction", "rank", "layer", "head", "accuracy", "arcs", "sentences",
-               "best_rule", "best_rule_accuracy"]
+    columns = [
+        "corpus",
+        "relation",
+        "direction",
+        "rank",
+        "layer",
+        "head",
+        "accuracy",
+        "arcs",
+        "sentences",
+        "best_rule",
+        "best_rule_accuracy",
+    ]
     pd.testing.assert_frame_equal(split[columns], syntax[columns])
 
 

@@ -6,14 +6,21 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from interp.pipeline import rundir
 from interp.errors import RunError
+from interp.pipeline import rundir
 from interp.pipeline.tables import PRUNING, ROLES_TABLE
 
 
 def _pruning(**changes) -> pd.DataFrame:
-    frame = pd.DataFrame({"fraction_removed": [0.0, 0.5], "heads_removed": [0, 2], "metric": ["loss_prose"] * 2,
-                          "value": [2.5, 2.7], "last_removed": [np.nan, "L0H1 L1H0"]})
+    frame = pd.DataFrame(
+        {
+            "fraction_removed": [0.0, 0.5],
+            "heads_removed": [0, 2],
+            "metric": ["loss_prose"] * 2,
+            "value": [2.5, 2.7],
+            "last_removed": [np.nan, "L0H1 L1H0"],
+        }
+    )
     return frame.assign(**changes)
 
 
@@ -26,11 +33,14 @@ def test_validate_casts_to_the_declared_dtypes_and_orders_columns():
     assert out["last_removed"].isna().tolist() == [True, False]
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"heads_removed": [0, np.nan]}, "heads_removed' must be int"),
-    ({"heads_removed": [0, 1.5]}, "heads_removed' must be int"),
-    ({"value": ["2.5", "much"]}, "value' must be float"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"heads_removed": [0, np.nan]}, "heads_removed' must be int"),
+        ({"heads_removed": [0, 1.5]}, "heads_removed' must be int"),
+        ({"value": ["2.5", "much"]}, "value' must be float"),
+    ],
+)
 def test_validate_refuses_values_of_another_type(changes, message):
     with pytest.raises(ValueError, match=message):
         PRUNING.validate(_pruning(**changes))
@@ -43,12 +53,27 @@ def test_validate_refuses_a_missing_column():
 
 def test_sink_mass_may_be_absent_and_is_a_float_when_present():
     """A run from before features version 3 has no sink_mass; it is still read, and cast when there."""
-    old = pd.DataFrame({"layer": [0], "head": [1], "role": ["first_token"], "confidence": [0.9],
-                        "second_role": [np.nan], "stability": [1.0]})
+    old = pd.DataFrame(
+        {
+            "layer": [0],
+            "head": [1],
+            "role": ["first_token"],
+            "confidence": [0.9],
+            "second_role": [np.nan],
+            "stability": [1.0],
+        }
+    )
     assert "sink_mass" not in ROLES_TABLE.validate(old).columns
     new = ROLES_TABLE.validate(old.assign(sink_mass=["0.6"]))
     assert new["sink_mass"].dtype == np.float64 and new["sink_mass"].tolist() == [0.6]
-    assert list(new.columns[:6]) == ["layer", "head", "role", "confidence", "second_role", "sink_mass"]
+    assert list(new.columns[:6]) == [
+        "layer",
+        "head",
+        "role",
+        "confidence",
+        "second_role",
+        "sink_mass",
+    ]
     with pytest.raises(ValueError, match="'sink_mass' must be float"):
         ROLES_TABLE.validate(old.assign(sink_mass=["much"]))
 

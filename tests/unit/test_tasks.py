@@ -48,15 +48,17 @@ def test_duplicates_says_yes_exactly_after_an_earlier_copy(ids):
     for row, target in zip(b.tokens.tolist(), b.targets.tolist()):
         for q in range(1, len(row)):
             assert target[q] == (ids.yes if row[q] in row[1:q] else ids.no)
-    assert 0.3 < float((b.targets[b.mask] == ids.yes).float().mean()) < 0.8  # both answers are common
+    assert (
+        0.3 < float((b.targets[b.mask] == ids.yes).float().mean()) < 0.8
+    )  # both answers are common
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_position_targets_one_fixed_position(ids, seed):
     k = position_of(seed)
     b = batch("position", ids, seed)
-    assert (b.targets[b.mask] == b.tokens[:, k:k + 1].expand_as(b.tokens)[b.mask]).all()
-    assert b.mask[:, k + 1:].all() and not b.mask[:, :k + 1].any()
+    assert (b.targets[b.mask] == b.tokens[:, k : k + 1].expand_as(b.tokens)[b.mask]).all()
+    assert b.mask[:, k + 1 :].all() and not b.mask[:, : k + 1].any()
 
 
 def test_majority_follows_the_running_count_and_skips_ties(ids):
@@ -78,10 +80,14 @@ def test_hypotheses_are_exact_causal_distributions():
         assert torch.allclose(p.sum(-1), torch.ones(1, 6)), name
         assert (p.triu(1) == 0).all(), name  # never looks ahead
     assert h["previous_token"][0, 4, 3] == 1.0 and h["current_token"][0, 4, 4] == 1.0
-    assert h["duplicate_token"][0, 3, 1] == 1.0 and h["duplicate_token"][0, 2, 0] == 1.0  # no copy: sink
+    assert (
+        h["duplicate_token"][0, 3, 1] == 1.0 and h["duplicate_token"][0, 2, 0] == 1.0
+    )  # no copy: sink
     assert h["duplicate_token"][0, 5, 2] == 1.0
     assert h["induction"][0, 3, 2] == 1.0  # after the earlier a came b
-    assert h["induction"][0, 5, 4] == 0.0 and h["induction"][0, 5, 3] == 1.0  # after the earlier b came a
+    assert (
+        h["induction"][0, 5, 4] == 0.0 and h["induction"][0, 5, 3] == 1.0
+    )  # after the earlier b came a
     assert torch.allclose(h["broad"][0, 4], torch.tensor([0.0, 0.25, 0.25, 0.25, 0.25, 0.0]))
     assert torch.allclose(h["local"][0, 5], torch.tensor([0.0, 0.0, 1 / 3, 1 / 3, 1 / 3, 0.0]))
     assert h["local"][0, 1, 0] == 1.0  # nothing before the first word but BOS: the sink

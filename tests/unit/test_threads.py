@@ -18,6 +18,7 @@ def probe_slow_under(slow: int, seconds: float = 0.02):
         seen.append(n)
         if n == slow:
             time.sleep(seconds)
+
     return probe, seen
 
 
@@ -75,7 +76,9 @@ def test_a_pass_slower_than_the_best_so_far_is_cut_short():
     start = time.perf_counter()
     assert T.fastest_threads(lambda: model(torch.zeros(1)), (1, 2), rounds=2, module=model) == 1
     assert time.perf_counter() - start < 1.5  # run to the end, the two-thread passes alone take 4 s
-    assert model.ran.count(1) == 20 and model.ran.count(2) <= 4  # each two-thread pass stops after a part or two
+    assert (
+        model.ran.count(1) == 20 and model.ran.count(2) <= 4
+    )  # each two-thread pass stops after a part or two
     assert all(not m._forward_pre_hooks for m in model.modules())  # the deadline's hooks are gone
 
 

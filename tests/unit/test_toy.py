@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from interp.collect.stage import collect
 from interp import CollectConfig
+from interp.collect.stage import collect
 from interp.model.load import load_model
 from interp.synthetic.toy import SEQ_LEN, VOCAB, copy_batch, half_losses, repeated_batch, toy_cached
 
@@ -23,7 +23,9 @@ def test_repeated_batch_layout():
 
 
 def test_copy_batch_repeats_an_earlier_stretch():
-    tokens, copied = copy_batch(16, torch.arange(4, 4 + len(VOCAB)), bos=0, gen=torch.Generator().manual_seed(0))
+    tokens, copied = copy_batch(
+        16, torch.arange(4, 4 + len(VOCAB)), bos=0, gen=torch.Generator().manual_seed(0)
+    )
     assert tokens.shape == copied.shape == (16, 1 + SEQ_LEN)
     assert (tokens[:, 0] == 0).all() and not copied[:, :2].any()
     starts = set()
@@ -31,7 +33,10 @@ def test_copy_batch_repeats_an_earlier_stretch():
         first = int(mask.nonzero()[0])  # the repeat's second token
         assert mask[first:].all()
         # some distance explains every copied token, and its predecessor
-        assert any(torch.equal(seq[first - 1:], seq[first - 1 - d: len(seq) - d]) for d in range(1, first))
+        assert any(
+            torch.equal(seq[first - 1 :], seq[first - 1 - d : len(seq) - d])
+            for d in range(1, first)
+        )
         starts.add(first)
     assert len(starts) > 3  # the repeat starts in different places
 
@@ -39,7 +44,9 @@ def test_copy_batch_repeats_an_earlier_stretch():
 def test_half_losses_split():
     tokens = torch.tensor([[0, 5, 6, 7, 5, 6, 7]])
     logits = torch.zeros(1, 7, 10)
-    logits[0, torch.arange(3, 6), tokens[0, 4:]] = 100.0  # perfect on the repeat after its first token
+    logits[0, torch.arange(3, 6), tokens[0, 4:]] = (
+        100.0  # perfect on the repeat after its first token
+    )
     first, rep = half_losses(logits, tokens, half=3)
     assert first.item() == pytest.approx(math.log(10))
     assert rep.item() == pytest.approx(0.0, abs=1e-6)
@@ -72,9 +79,13 @@ def trained():
 
 @pytest.mark.slow
 def test_repeated_half_is_learned(trained):
-    assert trained.first_half_loss > 0.8 * math.log(len(VOCAB))  # the random half stays unpredictable
+    assert trained.first_half_loss > 0.8 * math.log(
+        len(VOCAB)
+    )  # the random half stays unpredictable
     assert trained.repeated_half_loss < 0.3 * trained.first_half_loss
-    assert trained.curve[-1]["repeated"] < trained.curve[0]["repeated"] / 3  # on the training data too
+    assert (
+        trained.curve[-1]["repeated"] < trained.curve[0]["repeated"] / 3
+    )  # on the training data too
 
 
 @pytest.mark.slow
@@ -87,5 +98,7 @@ def test_induction_and_previous_token_heads_emerge(trained):
     assert previous.value.max() > 0.5, previous
     # the heads do not just do everything: the best induction head is not a previous-token head
     best = induction.loc[induction.value.idxmax(), "head"]
-    prev_of_best = table[(table.feature == "previous_token") & (table.layer == 1) & (table["head"] == best)]
+    prev_of_best = table[
+        (table.feature == "previous_token") & (table.layer == 1) & (table["head"] == best)
+    ]
     assert prev_of_best.value.item() < 0.5

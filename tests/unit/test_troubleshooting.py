@@ -13,8 +13,11 @@ from interp import errors
 from interp.troubleshooting import CATALOGUE, find
 
 ROOT = Path(__file__).resolve().parents[2]
-ERROR_TYPES = {name for name, obj in vars(errors).items()
-               if isinstance(obj, type) and issubclass(obj, errors.InterpError)}
+ERROR_TYPES = {
+    name
+    for name, obj in vars(errors).items()
+    if isinstance(obj, type) and issubclass(obj, errors.InterpError)
+}
 HOLE = "\x00"  # stands for an interpolated value in a message sample
 
 
@@ -39,10 +42,18 @@ def _calls(names: set[str] | None, attribute: str | None = None) -> list[tuple[s
                 continue
             func = node.func
             hit = (names is not None and getattr(func, "id", None) in names) or (
-                attribute is not None and isinstance(func, ast.Attribute) and func.attr == attribute
-                and getattr(func.value, "id", None) == "warnings")
+                attribute is not None
+                and isinstance(func, ast.Attribute)
+                and func.attr == attribute
+                and getattr(func.value, "id", None) == "warnings"
+            )
             if hit:
-                found.append((f"{path.relative_to(ROOT)}:{node.lineno}", _sample(node.args[0]) if node.args else None))
+                found.append(
+                    (
+                        f"{path.relative_to(ROOT)}:{node.lineno}",
+                        _sample(node.args[0]) if node.args else None,
+                    )
+                )
     return found
 
 
@@ -56,26 +67,35 @@ def test_the_scan_finds_the_raise_sites():
 
 @pytest.mark.parametrize("where, message", ERROR_SITES)
 def test_every_error_message_is_in_the_catalogue(where, message):
-    assert message is not None, f"{where}: spell the message out at the raise site, so the catalogue can be checked"
+    assert message is not None, (
+        f"{where}: spell the message out at the raise site, so the catalogue can be checked"
+    )
     assert find(message), f"{where}: add this message to interp/troubleshooting.py: {message!r}"
 
 
 @pytest.mark.parametrize("where, message", WARNING_SITES)
 def test_every_warning_is_in_the_catalogue(where, message):
     assert message is not None, where
-    assert find("warning: " + message), f"{where}: add this warning to interp/troubleshooting.py: {message!r}"
+    assert find("warning: " + message), (
+        f"{where}: add this warning to interp/troubleshooting.py: {message!r}"
+    )
 
 
 def test_no_catalogue_entry_is_stale():
     samples = [m for _, m in ERROR_SITES + WARNING_SITES if m]
     for trouble in CATALOGUE:
         if trouble.kind in ERROR_TYPES:
-            assert any(trouble.matches(m) for m in samples), f"no raise site says {trouble.message!r}"
+            assert any(trouble.matches(m) for m in samples), (
+                f"no raise site says {trouble.message!r}"
+            )
 
 
 def test_the_readme_shows_the_catalogue():
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "docs.py"), "--check", "troubleshooting"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "docs.py"), "--check", "troubleshooting"],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, f"{done.stdout}regenerate it: python tools/docs.py"
 
 

@@ -8,11 +8,10 @@ from __future__ import annotations
 import warnings
 
 import pytest
-import torch
 from tiny_models import N_HEADS, tiny_native
 
-from interp.collect.stage import collect
 from interp import CollectConfig
+from interp.collect.stage import collect
 from interp.errors import InterpWarning, ModelError
 from interp.probes.align import Aligner, Unencodable
 from interp.probes.base import NATURAL, Sentence, Suite
@@ -20,7 +19,9 @@ from interp.probes.base import NATURAL, Sentence, Suite
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 WORDS = ("the", "cat", "dog", "sat", "ran", "on", "mat", "a", "and", ".")
-COLLECT = CollectConfig(n_repeated=4, repeated_lengths=(6,), n_syntax=10, max_sentences=10, n_bootstrap=10)
+COLLECT = CollectConfig(
+    n_repeated=4, repeated_lengths=(6,), n_syntax=10, max_sentences=10, n_bootstrap=10
+)
 
 
 def word_tokenizer(words=WORDS, unk: bool = True, bos_last: bool = False):
@@ -34,9 +35,13 @@ def word_tokenizer(words=WORDS, unk: bool = True, bos_last: bool = False):
     core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>") if unk else models.WordLevel(vocab))
     core.pre_tokenizer = pre_tokenizers.Whitespace()
     if bos_last:
-        core.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", vocab["<bos>"])])
+        core.post_processor = processors.TemplateProcessing(
+            single="<bos> $A", special_tokens=[("<bos>", vocab["<bos>"])]
+        )
     extra = {"unk_token": "<unk>"} if unk else {}
-    return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", bos_token="<bos>", **extra)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=core, pad_token="<pad>", bos_token="<bos>", **extra
+    )
 
 
 def model_with(tokenizer, **config):
@@ -52,16 +57,25 @@ def test_a_tokenizer_without_unk_skips_the_english_suites_and_still_probes_every
         features = collect(model, COLLECT, progress=False)
     said = [str(w.message) for w in caught]
     for suite in ("prose", "syntax"):
-        assert any(m.startswith(f"probe suite {suite!r} skipped: it cannot be expressed in this model's vocabulary")
-                   and "probes cannot be encoded" in m for m in said), said
+        assert any(
+            m.startswith(
+                f"probe suite {suite!r} skipped: it cannot be expressed in this model's vocabulary"
+            )
+            and "probes cannot be encoded" in m
+            for m in said
+        ), said
     heads = {(layer, head) for layer in range(2) for head in range(N_HEADS)}
-    assert set(zip(features.features["layer"], features.features["head"])) == heads  # from the repeated probes
+    assert (
+        set(zip(features.features["layer"], features.features["head"])) == heads
+    )  # from the repeated probes
 
 
 def test_repeated_probes_come_from_the_models_own_ordinary_ids():
     model, _ = model_with(word_tokenizer())
     probes = Aligner(model).repeated(8, (5,), seed=0)
-    ordinary = set(range(3, 3 + len(WORDS) - 1))  # <pad> <unk> <bos> are special, "." is punctuation
+    ordinary = set(
+        range(3, 3 + len(WORDS) - 1)
+    )  # <pad> <unk> <bos> are special, "." is punctuation
     assert len(probes) == 8
     for probe in probes:
         tokens = probe.tokens.tolist()
@@ -69,54 +83,91 @@ def test_repeated_probes_come_from_the_models_own_ordinary_ids():
         assert tokens[1:6] == tokens[6:] and set(tokens[1:]) <= ordinary
 
 
-@pytest.mark.parametrize("n_ctx, halves, warning", [
-    (8, 3, "repeated-token probes shortened to halves of at most 3 tokens (asked: 6) to fit the model's context of 8 tokens"),
-    (4, 0, "no repeated-token probes: the context of 4 tokens leaves no room for two halves of 2 tokens"),
-])
+@pytest.mark.parametrize(
+    "n_ctx, halves, warning",
+    [
+        (
+            8,
+            3,
+            "repeated-token probes shortened to halves of at most 3 tokens (asked: 6) to fit the model's context of 8 tokens",
+        ),
+        (
+            4,
+            0,
+            "no repeated-token probes: the context of 4 tokens leaves no room for two halves of 2 tokens",
+        ),
+    ],
+)
 def test_repeated_probes_are_sized_to_the_context(n_ctx, halves, warning):
     model, _ = model_with(word_tokenizer(), n_ctx=n_ctx)
     with pytest.warns(InterpWarning) as caught:
         probes = Aligner(model).repeated(4, (6,), seed=0)
     assert [str(w.message) for w in caught] == [warning]
     assert [len(p.tokens) for p in probes] == ([1 + 2 * halves] * 4 if halves else [])
-    assert all(p.tokens[1: 1 + halves].tolist() == p.tokens[1 + halves:].tolist() for p in probes)
+    assert all(p.tokens[1 : 1 + halves].tolist() == p.tokens[1 + halves :].tolist() for p in probes)
 
 
 def test_a_tokenizer_larger_than_the_embedding_warns_and_its_extra_ids_are_left_out():
     tok = word_tokenizer()
     model, said = model_with(tok, d_vocab=len(tok) - 2)  # "and" and "." lie beyond the embedding
-    assert said == [f"tiny-native: the tokenizer has {len(tok)} ids but the model's embedding takes {len(tok) - 2}: "
-                    f"probes that contain one of the 2 ordinary ids beyond it are left out (does the tokenizer belong "
-                    f"to this model?)"]
+    assert said == [
+        f"tiny-native: the tokenizer has {len(tok)} ids but the model's embedding takes {len(tok) - 2}: "
+        f"probes that contain one of the 2 ordinary ids beyond it are left out (does the tokenizer belong "
+        f"to this model?)"
+    ]
     aligner = Aligner(model)
-    suite = Suite(name="mine", family=NATURAL, sentences=(Sentence("the cat sat"), Sentence("the cat and the dog")))
+    suite = Suite(
+        name="mine",
+        family=NATURAL,
+        sentences=(Sentence("the cat sat"), Sentence("the cat and the dog")),
+    )
     assert aligner.encode(suite.sentences[0], suite).tokens.tolist() == [2, 3, 4, 6]
-    with pytest.raises(Unencodable, match=f"token id {len(tok) - 2} is beyond the model's {len(tok) - 2}-id embedding"):
+    with pytest.raises(
+        Unencodable,
+        match=f"token id {len(tok) - 2} is beyond the model's {len(tok) - 2}-id embedding",
+    ):
         aligner.encode(suite.sentences[1], suite)
-    with pytest.warns(InterpWarning, match=r"1 of 2 probes of suite 'mine' cannot be encoded for this model and are left out"):
+    with pytest.warns(
+        InterpWarning,
+        match=r"1 of 2 probes of suite 'mine' cannot be encoded for this model and are left out",
+    ):
         assert len(aligner.encode_suite(suite)) == 1
 
 
 def test_a_tokenizer_that_adds_an_id_outside_the_embedding_is_refused_at_load():
     tok = word_tokenizer(bos_last=True)
-    with pytest.raises(ModelError, match=rf"the tokenizer adds token id {len(tok) - 1} to every text, but the model's "
-                                         rf"embedding takes ids 0..{len(tok) - 2}: the tokenizer does not belong"):
+    with pytest.raises(
+        ModelError,
+        match=rf"the tokenizer adds token id {len(tok) - 1} to every text, but the model's "
+        rf"embedding takes ids 0..{len(tok) - 2}: the tokenizer does not belong",
+    ):
         model_with(tok, d_vocab=len(tok) - 1)
 
 
 def test_a_suite_partly_unknown_warns_and_is_kept():
     model, _ = model_with(word_tokenizer())
-    suite = Suite(name="mine", family=NATURAL,
-                  sentences=(Sentence("the cat sat on the mat"), Sentence("the zebra sat on a giraffe")))
-    with pytest.warns(InterpWarning, match=r"^17% of the tokens of suite 'mine' are unknown to the tokenizer \(<unk>\)"):
+    suite = Suite(
+        name="mine",
+        family=NATURAL,
+        sentences=(Sentence("the cat sat on the mat"), Sentence("the zebra sat on a giraffe")),
+    )
+    with pytest.warns(
+        InterpWarning,
+        match=r"^17% of the tokens of suite 'mine' are unknown to the tokenizer \(<unk>\)",
+    ):
         assert len(Aligner(model).encode_suite(suite)) == 2  # 2 unknown of 12 text tokens
 
 
 def test_a_probe_longer_than_the_context_is_cut_with_a_warning():
     model, _ = model_with(word_tokenizer(), n_ctx=6)
-    suite = Suite(name="mine", family=NATURAL,
-                  sentences=(Sentence("the cat sat on the mat and the dog ran"), Sentence("a cat ran")))
-    with pytest.warns(InterpWarning, match=r"^1 of 2 probe\(s\) of suite 'mine' are longer than 6 tokens"):
+    suite = Suite(
+        name="mine",
+        family=NATURAL,
+        sentences=(Sentence("the cat sat on the mat and the dog ran"), Sentence("a cat ran")),
+    )
+    with pytest.warns(
+        InterpWarning, match=r"^1 of 2 probe\(s\) of suite 'mine' are longer than 6 tokens"
+    ):
         seqs = Aligner(model).encode_suite(suite)
     assert [len(s.tokens) for s in seqs] == [6, 4]
 
@@ -127,9 +178,13 @@ def test_causality_is_measured_unless_given(tmp_path):
 
     bert = build_tiny("bert", tmp_path / "bert")
     assert load_model(str(bert)).causal is False
-    with pytest.raises(ModelError, match="--causal was given, but the model attends to later positions"):
+    with pytest.raises(
+        ModelError, match="--causal was given, but the model attends to later positions"
+    ):
         load_model(str(bert), causal=True)
     model, _ = model_with(word_tokenizer())
     assert model.causal is True
-    with pytest.raises(ModelError, match="--bidirectional was given, but no head attends to a later position"):
+    with pytest.raises(
+        ModelError, match="--bidirectional was given, but no head attends to a later position"
+    ):
         from_bridge(model.bridge, model.tokenizer, causal=False)

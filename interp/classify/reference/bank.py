@@ -77,10 +77,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from interp.collect.accumulator import FeatureAccumulator
+from interp.classify.matrix import COLUMNS, MIN_ARCS, SINK_MASS, SINK_ROLE, head_frames
 from interp.classify.reference import patterns as P
 from interp.classify.reference.probes import PAD, synthetic_sequences
-from interp.classify.matrix import COLUMNS, MIN_ARCS, SINK_MASS, SINK_ROLE, head_frames
+from interp.collect.accumulator import FeatureAccumulator
 from interp.collect.features import FROM_END, POSITIONS, context
 from interp.collect.syntax import best_rule_share, fixed_rule_counts
 from interp.probes.batch import bucket, make_batch
@@ -103,7 +103,9 @@ class HeadSpec:
     template: str
 
     def describe(self) -> str:
-        return " + ".join(f"{w:.2f} {k}{list(a) if a else ''}" for (k, a), w in zip(self.components, self.weights))
+        return " + ".join(
+            f"{w:.2f} {k}{list(a) if a else ''}" for (k, a), w in zip(self.components, self.weights)
+        )
 
 
 class _Sampler:
@@ -112,17 +114,27 @@ class _Sampler:
     def __init__(self, rng: random.Random, causal: bool, slots: dict[int, float]):
         self.rng, self.causal, self.slots = rng, causal, slots
         # the classifier names non-sink attention: first_token is the sink rule's, not a class
-        self.roles = [r for r in NAMED_ROLES if r != SINK_ROLE and not (causal and r == "next_token")]
+        self.roles = [
+            r for r in NAMED_ROLES if r != SINK_ROLE and not (causal and r == "next_token")
+        ]
         if not slots:
             self.roles.remove("syntactic")
 
     def role(self, name: str) -> tuple[str, tuple]:
         rng, fb = self.rng, self.rng.choice(P.FALLBACKS)
         if name in ("previous_token", "current_token", "next_token"):
-            return "offset", ({"previous_token": -1, "current_token": 0, "next_token": 1}[name], "self")
+            return "offset", (
+                {"previous_token": -1, "current_token": 0, "next_token": 1}[name],
+                "self",
+            )
         if name == "delimiter":
-            return "delimiter", (rng.choice(["all", "nearest"] + ([] if self.causal else ["sep", "sep"])), fb)
-        if name == "duplicate_token":  # copies only; copies and a fixed share on q; q and copies alike
+            return "delimiter", (
+                rng.choice(["all", "nearest"] + ([] if self.causal else ["sep", "sep"])),
+                fb,
+            )
+        if (
+            name == "duplicate_token"
+        ):  # copies only; copies and a fixed share on q; q and copies alike
             kind = rng.random()
             if kind < 1 / 3:
                 return "same_token", ()
@@ -139,9 +151,16 @@ class _Sampler:
             return "position", (rng.choice(POSITIONS), None, fb)
         if name == "syntactic":
             # hits well above the easiest chosen slot's fixed-rule baseline, so the head beats it
-            chosen = tuple(sorted(rng.sample(sorted(self.slots), min(len(self.slots), rng.choice([1, 1, 2])))))
+            chosen = tuple(
+                sorted(rng.sample(sorted(self.slots), min(len(self.slots), rng.choice([1, 1, 2]))))
+            )
             floor = min(1.0, min(self.slots[c] for c in chosen) + 0.3)
-            return "syntactic", (chosen, fb, round(rng.uniform(floor, 1.0), 3), rng.randrange(2**31))
+            return "syntactic", (
+                chosen,
+                fb,
+                round(rng.uniform(floor, 1.0), 3),
+                rng.randrange(2**31),
+            )
         raise ValueError(name)
 
     def chance_syntax(self) -> tuple[str, tuple]:
@@ -160,14 +179,19 @@ class _Sampler:
 
     def null(self) -> tuple[str, tuple]:
         rng, fb = self.rng, self.rng.choice(P.FALLBACKS)
-        kind = rng.choice(["dirichlet", "random_logits", "far_offset", "token_class", "shuffled", "shuffled"])
+        kind = rng.choice(
+            ["dirichlet", "random_logits", "far_offset", "token_class", "shuffled", "shuffled"]
+        )
         if kind == "dirichlet":
             return kind, (round(rng.uniform(0.05, 0.3), 3),)
         if kind == "random_logits":
             return kind, (round(rng.uniform(3.0, 6.0), 3),)
         if kind == "far_offset":
             d = rng.randint(4, 12)
-            return kind, (d if self.causal or rng.random() < 0.5 else -d, rng.choice(("bos", "uniform")))
+            return kind, (
+                d if self.causal or rng.random() < 0.5 else -d,
+                rng.choice(("bos", "uniform")),
+            )
         if kind == "token_class":
             m = rng.randint(3, 9)
             return kind, (m, rng.randrange(m), fb)
@@ -190,13 +214,24 @@ def _pair_labels(first: str, other: str) -> tuple[str, str]:
     return first, other
 
 
-def _spec(s: _Sampler, comps: list, weights: list[float], label: str, second: str | None, template: str) -> HeadSpec:
+def _spec(
+    s: _Sampler, comps: list, weights: list[float], label: str, second: str | None, template: str
+) -> HeadSpec:
     total = sum(weights)
-    return HeadSpec(tuple(comps), tuple(round(w / total, 4) for w in weights), s.wobble(),
-                    round(s.rng.uniform(0.02, 0.3), 3), label, second, template)
+    return HeadSpec(
+        tuple(comps),
+        tuple(round(w / total, 4) for w in weights),
+        s.wobble(),
+        round(s.rng.uniform(0.02, 0.3), 3),
+        label,
+        second,
+        template,
+    )
 
 
-def sample_specs(rng: random.Random, causal: bool, slots: dict[int, float], per_role: int = 40) -> list[HeadSpec]:
+def sample_specs(
+    rng: random.Random, causal: bool, slots: dict[int, float], per_role: int = 40
+) -> list[HeadSpec]:
     """The bank's head specs for one mask (see the module docstring for the templates)."""
     s = _Sampler(rng, causal, slots)
     specs: list[HeadSpec] = []
@@ -210,7 +245,9 @@ def sample_specs(rng: random.Random, causal: bool, slots: dict[int, float], per_
     for _ in range(per_role * 2):
         comps, weights = [s.diffuse()], [1.0]
         if rng.random() < 0.6:
-            comps.append(s.role(rng.choice(minor)) if rng.random() < 0.85 or not slots else s.chance_syntax())
+            comps.append(
+                s.role(rng.choice(minor)) if rng.random() < 0.85 or not slots else s.chance_syntax()
+            )
             weights.append(rng.uniform(0.0, 0.15))
         specs.append(_spec(s, comps, weights, "broad", None, "diffuse"))
     for r in roles:
@@ -218,16 +255,38 @@ def sample_specs(rng: random.Random, causal: bool, slots: dict[int, float], per_
             # the role beside a BOS sink of any weight: renormalised away, so the label is the role
             w = rng.uniform(0.05, 0.9)
             u = rng.uniform(0.0, 0.15) if rng.random() < 0.4 else 0.0
-            specs.append(_spec(s, [s.role(r), ("first", ()), s.role("broad")], [w * (1 - u), 1 - w, w * u], r, None, "sink"))
-    for _ in range(per_role // 2 if slots else 0):  # sinks whose leftover attention meets syntax by chance
+            specs.append(
+                _spec(
+                    s,
+                    [s.role(r), ("first", ()), s.role("broad")],
+                    [w * (1 - u), 1 - w, w * u],
+                    r,
+                    None,
+                    "sink",
+                )
+            )
+    for _ in range(
+        per_role // 2 if slots else 0
+    ):  # sinks whose leftover attention meets syntax by chance
         w = rng.uniform(0.5, 0.95)
-        specs.append(_spec(s, [("first", ()), s.chance_syntax()], [w, 1 - w], UNEXPLAINED, None, "sink"))
+        specs.append(
+            _spec(s, [("first", ()), s.chance_syntax()], [w, 1 - w], UNEXPLAINED, None, "sink")
+        )
     for r in roles:
         for _ in range(per_role // 2):
             r2 = rng.choice([x for x in roles if x != r])
             w = rng.uniform(0.5, 0.85)
             label, second = _pair_labels(r, r2)
-            specs.append(_spec(s, [s.role(r), s.role(r2)], [w, 1 - w], label, second if 1 - w >= 0.2 else None, "pair"))
+            specs.append(
+                _spec(
+                    s,
+                    [s.role(r), s.role(r2)],
+                    [w, 1 - w],
+                    label,
+                    second if 1 - w >= 0.2 else None,
+                    "pair",
+                )
+            )
         for _ in range(per_role // 2):
             w = rng.uniform(0.5, 1.0)
             specs.append(_spec(s, [s.role(r), s.null()], [w, 1 - w], r, None, "noisy"))
@@ -257,7 +316,9 @@ def sample_specs(rng: random.Random, causal: bool, slots: dict[int, float], per_
             if w.max() <= 0.42:
                 break
         picked = rng.sample(minor, k)
-        while "current_token" in picked and set(picked) & set(COPY_ROLES):  # that pair is one copy head
+        while "current_token" in picked and set(picked) & set(
+            COPY_ROLES
+        ):  # that pair is one copy head
             picked = rng.sample(minor, k)
         specs.append(_spec(s, [s.role(r) for r in picked], list(w), UNEXPLAINED, None, "several"))
     return specs
@@ -286,13 +347,17 @@ def score_specs(specs: list[HeadSpec], causal: bool, seed: int = 0, **corpus) ->
         acc.start_batch(ctx)
         cache: dict = {}
         for c in range(n_chunks):
-            chunk = padded[c * CHUNK:(c + 1) * CHUNK]
-            acc.add_layer(c, torch.stack([_head_pattern(s, ctx, gen, cache) for s in chunk], 1), ctx)
+            chunk = padded[c * CHUNK : (c + 1) * CHUNK]
+            acc.add_layer(
+                c, torch.stack([_head_pattern(s, ctx, gen, cache) for s in chunk], 1), ctx
+            )
     matrix, sinks = head_frames(acc.table())
     return matrix.join(sinks[[SINK_MASS]]).reset_index(drop=True).iloc[: len(specs)]
 
 
-def syntax_slots(causal: bool, seed: int = 0, max_baseline: float = 0.8, **corpus) -> dict[int, float]:
+def syntax_slots(
+    causal: bool, seed: int = 0, max_baseline: float = 0.8, **corpus
+) -> dict[int, float]:
     """Syntactic feature slots a synthetic syntactic head can show itself on, with their
     fixed-rule baselines: at least MIN_ARCS eligible arcs, and a baseline of at most
     ``max_baseline`` (where "always attend to the word d away" is right for, say, every
@@ -301,7 +366,10 @@ def syntax_slots(causal: bool, seed: int = 0, max_baseline: float = 0.8, **corpu
     ctx = context(make_batch(seqs, list(range(len(seqs))), causal, PAD), relations)
     counts = np.bincount(ctx.arc_slot.numpy(), minlength=2 * len(relations))
     baseline = best_rule_share(fixed_rule_counts(ctx), counts)
-    return {int(i): float(baseline[i]) for i in np.flatnonzero((counts >= MIN_ARCS) & (baseline <= max_baseline))}
+    return {
+        int(i): float(baseline[i])
+        for i in np.flatnonzero((counts >= MIN_ARCS) & (baseline <= max_baseline))
+    }
 
 
 def build_bank(seed: int = 0, per_role: int = 40, masks: tuple[str, ...] = MASKS) -> pd.DataFrame:
@@ -310,7 +378,9 @@ def build_bank(seed: int = 0, per_role: int = 40, masks: tuple[str, ...] = MASKS
     followed by the same heads without syntax probes
     (:func:`without_syntax`). Deterministic in ``seed``; about a minute on two CPU cores."""
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # many small tensor ops: one thread is several times faster on a busy CPU
+    torch.set_num_threads(
+        1
+    )  # many small tensor ops: one thread is several times faster on a busy CPU
     try:
         frames = [_bank_mask(seed, per_role, m, mask) for m, mask in enumerate(masks)]
     finally:
@@ -339,9 +409,15 @@ def _bank_mask(seed: int, per_role: int, m: int, mask: str) -> pd.DataFrame:
     rng = random.Random(seed * 1000 + m)
     specs = sample_specs(rng, causal, syntax_slots(causal, seed), per_role)
     matrix = score_specs(specs, causal, seed)
-    meta = pd.DataFrame({
-        "label": [s.label for s in specs], "second": [s.second for s in specs],
-        "template": [s.template for s in specs], "mask": mask, "seed": seed,
-        "spec": [s.describe() for s in specs], "head_id": [f"{mask}:{i}" for i in range(len(specs))],
-    })
+    meta = pd.DataFrame(
+        {
+            "label": [s.label for s in specs],
+            "second": [s.second for s in specs],
+            "template": [s.template for s in specs],
+            "mask": mask,
+            "seed": seed,
+            "spec": [s.describe() for s in specs],
+            "head_id": [f"{mask}:{i}" for i in range(len(specs))],
+        }
+    )
     return pd.concat([matrix[list(COLUMNS) + [SINK_MASS]], meta], axis=1)

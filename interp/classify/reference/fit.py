@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from interp.classify.reference.bank import build_bank
 from interp.classify.estimator import HeadRoleClassifier
 from interp.classify.matrix import COLUMNS
-from interp.errors import RunError
 from interp.classify.reference import BANK_FILE, MODEL_FILE, REFERENCE_VERSION
+from interp.classify.reference.bank import build_bank
+from interp.errors import RunError
 
 BANK_SEED = 0
 BANK_PER_ROLE = 30
@@ -37,7 +37,9 @@ def fit_bank(bank: pd.DataFrame, **params) -> HeadRoleClassifier:
     """A HeadRoleClassifier fitted on a bank's feature columns and labels; a head and its
     no-syntax twin (``head_id``) stay in one fold of the temperature fit."""
     groups = bank["head_id"].to_numpy() if "head_id" in bank.columns else None
-    return HeadRoleClassifier(**params).fit(bank[list(COLUMNS)], bank["label"].astype(str), groups=groups)
+    return HeadRoleClassifier(**params).fit(
+        bank[list(COLUMNS)], bank["label"].astype(str), groups=groups
+    )
 
 
 def read_bank(path: str | Path) -> pd.DataFrame:
@@ -53,10 +55,15 @@ def load_bank() -> pd.DataFrame:
 def save_model(clf: HeadRoleClassifier, path: str | Path, **meta) -> None:
     from interp.pipeline.rundir import write_text
 
-    write_text(Path(path), json.dumps({"version": REFERENCE_VERSION, **meta, "model": clf.to_dict()}, indent=1))
+    write_text(
+        Path(path),
+        json.dumps({"version": REFERENCE_VERSION, **meta, "model": clf.to_dict()}, indent=1),
+    )
 
 
-def load_classifier(path: str | Path, version: str | None = REFERENCE_VERSION) -> HeadRoleClassifier:
+def load_classifier(
+    path: str | Path, version: str | None = REFERENCE_VERSION
+) -> HeadRoleClassifier:
     """A fitted classifier from its JSON file; refuse another reference version (None: any)."""
     path = Path(path)
     try:
@@ -64,7 +71,9 @@ def load_classifier(path: str | Path, version: str | None = REFERENCE_VERSION) -
             raise RunError(f"{path} is not a classifier model (not a regular file)")
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise RunError(f"no classifier model at {path}: run `interp classify RUN_DIR --refit`") from None
+        raise RunError(
+            f"no classifier model at {path}: run `interp classify RUN_DIR --refit`"
+        ) from None
     except json.JSONDecodeError as exc:
         raise RunError(f"{path} is not a classifier model ({exc.msg})") from None
     except UnicodeDecodeError:
@@ -74,8 +83,10 @@ def load_classifier(path: str | Path, version: str | None = REFERENCE_VERSION) -
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise RunError(f"{path} is not a classifier model (no fitted model in it)")
     if version is not None and data.get("version") != version:
-        raise RunError(f"{path} holds reference version {data.get('version')!r}, this interp needs {version!r}: "
-                       f"rebuild it with `interp classify RUN_DIR --refit`")
+        raise RunError(
+            f"{path} holds reference version {data.get('version')!r}, this interp needs {version!r}: "
+            f"rebuild it with `interp classify RUN_DIR --refit`"
+        )
     try:
         return HeadRoleClassifier.from_dict(data["model"])
     except (KeyError, TypeError, ValueError) as exc:
@@ -96,16 +107,29 @@ def held_out_scores(clf: HeadRoleClassifier, bank: pd.DataFrame) -> dict[str, fl
     conf = proba.max(1)
     hit = pred == labels
     bins = np.minimum((conf * 10).astype(int), 9)
-    ece = sum(abs(hit[bins == b].mean() - conf[bins == b].mean()) * (bins == b).mean() for b in range(10) if (bins == b).any())
+    ece = sum(
+        abs(hit[bins == b].mean() - conf[bins == b].mean()) * (bins == b).mean()
+        for b in range(10)
+        if (bins == b).any()
+    )
     col = {c: i for i, c in enumerate(clf.classes_)}
     p_true = np.array([proba[i, col[l]] if l in col else 0.0 for i, l in enumerate(labels)])
-    return {"accuracy": float(hit.mean()), "log_loss": float(-np.log(np.clip(p_true, 1e-12, 1)).mean()),
-            "ece": float(ece), "n": int(len(labels))}
+    return {
+        "accuracy": float(hit.mean()),
+        "log_loss": float(-np.log(np.clip(p_true, 1e-12, 1)).mean()),
+        "ece": float(ece),
+        "n": int(len(labels)),
+    }
 
 
-def refit(directory: str | Path | None = None, seed: int = BANK_SEED, per_role: int = BANK_PER_ROLE,
-          held_out_seed: int | None = HELD_OUT_SEED, model_name: str = MODEL_FILE,
-          bank_name: str = BANK_FILE) -> HeadRoleClassifier:
+def refit(
+    directory: str | Path | None = None,
+    seed: int = BANK_SEED,
+    per_role: int = BANK_PER_ROLE,
+    held_out_seed: int | None = HELD_OUT_SEED,
+    model_name: str = MODEL_FILE,
+    bank_name: str = BANK_FILE,
+) -> HeadRoleClassifier:
     """Rebuild the bank, fit the default model, write the bank (``bank.csv``) and the model
     (``model.json``) to ``directory`` (default: the package's reference folder) and return the
     model. ``held_out_seed``: also score it on a second bank built with that seed (None: skip)."""
@@ -115,10 +139,17 @@ def refit(directory: str | Path | None = None, seed: int = BANK_SEED, per_role: 
     start = time.perf_counter()
     bank = build_bank(seed, per_role)
     clf = fit_bank(bank)
-    meta = {"bank_seed": seed, "bank_per_role": per_role, "n_bank": len(bank),
-            "labels": bank["label"].value_counts().sort_index().to_dict()}
+    meta = {
+        "bank_seed": seed,
+        "bank_per_role": per_role,
+        "n_bank": len(bank),
+        "labels": bank["label"].value_counts().sort_index().to_dict(),
+    }
     if held_out_seed is not None:
-        meta["held_out"] = {"seed": held_out_seed, **held_out_scores(clf, build_bank(held_out_seed, per_role))}
+        meta["held_out"] = {
+            "seed": held_out_seed,
+            **held_out_scores(clf, build_bank(held_out_seed, per_role)),
+        }
     meta["seconds"] = round(time.perf_counter() - start, 1)
     with atomic_path(directory / bank_name) as tmp:
         bank.to_csv(tmp, index=False, float_format="%.6g")

@@ -14,7 +14,7 @@ the null builders marked random, which draw from the generator they are handed.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -131,8 +131,13 @@ def induction(ctx: FeatureContext, fallback: str = "bos") -> Tensor:
     return _targets(ctx, keys, fallback)
 
 
-def syntactic(ctx: FeatureContext, slots: tuple[int, ...], fallback: str = "bos", hit: float = 1.0,
-              seed: int = 0) -> Tensor:
+def syntactic(
+    ctx: FeatureContext,
+    slots: tuple[int, ...],
+    fallback: str = "bos",
+    hit: float = 1.0,
+    seed: int = 0,
+) -> Tensor:
     """Arc queries of the chosen feature slots (relation * 2 + direction) attend to their gold word.
 
     A share ``1 - hit`` of the arcs (drawn with ``seed``) attend to a word next to the gold one
@@ -150,13 +155,18 @@ def syntactic(ctx: FeatureContext, slots: tuple[int, ...], fallback: str = "bos"
             for sign in (side, -side):  # the other side when the first neighbour is no word
                 near = target + sign
                 ok = (near >= 0) & (near < ctx.allowed.shape[-1]) & (near != q)
-                ok &= ctx.content[b, near.clamp(0, ctx.allowed.shape[-1] - 1)] & ctx.allowed[b, q, near.clamp(0, ctx.allowed.shape[-1] - 1)]
+                ok &= (
+                    ctx.content[b, near.clamp(0, ctx.allowed.shape[-1] - 1)]
+                    & ctx.allowed[b, q, near.clamp(0, ctx.allowed.shape[-1] - 1)]
+                )
                 move = miss & ok
                 target = torch.where(move, near, target)
                 miss &= ~move
             b, q, target = b[~miss], q[~miss], target[~miss]
         keys[b, q, target] = True
-        first_only = keys.cumsum(-1).cumsum(-1) == 1  # a query that is in two arcs keeps one partner
+        first_only = (
+            keys.cumsum(-1).cumsum(-1) == 1
+        )  # a query that is in two arcs keeps one partner
         keys &= first_only
     return _targets(ctx, keys, fallback)
 
@@ -169,9 +179,13 @@ def local(ctx: FeatureContext, window: int = 3, decay: float = 1.0) -> Tensor:
     if not ctx.batch.causal:
         d = d.abs()
     near = (d >= 1) & (d <= window)
-    weights = torch.where(near, decay ** (d.float() - 1), 0.0)[None] * (ctx.allowed & ctx.content[:, None, :])
+    weights = torch.where(near, decay ** (d.float() - 1), 0.0)[None] * (
+        ctx.allowed & ctx.content[:, None, :]
+    )
     has = weights.sum(-1, keepdim=True) > 0
-    return torch.where(has, weights / weights.sum(-1, keepdim=True).clamp(min=1e-12), _fallback(ctx, "self"))
+    return torch.where(
+        has, weights / weights.sum(-1, keepdim=True).clamp(min=1e-12), _fallback(ctx, "self")
+    )
 
 
 def broad(ctx: FeatureContext, content_only: bool = False) -> Tensor:
@@ -181,7 +195,9 @@ def broad(ctx: FeatureContext, content_only: bool = False) -> Tensor:
     return _uniform(ctx)
 
 
-def position(ctx: FeatureContext, k: int | None = None, from_end: int | None = None, fallback: str = "bos") -> Tensor:
+def position(
+    ctx: FeatureContext, k: int | None = None, from_end: int | None = None, fallback: str = "bos"
+) -> Tensor:
     """All mass on one fixed position: absolute ``k``, or ``from_end`` before the last token;
     queries that cannot see it use the fallback."""
     n, width = ctx.allowed.shape[:2]
@@ -234,9 +250,17 @@ def shuffled(ctx: FeatureContext, pattern: Tensor, gen: torch.Generator) -> Tens
 
 Builder = Callable[..., Tensor]
 DETERMINISTIC: dict[str, Builder] = {
-    "offset": offset, "first": first, "delimiter": delimiter, "duplicate": duplicate, "same_token": same_token,
+    "offset": offset,
+    "first": first,
+    "delimiter": delimiter,
+    "duplicate": duplicate,
+    "same_token": same_token,
     "induction": induction,
-    "syntactic": syntactic, "local": local, "broad": broad, "position": position, "far_offset": far_offset,
+    "syntactic": syntactic,
+    "local": local,
+    "broad": broad,
+    "position": position,
+    "far_offset": far_offset,
     "token_class": token_class,
 }
 RANDOM: dict[str, Builder] = {"dirichlet": dirichlet, "random_logits": random_logits}
@@ -256,8 +280,14 @@ def build(ctx: FeatureContext, kind: str, args: tuple, gen: torch.Generator, cac
     raise ValueError(f"unknown pattern kind {kind!r}")
 
 
-def mix(components: list[Tensor], weights: Tensor, wobble: float | None, ctx: FeatureContext,
-        gen: torch.Generator, jitter: float = 0.0) -> Tensor:
+def mix(
+    components: list[Tensor],
+    weights: Tensor,
+    wobble: float | None,
+    ctx: FeatureContext,
+    gen: torch.Generator,
+    jitter: float = 0.0,
+) -> Tensor:
     """Per-query mixture of component patterns.
 
     Each query scales each weight by exp(wobble * N(0, 1)) and renormalises (exact weights when

@@ -34,8 +34,15 @@ class _Vocab:
         return self.ids.setdefault(word.lower(), FIRST_WORD_ID + len(self.ids))
 
 
-def _sequence(ids: list[int], family: str, suite: str, causal: bool, punct: list[bool],
-              words: bool = False, arcs: list[tuple[int, int, int]] = ()) -> ProbeSequence:
+def _sequence(
+    ids: list[int],
+    family: str,
+    suite: str,
+    causal: bool,
+    punct: list[bool],
+    words: bool = False,
+    arcs: list[tuple[int, int, int]] = (),
+) -> ProbeSequence:
     """Wrap word ids in [BOS] (causal) or [CLS] ... [SEP] (encoder), with one token per word."""
     suffix = [] if causal else [SEP]
     tokens = torch.tensor([BOS] + ids + suffix, dtype=torch.long)
@@ -43,22 +50,36 @@ def _sequence(ids: list[int], family: str, suite: str, causal: bool, punct: list
     is_special = torch.zeros(n, dtype=torch.bool)
     is_special[0] = True
     is_delim = torch.zeros(n, dtype=torch.bool)
-    is_delim[1:1 + len(ids)] = torch.tensor(punct, dtype=torch.bool)
+    is_delim[1 : 1 + len(ids)] = torch.tensor(punct, dtype=torch.bool)
     if not causal:
         is_special[-1] = is_delim[-1] = True
     word_of_token = torch.full((n,), -1, dtype=torch.long)
     word_pos = torch.zeros(0, dtype=torch.long)
     if words:
-        word_of_token[1:1 + len(ids)] = torch.arange(len(ids))
+        word_of_token[1 : 1 + len(ids)] = torch.arange(len(ids))
         word_pos = torch.arange(len(ids)) + 1
-    return ProbeSequence(tokens=tokens, suite=suite, family=family, is_delim=is_delim, is_special=is_special,
-                         word_of_token=word_of_token, word_pos=word_pos,
-                         arcs=torch.tensor(list(arcs), dtype=torch.long).reshape(-1, 3), source=suite)
+    return ProbeSequence(
+        tokens=tokens,
+        suite=suite,
+        family=family,
+        is_delim=is_delim,
+        is_special=is_special,
+        word_of_token=word_of_token,
+        word_pos=word_pos,
+        arcs=torch.tensor(list(arcs), dtype=torch.long).reshape(-1, 3),
+        source=suite,
+    )
 
 
-def synthetic_sequences(causal: bool, seed: int = 0, n_repeated: int = 24, n_syntax: int = 160,
-                        n_prose: int = 48, repeated_lengths: tuple[int, ...] = (8, 12, 16),
-                        max_len: int = 40) -> tuple[list[ProbeSequence], tuple[str, ...]]:
+def synthetic_sequences(
+    causal: bool,
+    seed: int = 0,
+    n_repeated: int = 24,
+    n_syntax: int = 160,
+    n_prose: int = 48,
+    repeated_lengths: tuple[int, ...] = (8, 12, 16),
+    max_len: int = 40,
+) -> tuple[list[ProbeSequence], tuple[str, ...]]:
     """Probe sequences of all three families and the relation names (ids in arcs index into them)."""
     from interp.probes.prose import prose_suite
 
@@ -67,17 +88,38 @@ def synthetic_sequences(causal: bool, seed: int = 0, n_repeated: int = 24, n_syn
     relations: dict[str, int] = {}
     seqs: list[ProbeSequence] = []
     for i in range(n_repeated):
-        half = [rng.randrange(*RANDOM_TOKENS) for _ in range(repeated_lengths[i % len(repeated_lengths)])]
+        half = [
+            rng.randrange(*RANDOM_TOKENS)
+            for _ in range(repeated_lengths[i % len(repeated_lengths)])
+        ]
         seqs.append(_sequence(half + half, REPEATED, "repeated", causal, [False] * 2 * len(half)))
     for sentence in generate_syntax(n_syntax, seed):
         words = [sentence.text[s:e] for s, e in sentence.words]
-        arcs = [(a.dep, a.head, relations.setdefault(a.relation, len(relations))) for a in sentence.arcs]
-        seqs.append(_sequence([vocab(w) for w in words], SYNTAX, "syntax", causal,
-                              [w in ".," for w in words], words=True, arcs=arcs))
+        arcs = [
+            (a.dep, a.head, relations.setdefault(a.relation, len(relations))) for a in sentence.arcs
+        ]
+        seqs.append(
+            _sequence(
+                [vocab(w) for w in words],
+                SYNTAX,
+                "syntax",
+                causal,
+                [w in ".," for w in words],
+                words=True,
+                arcs=arcs,
+            )
+        )
     lines = [s.text for s in prose_suite().sentences]
     for text in rng.sample(lines, min(n_prose, len(lines))):
         words = _WORD.findall(text)[: max_len - 2]
         if len(words) >= 2:
-            seqs.append(_sequence([vocab(w) for w in words], NATURAL, "prose", causal,
-                                  [not w[0].isalnum() and w[0] != "_" for w in words]))
+            seqs.append(
+                _sequence(
+                    [vocab(w) for w in words],
+                    NATURAL,
+                    "prose",
+                    causal,
+                    [not w[0].isalnum() and w[0] != "_" for w in words],
+                )
+            )
     return seqs, tuple(relations)

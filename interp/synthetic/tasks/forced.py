@@ -24,8 +24,8 @@ is the small one used here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -47,8 +47,11 @@ class Ids:
     @classmethod
     def of(cls, tokenizer) -> "Ids":
         words = [w for w in VOCAB if w not in LABELS]
-        return cls(tokenizer.bos_token_id, torch.tensor(tokenizer.convert_tokens_to_ids(words)),
-                   *tokenizer.convert_tokens_to_ids(list(LABELS)))
+        return cls(
+            tokenizer.bos_token_id,
+            torch.tensor(tokenizer.convert_tokens_to_ids(words)),
+            *tokenizer.convert_tokens_to_ids(list(LABELS)),
+        )
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,9 @@ class ForcedBatch:
 @dataclass(frozen=True)
 class ForcedTask:
     name: str
-    make: Callable[[int, torch.Generator, Ids, int], ForcedBatch]  # (batch size, generator, ids, seed)
+    make: Callable[
+        [int, torch.Generator, Ids, int], ForcedBatch
+    ]  # (batch size, generator, ids, seed)
     n_layers: int
     n_heads: int
     steps: int
@@ -111,9 +116,9 @@ def position_of(seed: int) -> int:
 def position(n: int, gen: torch.Generator, ids: Ids, seed: int) -> ForcedBatch:
     k = position_of(seed)
     tokens = _random(n, gen, ids)
-    targets = tokens[:, k:k + 1].expand_as(tokens)
+    targets = tokens[:, k : k + 1].expand_as(tokens)
     mask = torch.zeros_like(tokens, dtype=torch.bool)
-    mask[:, k + 1:] = True
+    mask[:, k + 1 :] = True
     return ForcedBatch(tokens, targets.clone(), mask)
 
 
@@ -125,7 +130,7 @@ def majority(n: int, gen: torch.Generator, ids: Ids, seed: int) -> ForcedBatch:
     pick = lambda words: words[torch.randint(len(words), (n, SEQ_LEN), generator=gen)]  # noqa: E731
     tokens[:, 1:] = torch.where(use_even, pick(even), pick(ids.pool[1::2]))
     is_even = torch.isin(tokens, even)
-    lead = (2 * is_even.long() - 1)
+    lead = 2 * is_even.long() - 1
     lead[:, 0] = 0
     lead = lead.cumsum(1)  # (# even) - (# odd) among x_1 .. x_q
     targets = torch.where(lead > 0, ids.no, ids.yes)
@@ -134,10 +139,13 @@ def majority(n: int, gen: torch.Generator, ids: Ids, seed: int) -> ForcedBatch:
     return ForcedBatch(tokens, targets, mask)
 
 
-TASKS: dict[str, ForcedTask] = {t.name: t for t in (
-    ForcedTask("copy", copy, n_layers=1, n_heads=4, steps=600),
-    ForcedTask("induction", induction, n_layers=2, n_heads=4, steps=1500),
-    ForcedTask("duplicates", duplicates, n_layers=1, n_heads=4, steps=800),
-    ForcedTask("position", position, n_layers=1, n_heads=4, steps=600),
-    ForcedTask("majority", majority, n_layers=1, n_heads=4, steps=800),
-)}
+TASKS: dict[str, ForcedTask] = {
+    t.name: t
+    for t in (
+        ForcedTask("copy", copy, n_layers=1, n_heads=4, steps=600),
+        ForcedTask("induction", induction, n_layers=2, n_heads=4, steps=1500),
+        ForcedTask("duplicates", duplicates, n_layers=1, n_heads=4, steps=800),
+        ForcedTask("position", position, n_layers=1, n_heads=4, steps=600),
+        ForcedTask("majority", majority, n_layers=1, n_heads=4, steps=800),
+    )
+}

@@ -37,7 +37,9 @@ SPAN = (4, 16)  # length of a repeated span, uniform
 
 @dataclass(frozen=True)
 class GrammarTask:
-    seq_len: int = 65  # BOS + 64: the collect stage's longest repeated probe ([BOS] r r, 32 tokens in r) fits
+    seq_len: int = (
+        65  # BOS + 64: the collect stage's longest repeated probe ([BOS] r r, 32 tokens in r) fits
+    )
     p_repeat: float = 0.6
     p_scramble: float = 0.2
     name: str = "grammar"
@@ -57,14 +59,23 @@ class GrammarTask:
         return tuple(w for w in self.words if w not in PUNCT)
 
     def params(self) -> dict[str, Any]:
-        return {"version": VERSION, "seq_len": self.seq_len, "p_repeat": self.p_repeat, "p_scramble": self.p_scramble, "span": SPAN,
-                "n_words": len(self.words)}
+        return {
+            "version": VERSION,
+            "seq_len": self.seq_len,
+            "p_repeat": self.p_repeat,
+            "p_scramble": self.p_scramble,
+            "span": SPAN,
+            "n_words": len(self.words),
+        }
 
     def batch(self, n: int, gen: torch.Generator, tok: Any) -> TrainingBatch:
         ids = tok.get_vocab()
         shape = (n, self.seq_len)
         tokens = torch.full(shape, tok.pad_token_id, dtype=torch.long)
-        parts = {name: torch.zeros(shape, dtype=torch.bool) for name in ("agreement", "repeat", "punctuation")}
+        parts = {
+            name: torch.zeros(shape, dtype=torch.bool)
+            for name in ("agreement", "repeat", "punctuation")
+        }
         foil = torch.zeros(shape, dtype=torch.long)
         for row in range(n):
             rng = random.Random(int(torch.randint(2**62, (1,), generator=gen)))
@@ -74,8 +85,16 @@ class GrammarTask:
         parts["punctuation"] = torch.isin(tokens, torch.tensor([ids[p] for p in PUNCT])) & scored
         return TrainingBatch(tokens, scored, parts, foil=foil, foil_at=parts["agreement"].clone())
 
-    def _fill(self, row: int, rng: random.Random, ids: dict[str, int], bos: int, tokens: torch.Tensor,
-              parts: dict[str, torch.Tensor], foil: torch.Tensor) -> None:
+    def _fill(
+        self,
+        row: int,
+        rng: random.Random,
+        ids: dict[str, int],
+        bos: int,
+        tokens: torch.Tensor,
+        parts: dict[str, torch.Tensor],
+        foil: torch.Tensor,
+    ) -> None:
         """Write one sequence into ``tokens[row]`` and mark its parts."""
         sentences = stream_syntax(rng)
         seq: list[int] = [bos]
@@ -84,10 +103,12 @@ class GrammarTask:
             if start > 1 and rng.random() < self.p_repeat:  # a span copied from anywhere earlier
                 length = rng.randint(*SPAN)
                 source = rng.randint(1, max(1, start - length))
-                seq += seq[source: source + length]
-                parts["repeat"][row, start + 1: min(len(seq), self.seq_len)] = True
+                seq += seq[source : source + length]
+                parts["repeat"][row, start + 1 : min(len(seq), self.seq_len)] = True
                 continue
-            if rng.random() < self.p_scramble:  # words in random order: only a copy can predict them
+            if (
+                rng.random() < self.p_scramble
+            ):  # words in random order: only a copy can predict them
                 seq += [ids[w] for w in rng.choices(self.plain_words, k=rng.randint(*SPAN))]
                 continue
             sentence = next(sentences)

@@ -48,7 +48,10 @@ class RelationsTask:
     name: str = "relations"
 
     def __post_init__(self) -> None:
-        if min(self.n_lemmas, self.n_fillers, self.n_slots, self.max_subject) < 1 or self.n_distractors < 0:
+        if (
+            min(self.n_lemmas, self.n_fillers, self.n_slots, self.max_subject) < 1
+            or self.n_distractors < 0
+        ):
             raise ValueError("every count must be >= 1 (n_distractors >= 0)")
         if self.max_subject + 1 + 3 * self.n_slots + self.n_distractors > self.seq_len:
             raise ValueError("seq_len is too short for the subject and the verb slots")
@@ -66,11 +69,21 @@ class RelationsTask:
     @property
     def words(self) -> tuple[str, ...]:
         fillers = tuple(f"f{i}" for i in range(self.n_fillers))
-        return tuple(w for grid in (self.content_grid, self.verb_grid) for pair in grid for w in pair) + fillers
+        return (
+            tuple(w for grid in (self.content_grid, self.verb_grid) for pair in grid for w in pair)
+            + fillers
+        )
 
     def params(self) -> dict[str, Any]:
-        return {"version": VERSION, "seq_len": self.seq_len, "n_lemmas": self.n_lemmas,
-                "n_fillers": self.n_fillers, "n_slots": self.n_slots, "n_distractors": self.n_distractors, "max_subject": self.max_subject}
+        return {
+            "version": VERSION,
+            "seq_len": self.seq_len,
+            "n_lemmas": self.n_lemmas,
+            "n_fillers": self.n_fillers,
+            "n_slots": self.n_slots,
+            "n_distractors": self.n_distractors,
+            "max_subject": self.max_subject,
+        }
 
     def batch(self, n: int, gen: torch.Generator, tok: Any) -> TrainingBatch:
         ids = tok.convert_tokens_to_ids
@@ -81,7 +94,9 @@ class RelationsTask:
         tokens[:, 0] = tok.bos_token_id
         subject = torch.randint(1, self.max_subject + 1, (n,), generator=gen)
         number = torch.randint(2, (n,), generator=gen)
-        tokens[torch.arange(n), subject] = content[torch.randint(self.n_lemmas, (n,), generator=gen), number]
+        tokens[torch.arange(n), subject] = content[
+            torch.randint(self.n_lemmas, (n,), generator=gen), number
+        ]
         scored = torch.zeros(n, self.seq_len, dtype=torch.bool)
         foil = torch.zeros(n, self.seq_len, dtype=torch.long)
         for row in range(n):
@@ -89,7 +104,9 @@ class RelationsTask:
             taken = {p for cue in slots for p in (cue, cue + 1, cue + 2)}
             free = [p for p in range(int(subject[row]) + 1, self.seq_len) if p not in taken]
             for k in torch.randperm(len(free), generator=gen)[: self.n_distractors].tolist():
-                tokens[row, free[k]] = content.flatten()[int(torch.randint(content.numel(), (1,), generator=gen))]
+                tokens[row, free[k]] = content.flatten()[
+                    int(torch.randint(content.numel(), (1,), generator=gen))
+                ]
             for cue in slots:
                 lemma = int(torch.randint(self.n_lemmas, (1,), generator=gen))
                 cue_number = int(torch.randint(2, (1,), generator=gen))
@@ -97,18 +114,24 @@ class RelationsTask:
                 tokens[row, cue + 2] = verbs[lemma, number[row]]
                 foil[row, cue + 2] = verbs[lemma, 1 - number[row]]
                 scored[row, cue + 2] = True
-        return TrainingBatch(tokens, scored, {"verb": scored.clone()}, foil=foil, foil_at=scored.clone())
+        return TrainingBatch(
+            tokens, scored, {"verb": scored.clone()}, foil=foil, foil_at=scored.clone()
+        )
 
     def _slots(self, subject: int, gen: torch.Generator) -> list[int]:
         """Cue positions of the verb slots: after the subject, three tokens each, never overlapping."""
-        free = self.seq_len - subject - 1 - 3 * self.n_slots  # filler tokens to spread between slots
+        free = (
+            self.seq_len - subject - 1 - 3 * self.n_slots
+        )  # filler tokens to spread between slots
         gaps = torch.sort(torch.randint(free + 1, (self.n_slots,), generator=gen)).values
         return [subject + 1 + int(gap) + 3 * i for i, gap in enumerate(gaps)]
 
     def positions(self, batch: TrainingBatch, tok: Any) -> dict[str, torch.Tensor]:
         """Per scored verb: ``row``, ``query`` (the position that predicts it), ``cue`` (query - 1)
         and ``subject`` (the first content word of its sequence); all long [verb]."""
-        content = torch.tensor(tok.convert_tokens_to_ids([w for pair in self.content_grid for w in pair]))
+        content = torch.tensor(
+            tok.convert_tokens_to_ids([w for pair in self.content_grid for w in pair])
+        )
         first = torch.isin(batch.tokens, content).float().argmax(1)
         row, verb = batch.scored.nonzero(as_tuple=True)
         return {"row": row, "query": verb - 1, "cue": verb - 2, "subject": first[row]}
