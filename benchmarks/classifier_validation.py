@@ -192,12 +192,12 @@ def held_out() -> tuple[str, dict]:
 
 
 def planted(cache: Path | None) -> tuple[str, dict]:
-    from interp.synthetic.planted import _complete_plan, planted_model
+    from interp.synthetic.planted import planted_model, truth
 
     rows, unplanned = [], []
     for i, plan in enumerate(PLANS):
         n_layers = 1 + max(layer for layer, _ in plan)
-        full, _ = _complete_plan(plan, n_layers, 4)
+        full = {lh: p.looks for lh, p in truth(plan, n_layers, 4).items() if p.writes != "zero"}
         feats, reps, names = features_of(
             lambda: planted_model(plan, n_layers=n_layers), f"planted{i}", SMALL, cache
         )

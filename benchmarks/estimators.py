@@ -18,7 +18,7 @@ selection's rule is measured too: a head's score is its best percentile of |esti
 either that attribution or integrated gradients (4 steps, on the sweep's corpus), so a head
 that either estimator ranks high is chosen (no Spearman: it ranks, it does not estimate).
 
-Models: planted (hand-set weights: a previous-token head feeding two induction heads), the
+Models: planted (hand-set weights: a previous-token head feeding two induction heads that copy), the
 toy trained on text with repeats (interp.synthetic.toy: a layer-0 previous-token head feeding
 layer-1 induction heads), three models trained on the induction task (interp.synthetic.trained,
 seeds 0-2), MiniLM-L6 (encoder: only retrieval_margin has a gradient) and SmolLM2-135M.
@@ -179,11 +179,12 @@ def models(names: list[str]):
     """(name, LoadedModel) in the order asked, each built or loaded when its turn comes."""
     for name in names:
         if name == "planted":
-            from interp.synthetic.planted import planted_model
+            from interp.synthetic.planted import Planted, planted_model
 
+            copy = Planted("induction", "copy")  # induction heads that copy: a real circuit
             yield (
                 "planted",
-                planted_model({(1, 0): "induction", (1, 1): "induction", (0, 1): "previous_token"}),
+                planted_model({(1, 0): copy, (1, 1): copy, (0, 1): "previous_token"}),
             )
         elif name == "toy":
             from interp.synthetic.toy import toy_cached

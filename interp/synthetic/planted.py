@@ -1,64 +1,37 @@
 """Planted models: tiny GPT-2s whose weights are set by hand so that chosen heads do one job exactly.
 
 They are ground truth for the toolkit: a head planted as ``previous_token`` puts all of its
-attention on q-1, so :func:`interp.collect.stage.collect` must score it 1.0 on that feature, and a
-head left unplanned attends uniformly, so it must score exactly the baseline.
+attention on q-1, so :func:`interp.collect.stage.collect` must score it 1.0 on that feature; a
+head planted to copy maps every token to itself through the embedding and the unembedding; and a
+head left unplanned attends uniformly and writes nothing, so it must score exactly the baseline
+and come out ``inactive``.
 
-Residual stream
----------------
-The first ``F`` dimensions carry features; the next ``F`` hold their negatives (a *mirror*);
-any further dimensions are zero. ``V`` is the vocabulary size, ``P`` the context length::
+A plan maps (layer, head) to where the head looks, a role of :data:`PLANTABLE` (it then writes a
+constant: something, but nothing about tokens), or to a :class:`Planted` head that also says what
+it writes: ``Planted("previous_token", "copy")`` looks at q-1 and copies that token (its OV circuit
+is +identity through the embedding and the unembedding), ``"suppress"`` is -identity,
+``"successor"`` maps each item of :data:`ORDINALS` to the next, ``"zero"`` writes nothing.
+:func:`truth` lists every head of a plan's model as it was planted. How the weights are set:
+interp.synthetic.layout (where each feature lives in the residual stream, how a head looks and
+what it writes); interp.synthetic.circuit plants an indirect-object circuit of task roles.
 
-    TOK   [0, V)          one-hot of the token                   (token embedding)
-    POS   [V, V+P)        one-hot of the position                (position embedding)
-    PREV  [V+P, 2V+P)     one-hot of the previous token          (written by one previous-token head)
-    CONST 2V+P            always 1                               (token embedding)
-    PUNCT 2V+P+1          1 on punctuation tokens                (token embedding)
-    PLAIN 2V+P+2          1 on every other token, so that the squared norm never depends on it
-
-Why the mirror: GPT-2's pre-attention LayerNorm subtracts the mean and divides by the standard
-deviation. With the mirror the mean is exactly 0, and the variance is ``2 n / D`` where ``n`` is
-the number of active one-hots (4 before the PREV subspace is written, 5 after). Each layer's
-``ln_1.weight`` is set to that known standard deviation (and the epsilon to 1e-12), so LayerNorm
-is the identity on these streams and queries and keys read the one-hots as they are.
-
-Heads
------
-A query/key *term* pairs residual dimensions one to one through fresh head dimensions and
-adds ``weight * x_q[a] * x_k[b]`` to the attention score (GPT-2's ``1/sqrt(d_head)`` is folded
-into the weights). Targets score ``SCALE`` (40) and everything else at most 0, so the softmax
-puts at most ``n * exp(-40)``, about 1e-16, outside the targets: the planted scores are exact
-to float precision. Self-exclusion uses a position term of weight ``-2 * SCALE``.
-
-===================  ================================================================
-previous_token       query POS[p] meets key POS[p-1]
-current_token        query POS[p] meets key POS[p]
-first_token          query CONST meets key POS[0]
-delimiter            query CONST meets key PUNCT; minus itself
-duplicate_token      query TOK meets key TOK; minus itself
-induction            query TOK meets key PREV; minus itself
-broad                zero query and key weights: uniform over the visible keys
-===================  ================================================================
-
-Unplanned heads have zero query, key, value and output weights: they attend uniformly
-(exactly like ``broad``) and write nothing. Only one head writes into the residual stream:
-the previous-token head that feeds the induction heads (value TOK, output PREV). When the
-plan has induction heads but no previous-token head in an earlier layer, ``planted_model``
-plants one in the first free head of layer 0 (or the first earlier layer with a free head).
-MLPs are zero, so they write nothing either.
+When the plan has induction heads but no previous-token head in an earlier layer,
+``planted_model`` plants one in the first free head of layer 0 (or the first earlier layer with a
+free head); the previous-token head before the first induction layer writes PREV.
 """
 
 from __future__ import annotations
 
 import math
 import tempfile
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
 from interp.model.load import LoadedModel, from_bridge
+from interp.synthetic.layout import Layout, mirror, terms, token_map
 
 PLANTABLE = (
     "previous_token",
@@ -69,6 +42,16 @@ PLANTABLE = (
     "delimiter",
     "broad",
 )
+ATTENDS = PLANTABLE + ("name",)  # "name": a task's mover (interp.synthetic.layout)
+SINGLE_KEY = ("previous_token", "current_token", "first_token")  # one key per query
+WRITES = ("constant", "copy", "suppress", "successor", "zero", "previous", "inhibit")
+TOKEN_WRITES = ("copy", "suppress", "successor")  # into OUT, which the unembedding reads
+WRITE_ROLES = {
+    "copy": "copying",
+    "suppress": "copy_suppression",
+    "successor": "successor",
+    "zero": "inactive",
+}
 SPECIALS = ("<bos>", "<eos>", "<pad>", "<unk>")
 PUNCTUATION = (".", ",", "?", "!", ";", ":")
 WORDS = (
@@ -119,8 +102,28 @@ WORDS = (
     "yes",
     "no",
 )
+NAMES = ("mary", "john", "anna", "tom", "kate", "paul", "lisa", "mark")
+ORDINALS = (  # the sequences a successor head steps along, one token per item
+    ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"),
+    ("1", "2", "3", "4", "5", "6", "7", "8", "9", "10"),
+    ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"),
+    (
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ),
+)
+PLANTED_WORDS = PUNCTUATION + WORDS + NAMES + tuple(w for s in ORDINALS for w in s)
 N_CTX = 96  # covers the default repeated probes (1 + 2 * 32 tokens) and short sentences
-SCALE = 40.0  # attention logit of a target; exp(-40) leaves ~1e-16 of the mass elsewhere
 
 
 def build_tokenizer(words: Sequence[str] = PUNCTUATION + WORDS) -> Any:
@@ -172,128 +175,126 @@ def boot(hf_model: Any, tokenizer: Any, name: str) -> LoadedModel:
 
 
 @dataclass(frozen=True)
-class Layout:
-    """Where each feature lives in the residual stream (see the module docstring)."""
+class Planted:
+    """One planted head: where it looks (``attends``, :data:`ATTENDS`) and what it writes
+    (``writes``, :data:`WRITES`), the token map scaled by ``strength``."""
 
-    vocab: int
-    n_ctx: int
-    n_heads: int
-
-    @property
-    def tok(self) -> int:
-        return 0
+    attends: str = "broad"
+    writes: str = "constant"
+    strength: float = 1.0
 
     @property
-    def pos(self) -> int:
-        return self.vocab
+    def looks(self) -> str:
+        """The catalogue role of its attention (the task attention ``name`` has none: broad over names)."""
+        return self.attends
 
     @property
-    def prev(self) -> int:
-        return self.vocab + self.n_ctx
+    def write_role(self) -> str | None:
+        """The catalogue role of what it writes; None where that names no role (a constant, or
+        the token a later head reads)."""
+        return WRITE_ROLES.get(self.writes)
 
-    @property
-    def const(self) -> int:
-        return 2 * self.vocab + self.n_ctx
-
-    @property
-    def punct(self) -> int:
-        return self.const + 1
-
-    @property
-    def plain(self) -> int:
-        return self.const + 2
-
-    @property
-    def n_features(self) -> int:
-        return self.const + 3
-
-    @property
-    def d_head(self) -> int:
-        # room for the widest head (TOK or POS terms plus a self-exclusion POS term), and for the mirror
-        return max(self.vocab + self.n_ctx + 1, math.ceil(2 * self.n_features / self.n_heads))
-
-    @property
-    def d_model(self) -> int:
-        return self.n_heads * self.d_head
+    def label(self) -> str:
+        hidden = ("constant", "previous")  # what every planted head of this kind writes anyway
+        return self.attends if self.writes in hidden else f"{self.attends}+{self.writes}"
 
 
-def _complete_plan(
-    plan: dict[tuple[int, int], str], n_layers: int, n_heads: int
-) -> tuple[dict, tuple[int, int] | None]:
-    """Validate the plan; add a supporting previous-token head for induction; pick the PREV writer."""
-    plan = dict(plan)
-    for (layer, head), role in plan.items():
-        if role not in PLANTABLE:
-            raise ValueError(f"role {role!r} cannot be planted; choose from {PLANTABLE}")
+Plan = Mapping[tuple[int, int], "str | Planted"]
+
+
+def _checked(plan: Plan, n_layers: int, n_heads: int) -> dict[tuple[int, int], Planted]:
+    """The plan as Planted heads, each checked (see the module docstring's rules)."""
+    heads = {lh: Planted(p) if isinstance(p, str) else p for lh, p in plan.items()}
+    for (layer, head), p in heads.items():
+        if not isinstance(p, Planted) or p.attends not in ATTENDS:
+            raise ValueError(f"role {p!r} cannot be planted; choose from {ATTENDS}")
+        if p.writes not in WRITES:
+            raise ValueError(f"L{layer}H{head} writes {p.writes!r}; choose from {WRITES}")
         if not (0 <= layer < n_layers and 0 <= head < n_heads):
             raise ValueError(
                 f"head ({layer}, {head}) is outside {n_layers} layers x {n_heads} heads"
             )
-    induction_layers = [layer for (layer, _), role in plan.items() if role == "induction"]
+        if p.writes in TOKEN_WRITES and layer != n_layers - 1:
+            raise ValueError(
+                f"L{layer}H{head} writes tokens ({p.writes}): plant it in the last layer, where the "
+                f"varying size of its output meets only the final LayerNorm"
+            )
+        if p.writes in ("previous", "inhibit") and p.attends not in SINGLE_KEY:
+            raise ValueError(
+                f"L{layer}H{head} writes {p.writes!r}, which later heads read as one token: it must "
+                f"attend to one key ({', '.join(SINGLE_KEY)})"
+            )
+    for kind in ("previous", "inhibit"):
+        if sum(p.writes == kind for p in heads.values()) > 1:
+            raise ValueError(f"plant at most one head that writes {kind!r}")
+    return heads
+
+
+def _complete_plan(
+    plan: Plan, n_layers: int, n_heads: int
+) -> tuple[dict[tuple[int, int], Planted], tuple[int, int] | None]:
+    """Validate the plan; add a supporting previous-token head for induction; pick the PREV writer."""
+    heads = _checked(plan, n_layers, n_heads)
+    induction_layers = [layer for (layer, _), p in heads.items() if p.attends == "induction"]
     if not induction_layers:
-        return plan, None
+        return heads, next((lh for lh, p in heads.items() if p.writes == "previous"), None)
     first = min(induction_layers)
     if first == 0:
         raise ValueError(
             "an induction head needs a previous-token head in an earlier layer: plant it in layer >= 1"
         )
-    writers = sorted(lh for lh, role in plan.items() if role == "previous_token" and lh[0] < first)
+    writers = sorted(
+        lh
+        for lh, p in heads.items()
+        if p.attends == "previous_token" and p.writes in ("constant", "previous") and lh[0] < first
+    )
     if not writers:
-        free = [(l, h) for l in range(first) for h in range(n_heads) if (l, h) not in plan]
+        free = [(l, h) for l in range(first) for h in range(n_heads) if (l, h) not in heads]
         if not free:
             raise ValueError(
                 f"no free head before layer {first} for the previous-token head induction needs"
             )
-        plan[free[0]] = "previous_token"
         writers = free[:1]
-    return plan, writers[0]
+    heads[writers[0]] = replace(heads.get(writers[0], Planted("previous_token")), writes="previous")
+    return heads, writers[0]
 
 
-def _terms(role: str, lay: Layout) -> list[tuple[list[int], list[int], float]]:
-    """(query dims, key dims, weight): score += weight * sum_i x_q[q_i] * x_k[k_i]."""
-    p = lay.n_ctx
-    pos = list(range(lay.pos, lay.pos + p))
-    not_self = (pos, pos, -2 * SCALE)
-    if role == "previous_token":
-        return [(pos[1:], pos[:-1], SCALE)]
-    if role == "current_token":
-        return [(pos, pos, SCALE)]
-    if role == "first_token":
-        return [([lay.const], [lay.pos], SCALE)]
-    if role == "delimiter":
-        return [([lay.const], [lay.punct], SCALE), not_self]
-    tok = list(range(lay.tok, lay.tok + lay.vocab))
-    if role == "duplicate_token":
-        return [(tok, tok, SCALE), not_self]
-    if role == "induction":
-        return [(tok, list(range(lay.prev, lay.prev + lay.vocab)), SCALE), not_self]
-    return []  # broad
+def truth(plan: Plan, n_layers: int = 2, n_heads: int = 4) -> dict[tuple[int, int], Planted]:
+    """Every head of the model ``planted_model(plan, n_layers, n_heads)`` builds, as Planted:
+    the plan completed (a previous-token head added for induction), the unplanned heads
+    ``Planted("broad", "zero")`` (they attend uniformly and write nothing)."""
+    heads, _ = _complete_plan(plan, n_layers, n_heads)
+    unplanned = Planted("broad", "zero")
+    return {(l, h): heads.get((l, h), unplanned) for l in range(n_layers) for h in range(n_heads)}
 
 
-def _mirror(vec: torch.Tensor, lay: Layout) -> torch.Tensor:
-    """Copy the feature half of [..., d_model] into the mirror half, negated."""
-    f = lay.n_features
-    vec[..., f : 2 * f] = -vec[..., :f]
-    return vec
+def _active(heads: dict[tuple[int, int], Planted], layer: int) -> int:
+    """One-hots per position in the residual stream that enters ``layer``: the token, position,
+    constant and flag, plus every earlier head's marker and its PREV or INHIB one-hot."""
+    earlier = [p for (l, _), p in heads.items() if l < layer and p.writes != "zero"]
+    return 4 + len(earlier) + sum(p.writes in ("previous", "inhibit") for p in earlier)
 
 
-def planted_model(
-    plan: dict[tuple[int, int], str], n_layers: int = 2, n_heads: int = 4, seed: int = 0
-) -> LoadedModel:
+def planted_model(plan: Plan, n_layers: int = 2, n_heads: int = 4, seed: int = 0) -> LoadedModel:
     """A GPT-2 whose planned heads implement their roles exactly (see the module docstring).
 
-    ``plan`` maps (layer, head) to a role of :data:`PLANTABLE`. Unplanned heads attend
-    uniformly and write nothing. Induction heads need layer >= 1; a previous-token head is added
-    in an earlier free head when the plan has none. The weights are fully determined by the plan;
-    ``seed`` only fixes the (unused) randomness of initialisation, for reproducible bookkeeping.
+    ``plan`` maps (layer, head) to a role of :data:`PLANTABLE` (the head looks there and writes
+    its constant) or to a :class:`Planted` head (where it looks and what it writes). Unplanned
+    heads attend uniformly and write nothing. Induction heads need layer >= 1; a previous-token
+    head is added in an earlier free head when the plan has none. The weights are fully
+    determined by the plan; ``seed`` only fixes the (unused) randomness of initialisation, for
+    reproducible bookkeeping.
     """
     from transformers import GPT2Config, GPT2LMHeadModel
 
     if n_layers < 1 or n_heads < 1:
         raise ValueError("n_layers and n_heads must be >= 1")
-    plan, writer = _complete_plan(plan, n_layers, n_heads)
-    tok = build_tokenizer()
-    lay = Layout(vocab=len(tok), n_ctx=N_CTX, n_heads=n_heads)
+    heads, _ = _complete_plan(plan, n_layers, n_heads)
+    tok = build_tokenizer(PLANTED_WORDS)
+    vocab = tok.convert_ids_to_tokens(list(range(len(tok))))
+    index = {word: t for t, word in enumerate(vocab)}
+    successors = {index[a]: index[b] for seq in ORDINALS for a, b in zip(seq, seq[1:])}
+    lay = Layout(vocab=len(tok), n_ctx=N_CTX, n_layers=n_layers, n_heads=n_heads)
     d, dh = lay.d_model, lay.d_head
     config = GPT2Config(
         vocab_size=lay.vocab,
@@ -309,6 +310,7 @@ def planted_model(
         bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
+        tie_word_embeddings=False,
         attn_implementation="eager",
     )
     with (
@@ -316,39 +318,44 @@ def planted_model(
     ):  # the random init is overwritten; seed it without touching the caller's RNG
         torch.manual_seed(seed)
         hf = GPT2LMHeadModel(config)
-    punct = [t in PUNCTUATION for t in tok.convert_ids_to_tokens(list(range(lay.vocab)))]
     with torch.no_grad():
         for param in hf.parameters():
             param.zero_()
         wte, wpe = hf.transformer.wte.weight, hf.transformer.wpe.weight
-        for t in range(lay.vocab):
+        for t, word in enumerate(vocab):
             wte[t, lay.tok + t] = 1.0
             wte[t, lay.const] = 1.0
-            wte[t, lay.punct if punct[t] else lay.plain] = 1.0
+            flag = lay.punct if word in PUNCTUATION else lay.name if word in NAMES else lay.plain
+            wte[t, flag] = 1.0
+            hf.lm_head.weight[t, lay.out + t] = 1.0
         for p in range(lay.n_ctx):
             wpe[p, lay.pos + p] = 1.0
-        _mirror(wte, lay), _mirror(wpe, lay)
+        mirror(wte, lay), mirror(wpe, lay)
         for layer, block in enumerate(hf.transformer.h):
-            active = 5 if writer is not None and layer > writer[0] else 4  # one-hots per position
-            block.ln_1.weight.fill_(math.sqrt(2 * active / d))
+            block.ln_1.weight.fill_(math.sqrt(2 * _active(heads, layer) / d))
             block.ln_2.weight.fill_(1.0)
             w_qkv = block.attn.c_attn.weight  # Conv1D [d_model, 3 * d_model]: x @ W -> q | k | v
+            w_o = block.attn.c_proj.weight  # Conv1D [d_model, d_model]: z @ W
             for head in range(n_heads):
-                role = plan.get((layer, head), "broad")
+                p = heads.get((layer, head), Planted("broad", "zero"))
                 col = head * dh
-                for q_dims, k_dims, weight in _terms(role, lay):
+                for q_dims, k_dims, weight in terms(p.attends, lay):
                     root = math.sqrt(abs(weight) * math.sqrt(dh))
                     for i, (a, b) in enumerate(zip(q_dims, k_dims)):
                         w_qkv[a, col + i] = root
                         w_qkv[b, d + col + i] = math.copysign(root, weight)
                     col += len(q_dims)
-            if writer is not None and writer[0] == layer:
-                col = writer[1] * dh
-                w_o = block.attn.c_proj.weight  # Conv1D [d_model, d_model]: z @ W
-                for t in range(lay.vocab):
-                    w_qkv[lay.tok + t, 2 * d + col + t] = 1.0
-                    w_o[col + t, lay.prev + t] = 1.0
-                _mirror(w_o, lay)
+                if p.writes == "zero":
+                    continue
+                col = head * dh  # value and output columns: the token map, then the marker
+                for i, (t, out, weight) in enumerate(
+                    token_map(p.writes, p.strength, successors, lay)
+                ):
+                    w_qkv[lay.tok + t, 2 * d + col + i] = 1.0
+                    w_o[col + i, out] = weight
+                w_qkv[lay.const, 2 * d + col + dh - 1] = 1.0
+                w_o[col + dh - 1, lay.mark + layer * n_heads + head] = 1.0
+            mirror(w_o, lay)
         hf.transformer.ln_f.weight.fill_(1.0)
-    roles = ",".join(f"L{l}H{h}={r}" for (l, h), r in sorted(plan.items()))
+    roles = ",".join(f"L{l}H{h}={p.label()}" for (l, h), p in sorted(heads.items()))
     return boot(hf, tok, f"planted[{roles}]")

@@ -10,7 +10,14 @@ from interp.collect.features import STATIC_FEATURES
 from interp.collect.stage import collect
 from interp.probes.align import Aligner
 from interp.probes.base import NATURAL, Sentence, Suite
-from interp.synthetic.planted import PLANTABLE, build_tokenizer, planted_model
+from interp.synthetic.planted import (
+    ORDINALS,
+    PLANTABLE,
+    Planted,
+    build_tokenizer,
+    planted_model,
+    truth,
+)
 
 PLAN = {
     (0, 0): "previous_token",
@@ -157,3 +164,89 @@ def test_plan_validation():
 def test_build_tokenizer_is_shared():
     tok = build_tokenizer(("w0", "w1", "."))
     assert tok("w1 w0.").input_ids == [0, 5, 4, 6]
+
+
+WRITERS = {
+    (0, 0): Planted("previous_token", "zero"),
+    (1, 0): Planted("previous_token", "copy"),
+    (1, 1): Planted("broad", "suppress", 2.0),
+    (1, 2): Planted("previous_token", "successor"),
+}  # (0, 1..3) and (1, 3) unplanned
+
+
+@pytest.fixture(scope="module")
+def writers():
+    return planted_model(WRITERS)
+
+
+def ov_circuit(model, layer, head):
+    """[token read, token written]: the head's OV circuit through the embedding and unembedding."""
+    b = model.bridge
+    return (b.W_E @ b.W_V[layer, head] @ b.W_O[layer, head] @ b.W_U).detach()
+
+
+def test_written_ov_circuits_are_what_was_planted(writers):
+    vocab = writers.tokenizer.get_vocab()
+    eye = torch.eye(len(vocab))
+    torch.testing.assert_close(ov_circuit(writers, 1, 0), eye)
+    torch.testing.assert_close(ov_circuit(writers, 1, 1), -2 * eye)
+    successor = torch.zeros_like(eye)
+    for sequence in ORDINALS:
+        for a, b in zip(sequence, sequence[1:]):
+            successor[vocab[a], vocab[b]] = 1.0
+    torch.testing.assert_close(ov_circuit(writers, 1, 2), successor)
+    for layer, head in [(0, 0), (0, 1), (1, 3)]:  # planted zero, unplanned
+        assert not ov_circuit(writers, layer, head).any()
+        assert (
+            not writers.bridge.W_O[layer, head].any() and not writers.bridge.W_V[layer, head].any()
+        )
+
+
+def test_a_head_that_writes_a_constant_writes_but_says_nothing_about_tokens():
+    model = planted_model({(0, 0): "previous_token"}, n_layers=1)
+    assert not ov_circuit(model, 0, 0).any()
+    ids = model.tokenizer("the cat sees the dog", return_tensors="pt").input_ids
+    with torch.inference_mode():
+        _, cache = model.bridge.run_with_cache(ids, names_filter=lambda n: n.endswith("hook_z"))
+        z = cache["blocks.0.attn.hook_z"][0]  # [pos, head, d_head]
+        out = z[:, 0] @ model.bridge.W_O[0, 0]
+    torch.testing.assert_close(out.norm(dim=-1), torch.full((ids.shape[1],), 2**0.5))
+    assert not z[:, 1:].any()  # the unplanned heads write nothing
+
+
+def test_writers_predict_what_they_were_planted_to(writers):
+    tok = writers.tokenizer
+    ids = tok("it was monday .", return_tensors="pt").input_ids
+    with torch.inference_mode():
+        logits = writers.bridge(ids)[0]
+    # at "monday" the previous-token heads look at "was"; at "." at "monday": the copy head says
+    # monday, the successor head tuesday, and the broad suppressor takes 2/5 from every token seen
+    assert tok.convert_ids_to_tokens(int(logits[3].argmax())) == "was"
+    assert tok.convert_ids_to_tokens(logits[4].topk(2).indices.tolist()) == ["tuesday", "monday"]
+    assert logits[4, tok.convert_tokens_to_ids(".")] < 0
+    assert logits[4, tok.convert_tokens_to_ids("dog")] == pytest.approx(0.0, abs=1e-6)  # unseen
+
+
+def test_truth_lists_every_head_and_unplanned_heads_write_nothing():
+    heads = truth(WRITERS)
+    assert len(heads) == 8 and heads[(0, 1)] == Planted("broad", "zero")
+    assert heads[(1, 1)].write_role == "copy_suppression" and heads[(1, 1)].looks == "broad"
+    assert heads[(0, 0)].write_role == "inactive" and heads[(1, 2)].write_role == "successor"
+    assert Planted("induction").write_role is None
+    assert truth({(1, 0): "induction"})[(0, 0)] == Planted("previous_token", "previous")
+
+
+def test_write_plan_validation():
+    with pytest.raises(ValueError, match="last layer"):
+        planted_model({(0, 0): Planted("previous_token", "copy")})
+    with pytest.raises(ValueError, match="one key"):
+        planted_model({(0, 0): Planted("broad", "inhibit")})
+    with pytest.raises(ValueError, match="at most one"):
+        planted_model(
+            {
+                (0, 0): Planted("previous_token", "inhibit"),
+                (0, 1): Planted("first_token", "inhibit"),
+            }
+        )
+    with pytest.raises(ValueError, match="choose from"):
+        planted_model({(1, 0): Planted("broad", "shout")})
