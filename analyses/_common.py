@@ -8,11 +8,11 @@ mode, so that a smoke test never overwrites a full run's write-up):
   a one-line **Answer**, the command, the run time, the code it ran (git commit, features
   version), the seeds and how many models were trained or loaded from the cache;
 - ``NAME.json``: the same facts as data (title, answer, run time, commit, features version, ...),
-  what the README's "Experiments" block (``analyses/readme.py``) and ``python -m analyses
+  what the documentation's "Experiments" block (``analyses/readme.py``) and ``python -m analyses
   --stale`` read;
 - ``NAME/*.csv`` (the tables behind every number) and ``NAME/*.png`` (seaborn figures).
 
-A full run into the default folder also regenerates the README's "Experiments" block
+A full run into the default folder also regenerates the documentation's "Experiments" block
 (``python tools/docs.py experiments``), so that redoing an experiment is one command.
 ``python -m analyses`` runs several (see ``__main__.py``).
 """

@@ -1,18 +1,18 @@
-"""The packaged models' results as the README quotes them, measured by runs this script makes.
+"""The packaged models' results as the documentation quotes them, measured by runs this script makes.
 
 For each packaged model it makes the default run (``interp run --model NAME``) and, for the
 causal one, a ``--quick`` run, under ``reports/analyses/packaged/`` (kept: a second call only
 re-reads them; ``--fresh`` makes them again), and writes from their tables alone:
 
-- ``analyses/results/packaged/quickstart.md``, the README's quick-start timing, from the runs'
+- ``analyses/results/packaged/quickstart.md``, the quick-start timing of docs/getting-started.md, from the runs'
   manifests (each stage's recorded seconds);
-- ``analyses/results/packaged/results.md``, the README's "Results on the packaged models": the
+- ``analyses/results/packaged/results.md``, the "Results on the packaged models" of docs/results/index.md: the
   textbook heads with their feature scores and labels, the subject-verb heads, the role counts,
   the causal effects' precision and the removable share of heads (tools/docs.py adds the
   classifier's validation figures, from the shipped reference model);
 - the "Packaged models" section of analyses/RESULTS.md with the full tables;
 
-then has tools/docs.py put them in the README (blocks ``generated:quickstart`` and
+then has tools/docs.py put them in those pages (blocks ``generated:quickstart`` and
 ``generated:results``) and in analyses/RESULTS.md.
 
     python analyses/packaged.py [--fresh] [NAME ...]
@@ -36,7 +36,7 @@ from interp.pipeline.results import RunTables, load_run  # noqa: E402
 from interp.report.summary import role_counts  # noqa: E402
 
 HERE = CACHE / "packaged"
-OUT = ROOT / "analyses" / "results" / "packaged"  # what the README's blocks are made of
+OUT = ROOT / "analyses" / "results" / "packaged"  # what the documentation's blocks are made of
 SCRIPT = "analyses/packaged.py"
 # Heads the literature and earlier studies of these models name: checked, never assumed.
 KNOWN = {

@@ -1,10 +1,11 @@
-"""The README's "Experiments" block, from the experiments' write-up data in analyses/results/.
+"""The documentation's "Experiments" block, from the experiments' write-up data in analyses/results/.
 
 One line per claim: its title, a link to the write-up, its run time and its **Answer** line,
 which each experiment generates from the numbers it measured. All of it is read from the data
 file every run writes beside its write-up (``NAME.json``, see :meth:`analyses._common.Experiment.write`),
-never parsed back out of the markdown. tools/docs.py puts the block in the README
-(``generated:experiments``); this module only says what the block holds.
+never parsed back out of the markdown. tools/docs.py puts the block in
+docs/results/experiments.md (``generated:experiments``); this module only says what the block
+holds.
 """
 
 from __future__ import annotations
@@ -28,19 +29,17 @@ def claim_line(data: dict, link: str) -> str:
     )
 
 
-def section(results: Path, relative_to: Path) -> str:
-    """The block's text: the section heading, how the experiments are run, one line per claim
-    (links relative to ``relative_to``, the README's folder)."""
+def section(results: Path, relative_to: Path, root: Path) -> str:
+    """The block's text: how the experiments are run, one line per claim (links relative to
+    ``relative_to``, the folder of the page that shows the block; ``root``: the checkout)."""
     lines = [
-        "## Experiments",
-        "",
         "Six claims about multi-head attention, each measured by one command "
         "(`python -m analyses.NAME`; `--quick` for a smoke test) that writes its tables, seaborn figures "
         "and write-up (with the exact command, run time, seeds and error bars) into `analyses/results/`. "
         "The lines below are copied from those write-ups' data (`python tools/docs.py`; every full run "
         f"refreshes them). `python -m analyses` runs all six in order{total_time(results)}; "
         "`python -m analyses --stale` reruns those made under another version of what they depend on "
-        f"(the features, the reference classifier, the ablate stage's default kind); a line marked stale says which.{quick_time(relative_to)}",
+        f"(the features, the reference classifier, the ablate stage's default kind); a line marked stale says which.{quick_time(root)}",
         "",
     ]
     for name in EXPERIMENTS:

@@ -137,7 +137,7 @@ def main() -> None:
     print(body)
     if not args.no_write:
         write_section(SECTION, SCRIPT, body)
-        regenerate("ray-overhead")  # the README quotes the summary
+        regenerate("ray-overhead")  # docs/how-to/scaling.md quotes the summary
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@
 The entries are data, one line each, in ``interp/troubleshooting.tsv``: the kind (the error
 type, or what prints it), the exit code, the message as a template (``{}`` where the message
 names a file, a number, a value), what it means and what to do; ``#`` lines head the sections.
-Adding a message to the package is adding its line there. The README's
-"Troubleshooting" section is generated from it (``python tools/docs.py``), and
+Adding a message to the package is adding its line there. The documentation's
+troubleshooting page (docs/reference/troubleshooting.md) is generated from it (``python tools/docs.py``), and
 tests/unit/test_troubleshooting.py keeps it complete: every ``raise`` of an
 :mod:`interp.errors` type in the package must match an entry, and so must every line the
 bad-input tests see on stderr.

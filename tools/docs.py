@@ -1,28 +1,38 @@
 """The one generator of the documentation's generated blocks.
 
 A generated block is the text between ``<!-- begin generated:NAME -->`` and
-``<!-- end generated:NAME -->`` in README.md, benchmarks/RESULTS.md, benchmarks/SCALING.md or
-analyses/RESULTS.md (the only marker form). Every block has one source, and this script only assembles: it never
-measures, never loads a model. Scripts that measure write their source file and then run this
-script for their block.
+``<!-- end generated:NAME -->`` in a page of the documentation site (``docs/``),
+benchmarks/RESULTS.md, benchmarks/SCALING.md or analyses/RESULTS.md (the only marker form). Every
+block has one source, and this script only assembles: it never measures, never loads a model.
+Scripts that measure write their source file and then run this script for their block.
 
-``README.md``
+Measured blocks:
 
-- ``quickstart``: ``analyses/results/packaged/quickstart.md`` (written by analyses/packaged.py
-  from the default and ``--quick`` runs' manifests);
-- ``results``: ``analyses/results/packaged/results.md`` (analyses/packaged.py), then the
-  classifier's held-out scores from ``interp/classify/reference/model.json``;
-- ``experiments``: each experiment's write-up data, ``analyses/results/NAME.json`` (written beside
-  ``NAME.md`` by every run), through :mod:`analyses.readme`;
-- ``troubleshooting``: the message catalogue, ``interp/troubleshooting.tsv``;
-- ``columns``: the table schemas (:mod:`interp.pipeline.tables`: each table's description, and
-  every column with its type and meaning from ``interp/pipeline/tables.tsv``);
-- ``module-map``: the first paragraph of the docstring of every module under ``interp/``;
-- ``ray-overhead``: the summary of ``benchmarks/sections/ray-executor-overhead-on-one-machine.md``
-  (written by benchmarks/ray_overhead.py);
-- ``scaling``: the predictions of ``benchmarks/sections/scaling-the-cost-model-checked.md``
-  (written by benchmarks/scaling.py), whose whole text is also the block ``scaling`` of
-  ``benchmarks/SCALING.md``.
+- ``quickstart`` (docs/getting-started.md): ``analyses/results/packaged/quickstart.md`` (written
+  by analyses/packaged.py from the default and ``--quick`` runs' manifests);
+- ``results`` (docs/results/index.md): ``analyses/results/packaged/results.md``
+  (analyses/packaged.py), then the classifier's held-out scores from
+  ``interp/classify/reference/model.json``;
+- ``experiments`` (docs/results/experiments.md): each experiment's write-up data,
+  ``analyses/results/NAME.json`` (written beside ``NAME.md`` by every run), through
+  :mod:`analyses.readme`;
+- ``ray-overhead`` (docs/how-to/scaling.md): the summary of
+  ``benchmarks/sections/ray-executor-overhead-on-one-machine.md`` (written by
+  benchmarks/ray_overhead.py);
+- ``scaling`` (docs/how-to/scaling.md): the predictions of
+  ``benchmarks/sections/scaling-the-cost-model-checked.md`` (written by benchmarks/scaling.py),
+  whose whole text is also the block ``scaling`` of ``benchmarks/SCALING.md``.
+
+Reference blocks, made from the code (tools/reference.py):
+
+- ``cli`` (docs/reference/cli.md): every command and option of the click group ``interp``;
+- ``columns`` (docs/reference/tables.md): the table schemas (:mod:`interp.pipeline.tables`: each
+  table's description, and every column with its type and meaning from
+  ``interp/pipeline/tables.tsv``);
+- ``troubleshooting`` (docs/reference/troubleshooting.md): the message catalogue,
+  ``interp/troubleshooting.tsv``;
+- ``module-map`` (docs/architecture.md): the first paragraph of the docstring of every module
+  under ``interp/``.
 
 ``benchmarks/RESULTS.md`` and ``analyses/RESULTS.md``: one block per file of their ``sections/``
 folder, named after it (``benchmarks/sections/run_time.md`` is ``generated:run_time``), which
@@ -39,7 +49,6 @@ block at the end of its document.
 from __future__ import annotations
 
 import argparse
-import ast
 import difflib
 import json
 import re
@@ -53,16 +62,26 @@ if str(ROOT) not in sys.path:  # run as ``python tools/docs.py``: the checkout's
     sys.path.insert(0, str(ROOT))
 
 from analyses.readme import section as experiments_section  # noqa: E402
-from interp.console import EXIT_SIGTERM  # noqa: E402
-from interp.pipeline.tables import TABLES  # noqa: E402
-from interp.troubleshooting import Trouble, read_catalogue  # noqa: E402
+from tools.reference import (  # noqa: E402
+    SourceMissing,
+    cli_reference,
+    columns,
+    module_map,
+    troubleshooting,
+)
+from tools.reference import read_source as _read  # noqa: E402
 
 MARKED = re.compile(r"<!-- begin generated:([\w.-]+) -->\n(.*?)\n<!-- end generated:\1 -->", re.S)
-README = "README.md"
+# The documentation pages that hold generated blocks (the site's pages, docs/ in the checkout).
+GETTING_STARTED = "docs/getting-started.md"
+RESULTS_PAGE = "docs/results/index.md"
+EXPERIMENTS_PAGE = "docs/results/experiments.md"
+TROUBLESHOOTING_PAGE = "docs/reference/troubleshooting.md"
+TABLES_PAGE = "docs/reference/tables.md"
+CLI_PAGE = "docs/reference/cli.md"
+ARCHITECTURE_PAGE = "docs/architecture.md"
+SCALING_PAGE = "docs/how-to/scaling.md"
 RESULTS = ("benchmarks/RESULTS.md", "analyses/RESULTS.md")
-# The module map's groups, in the order of the data flow; any other package follows, then the
-# top-level modules.
-GROUPS = ("collect", "classify", "ablate", "report", "model", "pipeline", "probes", "synthetic")
 
 
 def begin(name: str) -> str:
@@ -86,21 +105,10 @@ class Block:
     render: Callable[[Path], str]  # root -> body
 
 
-# --- README blocks ------------------------------------------------------------------------------
+# --- measured blocks -----------------------------------------------------------------------------
 
 PACKAGED = "analyses/results/packaged"
 REFERENCE = "interp/classify/reference/model.json"
-
-
-class SourceMissing(Exception):
-    """A block's source file does not exist."""
-
-
-def _read(root: Path, relative: str) -> str:
-    path = root / relative
-    if not path.is_file():
-        raise SourceMissing(relative)
-    return path.read_text(encoding="utf-8").strip()
 
 
 def quickstart(root: Path) -> str:
@@ -119,97 +127,10 @@ def results(root: Path) -> str:
 
 
 def experiments(root: Path) -> str:
-    return experiments_section(root / "analyses" / "results", root)
-
-
-def troubleshooting(root: Path) -> str:
-    """One table per kind of trouble, in the catalogue's order."""
-    catalogue = read_catalogue(_read(root, "interp/troubleshooting.tsv"))
-    out = [
-        "Every message the command line can end with, generated from `interp/troubleshooting.tsv`. "
-        "`…` stands for the part that names your file, value or number. Errors print as `error: <message>`.",
-        "",
-    ]
-    for kind in dict.fromkeys(t.kind for t in catalogue):
-        entries: list[Trouble] = [t for t in catalogue if t.kind == kind]
-        codes = sorted(
-            {t.exit for t in entries} | ({EXIT_SIGTERM} if kind == "interrupted" else set())
-        )
-        status = "the command goes on" if codes == [0] else "exit " + " / ".join(map(str, codes))
-        out += [
-            f"**{kind}** ({status})",
-            "",
-            "| message | what it means | what to do |",
-            "| --- | --- | --- |",
-        ]
-        out += [
-            f"| `` {_cell(t.message.replace('{}', '…'))} `` | {_cell(t.meaning)} | {_cell(t.action)} |"
-            for t in entries
-        ]
-        out.append("")
-    return "\n".join(out)
-
-
-def columns(root: Path) -> str:
-    """Every table: its description, then every column (pattern columns last) with type and meaning."""
-    out = []
-    for table in TABLES.values():
-        out += [
-            f"**`{table.name}`**: {table.doc}",
-            "",
-            "| column | type | meaning |",
-            "| --- | --- | --- |",
-        ]
-        out += [
-            f"| `{c.name}` | {c.dtype} | {_cell(c.doc)} |"
-            for c in table.columns + table.pattern_columns
-        ]
-        out.append("")
-    return "\n".join(out)
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def docstring(path: Path) -> str:
-    """The first paragraph of a module's docstring on one line, or a loud gap."""
-    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
-    first = " ".join(doc.split("\n\n")[0].split())
-    return first or "**(no docstring)**"
-
-
-def module_map(root: Path) -> str:
-    """Every module of ``interp/`` as it is on disk, one table per package."""
-    package = root / "interp"
-    modules = sorted(
-        p for p in package.rglob("*.py") if p.name not in {"__init__.py", "__main__.py"}
+    """The experiments' lines, each linking its write-up relative to the page that shows them."""
+    return experiments_section(
+        root / "analyses" / "results", (root / EXPERIMENTS_PAGE).parent, root
     )
-    groups: dict[str, list[Path]] = {}
-    for path in modules:
-        parts = path.relative_to(package).parts
-        groups.setdefault(parts[0] if len(parts) > 1 else "", []).append(path)
-    order = (
-        [g for g in GROUPS if g in groups]
-        + sorted(set(groups) - set(GROUPS) - {""})
-        + [""] * ("" in groups)
-    )
-    out = []
-    for group in order:
-        folder = package / group if group else package
-        init = folder / "__init__.py"
-        about = (
-            f": {_cell(docstring(init))}"
-            if init.is_file() and ast.get_docstring(ast.parse(init.read_text()))
-            else ""
-        )
-        title = f"`interp/{group}/`" if group else "top-level modules of `interp/`"
-        out += [f"**{title}**{about}", "", "| module | what it holds |", "| --- | --- |"]
-        out += [
-            f"| `{p.relative_to(root).as_posix()}` | {_cell(docstring(p))} |" for p in groups[group]
-        ]
-        out.append("")
-    return "\n".join(out)
 
 
 RAY_OVERHEAD = "benchmarks/sections/ray-executor-overhead-on-one-machine.md"
@@ -237,7 +158,7 @@ def scaling(root: Path) -> str:
 
 
 def scaling_predictions(root: Path) -> str:
-    """The predictions table of benchmarks/scaling.py, with its date, for the README."""
+    """The predictions table of benchmarks/scaling.py, with its date, for the scaling page."""
     text = _read(root, SCALING)
     stamp = (
         next(line for line in text.splitlines() if line.startswith("_")).strip("_").split(";")[0]
@@ -246,35 +167,38 @@ def scaling_predictions(root: Path) -> str:
     return f"Predicted by `benchmarks/scaling.py` ({stamp}; the model and its checks: `benchmarks/SCALING.md`): {predictions}"
 
 
-README_BLOCKS = (
+DOC_BLOCKS = (
     Block(
-        README,
+        GETTING_STARTED,
         "quickstart",
         f"{PACKAGED}/quickstart.md, written by analyses/packaged.py",
         quickstart,
     ),
     Block(
-        README,
+        RESULTS_PAGE,
         "results",
         f"{PACKAGED}/results.md, written by analyses/packaged.py, and {REFERENCE}",
         results,
     ),
     Block(
-        README,
+        EXPERIMENTS_PAGE,
         "experiments",
         "analyses/results/*.json (the experiments' write-up data)",
         experiments,
     ),
-    Block(README, "troubleshooting", "interp/troubleshooting.tsv", troubleshooting),
-    Block(README, "columns", "interp/pipeline/tables.py and tables.tsv", columns),
-    Block(README, "module-map", "the docstrings of interp/**/*.py", module_map),
+    Block(TROUBLESHOOTING_PAGE, "troubleshooting", "interp/troubleshooting.tsv", troubleshooting),
+    Block(TABLES_PAGE, "columns", "interp/pipeline/tables.py and tables.tsv", columns),
+    Block(CLI_PAGE, "cli", "the click commands of interp/cli.py", cli_reference),
+    Block(ARCHITECTURE_PAGE, "module-map", "the docstrings of interp/**/*.py", module_map),
     Block(
-        README,
+        SCALING_PAGE,
         "ray-overhead",
         f"{RAY_OVERHEAD}, written by benchmarks/ray_overhead.py",
         ray_overhead,
     ),
-    Block(README, "scaling", f"{SCALING}, written by benchmarks/scaling.py", scaling_predictions),
+    Block(
+        SCALING_PAGE, "scaling", f"{SCALING}, written by benchmarks/scaling.py", scaling_predictions
+    ),
     Block(
         "benchmarks/SCALING.md", "scaling", f"{SCALING}, written by benchmarks/scaling.py", scaling
     ),
@@ -300,7 +224,7 @@ def sections(root: Path, document: str) -> list[Block]:
 
 
 def blocks(root: Path = ROOT) -> list[Block]:
-    return [*README_BLOCKS, *(b for document in RESULTS for b in sections(root, document))]
+    return [*DOC_BLOCKS, *(b for document in RESULTS for b in sections(root, document))]
 
 
 # --- assembling ---------------------------------------------------------------------------------

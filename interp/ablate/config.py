@@ -31,7 +31,7 @@ QUICK_BUDGET = 60.0  # quick mode: seconds of exact sweep before no further roun
 # (--top-k): enough that its ranking is not sampling noise. Attribution's cost grows with the tokens read, and
 # sv_logit_diff reads one position per sentence, so --quick reads fewer, to stay within its 3 minutes
 # (benchmarks/run_time.py). A full sweep measures every head exactly, so its estimator reads the sweep's
-# own corpus: the minutes go to the exact rounds instead (README, "Effects: how they are measured").
+# own corpus: the minutes go to the exact rounds instead (docs/concepts/effects.md).
 ESTIMATOR_POSITIONS = 4000
 QUICK_ESTIMATOR_POSITIONS = 200
 QUICK_IG_STEPS = 2  # quick mode's second opinion: integrated gradients over 2 path points (recall as 4 on the toys)
@@ -57,7 +57,7 @@ class AblateConfig:
     # mean by default: it removes what a head says about *this* input and keeps its constant part,
     # which zero ablation also removes (doubling the median effect on SmolLM2, and changing which
     # heads rank top); resample does the same as mean but is noisier on a small corpus
-    # (benchmarks/ablation_kinds.py; README, "Effects: how they are measured").
+    # (benchmarks/ablation_kinds.py; docs/concepts/effects.md).
     ablations: tuple[Literal[KINDS], ...] = option(("mean",), flag="--ablation")
     """ablation kind (repeatable; the first orders the pruning curve)"""
     metrics: tuple[str, ...] | None = option(None, flag="--metric")

@@ -2,7 +2,7 @@
 whether optional or a pattern, what they mean) are data in ``interp/pipeline/tables.tsv``, one line each.
 
 Each table is tidy (one observation per row) and written as parquet and csv. `interp tables`
-prints this schema; the README's column reference is generated from the same text
+prints this schema; the documentation's column reference (docs/reference/tables.md) is generated from the same text
 (``python tools/docs.py``, block ``generated:columns``). Missing
 values are NaN, never a sentinel.
 

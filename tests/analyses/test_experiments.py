@@ -198,10 +198,10 @@ def test_quick_mode_writes_its_tables_figures_and_write_up(results, name):
     assert features_version(results / f"{name}.md") is not None
 
 
-def test_readme_section_is_generated_from_the_write_ups(results):
+def test_the_experiments_section_is_generated_from_the_write_ups(results):
     from analyses.readme import section
 
-    body = section(results, ROOT)
+    body = section(results, ROOT, ROOT)
     claims = [line for line in body.splitlines() if line.startswith("- **")]
     assert len(claims) == len(ORDER)
     for name, line in zip(ORDER, claims):

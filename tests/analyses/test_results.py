@@ -1,5 +1,5 @@
 """The committed results: six write-ups from full runs of committed code, their figures and tables,
-labels from the installed classifier, and the README section generated from them.
+labels from the installed classifier, and the documentation section generated from them.
 
 When this fails after a classifier change, ``python -m analyses --stale`` redoes what is out of date.
 """
@@ -34,10 +34,10 @@ def test_a_full_run_write_up_with_its_figures_and_tables(name):
 
 def test_a_stale_write_up_is_never_shown_as_current():
     """A write-up made under another features version, reference classifier or ablation default
-    may wait for its rerun, but the README says it is stale, and why."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = readme[
-        readme.index("<!-- begin generated:experiments -->") : readme.index(
+    may wait for its rerun, but the documentation says it is stale, and why."""
+    page = (ROOT / "docs" / "results" / "experiments.md").read_text(encoding="utf-8")
+    block = page[
+        page.index("<!-- begin generated:experiments -->") : page.index(
             "<!-- end generated:experiments -->"
         )
     ]
@@ -51,7 +51,7 @@ def test_a_stale_write_up_is_never_shown_as_current():
         assert all(reason in lines[name] for reason in reasons), name
 
 
-def test_the_readme_section_is_the_one_the_write_ups_make():
+def test_the_experiments_section_is_the_one_the_write_ups_make():
     done = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "docs.py"), "--check", "experiments"],
         capture_output=True,

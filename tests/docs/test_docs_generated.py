@@ -1,5 +1,6 @@
-"""Every generated block of README.md, benchmarks/RESULTS.md, benchmarks/SCALING.md and analyses/RESULTS.md is what its
-source makes, and ``python tools/docs.py --check`` can tell when one is not.
+"""Every generated block of the documentation pages (docs/), benchmarks/RESULTS.md,
+benchmarks/SCALING.md and analyses/RESULTS.md is what its source makes, and
+``python tools/docs.py --check`` can tell when one is not.
 
 The first test runs the check on this checkout. The others break a copy of the checkout the way
 docs fall behind (a module added, a docstring line lost, a block edited by hand, a schema, a
@@ -31,7 +32,8 @@ def _load_generator():
     return module
 
 
-docs = _load_generator()
+docs = _load_generator()  # puts the checkout on sys.path
+from tools.reference import docstring  # noqa: E402
 
 
 def check_cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -51,8 +53,8 @@ def test_every_generated_block_is_current(tmp_path):
 def checkout(tmp_path) -> Path:
     """A copy of what the generator reads and writes (the documents, their sources, interp/)."""
     copy = tmp_path / "checkout"
+    shutil.copytree(ROOT / "docs", copy / "docs")
     for name in (
-        "README.md",
         "benchmarks/RESULTS.md",
         "benchmarks/SCALING.md",
         "analyses/RESULTS.md",
@@ -86,13 +88,13 @@ def test_a_new_module_makes_the_module_map_stale(checkout):
     assert stale_names(checkout) == ["module-map"]
     done = check_cli("--root", str(checkout))
     assert done.returncode == 1
-    assert done.stdout.startswith("README.md: generated:module-map is stale: +1 -0 lines"), (
-        done.stdout
-    )
+    assert done.stdout.startswith(
+        "docs/architecture.md: generated:module-map is stale: +1 -0 lines"
+    ), done.stdout
     assert docs.main(["--root", str(checkout)]) == 0
     assert (
         "| `interp/collect/heads_seen.py` | Which heads a probe batch saw. |"
-        in (checkout / "README.md").read_text()
+        in (checkout / "docs" / "architecture.md").read_text()
     )
     assert stale_names(checkout) == []
 
@@ -119,24 +121,24 @@ def test_every_module_says_what_it_holds():
 def test_docstring_reads_the_first_paragraph(tmp_path):
     mod = tmp_path / "m.py"
     mod.write_text('"""One line\nthat wraps.\n\nDetails."""\nx = 1\n')
-    assert docs.docstring(mod) == "One line that wraps."
+    assert docstring(mod) == "One line that wraps."
 
 
 def test_a_block_edited_by_hand_is_stale(checkout):
-    readme = checkout / "README.md"
-    text = readme.read_text()
+    page = checkout / "docs" / "reference" / "tables.md"
+    text = page.read_text()
     assert text.count("| `layer` | int | layer index, 0-based |") >= 3  # one per table with heads
-    readme.write_text(
+    page.write_text(
         text.replace(
             "| `layer` | int | layer index, 0-based |", "| `layer` | float | layer index |", 1
         )
     )
     [finding] = docs.check(checkout)
-    assert (finding.document, finding.name) == ("README.md", "columns")
+    assert (finding.document, finding.name) == ("docs/reference/tables.md", "columns")
     assert "is stale: +1 -1 lines, first at line" in finding.problem
-    assert readme.read_text() != text, "--check writes nothing"
+    assert page.read_text() != text, "--check writes nothing"
     docs.run(checkout)
-    assert readme.read_text() == text
+    assert page.read_text() == text
 
 
 def test_the_column_reference_is_every_column_of_every_table():
@@ -144,7 +146,7 @@ def test_the_column_reference_is_every_column_of_every_table():
 
     rendered = docs.columns(ROOT)
     for table in TABLES.values():
-        assert f"**`{table.name}`**: {table.doc}" in rendered
+        assert f"## `{table.name}`\n\n{table.doc}\n" in rendered
         for col in table.columns + table.pattern_columns:
             assert (
                 f"| `{col.name}` | {col.dtype} | {col.doc.replace('|', chr(92) + '|')} |"
@@ -178,7 +180,7 @@ def test_the_experiments_block_follows_the_write_ups_data(checkout):
     docs.run(checkout)
     assert (
         "- `one_head`: not run yet (`python -m analyses.one_head`)"
-        in (checkout / "README.md").read_text()
+        in (checkout / "docs" / "results" / "experiments.md").read_text()
     )
 
 
@@ -210,9 +212,9 @@ def test_a_measured_section_is_assembled_from_its_source(checkout):
 
 
 def test_a_block_without_its_markers_is_reported_not_guessed(checkout):
-    readme = checkout / "README.md"
-    text = readme.read_text()
-    readme.write_text(
+    page = checkout / "docs" / "getting-started.md"
+    text = page.read_text()
+    page.write_text(
         text.replace("<!-- begin generated:quickstart -->\n", "").replace(
             "<!-- end generated:quickstart -->\n", ""
         )
@@ -229,7 +231,7 @@ def test_only_the_named_blocks(checkout):
         '"""Which heads a probe batch saw."""\n'
     )
     assert check_cli("--root", str(checkout), "troubleshooting").returncode == 0
-    assert check_cli("--root", str(checkout), "README.md").returncode == 1
+    assert check_cli("--root", str(checkout), "docs/architecture.md").returncode == 1
     unknown = check_cli("--root", str(checkout), "nothing-by-this-name")
     assert (
         unknown.returncode == 2
@@ -294,6 +296,7 @@ def test_the_writers_and_the_generator_import_in_one_direction():
 def test_a_benchmark_writes_its_source_and_the_generator_its_block(checkout):
     for name in (
         "tools/docs.py",
+        "tools/reference.py",
         "benchmarks/_results.py",
         *(f"analyses/{p.name}" for p in (ROOT / "analyses").glob("*.py")),
     ):

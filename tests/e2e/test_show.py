@@ -178,7 +178,7 @@ def test_a_run_without_a_loadable_model_says_so(tmp_path):
 
 @pytest.mark.slow
 def test_an_induction_head_of_the_packaged_model_attends_after_the_earlier_copy(tmp_path):
-    """SmolLM2's L18H6 (an induction head, README) on a repeated sequence: once the repeat is
+    """SmolLM2's L18H6 (an induction head, docs/results) on a repeated sequence: once the repeat is
     under way, each query of the second copy attends most (off the first-token sink) to the
     token after its earlier copy."""
     run_dir = with_model(

@@ -124,7 +124,7 @@ def test_smollm2_textbook_heads(smollm2_roles):
         assert roles.loc[head, "role"] == "induction", roles.loc[head]
     for head in ((16, 0), (11, 1)):
         assert roles.loc[head, "role"] == "previous_token", roles.loc[head]
-    # the verb-to-subject head (README, measured facts): beats every fixed rule on nsubj arcs
+    # the verb-to-subject head (docs/results, measured facts): beats every fixed rule on nsubj arcs
     assert roles.loc[(13, 8), "role"] == "syntactic", roles.loc[(13, 8)]
 
 

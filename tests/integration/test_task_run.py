@@ -1,5 +1,5 @@
-"""A run made from Python with an indirect-object task on SmolLM2 (the README's "A run with your
-own task", smaller): per-prompt subject names reach the metric as a field, the named positions
+"""A run made from Python with an indirect-object task on SmolLM2 (docs/how-to/own-task.md, "A run
+with your own task", smaller): per-prompt subject names reach the metric as a field, the named positions
 IO, S1, S2 and END give the task_attention table, and the run has roles and a report.
 
 The metric and the attention are checked against the model run here directly, prompt by prompt."""

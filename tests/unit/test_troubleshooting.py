@@ -1,4 +1,4 @@
-"""The error catalogue (interp.troubleshooting) is complete, and the README shows it."""
+"""The error catalogue (interp.troubleshooting) is complete, and the documentation shows it."""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def test_no_catalogue_entry_is_stale():
             )
 
 
-def test_the_readme_shows_the_catalogue():
+def test_the_documentation_shows_the_catalogue():
     done = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "docs.py"), "--check", "troubleshooting"],
         capture_output=True,

@@ -1,5 +1,6 @@
-"""The README's "Bring your own model" example, run as written: its Python blocks in order, and
-each `interp` line of its shell block through the CLI, in a fresh working directory."""
+"""The example of docs/how-to/own-model.md ("A tiny model to try it on"), run as written: its
+Python blocks in order, and each `interp` line of its shell block through the CLI, in a fresh
+working directory."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ from click.testing import CliRunner
 
 from interp.cli import main
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "how-to" / "own-model.md"
 
 
 def section(title: str) -> str:
-    start = README.index(f"\n## {title}\n")
-    return README[start : README.index("\n## ", start + 1)]
+    """The text of a page's ``## title`` section (to the next heading or the end)."""
+    text = PAGE.read_text(encoding="utf-8") + "\n## "
+    start = text.index(f"\n## {title}\n")
+    return text[start : text.index("\n## ", start + 1)]
 
 
 def blocks(text: str) -> list[tuple[str, str]]:
@@ -25,16 +28,16 @@ def blocks(text: str) -> list[tuple[str, str]]:
     return re.findall(r"```(\w+)\n(.*?)```", text, flags=re.S)
 
 
-def test_the_bring_your_own_model_example_runs(tmp_path, monkeypatch, capsys):
+def test_the_own_model_example_runs(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     old = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        found = blocks(section("Bring your own model"))
+        found = blocks(section("A tiny model to try it on"))
         assert [language for language, _ in found] == ["python", "bash", "python"]
         for language, code in found:
             if language == "python":
-                exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+                exec(compile(code, str(PAGE), "exec"), {"__name__": "docs_example"})
                 continue
             for line in code.strip().splitlines():
                 args = shlex.split(line)
