@@ -10,7 +10,8 @@ A plan maps (layer, head) to where the head looks, a role of :data:`PLANTABLE` (
 constant: something, but nothing about tokens), or to a :class:`Planted` head that also says what
 it writes: ``Planted("previous_token", "copy")`` looks at q-1 and copies that token (its OV circuit
 is +identity through the embedding and the unembedding), ``"suppress"`` is -identity,
-``"successor"`` maps each item of :data:`ORDINALS` to the next, ``"zero"`` writes nothing.
+``"successor"`` maps each item of :data:`ORDINALS` to the next (Sunday to Monday, December to
+January), ``"zero"`` writes nothing.
 :func:`truth` lists every head of a plan's model as it was planted. How the weights are set:
 interp.synthetic.layout (where each feature lives in the residual stream, how a head looks and
 what it writes); interp.synthetic.circuit plants an indirect-object circuit of task roles.
@@ -122,7 +123,19 @@ ORDINALS = (  # the sequences a successor head steps along, one token per item
         "december",
     ),
 )
+CYCLIC = ("monday", "january")  # sequences whose last item is followed by the first
 PLANTED_WORDS = PUNCTUATION + WORDS + NAMES + tuple(w for s in ORDINALS for w in s)
+
+
+def successor_pairs() -> list[tuple[str, str]]:
+    """Every (item, next item) of :data:`ORDINALS`, wrapping where the sequence is cyclic."""
+    pairs = []
+    for sequence in ORDINALS:
+        wrap = (sequence[-1], sequence[0]) if sequence[0] in CYCLIC else None
+        pairs += list(zip(sequence, sequence[1:])) + ([wrap] if wrap else [])
+    return pairs
+
+
 N_CTX = 96  # covers the default repeated probes (1 + 2 * 32 tokens) and short sentences
 
 
@@ -293,7 +306,7 @@ def planted_model(plan: Plan, n_layers: int = 2, n_heads: int = 4, seed: int = 0
     tok = build_tokenizer(PLANTED_WORDS)
     vocab = tok.convert_ids_to_tokens(list(range(len(tok))))
     index = {word: t for t, word in enumerate(vocab)}
-    successors = {index[a]: index[b] for seq in ORDINALS for a, b in zip(seq, seq[1:])}
+    successors = {index[a]: index[b] for a, b in successor_pairs()}
     lay = Layout(vocab=len(tok), n_ctx=N_CTX, n_layers=n_layers, n_heads=n_heads)
     d, dh = lay.d_model, lay.d_head
     config = GPT2Config(

@@ -11,11 +11,11 @@ from interp.collect.stage import collect
 from interp.probes.align import Aligner
 from interp.probes.base import NATURAL, Sentence, Suite
 from interp.synthetic.planted import (
-    ORDINALS,
     PLANTABLE,
     Planted,
     build_tokenizer,
     planted_model,
+    successor_pairs,
     truth,
 )
 
@@ -191,9 +191,9 @@ def test_written_ov_circuits_are_what_was_planted(writers):
     torch.testing.assert_close(ov_circuit(writers, 1, 0), eye)
     torch.testing.assert_close(ov_circuit(writers, 1, 1), -2 * eye)
     successor = torch.zeros_like(eye)
-    for sequence in ORDINALS:
-        for a, b in zip(sequence, sequence[1:]):
-            successor[vocab[a], vocab[b]] = 1.0
+    for a, b in successor_pairs():
+        successor[vocab[a], vocab[b]] = 1.0
+    assert successor[vocab["sunday"], vocab["monday"]] == 1 and successor[vocab["ten"]].sum() == 0
     torch.testing.assert_close(ov_circuit(writers, 1, 2), successor)
     for layer, head in [(0, 0), (0, 1), (1, 3)]:  # planted zero, unplanned
         assert not ov_circuit(writers, layer, head).any()
