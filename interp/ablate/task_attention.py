@@ -7,7 +7,11 @@ averaged over the task's sequences (all of them: both the half that measures the
 the held-out half). A pair counts in a sequence only where the key is not after the query (a
 causal head cannot look ahead: with IO before S1 in some templates and after it in others,
 "S1 -> IO" rests on the sequences where IO comes first); ``n`` says on how many. The interval
-is a percentile bootstrap over sequences, the same draws for every head.
+is a percentile bootstrap over sequences, the same draws for every head. Beside each weight,
+``baseline`` is what a head attending uniformly over the keys it can see would put on the key
+(``1 / (q + 1)`` at query position ``q``, averaged the same way), and ``scored`` marks the rows
+whose query is the position the task's metric is read at (a name at one of the task's
+``positions`` in every sequence): where the task roles of interp.classify.tasks are read.
 
 The weights are the model's own ``hook_pattern``, read by one pattern pass per batch
 (:func:`interp.model.lens.run_patterns`, no logits computed), with sequences padded on the
@@ -50,12 +54,30 @@ def task_attention(
     frames = []
     for task in (t for t in tasks if t.named_positions):
         named = pairs(task.position_names)
-        weights, valid = pair_weights(model, named_prompts(model, task), named, max_tokens)
-        frames.append(attention_table(task.name, named, weights, valid, n_bootstrap, seed))
+        prompts = named_prompts(model, task)
+        weights, valid = pair_weights(model, prompts, named, max_tokens)
+        uniform = np.array([[1.0 / (p.rows[a] + 1) for a, _ in named] for p in prompts])
+        frames.append(
+            attention_table(
+                task.name, named, weights, valid, n_bootstrap, seed, uniform, scored_names(task)
+            )
+        )
     if not frames:
         return None
     frames = [f for f in frames if len(f)] or [pd.DataFrame(columns=TASK_ATTENTION.names)]
     return TASK_ATTENTION.validate(pd.concat(frames, ignore_index=True))
+
+
+def scored_names(task: Task) -> set[str]:
+    """The named positions the task's metric is read at: among its ``positions`` in every
+    sequence (none when it scores every position)."""
+    if task.positions is None or not task.named_positions:
+        return set()
+    return {
+        name
+        for name in task.position_names
+        if all(names[name] in at for names, at in zip(task.named_positions, task.positions))
+    }
 
 
 def pairs(names: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -120,9 +142,14 @@ def attention_table(
     valid: np.ndarray,
     n_bootstrap: int,
     seed: int,
+    uniform: np.ndarray | None = None,
+    scored: set[str] = frozenset(),
 ) -> pd.DataFrame:
     """One row per (pair, layer, head) counted in at least one prompt: the mean weight over the
-    prompts where the pair is valid, its bootstrap interval over prompts, and how many prompts."""
+    prompts where the pair is valid, its bootstrap interval over prompts, and how many prompts;
+    ``uniform`` ``[prompt, pair]``: what a uniform head puts on the pair's key (the rows'
+    ``baseline``, averaged like the weight; NaN without it); ``scored``: the query names the
+    task's metric is read at."""
     n_prompts, n_pairs, n_layers, n_heads = weights.shape
     counted = np.nonzero(valid.any(0))[0]  # pairs with at least one prompt
     valid = valid[:, counted].astype(float)
@@ -139,6 +166,10 @@ def attention_table(
         np.nanquantile(boot, [0.025, 0.975], axis=0) if boot.size else (np.array([]), np.array([]))
     )
     pair, layer, head = np.unravel_index(np.arange(num.shape[1]), (len(counted), n_layers, n_heads))
+    if uniform is None:
+        baseline = np.full(len(counted), np.nan)
+    else:
+        baseline = (uniform[:, counted] * valid).sum(0) / valid.sum(0)
     return pd.DataFrame(
         {
             "task": task,
@@ -150,6 +181,8 @@ def attention_table(
             "ci_low": low,
             "ci_high": high,
             "n": den.sum(0).astype(int),
+            "baseline": baseline[pair],
+            "scored": [int(named[counted[p]][0] in scored) for p in pair],
         }
     )
 

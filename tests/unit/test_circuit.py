@@ -49,3 +49,15 @@ def test_task_attention_and_effects_are_the_planted_ones(measured):
     for inactive in [(0, 2), (0, 3), (1, 3)]:
         assert delta[inactive] == pytest.approx(0.0, abs=1e-9)
     assert set(TASK_ROLES) <= set(PLAN)
+
+
+def test_task_attention_marks_the_scored_query_and_the_uniform_share(measured):
+    circuit, result = measured
+    table = result.task_attention
+    assert set(table.loc[table["scored"] == 1, "query"]) == {"END"}  # positions = (END,)
+    end = table[table["query"] == "END"]
+    assert end["baseline"].to_numpy() == pytest.approx(1 / 7)  # END is token 6 of every prompt
+    s2_io = table[(table["query"] == "S2") & (table["key"] == "IO")]
+    assert s2_io["baseline"].to_numpy() == pytest.approx(1 / 6)
+    unplanned = end[(end["layer"] == 1) & (end["head"] == 3)]
+    assert unplanned["attention"].to_numpy() == pytest.approx(unplanned["baseline"].to_numpy())
