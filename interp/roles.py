@@ -1,12 +1,23 @@
 """The role catalogue: one entry per head archetype.
 
 Every consumer (the classifier's label set, the CLI's choices, the report's palette and legend)
-reads this one mapping, so adding a role is one entry here plus the feature that measures it.
-Every role but ``first_token`` describes what a head does with its *non-sink* attention (see
-interp.collect.features); ``first_token`` is kept for heads whose attention off the first position is
-too little to do anything else (interp.classify.primary). Two labels name no archetype:
-``unexplained`` (the classifier's: none holds) and ``unmeasured`` (no role can be given: the
-features that could decide it were not measured, interp.classify.unmeasured).
+reads this one mapping, so adding a role is one entry here plus the evidence that measures it.
+A head is both where it looks and what it writes, so roles come in three kinds:
+
+- ``looks`` (where its attention goes): every such role but ``first_token`` describes what a
+  head does with its *non-sink* attention (see interp.collect.features); ``first_token`` is kept
+  for heads whose attention off the first position is too little to do anything else
+  (interp.classify.primary);
+- ``writes`` (what its output does, read from its weights and its output size,
+  interp.weights): ``copying``, ``copy_suppression``, ``successor``, and ``inactive`` for a
+  head that attends but writes almost nothing;
+- ``task`` (what it does on a task that names positions, interp.Task): ``mover``,
+  ``negative_mover``, ``inhibitor``, read from the task's attention, effects, weights and
+  composition together.
+
+How the kinds combine into one primary role and a second one is interp.classify.combine's. Two
+labels name no archetype: ``unexplained`` (no evidence suffices) and ``unmeasured`` (no role can
+be given: the features that could decide it were not measured, interp.classify.unmeasured).
 """
 
 from __future__ import annotations
@@ -17,11 +28,13 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Role:
     name: str
-    # the features-table feature that measures it (positional and syntactic: a family of
-    # features, the best one counts); None for unexplained
+    # the feature that measures it: a features-table feature for a role of where a head looks
+    # (positional and syntactic: a family of features, the best one counts), a weights-table
+    # score for one of what it writes; None for task roles and the labels that name no role
     feature: str | None
     description: str
     colour: str
+    kind: str | None = "looks"  # looks | writes | task; None: names no role
 
 
 UNEXPLAINED = "unexplained"
@@ -71,13 +84,65 @@ ROLES: dict[str, Role] = {
             "#bcbd22",
         ),
         Role("broad", "broad", "spreads attention evenly over the context; averages", "#e377c2"),
-        Role(UNEXPLAINED, None, "no archetype holds with confidence", "#b0b0b0"),
+        Role(
+            "copying",
+            "copying",
+            "writes the token it attends to: its OV circuit maps a token to itself through the "
+            "embedding and unembedding",
+            "#74c476",
+            "writes",
+        ),
+        Role(
+            "copy_suppression",
+            "copying",
+            "writes against the token it attends to: its OV circuit maps a token to minus itself",
+            "#fc9272",
+            "writes",
+        ),
+        Role(
+            "successor",
+            "successor",
+            "writes the next item of an ordinal sequence (1 -> 2, Monday -> Tuesday)",
+            "#bcbddc",
+            "writes",
+        ),
+        Role(
+            "inactive",
+            "output_size",
+            "attends but writes almost nothing: its output is tiny beside the residual stream",
+            "#525252",
+            "writes",
+        ),
+        Role(
+            "mover",
+            None,
+            "on a task: attends from the scored position to a named token and copies it, and the "
+            "task needs it",
+            "#08519c",
+            "task",
+        ),
+        Role(
+            "negative_mover",
+            None,
+            "on a task: attends from the scored position to a named token and writes against it",
+            "#a50f15",
+            "task",
+        ),
+        Role(
+            "inhibitor",
+            None,
+            "on a task: attends to a named earlier token and composes into the movers' queries",
+            "#54278f",
+            "task",
+        ),
+        Role(UNEXPLAINED, None, "no evidence suffices to name a role", "#b0b0b0", None),
         Role(
             UNMEASURED,
             None,
             "no role can be given: features that could decide it were not measured (a probe suite "
             "skipped or not asked for; the roles column unmeasured names them)",
             "#e4e4e4",
+            None,
         ),
     ]
 }
@@ -89,8 +154,12 @@ FEATURE_FAMILY_PREFIX: dict[str, str] = {"syntactic": "syntactic:", "positional"
 ROLE_NAMES: tuple[str, ...] = tuple(ROLES)  # every label a head can carry
 NO_ROLE: tuple[str, ...] = (UNEXPLAINED, UNMEASURED)  # labels that name no archetype
 NAMED_ROLES: tuple[str, ...] = tuple(name for name in ROLES if name not in NO_ROLE)
-# what the classifier and the sink rule name, each with a score_<role> column in the roles table
-SCORED_ROLES: tuple[str, ...] = tuple(name for name in ROLES if name != UNMEASURED)
+LOOKS: tuple[str, ...] = tuple(r.name for r in ROLES.values() if r.kind == "looks")
+WRITES: tuple[str, ...] = tuple(r.name for r in ROLES.values() if r.kind == "writes")
+TASK: tuple[str, ...] = tuple(r.name for r in ROLES.values() if r.kind == "task")
+# where a head looks, named by the attention classifier and the sink rule (or unexplained): each
+# with a score_<role> column in the roles table, the probabilities of where it looks
+SCORED_ROLES: tuple[str, ...] = LOOKS + (UNEXPLAINED,)
 
 
 def palette() -> dict[str, str]:

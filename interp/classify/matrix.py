@@ -45,11 +45,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from interp.roles import FEATURE_FAMILY_PREFIX, NAMED_ROLES, ROLES
+from interp.roles import FEATURE_FAMILY_PREFIX, LOOKS, ROLES
 
 SINK_ROLE = "first_token"
 # one column per role that describes non-sink attention, in catalogue order
-COLUMNS: tuple[str, ...] = tuple(r for r in NAMED_ROLES if r != SINK_ROLE)
+COLUMNS: tuple[str, ...] = tuple(r for r in LOOKS if r != SINK_ROLE)
 FAMILY_COLUMNS = FEATURE_FAMILY_PREFIX
 LIFT_COLUMNS: tuple[str, ...] = tuple(
     c for c in COLUMNS if c not in FAMILY_COLUMNS and c != "broad"

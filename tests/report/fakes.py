@@ -10,7 +10,7 @@ import pandas as pd
 
 from interp.collect.exemplars import Exemplars, Probe, write_exemplars
 from interp.pipeline import rundir
-from interp.roles import NAMED_ROLES, ROLE_NAMES, ROLES, UNEXPLAINED
+from interp.roles import LOOKS, ROLE_NAMES, ROLES, UNEXPLAINED
 
 XSS = "<script>alert(1)</script>"
 ALL_TABLES = ("features", "syntax", "roles", "effects", "pruning")
@@ -57,7 +57,7 @@ def fake_roles(
 
 
 def fake_features(roles: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
-    names = [ROLES[r].feature for r in NAMED_ROLES if r != "syntactic"] + list(SYNTACTIC)
+    names = [ROLES[r].feature for r in LOOKS if r != "syntactic"] + list(SYNTACTIC)
     rows = []
     for _, head in roles.iterrows():
         for name in names:

@@ -318,9 +318,9 @@ def test_strongest_head_by_raw_share_where_the_table_has_it():
 def test_each_role_is_shown_on_the_family_its_feature_reads():
     from interp.collect.features import FEATURE_FAMILIES, position_name
     from interp.probes.base import NATURAL, SYNTAX
-    from interp.roles import NAMED_ROLES, ROLES
+    from interp.roles import LOOKS, ROLES
 
-    for role in NAMED_ROLES:
+    for role in LOOKS:
         family = X.SHOWN_ON.get(role, X.DEFAULT_FAMILY)
         feature = position_name(1) if role == "positional" else ROLES[role].feature
         reads = (SYNTAX,) if role == "syntactic" else FEATURE_FAMILIES[feature]

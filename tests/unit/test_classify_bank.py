@@ -27,7 +27,7 @@ from interp.collect.accumulator import FeatureAccumulator
 from interp.collect.features import context
 from interp.errors import RunError
 from interp.probes.batch import bucket, make_batch
-from interp.roles import NAMED_ROLES, UNEXPLAINED
+from interp.roles import LOOKS, UNEXPLAINED
 
 
 def _score(causal: bool, builders: dict) -> pd.DataFrame:
@@ -155,7 +155,7 @@ def test_specs_cover_every_role_and_label_rules():
     specs = sample_specs(random.Random(0), True, slots, per_role=4)
     labels = {s.label for s in specs}
     # the classifier names non-sink attention: first_token is the sink rule's
-    assert labels == set(NAMED_ROLES) - {"next_token", "first_token"} | {UNEXPLAINED}
+    assert labels == set(LOOKS) - {"next_token", "first_token"} | {UNEXPLAINED}
     for s in specs:
         assert sum(s.weights) == pytest.approx(1.0, abs=1e-3)
         if s.template == "several":
@@ -200,7 +200,7 @@ def test_shipped_model_is_json_and_versioned():
     assert data["version"] == REFERENCE_VERSION
     assert data["held_out"]["accuracy"] > 0.9 and data["held_out"]["ece"] < 0.05
     clf = default_classifier()
-    assert set(clf.classes_) == set(NAMED_ROLES) - {"first_token"} | {UNEXPLAINED}
+    assert set(clf.classes_) == set(LOOKS) - {"first_token"} | {UNEXPLAINED}
     assert list(clf.feature_names_in_) == list(COLUMNS)
 
 

@@ -84,7 +84,7 @@ from interp.collect.accumulator import FeatureAccumulator
 from interp.collect.features import FROM_END, POSITIONS, context
 from interp.collect.syntax import best_rule_share, fixed_rule_counts
 from interp.probes.batch import bucket, make_batch
-from interp.roles import NAMED_ROLES, UNEXPLAINED
+from interp.roles import LOOKS, UNEXPLAINED
 
 MASKS = ("causal", "encoder")
 CHUNK = 48  # heads scored per accumulator "layer"
@@ -114,9 +114,7 @@ class _Sampler:
     def __init__(self, rng: random.Random, causal: bool, slots: dict[int, float]):
         self.rng, self.causal, self.slots = rng, causal, slots
         # the classifier names non-sink attention: first_token is the sink rule's, not a class
-        self.roles = [
-            r for r in NAMED_ROLES if r != SINK_ROLE and not (causal and r == "next_token")
-        ]
+        self.roles = [r for r in LOOKS if r != SINK_ROLE and not (causal and r == "next_token")]
         if not slots:
             self.roles.remove("syntactic")
 
