@@ -111,12 +111,15 @@ def build_tiny(
     n_layers: int = N_LAYERS,
     seed: int = 0,
     architectures: bool = True,
+    silent: tuple[tuple[int, int], ...] = (),
 ) -> Path:
     """Save a random-init model of ``family`` with :func:`word_tokenizer` to the directory
     ``path`` (config.json, model.safetensors, tokenizer files) and return it.
 
     ``architectures=False`` leaves ``architectures`` out of config.json, as in a config
     transformers builds from a GGUF file: interp then derives it (:mod:`interp.model.families`).
+    ``silent``: (layer, head) whose slice of the attention output projection is zero: heads that
+    attend as usual and write nothing.
     """
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
@@ -129,6 +132,8 @@ def build_tiny(
     hf = (AutoModelForMaskedLM if encoder else AutoModelForCausalLM).from_config(
         config, attn_implementation="eager"
     )
+    for layer, head in silent:
+        zero_output(hf, layer, head, config.hidden_size // config.num_attention_heads)
     path = Path(path)
     hf.save_pretrained(path)
     tok.save_pretrained(path)
@@ -137,6 +142,31 @@ def build_tiny(
         saved.pop("architectures", None)
         (path / "config.json").write_text(json.dumps(saved, indent=2), encoding="utf-8")
     return path
+
+
+# the attention output projection of a block, by family (GPT-2's Conv1D is [in, out])
+_OUTPUT = re.compile(
+    r"\.(\d+)\.(self_attn\.o_proj|attn\.c_proj|attention\.dense|self_attn\.dense|"
+    r"attention\.output\.dense)\.weight$"
+)
+
+
+def zero_output(hf: Any, layer: int, head: int, d_head: int) -> None:
+    """Zero the slice of layer ``layer``'s attention output projection that reads ``head``."""
+    found = [
+        (name, w)
+        for name, w in hf.named_parameters()
+        if (m := _OUTPUT.search(name)) and int(m[1]) == layer
+    ]
+    if len(found) != 1:
+        raise ValueError(f"no single attention output projection in layer {layer}: {found}")
+    name, weight = found[0]
+    cut = slice(head * d_head, (head + 1) * d_head)
+    with torch.no_grad():
+        if name.endswith("attn.c_proj.weight"):
+            weight[cut] = 0.0
+        else:
+            weight[:, cut] = 0.0
 
 
 # llama.cpp's names of the per-block tensors, by family: (name, shape) with d = d_model, q = query
