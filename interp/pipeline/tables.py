@@ -171,8 +171,35 @@ TASK_ATTENTION = _table(
     ),
 )
 
+WEIGHTS = _table(
+    "weights",
+    (
+        "One row per (layer, head, score): what the head's weights say it writes (its OV circuit "
+        "through the embedding and unembedding) and how much it writes, beside a null (written by "
+        "weights)."
+    ),
+)
+COMPOSITION = _table(
+    "composition",
+    (
+        "One row per (kind, reading head, earlier writing head): how much of what the reader's "
+        "queries, keys or values read the writer's output could supply (written by weights)."
+    ),
+)
+
 TABLES: dict[str, Table] = {
-    t.name: t for t in (FEATURES, SYNTAX, SINKS, ROLES_TABLE, EFFECTS, PRUNING, TASK_ATTENTION)
+    t.name: t
+    for t in (
+        FEATURES,
+        SYNTAX,
+        SINKS,
+        ROLES_TABLE,
+        EFFECTS,
+        PRUNING,
+        TASK_ATTENTION,
+        WEIGHTS,
+        COMPOSITION,
+    )
 }
 
 

@@ -33,6 +33,7 @@ LAYERS = (
         "interp.ablate",
         "interp.report",
         "interp.synthetic",
+        "interp.weights",
     ),  # the stages
     (
         "interp.pipeline.stages",
