@@ -19,6 +19,7 @@ unembedding is tied, how many tokens) is recorded beside it (``stages.weights.re
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from tqdm.auto import tqdm
 
 from interp.collect.config import CPU_TOKENS_PER_BATCH
 from interp.model.vocab import ordinary_ids
@@ -34,7 +36,7 @@ from interp.weights import composition, output
 from interp.weights.config import WeightsConfig
 from interp.weights.evidence import OV_SCORES, Score, Tokens, ov_evidence
 from interp.weights.ordinals import MIN_ITEMS, ordinal_sequences
-from interp.weights.read import read_heads, read_vocabulary, token_inputs
+from interp.weights.read import HeadWeights, read_heads, read_vocabulary, token_inputs
 
 SCORES = (*OV_SCORES, "output_size")
 NO_ORDINALS = (
@@ -49,6 +51,7 @@ class WeightsResult:
     composition: pd.DataFrame  # the composition table
     unscored: dict[str, str] = field(default_factory=dict)  # score -> why it is NaN everywhere
     reading: dict[str, Any] = field(default_factory=dict)  # how the weights were read
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per part
 
 
 def weights(
@@ -56,66 +59,79 @@ def weights(
 ) -> WeightsResult:
     """Every head's weight evidence and every pair's composition (see the module doc)."""
     generator = torch.Generator().manual_seed(config.seed)
-    heads = read_heads(model)
+    timings: dict[str, float] = {}
+    with tqdm(total=3, desc="weights", unit="part", disable=not progress) as bar:
+        start = time.perf_counter()
+        heads = read_heads(model)
+        scores, unscored, reading = _ov_scores(model, heads, config, generator)
+        timings["ov"] = time.perf_counter() - start
+        bar.update()
+        start = time.perf_counter()
+        size, n_sequences = _output_size(model, config, generator)
+        if size is None:
+            unscored["output_size"] = "no probe sequence could be encoded for this model"
+        else:
+            scores["output_size"] = size
+            reading.update(output_sequences=n_sequences, output_positions=size.n)
+        timings["output_size"] = time.perf_counter() - start
+        bar.update()
+        start = time.perf_counter()
+        d_model, d_head = heads.w_q.shape[2:]
+        null = {
+            kind: composition.random_scores(kind, config.n_null, d_model, d_head, generator)
+            for kind in composition.KINDS
+        }
+        comp = composition_table(composition.all_scores(heads), null)
+        timings["composition"] = time.perf_counter() - start
+        bar.update()
+    table = weights_table(scores, heads.n_layers, heads.n_heads)
+    return WeightsResult(table, comp, unscored, reading, timings)
+
+
+def _ov_scores(
+    model: Any, heads: HeadWeights, config: WeightsConfig, generator: torch.Generator
+) -> tuple[dict[str, Score], dict[str, str], dict[str, Any]]:
+    """The OV scores of every head, the ones the model cannot have (and why), and how the
+    vocabulary was read."""
     vocab = read_vocabulary(model)
-    unscored: dict[str, str] = {}
     reading: dict[str, Any] = {"folded": heads.folded, "tied_unembedding": vocab.tied}
-    scores: dict[str, Score] = {}
     if vocab.embed is not None and vocab.unembed is not None:
         limit = min(vocab.embed.shape[0], vocab.unembed.shape[1])
         pool = torch.tensor(ordinary_ids(model.tokenizer, limit), dtype=torch.long)
         if not len(pool):
             vocab = replace(vocab, missing="the tokenizer has no ordinary (non-special) token")
     if vocab.missing or vocab.unembed is None:
-        unscored.update({name: vocab.missing for name in OV_SCORES})
-    else:
-        take = torch.randperm(len(pool), generator=generator)[: config.n_tokens]
-        ordinals = ordinal_sequences(model.tokenizer, limit)
-        tokens, ids = Tokens.of(pool[take], ordinals)  # in random order: see BOOTSTRAP_BLOCKS
-        inputs = token_inputs(model, ids)
-        scores.update(
-            ov_evidence(
-                heads,
-                vocab.unembed,
-                inputs,
-                tokens,
-                config.top_k,
-                config.n_null,
-                config.n_bootstrap,
-                generator,
-            )
-        )
-        if not ordinals:
-            unscored["successor"] = NO_ORDINALS
-        if config.top_k >= len(tokens.sample):
-            few = (
-                f"the vocabulary has {len(tokens.sample)} ordinary tokens, not more than top_k = "
-                f"{config.top_k}: every token would rank among the top k of its row"
-            )
-            unscored.update(copy_rate=few, suppression_rate=few)
-        reading.update(
-            embedding=inputs.how,
-            n_tokens=len(tokens.sample),
-            top_k=config.top_k,
-            ordinals={o.name: len(o.ids) for o in ordinals},
-        )
-    size, n_sequences = _output_size(model, config, generator)
-    if size is None:
-        unscored["output_size"] = "no probe sequence could be encoded for this model"
-    else:
-        scores["output_size"] = size
-        reading.update(output_sequences=n_sequences, output_positions=size.n)
-    table = weights_table(scores, heads.n_layers, heads.n_heads)
-    comp = composition_table(
-        composition.all_scores(heads),
-        {
-            kind: composition.random_scores(
-                kind, config.n_null, heads.w_q.shape[2], heads.w_q.shape[3], generator
-            )
-            for kind in composition.KINDS
-        },
+        return {}, {name: vocab.missing for name in OV_SCORES}, reading
+    take = torch.randperm(len(pool), generator=generator)[: config.n_tokens]
+    ordinals = ordinal_sequences(model.tokenizer, limit)
+    tokens, ids = Tokens.of(pool[take], ordinals)  # in random order: see BOOTSTRAP_BLOCKS
+    inputs = token_inputs(model, ids)
+    scores = ov_evidence(
+        heads,
+        vocab.unembed,
+        inputs,
+        tokens,
+        config.top_k,
+        config.n_null,
+        config.n_bootstrap,
+        generator,
     )
-    return WeightsResult(table, comp, unscored, reading)
+    unscored = {}
+    if not ordinals:
+        unscored["successor"] = NO_ORDINALS
+    if config.top_k >= len(tokens.sample):
+        few = (
+            f"the vocabulary has {len(tokens.sample)} ordinary tokens, not more than top_k = "
+            f"{config.top_k}: every token would rank among the top k of its row"
+        )
+        unscored.update(copy_rate=few, suppression_rate=few)
+    reading.update(
+        embedding=inputs.how,
+        n_tokens=len(tokens.sample),
+        top_k=config.top_k,
+        ordinals={o.name: len(o.ids) for o in ordinals},
+    )
+    return scores, unscored, reading
 
 
 def _output_size(
@@ -238,4 +254,4 @@ def run_stage(
     """The weights stage of a run: compute, write both tables, record what was not scored."""
     result = weights(model, config, progress)
     write(run_dir, result)
-    return {"unscored": result.unscored, "reading": result.reading}
+    return {"unscored": result.unscored, "reading": result.reading, "timings": result.timings}
