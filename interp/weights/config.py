@@ -3,6 +3,8 @@ small forward pass that measures how much each head writes."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from interp.config import MAX_INT, config, option
 
 
@@ -28,3 +30,15 @@ class WeightsConfig:
     """length of the random half of each repeated-token sequence"""
     seed: int = option(0, ge=0, le=MAX_INT)
     """seed of the token sample, the null's random heads, the probes and the bootstrap"""
+
+    def for_quick(self, keep: tuple[str, ...] = ()) -> WeightsConfig:
+        """Smaller samples for --quick: the same scores, wider intervals. Fields named in
+        ``keep`` (the ones a user set explicitly) stay as they are: a flag wins over --quick."""
+        smaller = {
+            "n_tokens": min(self.n_tokens, 512),
+            "n_null": min(self.n_null, 50),
+            "n_bootstrap": min(self.n_bootstrap, 20),
+            "n_prose": min(self.n_prose, 16),
+            "n_repeated": min(self.n_repeated, 8),
+        }
+        return dataclasses.replace(self, **{k: v for k, v in smaller.items() if k not in keep})

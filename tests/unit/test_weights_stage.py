@@ -212,3 +212,10 @@ def test_the_same_seed_gives_the_same_tables():
     model = tiny_native()
     a, b = weights(model, SMALL, progress=False), weights(model, SMALL, progress=False)
     assert a.weights.equals(b.weights) and a.composition.equals(b.composition)
+
+
+def test_quick_shrinks_the_samples_but_keeps_what_the_user_set():
+    quick = WeightsConfig(n_tokens=4096, top_k=5).for_quick(keep=("n_tokens", "top_k"))
+    assert (quick.n_tokens, quick.top_k) == (4096, 5)
+    assert (quick.n_null, quick.n_bootstrap, quick.n_prose) == (50, 20, 16)
+    assert WeightsConfig().for_quick().n_tokens == 512
