@@ -49,7 +49,9 @@ def test_smollm2_weights(smollm2):
     assert np.isfinite(table["value"]).all() and (table["n"] > 0).all()
     assert (table.loc[table["score"] == "output_size", "value"] > 0).all()
     comp = result.composition
-    assert len(comp) == 3 * 9 * 9 * (30 * 29 // 2)  # every kind, every pair of heads in different layers
+    assert len(comp) == 3 * 9 * 9 * (
+        30 * 29 // 2
+    )  # every kind, every pair of heads in different layers
     # the known induction heads (L17H3, L17H4) read the known previous-token head L16H0 most by K
     for layer, head in ((17, 3), (17, 4)):
         top = partners(comp, layer, head, "k", top=1).iloc[0]
