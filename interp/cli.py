@@ -20,7 +20,7 @@ from typing import Any, Literal
 import click
 from click.core import ParameterSource
 
-from interp.config import fields_of, flag_of, help_of
+from interp.config import StageConfig, fields_of, flag_of, help_of
 from interp.console import friendly
 from interp.errors import ConfigError
 from interp.model.spec import DTYPES, ModelSpec
@@ -266,11 +266,10 @@ def run_options(
     model = ModelSpec(**given_values(ModelSpec, values, _model_dest))
     stages, explicit = {}, []
     for st in STAGES:
-        given = given_values(st.config, values, _stage_dest(st.name))
-        if seed is not None and "seed" in fields_of(st.config):
-            given.setdefault("seed", seed)
-        if no_builtin and "suites" in fields_of(st.config):
-            given.setdefault("suites", ("repeated",))
+        given = {
+            **st.config.run_wide(seed, builtin=not no_builtin),
+            **given_values(st.config, values, _stage_dest(st.name)),
+        }
         explicit += [f"{st.name}.{k}" for k in given]
         stages[st.name] = st.config(**given)
     return RunOptions(model=model, stages=stages, explicit=tuple(explicit), **run)
@@ -304,6 +303,7 @@ def _stage_command(st: Stage) -> click.Command:
     def command(run_dir: str, quiet: bool, **values: Any) -> None:
         from interp.pipeline.execute import rerun_stage
 
+        quick = bool(values.pop("quick", False))
         model = {
             k: values.pop(_model_dest(k)) for k in ("device", "dtype") if _model_dest(k) in values
         }
@@ -312,6 +312,7 @@ def _stage_command(st: Stage) -> click.Command:
             st.name,
             changes=given_values(st.config, values),
             progress=not quiet,
+            quick=quick,
             **{k: v for k, v in model.items() if v is not None},
         )
         click.echo(f"{st.name}: done in {run_dir}")
@@ -327,6 +328,12 @@ def _stage_command(st: Stage) -> click.Command:
         f"{st.summary} Reruns the {st.name} stage of RUN_DIR with the config the run recorded, "
         f"changed only by the options given."
     )
+    if st.config.for_quick is not StageConfig.for_quick:  # the stage has a --quick form
+        command = click.option(
+            "--quick",
+            is_flag=True,
+            help="its --quick form (as `interp run --quick`); the options given stay as they are",
+        )(command)
     if st.needs_model:
         command = click.option(
             "--device",

@@ -1,8 +1,9 @@
 """What every config of the toolkit is made of: a frozen pydantic dataclass, validated on every
 construction (from Python, from the CLI, from a manifest's JSON, and by ``dataclasses.replace``).
 
-A stage's config lives in its own package (``interp.collect.config``, ...) and is registered
-with the stage (:mod:`interp.pipeline.stages`). Each field is declared with :func:`option`: its type
+A stage's config lives in its own package (``interp.collect.config``, ...), subclasses
+:class:`StageConfig` (the hooks the pipeline calls: ``--quick``, ``--from-manifest``, the run-wide
+``--seed`` and ``--no-builtin``) and is declared with its stage (:mod:`interp.pipeline.contract`). Each field is declared with :func:`option`: its type
 is checked strictly (``seed="x"`` or ``prune="no"`` is refused, not coerced), its range by the
 constraints given there (``ge``, ``le``), and its help text is the field's docstring. The CLI
 makes one option of every field (``n_syntax`` -> ``--n-syntax``) unless ``cli=False``; a
@@ -21,7 +22,8 @@ import dataclasses
 import functools
 import types
 import typing
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 import pydantic
 from pydantic import ConfigDict, Field, ValidationError
@@ -35,6 +37,40 @@ _PYDANTIC = ConfigDict(
 )
 # Counts and seeds: beyond this no loop, array or RNG of the toolkit makes sense.
 MAX_INT = 2**31 - 1
+
+C = TypeVar("C", bound="StageConfig")
+
+
+class StageConfig:
+    """The base of every stage's config: the hooks the pipeline calls on it, each doing nothing
+    here. A stage's config is a :func:`config` dataclass that subclasses this and overrides the
+    hooks that mean something for it."""
+
+    def for_quick(self: C, keep: tuple[str, ...] = ()) -> C:
+        """The config under ``--quick``: a smaller run of the same measures. The fields named in
+        ``keep`` (the ones a user set) stay as they are: an option given wins over --quick."""
+        return self
+
+    def for_replay(self: C, record: Mapping[str, Any]) -> C:
+        """The config that makes a recorded stage again exactly (``--from-manifest``), given the
+        stage's record in the manifest (what it measured about itself)."""
+        return self
+
+    @classmethod
+    def run_wide(cls, seed: int | None, builtin: bool) -> dict[str, Any]:
+        """Field values that ``interp run``'s run-wide options give this stage: ``--seed`` (None:
+        not given) and ``--no-builtin`` (``builtin`` false). A stage's own option wins."""
+        return {}
+
+    @property
+    def random_seed(self) -> int | None:
+        """The seed the stage's randomness starts from (recorded in the run's provenance), or
+        None when it draws nothing at random."""
+        return None
+
+    def replaced(self: C, changes: Mapping[str, Any], keep: tuple[str, ...] = ()) -> C:
+        """This config with ``changes`` applied, except to the fields named in ``keep``."""
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if k not in keep})
 
 
 def option(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from interp.ablate.catalogue import CORPUS, ESTIMATORS, KINDS, METRICS
 from interp.ablate.tasks import Task
@@ -12,10 +13,11 @@ from interp.collect.config import (  # the same caps as collect's probes
     MAX_GENERATED,
     MAX_REPEATED_LENGTH,
 )
-from interp.config import MAX_INT, config, option, require
+from interp.config import MAX_INT, StageConfig, config, option, require
 from interp.model.spec import DTYPES
 
 QUICK_ABLATE_SIZES = {"n_prose": 3, "n_repeated": 3, "n_syntax": 8}
+QUICK_BOOTSTRAP = 200
 QUICK_TOP_SHARE = 0.02  # quick mode: exact ablation of the 2% of heads each estimator ranks highest on each metric,
 QUICK_MIN_HEADS = 5  # but at least 5 per list (a tiny model's circuit has more than one head)
 AUDIT_SHARE = 0.25  # with top_k: a random sample of a quarter as many other heads (at least one), to audit the estimator
@@ -43,7 +45,7 @@ EXECUTORS = ("local", "ray")
 
 
 @config
-class AblateConfig:
+class AblateConfig(StageConfig):
     """How heads are ablated and on what.
 
     The default evaluation corpus is deliberately small: an exact sweep reruns (on average
@@ -121,10 +123,10 @@ class AblateConfig:
     workers: int | None = option(None, ge=1, le=4096, placement=True)
     """with --executor ray: actors, each loading the model once; default: as many as the cluster's CPUs hold, at most
     one per layer"""
-    quick: bool = option(False)
-    """small evaluation corpus, exact ablation only of the top 2% (at least 5) per metric and estimator (estimated on
-    200 positions per metric, integrated gradients over 2 points), a 60 s time budget for its rounds, 10% pruning
-    steps"""
+    quick: bool = option(False, cli=False)
+    """sized by --quick (:meth:`for_quick`: small evaluation corpus, a 60 s time budget for its rounds, 10% pruning
+    steps); then exact ablation only of the top 2% (at least 5) per metric and estimator, estimated on 200 positions
+    per metric"""
     seed: int = option(0, ge=0, le=MAX_INT)
     """seed of the evaluation sequences, the audit sample and the bootstrap"""
 
@@ -165,10 +167,22 @@ class AblateConfig:
             )
 
     def for_quick(self, keep: tuple[str, ...] = ()) -> AblateConfig:
-        """The config under ``interp run --quick`` (sizes are resolved once the model is known)."""
-        return dataclasses.replace(self, quick=True)
+        """The config under ``interp run --quick``: a small evaluation corpus, fewer bootstrap
+        replicates and integrated-gradient points, a short time budget and 10% pruning steps,
+        except for the fields in ``keep`` (set by the user). How many heads are ablated exactly
+        depends on the model, so :meth:`resolved` chooses it."""
+        smaller: dict[str, Any] = {
+            k: min(getattr(self, k), v) for k, v in QUICK_ABLATE_SIZES.items()
+        }
+        smaller |= {
+            "n_bootstrap": min(self.n_bootstrap, QUICK_BOOTSTRAP),
+            "ig_steps": min(self.ig_steps, QUICK_IG_STEPS),
+            "time_budget": min(self.time_budget or QUICK_BUDGET, QUICK_BUDGET),
+            "prune_step": self.prune_step or QUICK_PRUNE_STEP,
+        }
+        return self.replaced(smaller, keep).replaced({"quick": True})
 
-    def for_replay(self, record: dict) -> AblateConfig:
+    def for_replay(self, record: Mapping[str, Any]) -> AblateConfig:
         """The config that replays a recorded run exactly: the sweep's float sums depend on the
         thread count (in the 8th digit), so the count the run measured is taken."""
         threads = record.get("threads")
@@ -181,33 +195,32 @@ class AblateConfig:
             return dataclasses.replace(self, threads=threads)
         return self
 
+    @classmethod
+    def run_wide(cls, seed: int | None, builtin: bool) -> dict[str, Any]:
+        """``--seed`` seeds the evaluation sequences, the audit sample and the bootstrap."""
+        return {"seed": seed} if seed is not None else {}
+
+    @property
+    def random_seed(self) -> int:
+        return self.seed
+
     def resolved(self, n_heads: int) -> AblateConfig:
-        """The settings actually used: the pass size filled in (2048 where none is configured) and ``quick``
-        applied for a model with ``n_heads`` heads."""
+        """The settings actually used: the pass size filled in (2048 where none is configured),
+        the estimator's corpus, and under ``quick`` the heads ablated exactly (the top 2%, at
+        least 5, of a model with ``n_heads`` heads) unless ``top_k`` is set."""
+        filled: dict[str, Any] = {}
         if (
             self.max_tokens_per_batch is None
         ):  # an accelerator's pass grows from here (interp.ablate.stage)
-            return dataclasses.replace(self, max_tokens_per_batch=CPU_TOKENS_PER_PASS).resolved(
-                n_heads
-            )
+            filled["max_tokens_per_batch"] = CPU_TOKENS_PER_PASS
         if self.estimator_positions is None:
-            positions = (
+            filled["estimator_positions"] = (
                 QUICK_ESTIMATOR_POSITIONS
                 if self.quick
                 else ESTIMATOR_POSITIONS
                 if self.top_k
                 else 0
             )
-            return dataclasses.replace(self, estimator_positions=positions).resolved(n_heads)
-        if not self.quick:
-            return self
-        sizes = {k: min(getattr(self, k), v) for k, v in QUICK_ABLATE_SIZES.items()}
-        return dataclasses.replace(
-            self,
-            **sizes,
-            top_k=self.top_k or max(QUICK_MIN_HEADS, math.ceil(QUICK_TOP_SHARE * n_heads)),
-            prune_step=self.prune_step or QUICK_PRUNE_STEP,
-            n_bootstrap=min(self.n_bootstrap, 200),
-            ig_steps=min(self.ig_steps, QUICK_IG_STEPS),
-            time_budget=min(self.time_budget or QUICK_BUDGET, QUICK_BUDGET),
-        )
+        if self.quick and self.top_k is None:
+            filled["top_k"] = max(QUICK_MIN_HEADS, math.ceil(QUICK_TOP_SHARE * n_heads))
+        return dataclasses.replace(self, **filled) if filled else self

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from interp.classify.reference import REFERENCE_VERSION
-from interp.config import MAX_INT, config, option, require
+from interp.config import MAX_INT, StageConfig, config, option, require
 
 
 @config
-class ClassifyConfig:
+class ClassifyConfig(StageConfig):
     """How heads are labelled."""
 
     refit: bool = option(False)

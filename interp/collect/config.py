@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
+from typing import Any
 
-from interp.config import MAX_INT, config, option, require
+from interp.config import MAX_INT, StageConfig, config, option, require
 
 # Bump when a feature's definition changes (interp/collect/features.py), so that a run collected under
 # the old definitions is neither resumed nor classified as if it meant the new ones (2: the
@@ -32,7 +32,7 @@ CPU_TOKENS_PER_BATCH = (
 
 
 @config
-class CollectConfig:
+class CollectConfig(StageConfig):
     """How attention patterns are gathered and turned into features."""
 
     suites: tuple[str, ...] = option(SUITES, flag="--suite")
@@ -92,12 +92,25 @@ class CollectConfig:
         return self.max_tokens_per_batch or CPU_TOKENS_PER_BATCH
 
     def for_quick(self, keep: tuple[str, ...] = ()) -> CollectConfig:
-        """A smaller probe set for --quick: the same features on fewer sequences. Fields named in
-        ``keep`` (the ones a user set explicitly) stay as they are: a flag wins over --quick."""
+        """A smaller probe set for --quick: the same features on fewer sequences (the fields in
+        ``keep`` stay as the user set them)."""
         smaller = {
             "n_repeated": min(self.n_repeated, 32),
             "n_syntax": min(self.n_syntax, 300),
             "max_sentences": min(self.max_sentences or 120, 120),
             "n_bootstrap": min(self.n_bootstrap, 100),
         }
-        return dataclasses.replace(self, **{k: v for k, v in smaller.items() if k not in keep})
+        return self.replaced(smaller, keep)
+
+    @classmethod
+    def run_wide(cls, seed: int | None, builtin: bool) -> dict[str, Any]:
+        """``--seed`` seeds the probes and the bootstrap; ``--no-builtin`` keeps only the
+        repeated random tokens (which every tokenizer can express) beside the user's corpora."""
+        return {
+            **({"seed": seed} if seed is not None else {}),
+            **({} if builtin else {"suites": ("repeated",)}),
+        }
+
+    @property
+    def random_seed(self) -> int:
+        return self.seed

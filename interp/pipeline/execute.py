@@ -141,7 +141,7 @@ def _start(run_dir: Path, options: RunOptions, model: LoadedModel, model_hash: s
         for st in STAGES
         for name, digest in st.inputs(options.stage_config(st.name), None).get("files", {}).items()
     }
-    seeds = [config.seed for config in options.stages.values() if hasattr(config, "seed")]
+    seeds = [c.random_seed for c in options.stages.values() if c.random_seed is not None]
     if not (run_dir / rundir.MANIFEST).exists():
         rundir.write_manifest(
             run_dir,
@@ -220,11 +220,13 @@ def rerun_stage(
     device: str | None = None,
     dtype: str | None = None,
     progress: bool = True,
+    quick: bool = False,
 ) -> None:
     """Run one stage again on an existing run (``interp classify RUN_DIR`` and the like).
 
     The stage runs with ``config``, or else with the config the run recorded for it (its last
-    run's, or the run's options), changed by ``changes`` (the flags a user gave). A stage that
+    run's, or the run's options), changed by ``changes`` (the flags a user gave); ``quick``
+    makes it the config's ``--quick`` form, the fields in ``changes`` kept. A stage that
     needs the model loads the one the run recorded (``device`` and ``dtype`` override its
     settings) unless ``model`` is given.
     """
@@ -232,7 +234,7 @@ def rerun_stage(
     if not run_dir.is_dir():
         rundir.read_manifest(run_dir)  # says it is no run
     with run_lock(run_dir):  # held to the end: no other process reads or writes the run meanwhile
-        _rerun_stage(run_dir, name, config, model, changes, device, dtype, progress)
+        _rerun_stage(run_dir, name, config, model, changes, device, dtype, progress, quick)
 
 
 def _rerun_stage(
@@ -244,12 +246,15 @@ def _rerun_stage(
     device: str | None,
     dtype: str | None,
     progress: bool,
+    quick: bool,
 ) -> None:
     rundir.read_manifest(run_dir)  # fail now, not after loading a model, if it is no run
     st = stage(name)
     config = recorded_config(run_dir, name) if config is None else config
     if changes:
         config = dataclasses.replace(config, **changes)
+    if quick:
+        config = config.for_quick(keep=tuple(changes or ()))
     check_corpora(
         RunOptions(stages={name: config}, skip=tuple(s for s in stage_names() if s != name))
     )
@@ -377,13 +382,13 @@ def options_from_manifest(
         ) from None
     model_spec_of(run_dir)  # a model built in Python cannot be loaded by name
     _check_same_inputs(manifest, where)
-    for name, config in options.stages.items():
-        if hasattr(
-            config, "for_replay"
-        ):  # what the stage measured about itself, to replay it exactly
-            options = options.with_stage(
-                name, config.for_replay(manifest.get("stages", {}).get(name) or {})
-            )
+    for (
+        name,
+        config,
+    ) in options.stages.items():  # what each stage measured about itself, to replay it
+        options = options.with_stage(
+            name, config.for_replay(manifest.get("stages", {}).get(name) or {})
+        )
     return dataclasses.replace(
         options, out_dir=out_dir or options.out_dir, run_name=run_name, resume=False
     )

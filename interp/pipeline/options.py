@@ -84,10 +84,10 @@ class RunOptions:
     def stage_config(self, name: str) -> Any:
         """The config a stage runs with under these options (``quick`` applied)."""
         config = self.stages[name]
-        if self.quick and hasattr(config, "for_quick"):
-            keep = tuple(e.partition(".")[2] for e in self.explicit if e.partition(".")[0] == name)
-            return config.for_quick(keep=keep)
-        return config
+        if not self.quick:
+            return config
+        keep = tuple(e.partition(".")[2] for e in self.explicit if e.partition(".")[0] == name)
+        return config.for_quick(keep=keep)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunOptions:

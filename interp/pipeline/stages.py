@@ -27,7 +27,7 @@ from typing import Any
 from interp.ablate.config import AblateConfig
 from interp.classify.config import ClassifyConfig
 from interp.collect.config import CollectConfig
-from interp.config import file_fields, without_placement
+from interp.config import StageConfig, file_fields, without_placement
 from interp.pipeline import rundir
 from interp.pipeline.provenance import file_hash
 from interp.report.config import ReportConfig
@@ -56,6 +56,12 @@ class Stage:
     reads: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
     check: str | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.config, type) and issubclass(self.config, StageConfig)):
+            raise TypeError(
+                f"stage {self.name!r}: its config must subclass interp.config.StageConfig"
+            )
 
     def function(self) -> Callable[..., dict[str, Any]]:
         return _resolve(self.entry)

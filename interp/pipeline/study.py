@@ -127,8 +127,7 @@ def run_options(study: StudyConfig, entry: dict[str, Any]) -> RunOptions:
         fields = {**(settings.get("stages") or {}).get(st.name, {}), **changes.get(st.name, {})}
         if entry["corpora"] and "corpora" in st.config.__pydantic_fields__:
             fields["corpora"] = tuple(fields.get("corpora", ())) + tuple(entry["corpora"])
-        if "seed" in st.config.__pydantic_fields__:
-            fields["seed"] = entry["seed"]
+        fields.update(st.config.run_wide(entry["seed"], builtin=True))
         stages[st.name] = from_jsonable(st.config, fields)
     model = from_jsonable(ModelSpec, {**(settings.get("model") or {}), "name": entry["model"]})
     return RunOptions(

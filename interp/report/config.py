@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from interp.config import config, option
+from interp.config import StageConfig, config, option
 
 
 @config
-class ReportConfig:
+class ReportConfig(StageConfig):
     """What the report stage writes: report.html always, report.pdf unless ``pdf`` is off."""
 
     pdf: bool = option(True)

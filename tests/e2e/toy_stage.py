@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from interp.config import config, option
+from interp.config import StageConfig, config, option
 from interp.pipeline import rundir
 
 
 @config
-class ToyConfig:
+class ToyConfig(StageConfig):
     """How the toy stage counts."""
 
     scale: int = option(1, ge=1, le=1000)

@@ -36,7 +36,7 @@ def test_quick_finds_the_previous_token_and_the_induction_head(toy):
         best_head(features, "previous_token", 0),
         best_head(features, "induction", 1),
     )
-    out = ablate(toy, AblateConfig(quick=True, threads=1), progress=False)
+    out = ablate(toy, AblateConfig(threads=1).for_quick(), progress=False)
     exact = out.effects[out.effects["estimator"] == "exact"]
     chosen = set(
         exact.loc[exact["selected"] == "top_k", ["layer", "head"]].itertuples(

@@ -58,7 +58,9 @@ def ablate_case(model, kwargs: dict) -> tuple[float, object]:
     from interp.ablate.sweep import pass_size
     from interp.model import memory
 
+    quick = kwargs.pop("quick", False)  # --quick's form of the config
     config = AblateConfig(threads=1, **kwargs)
+    config = config.for_quick() if quick else config
     cfg = config.resolved(model.n_layers * model.n_heads)
     corpus = stage_corpus(model, cfg, stage_metrics(model, cfg))
     steps = len(step_sizes(model.n_layers * model.n_heads, cfg.prune_step)) if cfg.prune else 0

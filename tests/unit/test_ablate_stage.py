@@ -433,12 +433,12 @@ def test_config_validation(bad):
 
 
 def test_quick_mode_resolution():
-    q = AblateConfig(quick=True).resolved(270)
+    q = AblateConfig().for_quick().resolved(270)
     assert (
         q.top_k == 6 and q.prune_step == 0.1 and q.n_prose <= 3 and q.n_bootstrap <= 200
     )  # 2% per list
     assert q.ig_steps == 2 and q.estimator_positions == 200
-    assert AblateConfig(quick=True).resolved(12).top_k == 5
+    assert AblateConfig().for_quick().resolved(12).top_k == 5
     filled = dict(max_tokens_per_batch=CPU_TOKENS_PER_PASS, estimator_positions=0)
     assert AblateConfig().resolved(270) == AblateConfig(**filled)  # filled in
     assert AblateConfig(max_tokens_per_batch=512).resolved(270) == AblateConfig(

@@ -81,7 +81,7 @@ def test_the_estimator_positions_default_to_where_the_estimator_chooses():
         AblateConfig().resolved(270).estimator_positions == 0
     )  # a full sweep: every head is exact
     assert AblateConfig(top_k=10).resolved(270).estimator_positions == 4000
-    assert AblateConfig(quick=True).resolved(270).estimator_positions == 200
+    assert AblateConfig().for_quick().resolved(270).estimator_positions == 200
     assert AblateConfig(top_k=10, estimator_positions=70).resolved(270).estimator_positions == 70
 
 

@@ -188,7 +188,7 @@ def test_a_model_whose_output_is_nan_stops_at_ablate_and_keeps_what_finished(tmp
 
     options = _options(tmp_path, "ablate")
     options = dataclasses.replace(
-        options, skip=("report",), stages={**options.stages, "ablate": AblateConfig(quick=True)}
+        options, skip=("report",), stages={**options.stages, "ablate": AblateConfig().for_quick()}
     )
     model = _nan_llama("layers.2.", "q_proj")  # one head's NaN attention makes every output NaN
     with (
