@@ -1,7 +1,7 @@
 """MkDocs hooks of the documentation site (``hooks:`` in mkdocs.yml).
 
 The results and write-ups live beside the code that measures them (``benchmarks/RESULTS.md``,
-``analyses/results/*.md``, ``data/CARDS.md``), not in ``docs/``; the site shows them as pages of
+``analyses/results/*.md``, ``interp/data/CARDS.md``), not in ``docs/``; the site shows them as pages of
 its own (``MOUNTS``). Pages link to them by their place in the checkout, as they would on disk
 (``../../benchmarks/RESULTS.md`` from ``docs/results/index.md``), so a link reads the same in an
 editor, on a code host and in the site: these hooks rewrite such a link to the mounted page. They
@@ -26,7 +26,7 @@ MOUNTS = {
     "benchmarks/SCALING.md": "results/scaling.md",
     "analyses/RESULTS.md": "results/analyses.md",
     "analyses/results": "results/experiments",
-    "data/CARDS.md": "concepts/probe-cards.md",
+    "interp/data/CARDS.md": "concepts/probe-cards.md",
 }
 # A mounted folder's pages are its own markdown files (not its subfolders'); its images are
 # mounted from the subfolders too (a write-up's figures live in a folder named after it).

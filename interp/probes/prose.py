@@ -1,12 +1,12 @@
 """The shipped prose suite and the suite cards.
 
-``data/prose.txt`` is ordinary English written for this toolkit (one probe per line: short and
+``interp/data/prose.txt`` is ordinary English written for this toolkit (one probe per line: short and
 long sentences, questions, lists, quotes, numbers, code-like text). It elicits the token-level
 roles: previous/current token, first-token sinks, delimiter, local and broad heads. The data
 folder installs as the package ``interp.data``, so it is read through importlib.resources and
 works the same from a checkout and from an installed wheel.
 
-``data/CARDS.md`` holds one card per suite under a ``## <name>`` heading; :func:`suite_card`
+``interp/data/CARDS.md`` holds one card per suite under a ``## <name>`` heading; :func:`suite_card`
 returns that section, so the text shown in reports has a single source.
 """
 
@@ -23,7 +23,7 @@ def _data_text(name: str) -> str:
 
 
 def suite_card(name: str) -> str:
-    """The body of the ``## name`` section of data/CARDS.md (heading's first word = ``name``)."""
+    """The body of the ``## name`` section of interp/data/CARDS.md (heading's first word = ``name``)."""
     lines = _data_text("CARDS.md").split("\n")
     body: list[str] | None = None
     for line in lines:
@@ -35,7 +35,7 @@ def suite_card(name: str) -> str:
         elif body is not None:
             body.append(line)
     if body is None:
-        raise KeyError(f"no card named {name!r} in data/CARDS.md")
+        raise KeyError(f"no card named {name!r} in interp/data/CARDS.md")
     return "\n".join(body).strip()
 
 
