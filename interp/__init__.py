@@ -7,6 +7,7 @@ The public API, one import away::
     run_dir = interp.run(interp.RunOptions(quick=True), model=model)
     tables = interp.load_run(run_dir)                      # .features .roles .effects .pruning
 
+Every registered stage's config is exported under its class name (``interp.CollectConfig``, ...).
 ``run`` and ``load_model`` load torch when first used; the configs and ``load_run`` do not.
 """
 
@@ -15,14 +16,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from interp.ablate.config import AblateConfig
 from interp.ablate.tasks import Task
-from interp.classify.config import ClassifyConfig
-from interp.collect.config import CollectConfig
 from interp.model.spec import ModelSpec
 from interp.pipeline.options import RunOptions
 from interp.pipeline.results import RunTables, load_run
-from interp.report.config import ReportConfig
+from interp.pipeline.stages import STAGES
 
 __version__ = "0.1.0"
 
@@ -35,13 +33,14 @@ _LAZY = {
 }
 _RENAMED = {"run": "run_pipeline"}
 
+# The stage configs, one per registered stage (the registry imported them already).
+_CONFIGS = {st.config.__name__: st.config for st in STAGES}
+globals().update(_CONFIGS)
+
 __all__ = [
-    "AblateConfig",
-    "ClassifyConfig",
-    "CollectConfig",
+    *_CONFIGS,
     "LoadedModel",
     "ModelSpec",
-    "ReportConfig",
     "RunOptions",
     "RunTables",
     "Task",

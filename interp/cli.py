@@ -316,17 +316,17 @@ def _stage_command(st: Stage) -> click.Command:
             **{k: v for k, v in model.items() if v is not None},
         )
         click.echo(f"{st.name}: done in {run_dir}")
-        if (Path(run_dir) / "report.html").exists() and st.name == "report":
+        if "report.html" in st.files:
             click.echo(f"report: {Path(run_dir) / 'report.html'}")
-        stale = [s.name for s in STAGES if st.name in s.reads]
+        stale = [s.name for s in STAGES if s.reads_stage(st.name)]
         if stale:
             click.echo(
                 f"now out of date: {', '.join(stale)} (rerun with `interp <stage> {run_dir}`)"
             )
 
     command.__doc__ = (
-        f"{st.summary} Reruns the {st.name} stage of RUN_DIR with the config the run recorded, "
-        f"changed only by the options given."
+        f"{st.summary} Writes {', '.join(st.writes) or 'nothing'}. Reruns the {st.name} stage "
+        f"of RUN_DIR with the config the run recorded, changed only by the options given."
     )
     if st.config.for_quick is not StageConfig.for_quick:  # the stage has a --quick form
         command = click.option(
@@ -475,10 +475,9 @@ def study(
     if executor == "local" and (address or workers):
         raise ConfigError("--address and --workers go with --executor ray")
     if executor == "ray":
-        from interp import AblateConfig
-        from interp.ablate.executors import check_executor
+        from interp.ablate.executors import require_ray
 
-        check_executor(AblateConfig(executor="ray"))
+        require_ray()
     root = run_study(
         read_study(study_file),
         progress=not quiet,

@@ -26,6 +26,8 @@ Measured blocks:
 Reference blocks, made from the code (tools/reference.py):
 
 - ``cli`` (docs/reference/cli.md): every command and option of the click group ``interp``;
+- ``stages`` (docs/architecture.md): the stage registry (:mod:`interp.pipeline.stages`: each
+  stage's package, what it reads and writes, its report sections);
 - ``columns`` (docs/reference/tables.md): the table schemas (:mod:`interp.pipeline.tables`: each
   table's description, and every column with its type and meaning from
   ``interp/pipeline/tables.tsv``);
@@ -67,6 +69,7 @@ from tools.reference import (  # noqa: E402
     cli_reference,
     columns,
     module_map,
+    stages,
     troubleshooting,
 )
 from tools.reference import read_source as _read  # noqa: E402
@@ -189,6 +192,7 @@ DOC_BLOCKS = (
     Block(TROUBLESHOOTING_PAGE, "troubleshooting", "interp/troubleshooting.tsv", troubleshooting),
     Block(TABLES_PAGE, "columns", "interp/pipeline/tables.py and tables.tsv", columns),
     Block(CLI_PAGE, "cli", "the click commands of interp/cli.py", cli_reference),
+    Block(ARCHITECTURE_PAGE, "stages", "the stage registry, interp/pipeline/stages.py", stages),
     Block(ARCHITECTURE_PAGE, "module-map", "the docstrings of interp/**/*.py", module_map),
     Block(
         SCALING_PAGE,

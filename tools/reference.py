@@ -1,5 +1,5 @@
 """The documentation's reference blocks, made from the code itself: the command line (the click
-commands), the table schemas, the message catalogue and the module map.
+commands), the stage registry, the table schemas, the message catalogue and the module map.
 
 Each function returns a block's body for tools/docs.py, which assembles the pages; nothing here
 measures or loads a model. Every command, option, table, column and message has its line, so
@@ -15,12 +15,20 @@ import click
 
 from interp.cli import main as cli_main
 from interp.console import EXIT_SIGTERM
+from interp.pipeline.contract import EVERY_STAGE
+from interp.pipeline.stages import STAGES
 from interp.pipeline.tables import TABLES
 from interp.troubleshooting import Trouble, read_catalogue
 
-# The module map's groups, in the order of the data flow; any other package follows, then the
-# top-level modules.
-GROUPS = ("collect", "classify", "ablate", "report", "model", "pipeline", "probes", "synthetic")
+# The module map's groups: the stages' packages in pipeline order, then the others in the order of
+# the data flow; any other package follows, then the top-level modules.
+GROUPS = (
+    *(st.entry.split(".")[1] for st in STAGES if st.entry.startswith("interp.")),
+    "model",
+    "pipeline",
+    "probes",
+    "synthetic",
+)
 CATALOGUE = "interp/troubleshooting.tsv"
 
 
@@ -103,6 +111,26 @@ def troubleshooting(root: Path) -> str:
             for t in entries
         ]
         out.append("")
+    return "\n".join(out)
+
+
+# --- the stages -------------------------------------------------------------------------------
+
+
+def stages(root: Path) -> str:
+    """Every registered stage, in pipeline order: its command, what it does, reads and writes."""
+    out = [
+        "| stage | what it does | reads | writes | report sections |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for st in STAGES:
+        reads = "every other stage" if st.reads == EVERY_STAGE else ", ".join(st.reads)
+        model = " Runs the model." if st.needs_model else ""
+        out.append(
+            f"| `interp {st.name}` ({st.entry.partition(':')[0]}) | {cell(st.summary)}{model} "
+            f"| {reads or '—'} | {', '.join(f'`{w}`' for w in st.writes) or '—'} "
+            f"| {', '.join(s.id for s in st.sections) or '—'} |"
+        )
     return "\n".join(out)
 
 

@@ -12,3 +12,22 @@
 - ``pruning``: cumulative removal, least important first
 - ``surprises``: roles meet effects
 """
+
+from interp.ablate.config import AblateConfig
+from interp.pipeline.contract import ReportSection, Stage
+
+STAGE = Stage(
+    "ablate",
+    "Measure each head's causal effect.",
+    AblateConfig,
+    "interp.ablate.stage:run_stage",
+    needs_model=True,
+    check="interp.ablate.stage:check_inputs",
+    tables=("effects", "pruning"),
+    optional_tables=("task_attention",),
+    sections=(
+        ReportSection("effects", "interp.report.sections:effects"),
+        ReportSection("pruning", "interp.report.sections:pruning"),
+        ReportSection("task-attention", "interp.report.sections:task_attention"),
+    ),
+)

@@ -20,7 +20,13 @@ from interp.errors import ConfigError
 
 def check_executor(config: AblateConfig) -> None:
     """Fail before the model loads when the chosen executor cannot run here."""
-    if config.executor == "ray" and importlib.util.find_spec("ray") is None:
+    if config.executor == "ray":
+        require_ray()
+
+
+def require_ray() -> None:
+    """Fail in one line when Ray, an optional extra, is not installed (``--executor ray``)."""
+    if importlib.util.find_spec("ray") is None:
         raise ConfigError('--executor ray needs Ray, an optional extra: pip install "interp[ray]"')
 
 

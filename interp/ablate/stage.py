@@ -79,6 +79,7 @@ from interp.ablate.values import MeanAccumulator
 from interp.errors import RunError
 from interp.model.load import LoadedModel
 from interp.pipeline import rundir
+from interp.pipeline.contract import StageRecord, loaded
 from interp.pipeline.tables import EFFECTS, PRUNING
 
 __all__ = [
@@ -269,13 +270,42 @@ def check_inputs(config: AblateConfig) -> None:
         read_eval_corpus(config.eval_corpus)
 
 
+@dataclass(frozen=True)
+class AblateRecord(StageRecord):
+    """What the manifest records about an ablate run (the report and ``--from-manifest`` read it)."""
+
+    timings: dict[str, float]  # seconds per step, plus per-head and per-pass figures
+    corpus: dict[
+        str, dict[str, int]
+    ]  # the exact sweep's corpus: per family, sequences and scored positions
+    n_tokens: int  # tokens of that corpus
+    metrics: list[str]  # the metrics measured
+    exact_heads: int  # heads ablated exactly
+    layer_reuse: bool  # whether every sweep reused the layers below the ablated head
+    rounds: list[dict[str, int]]  # per round of the sequential sweep, the heads it ran per family
+    executor: dict[str, Any]  # where the sweep ran: the executor, its workers, each shard's time
+    removable: dict[str, Any]  # per metric and tolerance, the share of heads removable (interval)
+    never_exact: list[str]  # the heads with estimates only, as L{layer}H{head}
+    improved: dict[str, Any]  # per metric that got better as heads were removed: by how much, where
+    threads: int  # torch threads the sweep ran on (its sums depend on it in the 8th digit)
+    estimator: str | None  # the estimator of every head's effect, if one ran
+    audit: dict[str, Any]  # the estimators against the exact effects of the heads both measured
+    resolved_config: dict[str, Any]  # the settings used (quick sizes, pass size filled in)
+    estimator_corpus: dict[str, dict[str, int]] | None = None  # what the estimator read, if more
+
+
 def run_stage(
-    run_dir: Path, model: LoadedModel, config: AblateConfig = AblateConfig(), progress: bool = True
-) -> dict[str, Any]:
+    run_dir: Path,
+    model: LoadedModel | None,
+    config: AblateConfig = AblateConfig(),
+    progress: bool = True,
+) -> AblateRecord:
     """The ablate stage of a run: measure, write, and hand the timings and corpus facts to the manifest."""
-    result = ablate(model, config, progress, roles=rundir.read_table(run_dir, "roles"))
+    roles = rundir.read_table(run_dir, "roles")
+    result = ablate(loaded(model, "ablate"), config, progress, roles=roles)
     write(run_dir, result)
-    return {"timings": {k: round(v, 3) for k, v in result.timings.items()}, **result.summary}
+    timings = {k: round(v, 3) for k, v in result.timings.items()}
+    return AblateRecord(timings=timings, **result.summary)
 
 
 def pinned_threads() -> int | None:

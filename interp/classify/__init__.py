@@ -9,3 +9,20 @@
 - :mod:`.stability`  re-labelling on bootstrap replicates of the features
 - :mod:`.clusters`   grouping the heads nobody named
 """
+
+from interp.classify.config import ClassifyConfig
+from interp.pipeline.contract import ReportSection, Stage
+
+STAGE = Stage(
+    "classify",
+    "Label every head with a role.",
+    ClassifyConfig,
+    "interp.classify.stage:run_stage",
+    reads=("collect",),
+    check="interp.classify.stage:check_inputs",
+    tables=("roles", "clusters", "role_summary"),
+    sections=(
+        ReportSection("roles", "interp.report.sections:roles", after="summary"),
+        ReportSection("clusters", "interp.report.sections:clusters", after="heads"),
+    ),
+)

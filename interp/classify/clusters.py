@@ -161,10 +161,8 @@ def overview(clusters: pd.DataFrame, max_members: int = 12) -> pd.DataFrame:
                 "cluster": int(number),
                 "heads": len(group),
                 "layers": f"L{low}" if low == high else f"L{low}–L{high}",
-                "silhouette": float(group["silhouette"].mean())
-                if "silhouette" in group
-                else np.nan,
-                "description": str(group["description"].iloc[0]) if "description" in group else "",
+                "silhouette": float(group["silhouette"].mean()),
+                "description": str(group["description"].iloc[0]),
                 "members": " ".join(names[:max_members]) + more,
             }
         )
@@ -175,8 +173,8 @@ def overview(clusters: pd.DataFrame, max_members: int = 12) -> pd.DataFrame:
 
 def separates(clusters: pd.DataFrame) -> bool | None:
     """Whether the groups separate: their heads' mean silhouette reaches :data:`SEPARATES`; None
-    when it is not known (a single group, or a clusters table without silhouettes)."""
-    if "silhouette" not in clusters or clusters["silhouette"].isna().all():
+    when it is not known (a single group has no silhouette)."""
+    if clusters["silhouette"].isna().all():
         return None
     return bool(clusters["silhouette"].mean() >= SEPARATES)
 
@@ -188,12 +186,7 @@ def verdict(clusters: pd.DataFrame, n_unexplained: int | None = None) -> str:
     sizes = clusters["cluster"].value_counts()
     apart = separates(clusters)
     if apart is None:
-        score = (
-            "How well they separate is not known: this run's clusters.csv has no silhouette "
-            "(rerun `interp classify RUN_DIR`)."
-            if "silhouette" not in clusters
-            else "With a single group, the heads cannot be told apart on these features."
-        )
+        score = "With a single group, the heads cannot be told apart on these features."
     else:
         mean = float(clusters["silhouette"].mean())
         if apart:

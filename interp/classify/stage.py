@@ -34,6 +34,7 @@ import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -51,8 +52,12 @@ from interp.classify.unmeasured import mark
 from interp.collect.config import FEATURES_VERSION
 from interp.collect.measured import measured_mask
 from interp.errors import RunError
+from interp.pipeline.contract import StageRecord
 from interp.pipeline.tables import ROLES_TABLE
 from interp.roles import ROLE_NAMES, SCORED_ROLES, UNEXPLAINED, UNMEASURED
+
+if TYPE_CHECKING:  # classify never runs the model
+    from interp.model.load import LoadedModel
 
 __all__ = [
     "ClassifyConfig",
@@ -336,12 +341,12 @@ def check_features_version(run_dir: Path) -> None:
 
 
 def write(run_dir: Path, result: ClassifyResult) -> None:
-    """Write ``roles`` (parquet + csv), ``clusters.csv`` and ``role_summary.csv`` into the run."""
+    """Write the ``roles``, ``clusters`` and ``role_summary`` tables into the run."""
     from interp.pipeline import rundir
 
     rundir.write_table(run_dir, "roles", result.roles)
-    rundir.write_text(run_dir / "clusters.csv", result.clusters.to_csv(index=False))
-    rundir.write_text(run_dir / "role_summary.csv", result.summary.to_csv(index=False))
+    rundir.write_table(run_dir, "clusters", result.clusters)
+    rundir.write_table(run_dir, "role_summary", result.summary)
 
 
 def check_inputs(config: ClassifyConfig) -> None:
@@ -351,12 +356,20 @@ def check_inputs(config: ClassifyConfig) -> None:
         load_classifier(config.reference, config.reference_version)
 
 
+@dataclass(frozen=True)
+class ClassifyRecord(StageRecord):
+    """What the manifest records about a classify run."""
+
+    reference_version: str  # the reference bank the classifier was fitted on
+    share_unexplained: float  # share of the heads no archetype explains
+
+
 def run_stage(
     run_dir: Path,
-    model: object = None,
+    model: LoadedModel | None = None,
     config: ClassifyConfig = ClassifyConfig(),
     progress: bool = True,
-) -> dict[str, object]:
+) -> ClassifyRecord:
     """The classify stage of a run: read ``features.parquet`` (+ ``feature_replicates.npz``),
     classify, write. The model is not needed (heads are labelled from their features).
 
@@ -367,11 +380,7 @@ def run_stage(
     from interp.pipeline import rundir
 
     run_dir = Path(run_dir)
-    features = rundir.read_table(run_dir, "features")
-    if features is None:
-        raise RunError(
-            f"{run_dir} has no features table: run `interp collect {run_dir}` (or `interp run`) first"
-        )
+    features = rundir.required_table(run_dir, "features", "collect")
     check_features_version(run_dir)
     replicates, names = read_replicates(run_dir)
     classifier = None
@@ -390,7 +399,4 @@ def run_stage(
         causal=causal if isinstance(causal, bool) else None,
     )
     write(run_dir, result)
-    return {
-        "reference_version": REFERENCE_VERSION,
-        "share_unexplained": round(result.share_unexplained, 4),
-    }
+    return ClassifyRecord(REFERENCE_VERSION, round(result.share_unexplained, 4))

@@ -40,9 +40,6 @@ import numpy as np
 from interp.pipeline.rundir import read_archive, write_bytes
 
 FILE = "exemplars.npz"
-LEGACY_FILE = (
-    "exemplars.json"  # one pattern per feature, written by an extra pass (before format 1)
-)
 FORMAT_VERSION = 1
 PROBES_PER_SUITE = 2
 MIN_TOKENS = 8  # shorter probes show little (a 3-token pattern says nothing about a local head)
@@ -186,9 +183,8 @@ def to_bytes(exemplars: Exemplars) -> bytes:
 
 
 def write_exemplars(run_dir: Path, exemplars: Exemplars) -> None:
-    """Write ``RUN_DIR/exemplars.npz`` (atomically) and drop an older run's exemplars.json."""
+    """Write ``RUN_DIR/exemplars.npz`` (atomically)."""
     write_bytes(Path(run_dir) / FILE, to_bytes(exemplars))
-    (Path(run_dir) / LEGACY_FILE).unlink(missing_ok=True)
 
 
 class ExemplarsUnreadable(ValueError):

@@ -35,6 +35,7 @@ from interp.errors import CorpusError
 from interp.model import memory
 from interp.model.load import LoadedModel
 from interp.pipeline import rundir
+from interp.pipeline.contract import StageRecord, loaded
 from interp.probes.align import Aligner
 from interp.probes.base import ProbeSequence, Suite
 from interp.probes.batch import bucket
@@ -249,12 +250,23 @@ def check_inputs(config: CollectConfig) -> None:
         read_corpus(path, config.text_column, config.max_sentences)
 
 
+@dataclass(frozen=True)
+class CollectRecord(StageRecord):
+    """What the manifest records about a collect run."""
+
+    syntactic_corpora: list[str]  # the treebanks the features' syntactic:* values rest on
+    skipped_suites: dict[str, str]  # probe suites asked for but skipped -> why
+
+
 def run_stage(
-    run_dir: Path, model: LoadedModel, config: CollectConfig, progress: bool = True
-) -> dict[str, Any]:
+    run_dir: Path,
+    model: LoadedModel | None,
+    config: CollectConfig = CollectConfig(),
+    progress: bool = True,
+) -> CollectRecord:
     """The collect stage of a run: collect, then write the features and the exemplar patterns."""
-    result = collect(model, config, progress=progress)
+    result = collect(loaded(model, "collect"), config, progress=progress)
     check_measured(result.features)  # most heads NaN: stop here, before any table is written
     write(run_dir, result)
     write_exemplars(run_dir, result.exemplars)
-    return {"syntactic_corpora": list(result.syntactic_corpora), "skipped_suites": result.skipped}
+    return CollectRecord(list(result.syntactic_corpora), dict(result.skipped))

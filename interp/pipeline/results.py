@@ -1,9 +1,8 @@
 """A run's tables as DataFrames: ``interp.load_run(path)``.
 
 A run's tables are the declared ones (:mod:`interp.pipeline.tables`: None until the stage that
-writes them has run, validated against their schema when read), the ``.csv`` side tables, and
-every other ``.parquet`` file a stage wrote into the run directory (a stage of your own needs
-no declaration to be loaded).
+writes them has run, validated against their schema when read) and every other ``.parquet`` file
+a stage wrote into the run directory.
 """
 
 from __future__ import annotations
@@ -14,11 +13,8 @@ from typing import Any
 import pandas as pd
 
 from interp.errors import RunError
-from interp.pipeline.rundir import read_csv_table, read_manifest, read_table
+from interp.pipeline.rundir import read_manifest, read_table
 from interp.pipeline.tables import TABLES
-
-# Tables a stage writes as csv only (small, free-form).
-CSV_TABLES = ("clusters",)
 
 
 class RunTables:
@@ -44,9 +40,9 @@ class RunTables:
 
 
 def table_names(run_dir: Path) -> tuple[str, ...]:
-    """The declared tables, the csv side tables, then every other parquet table of the run."""
+    """The declared tables, then every other parquet table of the run."""
     found = sorted(p.stem for p in Path(run_dir).glob("*.parquet") if p.stem not in TABLES)
-    return (*TABLES, *CSV_TABLES, *found)
+    return (*TABLES, *found)
 
 
 def load_run(path: str | Path) -> RunTables:
@@ -55,8 +51,5 @@ def load_run(path: str | Path) -> RunTables:
     if not run_dir.is_dir():
         raise RunError(f"no run directory at {run_dir}")
     manifest = read_manifest(run_dir)
-    tables = {
-        name: read_csv_table(run_dir, name) if name in CSV_TABLES else read_table(run_dir, name)
-        for name in table_names(run_dir)
-    }
+    tables = {name: read_table(run_dir, name) for name in table_names(run_dir)}
     return RunTables(path=run_dir, manifest=manifest, tables=tables)

@@ -8,8 +8,8 @@ A run lives in ``reports/<model-slug>/<run-name>/``::
     roles.parquet / .csv
     effects.parquet / .csv
     pruning.parquet / .csv
+    clusters.parquet / .csv, role_summary.parquet / .csv   (classify)
     task_attention.parquet / .csv   (ablate, for tasks with named positions)
-    clusters.csv             unexplained-head clusters (classify stage)
     figures/                 PNG + SVG
     report.html, report.pdf
 
@@ -283,6 +283,17 @@ def read_table(run_dir: Path, name: str) -> pd.DataFrame | None:
         ) from None
 
 
+def required_table(run_dir: Path, name: str, writer: str) -> pd.DataFrame:
+    """A table a stage cannot do without: :func:`read_table`, or a RunError naming the stage
+    (``writer``) to run first."""
+    frame = read_table(run_dir, name)
+    if frame is None:
+        raise RunError(
+            f"{run_dir} has no {name} table: run `interp {writer} {run_dir}` (or `interp run`) first"
+        )
+    return frame
+
+
 def read_archive(path: Path, fields: tuple[str, ...], version: int) -> dict[str, Any] | None:
     """The named arrays of a versioned ``.npz`` a stage wrote (no pickles), None when the file is
     not there; a damaged file, a missing field or another format version is a ValueError."""
@@ -296,25 +307,6 @@ def read_archive(path: Path, fields: tuple[str, ...], version: int) -> dict[str,
     if int(arrays["version"]) != version:
         raise ValueError(f"format {int(arrays['version'])}, this version reads {version}")
     return arrays
-
-
-def read_csv_table(run_dir: Path, name: str) -> pd.DataFrame | None:
-    """A csv side table of the run (``clusters``), None if absent; an empty or malformed file is
-    a RunError naming the file."""
-    path = Path(run_dir) / f"{name}.csv"
-    if not path.exists():
-        return None
-    try:
-        _regular(path)
-        return pd.read_csv(path)
-    except (
-        OSError,
-        ValueError,
-        UnicodeDecodeError,
-    ) as exc:  # EmptyDataError and ParserError are ValueErrors
-        raise RunError(
-            f"{path} is unreadable or malformed ({_first_line(exc)}); rerun the stage that writes it"
-        ) from None
 
 
 def _regular(path: Path) -> None:

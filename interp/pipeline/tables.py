@@ -1,8 +1,10 @@
-"""The schema of every table the toolkit writes, declared once: the columns (name, declared type,
-whether optional or a pattern, what they mean) are data in ``interp/pipeline/tables.tsv``, one line each.
+"""The schema of every table the toolkit writes, declared once: each table (what one row is) and its
+columns (name, declared type, whether optional or a pattern, what they mean) are data in
+``interp/pipeline/tables.tsv``, one line each. A stage names the tables it writes
+(:mod:`interp.pipeline.contract`); a stage outside interp declares its own with :func:`declare`.
 
 Each table is tidy (one observation per row) and written as parquet and csv. `interp tables`
-prints this schema; the documentation's column reference (docs/reference/tables.md) is generated from the same text
+prints this schema; the README's column reference is generated from the same text
 (``python tools/docs.py``, block ``generated:columns``). Missing
 values are NaN, never a sentinel.
 
@@ -98,109 +100,58 @@ def _cast(values: pd.Series, col: Column, table: str) -> pd.Series:
         ) from None
 
 
-def _read_columns() -> dict[str, list[tuple[str, Column]]]:
-    """table -> [(kind, Column)] from ``tables.tsv`` (kind: required, optional or pattern)."""
-    text = files("interp.pipeline").joinpath("tables.tsv").read_text(encoding="utf-8")
+def read_schema(text: str) -> dict[str, Table]:
+    """The tables of a schema in the form of ``tables.tsv`` (tab-separated: table, column, dtype,
+    kind, doc; ``#`` lines are comments): a ``table`` line gives a table's description, each other
+    line one of its columns (kind: required, optional or pattern)."""
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
-    out: dict[str, list[tuple[str, Column]]] = {}
+    docs: dict[str, str] = {}
+    columns: dict[str, list[tuple[str, Column]]] = {}
     for r in csv.DictReader(lines, delimiter="\t", quoting=csv.QUOTE_NONE):
+        if r["kind"] == "table":
+            docs[r["table"]] = r["doc"]
+            continue
         column = Column(r["column"], r["dtype"], r["doc"], optional=r["kind"] == "optional")
-        out.setdefault(r["table"], []).append((r["kind"], column))
-    return out
+        columns.setdefault(r["table"], []).append((r["kind"], column))
+    return {
+        name: Table(
+            name,
+            doc,
+            tuple(c for kind, c in columns.get(name, ()) if kind != "pattern"),
+            tuple(c for kind, c in columns.get(name, ()) if kind == "pattern"),
+        )
+        for name, doc in docs.items()
+    }
 
 
-def _table(name: str, doc: str) -> Table:
-    columns = _COLUMNS[name]
-    return Table(
-        name,
-        doc,
-        tuple(c for kind, c in columns if kind != "pattern"),
-        tuple(c for kind, c in columns if kind == "pattern"),
-    )
+def declare(tables: tuple[Table, ...]) -> None:
+    """Add the tables of a stage outside interp to the schema (the stage's ``schema``, registered
+    with it). A name declared already with other columns is refused."""
+    for table in tables:
+        if TABLES.get(table.name, table) != table:
+            raise ValueError(
+                f"a table named {table.name!r} is declared already, with other columns"
+            )
+    TABLES.update({table.name: table for table in tables})
 
 
-_COLUMNS = _read_columns()
-FEATURES = _table(
-    "features",
-    (
-        "One row per (layer, head, feature): how much attention the head puts where the feature "
-        "looks."
-    ),
-)
-SINKS = _table(
-    "sinks",
-    (
-        "One row per (layer, head, probe suite): how much of its attention the head parks on the first "
-        "position in that suite (written by collect)."
-    ),
-)
-ROLES_TABLE = _table(
-    "roles",
-    (
-        "One row per head: its primary role, how sure, a second role, its sink mass, and how "
-        "stable under resampled probes."
-    ),
-)
-EFFECTS = _table(
-    "effects",
-    ("One row per (layer, head, ablation, metric): what removing the head does to the metric."),
-)
-PRUNING = _table(
-    "pruning",
-    (
-        "One row per step of cumulative head removal, each metric's least important heads first "
-        "(ordered by that metric's effects, measured on a held-out evaluation corpus), and one per "
-        "role whose heads are removed together."
-    ),
-)
+def undeclare(tables: tuple[Table, ...]) -> None:
+    """Drop the tables :func:`declare` added (the stage is unregistered)."""
+    for table in tables:
+        TABLES.pop(table.name, None)
 
-SYNTAX = _table(
-    "syntax",
-    (
-        "One row per (corpus, relation, direction, rank): the best heads of each treebank at linking a word "
-        "to its gold dependency partner, beside the fixed rules that need no syntax (written by collect)."
-    ),
-)
 
-TASK_ATTENTION = _table(
-    "task_attention",
-    (
-        "One row per (task, layer, head, query, key), for tasks that name positions (interp.Task's "
-        "named_positions): how much the head attends from one named position to another on the "
-        "task's own sequences (written by ablate)."
-    ),
+# Every table the toolkit's stages write, in the schema's order.
+TABLES: dict[str, Table] = read_schema(
+    files("interp.pipeline").joinpath("tables.tsv").read_text(encoding="utf-8")
 )
-
-WEIGHTS = _table(
-    "weights",
-    (
-        "One row per (layer, head, score): what the head's weights say it writes (its OV circuit "
-        "through the embedding and unembedding) and how much it writes, beside a null (written by "
-        "weights)."
-    ),
-)
-COMPOSITION = _table(
-    "composition",
-    (
-        "One row per (kind, reading head, earlier writing head): how much of what the reader's "
-        "queries, keys or values read the writer's output could supply (written by weights)."
-    ),
-)
-
-TABLES: dict[str, Table] = {
-    t.name: t
-    for t in (
-        FEATURES,
-        SYNTAX,
-        SINKS,
-        ROLES_TABLE,
-        EFFECTS,
-        PRUNING,
-        TASK_ATTENTION,
-        WEIGHTS,
-        COMPOSITION,
-    )
-}
+FEATURES = TABLES["features"]
+SYNTAX = TABLES["syntax"]
+SINKS = TABLES["sinks"]
+ROLES_TABLE = TABLES["roles"]
+EFFECTS = TABLES["effects"]
+PRUNING = TABLES["pruning"]
+TASK_ATTENTION = TABLES["task_attention"]
 
 
 def describe() -> str:

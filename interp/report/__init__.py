@@ -11,6 +11,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from interp.pipeline.contract import EVERY_STAGE, ReportSection, Stage
+from interp.report.config import ReportConfig
+
+STAGE = Stage(
+    "report",
+    "Build figures, report.html and report.pdf from the run's tables.",
+    ReportConfig,
+    "interp.report.stage:run_stage",
+    reads=EVERY_STAGE,
+    files=("report.html",),
+    sections=(
+        ReportSection("heads", "interp.report.sections:heads"),
+        ReportSection("provenance", "interp.report.sections:provenance"),
+    ),
+)
+
 __all__ = ["build_report", "compare_runs"]
 
 

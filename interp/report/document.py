@@ -7,19 +7,17 @@ sentence that states a number reads it from :mod:`interp.report.summary`, as the
 
 from __future__ import annotations
 
-import json
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from interp.classify import clusters as K
+from interp.pipeline.contract import ReportSection, Stage
 from interp.pipeline.results import RunTables
 from interp.report import content as C
 from interp.report import summary as S
-from interp.report.figures import SavedFigure
-from interp.report.syntax_section import syntax_section
-from interp.report.task_attention import task_attention_section
-from interp.roles import UNEXPLAINED
+
+SUMMARY = "summary"  # the report's own first section: the stages' sections follow it
 
 MODEL_FACTS = (
     "name",
@@ -33,18 +31,6 @@ MODEL_FACTS = (
     "bos_policy",
     "dtype",
     "device",
-)
-STAGE_OF = {"features": "collect", "roles": "classify", "effects": "ablate", "pruning": "ablate"}
-# Report sections and the figures they hold (by file stem, a trailing * for a family of figures).
-FIGURE_SECTIONS = (
-    ("roles", "Roles", ("role_map", "role_counts", "sink_by_layer")),
-    ("features", "Features", ("features_*",)),
-    (
-        "effects",
-        "Causal effects",
-        ("effect_maps", "effect_vs_role", "estimator_audit", "score_vs_effect"),
-    ),
-    ("pruning", "Pruning", ("pruning",)),
 )
 
 
@@ -65,14 +51,14 @@ def _cards(summary: dict[str, Any]) -> C.Cards:
     return C.Cards(tuple(cards))
 
 
-def _notes(summary: dict[str, Any], exemplar_note: str | None) -> list[C.Text]:
+def _notes(summary: dict[str, Any]) -> list[C.Text]:
     notes = [
         C.Text(
-            f"This run has no {name} table yet (the {stage} stage has not run), so its figures are left out.",
+            f"This run has no {' or '.join(missing['tables'])} table yet (the {missing['stage']} stage "
+            "has not run), so its sections are left out.",
             "note",
         )
-        for name, stage in STAGE_OF.items()
-        if not summary["tables"][name]
+        for missing in summary["not_run"]
     ]
     notes += [C.Text(text, "note") for text in S.improvement_notes(summary["prunable"])]
     if summary.get("never_exact"):
@@ -111,7 +97,7 @@ def _notes(summary: dict[str, Any], exemplar_note: str | None) -> list[C.Text]:
                 "note",
             )
         )
-    return notes + ([C.Text(exemplar_note, "note")] if exemplar_note else [])
+    return notes
 
 
 def _prunable_table(prunable: pd.DataFrame) -> C.Table:
@@ -178,7 +164,7 @@ def _exact_note(never: list[str], shape: tuple[int, int]) -> str:
     )
 
 
-def _summary_section(summary: dict[str, Any], exemplar_note: str | None) -> C.Section | None:
+def _summary_section(summary: dict[str, Any]) -> C.Section | None:
     """Cards and notes, then the summary tables, two to a row where the page has room: each fits
     its column (intervals share their value's cell), so none scrolls sideways at laptop width;
     the per-role table, one column per metric, gets a row of its own."""
@@ -232,95 +218,53 @@ def _summary_section(summary: dict[str, Any], exemplar_note: str | None) -> C.Se
         C.titled("Probe corpora", C.table(pd.DataFrame(corpora), "corpora") if corpora else None),
     )
     return C.section(
-        "summary",
+        SUMMARY,
         "Summary",
         _cards(summary),
-        *_notes(summary, exemplar_note),
+        *_notes(summary),
         roles_and_pruning,
         removing,
         facts,
     )
 
 
-def _figures_of(figures: list[SavedFigure], names: tuple[str, ...]) -> list[C.FigureBlock]:
-    def wanted(stem: str) -> bool:
-        return any(stem == n or (n.endswith("*") and stem.startswith(n[:-1])) for n in names)
+def section_order(stages: list[Stage]) -> list[ReportSection]:
+    """The stages' report sections in page order, after the summary. A section follows the one
+    its ``after`` names, else its stage's previous section; a stage's first section without
+    ``after`` goes at the end, in registry order. Sections that follow the same one come in
+    registry order, each with its own followers before the next."""
+    declared = [s for st in stages for s in st.sections]
+    ids = {s.id for s in declared} | {SUMMARY}
+    follows: dict[str | None, list[ReportSection]] = {}  # None: the end
+    for st in stages:
+        previous = None
+        for s in st.sections:
+            follows.setdefault(s.after if s.after in ids else previous, []).append(s)
+            previous = s.id
+    ordered: list[ReportSection] = []
 
-    return [C.figure(f) for f in figures if f.kind == "main" and wanted(f.name)]
+    def visit(parent: str | None) -> None:
+        for s in follows.get(parent, []):
+            if s not in ordered:
+                ordered.append(s)
+                visit(s.id)
 
-
-def _clusters_section(clusters: pd.DataFrame | None, summary: dict[str, Any]) -> C.Section | None:
-    """One row per group of unexplained heads, and whether the groups separate at all."""
-    if clusters is None or clusters.empty:
-        return None
-    unexplained = (
-        sum(r["heads"] for r in summary["role_counts"] or [] if r["role"] == UNEXPLAINED) or None
-    )
-    verdict = K.verdict(clusters, unexplained)
-    return C.section(
-        "clusters",
-        "Unexplained-head clusters",
-        C.Text(
-            "Heads no archetype explains, grouped by their attention profiles; each group is described by the "
-            "features that set it apart from the other unexplained heads. silhouette: how much nearer the group's "
-            "heads are to one another than to the next group (1: far apart, 0 or less: no gap). Every head's "
-            "group is in clusters.csv."
-        ),
-        C.Text(verdict, "p" if K.separates(clusters) else "note"),
-        C.table(
-            K.overview(clusters),
-            "cluster-table",
-            filter="Filter clusters:",
-            wrap_columns=("description", "members"),
-        ),
-    )
+    visit(SUMMARY)
+    visit(None)
+    return ordered + [s for s in declared if s not in ordered]  # a loop of afters: at the end
 
 
-def _provenance_section(summary: dict[str, Any]) -> C.Section:
-    prov = summary["provenance"]
-    keys = ("created", "seed", "git_hash", "machine", "python")
-    pairs = (
-        [("model", summary["model_path"])] if summary.get("model_path") else []
-    )  # the title shows its stem
-    pairs += [(k, S.fmt(prov.get(k)) or "unknown") for k in keys if k in prov]
-    pairs += [
-        (k, v)
-        for k, v in prov.items()
-        if k not in keys and k != "versions" and not isinstance(v, (dict, list))
-    ]
-    versions = [(k, S.fmt(v) or "not installed") for k, v in (prov.get("versions") or {}).items()]
-    stages = summary["stages"]
-    stage_rows = pd.DataFrame(
-        [
-            {
-                "stage": name,
-                "seconds": (info or {}).get("seconds"),
-                "finished": (info or {}).get("finished"),
-            }
-            for name, info in stages.items()
-        ]
-    )
-    configs = [
-        C.Code(f"{name} config", json.dumps((info or {}).get("config"), indent=1, default=str))
-        for name, info in stages.items()
-    ]
-    return C.section(
-        "provenance",
-        "Provenance",
-        C.key_values(pairs) if pairs else C.Text("The manifest records no provenance.", "muted"),
-        C.titled("Package versions", C.key_values(versions)) if versions else None,
-        C.titled("Stages", C.table(stage_rows, "stages"), *configs) if stages else None,
-    )
+def stage_sections(run: RunTables, figures: Path, stages: list[Stage]) -> list[C.Section]:
+    """Every stage's sections that have something to show for this run, in page order; each
+    draws its figures into ``figures``."""
+    built = (s.builder()(run, figures) for s in section_order(stages))
+    return [s for s in built if s is not None]
 
 
 def report_document(
-    run: RunTables,
-    summary: dict[str, Any],
-    figures: list[SavedFigure],
-    heads: pd.DataFrame | None,
-    exemplar_note: str | None = None,
+    run: RunTables, summary: dict[str, Any], sections: list[C.Section]
 ) -> C.Document:
-    """The report of one run; ``exemplar_note`` says why exemplar patterns are missing, if they are."""
+    """The report of one run: its summary, then the stages' ``sections``."""
     name = summary["model_name"]
     created = summary["provenance"].get("created")
     lead = (
@@ -329,58 +273,12 @@ def report_document(
         + ". What each head does (its role) "
         "and how much the model needs it (its ablation effect).",
     )
-    sections = [_summary_section(summary, exemplar_note)]
-    sections += [
-        C.section(sid, title, *_figures_of(figures, names)) for sid, title, names in FIGURE_SECTIONS
-    ]
-    # the syntax section follows the features section: its per-relation table, then the relation maps
-    sections.insert(
-        2 + [sid for sid, _, _ in FIGURE_SECTIONS].index("features"),
-        syntax_section(
-            run.tables.get("syntax"),
-            run.features,
-            summary["stages"],
-            _figures_of(figures, ("syntax_*",)),
-        ),
-    )
-    sections.append(task_attention_section(run.tables.get("task_attention")))
-    exemplars = [C.figure(f) for f in figures if f.kind == "exemplar"]
-    sections.append(
-        C.section(
-            "exemplars",
-            "Exemplar attention patterns",
-            C.Text(
-                "For each role, the head that fits it best, on a stored probe of the family its feature reads. "
-                "Every head's pattern on these probes is in exemplars.npz (interp.collect.exemplars.read_exemplars)."
-            )
-            if exemplars
-            else None,
-            C.group(*exemplars, layout="grid"),
-        )
-    )
-    effect = (
-        f"; Δ METRIC: the head's exact effect on each metric ({summary['exact_ablation']} ablation; positive = "
-        "the model gets worse without the head; blank: not ablated exactly, its estimate is in the explorer)"
-        if summary.get("exact_ablation")
-        else ""
-    )
-    sections.append(
-        C.section(
-            "heads",
-            "Heads",
-            C.Text(f"One row per head{effect}. Click a header to sort.")
-            if heads is not None
-            else None,
-            C.table(heads, "head-table", filter="Filter heads:") if heads is not None else None,
-        )
-    )
-    sections.append(_clusters_section(run.clusters, summary))
-    sections.append(_provenance_section(summary))
+    every = [_summary_section(summary), *sections]
     return C.Document(
         f"Attention heads of {name}",
         f"{name} · attention heads · {summary['run']}",
         lead,
-        tuple(s for s in sections if s is not None),
+        tuple(s for s in every if s is not None),
     )
 
 

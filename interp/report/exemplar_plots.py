@@ -21,6 +21,7 @@ draws (:mod:`interp.report.glyphs`), so that no token shows as an empty box; lon
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,11 +30,12 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from interp.collect.exemplars import Exemplars, Probe
+from interp.collect.exemplars import Exemplars, ExemplarsUnreadable, Probe, read_exemplars
 from interp.report.figures import SavedFigure, new_figure, save, styled
 from interp.report.glyphs import token_fonts, token_text
 from interp.roles import FEATURE_FAMILY_PREFIX, NO_ROLE, ROLES
 
+log = logging.getLogger(__name__)
 TOKEN_WIDTH = 14
 # The probe family each role's feature reads (interp.collect.features.FEATURE_FAMILIES, restated here
 # because that module needs torch; a test keeps the two in step). Other roles: natural text.
@@ -173,3 +175,13 @@ def plot_exemplars(
             )
         )
     return saved or None
+
+
+def exemplars_of(run_dir: Path) -> tuple[Exemplars | None, str | None]:
+    """The run's stored exemplar patterns (None when collect has not stored them), or None and a
+    note saying why they cannot be read."""
+    try:
+        return read_exemplars(run_dir), None
+    except ExemplarsUnreadable as exc:
+        log.warning("%s", exc)
+        return None, f"Exemplar patterns are left out: {exc}."

@@ -24,16 +24,17 @@ from typing import Any
 import pandas as pd
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from interp.collect import exemplars as stored
 from interp.pipeline.results import RunTables, load_run
 from interp.pipeline.rundir import write_text
+from interp.pipeline.stages import STAGES
 from interp.report import content as C
 from interp.report import explorer as X
 from interp.report import plots
 from interp.report import prompt_store as P
 from interp.report import summary as S
 from interp.report.compare import effect_differences, role_differences, score_differences
-from interp.report.document import compare_document, report_document
+from interp.report.document import compare_document, report_document, stage_sections
+from interp.report.exemplar_plots import exemplars_of
 from interp.report.figures import png_bytes
 from interp.report.pdf import write_pdf
 
@@ -125,29 +126,12 @@ def render_explorer_page(data: dict[str, Any], title: str, lead: list[str]) -> s
     )
 
 
-def exemplars_of(run_dir: Path) -> tuple[stored.Exemplars | None, str | None]:
-    """The run's stored exemplar patterns, or None and a note saying why they are missing."""
-    try:
-        found = stored.read_exemplars(run_dir)
-    except stored.ExemplarsUnreadable as exc:
-        log.warning("%s", exc)
-        return None, f"Exemplar patterns are left out: {exc}."
-    if found is None and (Path(run_dir) / stored.LEGACY_FILE).exists():
-        return None, (
-            "Exemplar patterns are left out: this run stored them as exemplars.json, an older format; "
-            f"rerun `interp collect {run_dir}` to store every head's patterns."
-        )
-    return found, None
-
-
 def build_document(run_dir: str | Path) -> C.Document:
-    """Draw every figure the run's tables allow (under ``RUN_DIR/figures``) and build the report's content."""
+    """The report's content: every registered stage's sections (drawing their figures under
+    ``RUN_DIR/figures``) between the summary and the heads table."""
     run = load_run(run_dir)
-    found, note = exemplars_of(run.path)
-    figures = plots.make_all(run, exemplars=found)
-    return report_document(
-        run, S.report_summary(run), figures, S.head_table(run.roles, run.effects), note
-    )
+    sections = stage_sections(run, run.path / "figures", STAGES)
+    return report_document(run, S.report_summary(run), sections)
 
 
 def build_report(run_dir: str | Path, pdf: bool = True) -> Path:

@@ -1,4 +1,4 @@
-"""The report's figures of roles and features, and :func:`make_all`, every figure in report order.
+"""The report's figures of roles and features (drawn by the report's sections, :mod:`.sections`).
 
 Every ``plot_*`` function takes the run's DataFrames and the figures folder and returns a
 :class:`~interp.report.figures.SavedFigure` (or a list of them), or None when the table it needs
@@ -17,11 +17,8 @@ import seaborn as sns
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
-from interp.pipeline.results import RunTables
-from interp.report import effect_plots as E
 from interp.report import summary as S
 from interp.report import syntax_section as Y
-from interp.report.exemplar_plots import plot_exemplars
 from interp.report.figures import (
     SavedFigure,
     blend,
@@ -469,42 +466,3 @@ def plot_relation_heatmaps(
             )
         )
     return saved
-
-
-# --- everything --------------------------------------------------------------------------------
-
-
-def make_all(run: RunTables, fig_dir: Path | None = None, exemplars=None) -> list[SavedFigure]:
-    """Every figure the run's tables allow, in report order (absent tables are skipped).
-
-    ``exemplars``: the run's stored patterns (:func:`interp.collect.exemplars.read_exemplars`), or None.
-    """
-    fig_dir = Path(fig_dir) if fig_dir is not None else run.path / "figures"
-    shape = S.head_shape(run.manifest, run.roles, run.features, run.effects)
-    out: list[SavedFigure | list[SavedFigure] | None] = [
-        plot_role_map(run.roles, fig_dir, shape),
-        plot_role_counts(run.roles, fig_dir, shape),
-        plot_sink_by_layer(run.roles, fig_dir, shape),
-        plot_feature_heatmaps(
-            run.features, fig_dir, shape, (run.manifest.get("model") or {}).get("causal")
-        ),
-        plot_relation_heatmaps(
-            run.features,
-            fig_dir,
-            shape,
-            Y.classifier_corpora(run.tables.get("syntax"), run.manifest.get("stages")),
-        ),
-        E.plot_effect_maps(run.effects, fig_dir, shape),
-        E.plot_effect_vs_role(run.effects, run.roles, fig_dir),
-        E.plot_estimator_audit(run.effects, run.roles, fig_dir),
-        E.plot_score_vs_effect(run.roles, run.effects, fig_dir),
-        E.plot_pruning(run.pruning, fig_dir, run.effects),
-        plot_exemplars(exemplars, run.roles, run.features, fig_dir),
-    ]
-    flat: list[SavedFigure] = []
-    for item in out:
-        if isinstance(item, list):
-            flat.extend(item)
-        elif item is not None:
-            flat.append(item)
-    return flat

@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from interp.pipeline.contract import StageRecord
 from interp.report.config import ReportConfig
+
+if TYPE_CHECKING:  # the report never runs the model
+    from interp.model.load import LoadedModel
+
+
+@dataclass(frozen=True)
+class ReportRecord(StageRecord):
+    """The report records nothing beyond what the pipeline records about every stage."""
 
 
 def run_stage(
-    run_dir: Path, model: Any = None, config: ReportConfig = ReportConfig(), progress: bool = True
-) -> dict[str, Any]:
+    run_dir: Path,
+    model: LoadedModel | None = None,
+    config: ReportConfig = ReportConfig(),
+    progress: bool = True,
+) -> ReportRecord:
     """Build the report of a run (the model is not needed and never loaded)."""
     from interp.report.html import build_report
 
     build_report(run_dir, pdf=config.pdf)
-    return {}
+    return ReportRecord()

@@ -23,6 +23,7 @@ from interp.ablate.catalogue import ESTIMATORS, ORIENTATION
 from interp.ablate.removable import effect_curve, improved, removable_fraction
 from interp.ablate.selection import never_exact
 from interp.pipeline.results import RunTables
+from interp.pipeline.stages import STAGES
 from interp.roles import ROLES, UNEXPLAINED, UNMEASURED
 
 # Mean ablation keeps the head's average output, so it measures what the head adds on top of
@@ -416,10 +417,7 @@ def report_summary(run: RunTables) -> dict[str, Any]:
         else {},
         "shape": (n_layers, n_heads),
         "corpora": dict(manifest.get("corpora") or {}),
-        "tables": {
-            name: getattr(run, name) is not None
-            for name in ("features", "roles", "effects", "pruning", "clusters")
-        },
+        "not_run": not_run(manifest),
         "provenance": dict(manifest.get("provenance") or {}),
         "stages": dict(manifest.get("stages") or {}),
         "role_counts": None,
@@ -450,6 +448,16 @@ def report_summary(run: RunTables) -> dict[str, Any]:
     summary["exact_effect"] = exact.label if exact else None
     summary["exact_ablation"] = exact.ablation if exact else None
     return summary
+
+
+def not_run(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The registered stages that write tables and have not run on this run: stage, tables."""
+    ran = manifest.get("stages") or {}
+    return [
+        {"stage": st.name, "tables": list(st.tables)}
+        for st in STAGES
+        if st.tables and st.name not in ran
+    ]
 
 
 def measurement_notes(manifest: dict[str, Any], roles: pd.DataFrame | None) -> list[str]:

@@ -391,7 +391,7 @@ CASES: dict[str, Callable] = {
     "features table is not parquet": stage_on(
         "classify", **{"features.parquet": b"PAR1 but not really"}
     ),
-    "clusters.csv is empty": stage_on("report", **{"clusters.csv": b""}),
+    "clusters table is empty": stage_on("report", **{"clusters.parquet": b""}),
     # corpora: files
     "corpus missing": lambda tmp: run_with("--no-builtin", "--corpus", str(tmp / "nope.txt"))(tmp),
     "corpus is a directory": lambda tmp: run_with("--no-builtin", "--corpus", str(tmp))(tmp),

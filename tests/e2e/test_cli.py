@@ -165,14 +165,17 @@ def test_ablate_rejects_an_unknown_metric_before_loading_the_model(tmp_path, mon
 def test_quiet_reaches_every_stage(tmp_path, monkeypatch):
     import interp.ablate.stage
     import interp.collect.stage
+    from interp.pipeline.contract import StageRecord
 
     seen = {}
 
     def fake_collect(run_dir, model, config, progress=True):
         seen["collect"] = progress
+        return StageRecord()
 
     def fake_ablate(run_dir, model, config, progress=True):
         seen["ablate"] = progress
+        return StageRecord()
 
     monkeypatch.setattr(interp.collect.stage, "run_stage", fake_collect)
     monkeypatch.setattr(interp.ablate.stage, "run_stage", fake_ablate)

@@ -84,12 +84,13 @@ def test_resume_collects_again_when_a_table_is_missing_or_unreadable(run, damage
 
 def test_a_flag_wins_over_quick(tmp_path, monkeypatch):
     import interp.collect.stage
+    from interp.pipeline.contract import StageRecord
 
     seen = {}
     monkeypatch.setattr(
         interp.collect.stage,
         "run_stage",
-        lambda run_dir, model, config, progress: seen.update(c=config),
+        lambda run_dir, model, config, progress: seen.update(c=config) or StageRecord(),
     )
     invoke(
         "run", *COLLECT_ONLY[:-2], "--quick", "--n-syntax", 500, "--out", tmp_path, "--name", "q"

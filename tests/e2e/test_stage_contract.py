@@ -1,5 +1,6 @@
-"""The stage contract: a stage is its package and one registry line; a stage command reruns with
-the run's recorded config, changed only by the flags given."""
+"""The stage contract: a stage is its package and one registry line, and it then appears in
+`interp run`, its own command, the manifest, `load_run`, the report and the generated docs; a
+stage command reruns with the run's recorded config, changed only by the flags given."""
 
 from __future__ import annotations
 
@@ -12,10 +13,14 @@ from click.testing import CliRunner
 
 import interp
 from interp.cli import build_cli
-from interp.pipeline.stages import Stage, register, unregister
+from interp.pipeline.stages import declared, register, unregister
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))  # the toy stage's package lives beside this file
+sys.path.insert(0, str(ROOT / "tools"))
+
+import docs  # noqa: E402  (tools/docs.py, the generator of the docs reference)
 
 
 def invoke(cli, *args):
@@ -30,18 +35,7 @@ def manifest(run_dir: Path) -> dict:
 
 @pytest.fixture()
 def toy_stage():
-    from toy_stage import ToyConfig
-
-    register(
-        Stage(
-            "toy",
-            "Count each head's features.",
-            ToyConfig,
-            "toy_stage:run_stage",
-            reads=("collect",),
-            outputs=("toy.parquet",),
-        )
-    )  # the one registry line
+    register(declared("toy_stage"))  # the one registry line
     yield
     unregister("toy")
 
@@ -49,46 +43,47 @@ def toy_stage():
 def test_a_registered_stage_runs_everywhere_the_registry_reaches(toy_stage, model_dir, tmp_path):
     cli = build_cli()
     out = tmp_path / "runs"
-    common = (
-        "--model",
-        model_dir,
-        "--out",
-        out,
-        "--n-syntax",
-        20,
-        "--skip",
-        "ablate",
-        "--skip",
-        "report",
-        "-q",
-    )
-    assert (
-        "--toy-scale" in invoke(cli, "run", "--help").output
-    )  # its option on `interp run`, from its config
-    invoke(cli, "run", *common, "--name", "a", "--toy-scale", 3)
+    common = ("--model", model_dir, "--out", out, "--n-syntax", 20, "--skip", "ablate", "-q")
+    assert "--toy-scale" in invoke(cli, "run", "--help").output  # its option, from its config
+    assert "Writes toy." in invoke(cli, "toy", "--help").output  # its command, from its tables
+    invoke(cli, "run", *common, "--skip", "report", "--name", "a", "--toy-scale", 3)
     run_dir = out / model_dir.name / "a"
     recorded = manifest(run_dir)["stages"]["toy"]
-    assert recorded["config"] == {"scale": 3} and recorded["heads"] == 12
-    toy = interp.load_run(run_dir).toy
-    assert len(toy) == 12 and (toy["n"] % 3 == 0).all()
+    assert recorded["config"] == {"scale": 3} and recorded["heads"] == 12  # its typed record
+    toy = interp.load_run(run_dir).toy  # its table, validated against its schema
+    assert len(toy) == 12 and (toy["n"] % 3 == 0).all() and str(toy["n"].dtype) == "int64"
 
-    invoke(cli, "run", *common, "--name", "a", "--toy-scale", 3, "--resume")  # finished: skipped
-    assert manifest(run_dir)["stages"]["toy"]["id"] == recorded["id"]
+    invoke(cli, "run", *common, "--skip", "report", "--name", "a", "--toy-scale", 3, "--resume")
+    assert manifest(run_dir)["stages"]["toy"]["id"] == recorded["id"]  # finished: skipped
 
-    invoke(cli, "run", *common, "--name", "b", "--skip", "toy")
+    invoke(cli, "run", *common, "--skip", "report", "--name", "b", "--skip", "toy")
     assert "toy" not in manifest(out / model_dir.name / "b")["stages"]
-    assert "toy" not in interp.load_run(out / model_dir.name / "b").tables
+    assert interp.load_run(out / model_dir.name / "b").toy is None
 
-    invoke(
-        cli, "toy", run_dir, "--scale", 5, "-q"
-    )  # its own stage command, with a generated option
+    invoke(cli, "toy", run_dir, "--scale", 5, "-q")  # its own command, with a generated option
     again = interp.load_run(run_dir).toy
     assert manifest(run_dir)["stages"]["toy"]["config"] == {"scale": 5}
     assert (again["n"] == toy["n"] // 3 * 5).all()
 
+    invoke(cli, "report", run_dir, "--no-pdf", "-q")  # its report section, where it asked
+    html = (run_dir / "report.html").read_text(encoding="utf-8")
+    order = [part.partition('"')[0] for part in html.split('<section id="')[1:]]
+    # after features (and the section collect put there first), before the ablate stage's
+    assert order[order.index("features") :][:3] == ["features", "syntax", "toy"]
+    assert 'id="toy-table"' in html
+
+    # the generated docs: the stage, its command and options, its table's columns
+    assert "| `interp toy` (toy_stage.stage) | Count each head's features." in docs.stages(ROOT)
+    assert "interp toy" in docs.cli_reference(ROOT, cli) and "--toy-scale" in docs.cli_reference(
+        ROOT, cli
+    )
+    assert "## `toy`\n\nOne row per head" in docs.columns(ROOT)
+
 
 def test_the_toy_stage_is_gone_once_unregistered():
     assert "toy" not in build_cli().commands
+    assert "toy" not in interp.pipeline.tables.TABLES
+    assert "interp toy" not in docs.stages(ROOT)
 
 
 def test_a_stage_command_reruns_with_the_recorded_config_changed_only_by_its_flags(
@@ -111,14 +106,17 @@ def test_a_stage_command_reruns_with_the_recorded_config_changed_only_by_its_fla
         "--skip",
         "report",
         "--ablate-n-prose",
-        2,
+        4,
         "--max-rounds",
         1,
         "-q",
     )
     run_dir = out / model_dir.name / "q"
-    quick = manifest(run_dir)["stages"]["ablate"]["config"]
-    assert quick["quick"] is True and quick["n_prose"] == 2
+    record = manifest(run_dir)["stages"]["ablate"]
+    quick = record["config"]
+    # --quick sized what the user left alone and kept the option given (it would make it 3)
+    assert quick["quick"] is True and (quick["n_prose"], quick["n_repeated"]) == (4, 3)
+    assert record["resolved_config"]["n_prose"] == 4
 
     invoke(cli, "ablate", run_dir, "-q")
     assert manifest(run_dir)["stages"]["ablate"]["config"] == quick

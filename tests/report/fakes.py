@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +9,7 @@ import pandas as pd
 
 from interp.collect.exemplars import Exemplars, Probe, write_exemplars
 from interp.pipeline import rundir
+from interp.pipeline.tables import TABLES
 from interp.roles import LOOKS, ROLE_NAMES, ROLES, UNEXPLAINED
 
 XSS = "<script>alert(1)</script>"
@@ -221,27 +221,13 @@ def fake_exemplars(n_layers: int, n_heads: int) -> Exemplars:
     return Exemplars(tuple(probes))
 
 
-LEGACY_EXEMPLARS = {
-    "items": [
-        {
-            "feature": "induction",
-            "layer": 0,
-            "head": 2,
-            "suite": "repeated",
-            "tokens": list(REPEATED),
-            "pattern": offset_pattern(9, 3).tolist(),
-        }
-    ]
-}
-
-
 def make_fake_run(
     tmp_path: Path,
     name: str = "run",
     n_layers: int = 4,
     n_heads: int = 3,
     tables: tuple[str, ...] = ALL_TABLES,
-    exemplars: bool | str = True,
+    exemplars: bool = True,
     clusters: bool = True,
     seed: int = 0,
     roles_override: dict[tuple[int, int], str] | None = None,
@@ -250,7 +236,7 @@ def make_fake_run(
 ) -> Path:
     """Write a run directory with every table the report reads; returns the run directory.
 
-    ``exemplars``: True stores exemplars.npz, "legacy" an older run's exemplars.json, False none.
+    ``exemplars``: whether to store exemplars.npz.
     """
     rng = np.random.default_rng(seed)
     run_dir = Path(tmp_path) / name
@@ -271,13 +257,11 @@ def make_fake_run(
         described = (
             "more delimiter (lift 0.30 vs 0.01) " + XSS
         )  # one group: the two unexplained heads of 4 x 3
-        rundir.write_text(
-            run_dir / "clusters.csv",
-            f"cluster,layer,head,description,silhouette\n0,1,0,{described},\n0,3,1,{described},\n",
+        rows = [(0, 1, 0, described, np.nan), (0, 3, 1, described, np.nan)]
+        rundir.write_table(
+            run_dir, "clusters", pd.DataFrame(rows, columns=TABLES["clusters"].names)
         )
-    if exemplars == "legacy":
-        rundir.write_text(run_dir / "exemplars.json", json.dumps(LEGACY_EXEMPLARS))
-    elif exemplars:
+    if exemplars:
         write_exemplars(run_dir, fake_exemplars(n_layers, n_heads))
     rundir.write_manifest(
         run_dir,

@@ -19,7 +19,7 @@ def section(doc, sid: str) -> C.Section:
 def test_one_group_of_two_heads_cannot_be_told_apart(make_fake_run, tmp_path):
     doc = build_document(
         make_fake_run(tmp_path, tables=("roles",), exemplars=False)
-    )  # clusters.csv: 2 heads, 1 group
+    )  # clusters: 2 heads, 1 group
     blocks = section(doc, "clusters").blocks
     verdict, table = blocks[1], blocks[2]
     assert (verdict.text, verdict.style) == (
@@ -52,7 +52,7 @@ def test_lopsided_groups_that_do_not_separate_are_named_as_such(make_fake_run, t
         }
         for i, (l, h) in enumerate(unexplained)
     ]
-    rundir.write_text(run_dir / "clusters.csv", pd.DataFrame(rows).to_csv(index=False))
+    rundir.write_table(run_dir, "clusters", pd.DataFrame(rows))
     blocks = section(build_document(run_dir), "clusters").blocks
     assert (blocks[1].text, blocks[1].style) == (
         "10 heads of the 11 unexplained heads fall into 2 groups. One group holds 8 of them: on these features most "

@@ -143,13 +143,6 @@ def test_partial_runs_still_get_a_report(make_fake_run, tmp_path, tables):
     assert "the ablate stage has not run" in html
 
 
-def test_older_runs_exemplars_json_is_skipped_with_a_note(make_fake_run, tmp_path):
-    run_dir = make_fake_run(tmp_path, tables=("roles",), exemplars="legacy", clusters=False)
-    html = build_report(run_dir, pdf=False).read_text(encoding="utf-8")
-    assert 'id="fig-role_map"' in html and "exemplar_" not in html
-    assert "exemplars.json, an older format" in html and f"interp collect {run_dir}" in html
-
-
 def test_damaged_exemplars_are_skipped_with_a_note(make_fake_run, tmp_path):
     run_dir = make_fake_run(tmp_path, tables=("roles",), clusters=False)
     (run_dir / "exemplars.npz").write_bytes(b"PK\x03\x04 not a zip")

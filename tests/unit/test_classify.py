@@ -375,7 +375,6 @@ def test_groups_cut_from_one_cloud_are_said_not_to_separate():
         "The groups separate only weakly (mean silhouette 0.30, under 0.5): a structure this weak may be an artefact "
         "of the clustering, so read each description as a tendency."
     )
-    assert "no silhouette" in verdict(lopsided.drop(columns="silhouette"))
     table = overview(lopsided)
     assert table[["cluster", "heads", "layers"]].values.tolist() == [
         [0, 26, "L0–L25"],

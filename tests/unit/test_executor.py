@@ -132,7 +132,7 @@ def test_workers_and_address_belong_to_ray():
 
 def test_where_the_sweep_runs_is_not_compared_on_resume():
     from interp.config import without_placement
-    from interp.pipeline.stages import _json
+    from interp.pipeline.contract import _json
 
     ray_run = _json(AblateConfig(executor="ray", address="auto", workers=2))
     assert without_placement(AblateConfig, ray_run) == without_placement(

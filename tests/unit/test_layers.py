@@ -26,7 +26,9 @@ LAYERS = (
         "interp.pipeline.lock",
         "interp.pipeline.provenance",
         "interp.pipeline.results",
-    ),
+        "interp.pipeline.contract",
+        "interp.pipeline.stages",
+    ),  # the run directory, and the stage contract and registry (which loads the stages by name)
     (
         "interp.collect",
         "interp.classify",
@@ -36,14 +38,13 @@ LAYERS = (
         "interp.weights",
     ),  # the stages
     (
-        "interp.pipeline.stages",
         "interp.pipeline.options",
         "interp.pipeline.execute",
         "interp.pipeline.study",
         "interp.pipeline.study_ray",
         "interp.pipeline.show",
         "interp.pipeline.prompts",
-    ),  # the registry and the run
+    ),  # the run
     (
         "interp.console",
         "interp.cli",

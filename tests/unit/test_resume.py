@@ -12,7 +12,9 @@ import interp.classify.stage
 import interp.collect.stage
 from interp import CollectConfig, RunOptions
 from interp.pipeline import rundir
+from interp.pipeline.contract import StageRecord
 from interp.pipeline.execute import run_stages
+from interp.pipeline.stages import stage
 from interp.pipeline.tables import TABLES
 
 
@@ -21,10 +23,10 @@ def calls(monkeypatch):
     """Replace collect and classify by stand-ins that write their outputs like the real ones."""
     made: list[str] = []
 
-    def fake(name, tables):
+    def fake(name):
         def run_stage(run_dir, model, config, progress=True):
             made.append(name)
-            for table in tables:
+            for table in stage(name).tables:
                 rundir.write_table(run_dir, table, one_row(table))
             if name == "collect":
                 np.savez(
@@ -33,12 +35,12 @@ def calls(monkeypatch):
                     names=np.array(["x"]),
                 )
                 np.savez(run_dir / "exemplars.npz", values=np.zeros(1))
-            return {}
+            return StageRecord()
 
         return run_stage
 
-    monkeypatch.setattr(interp.collect.stage, "run_stage", fake("collect", ("features", "syntax")))
-    monkeypatch.setattr(interp.classify.stage, "run_stage", fake("classify", ("roles",)))
+    monkeypatch.setattr(interp.collect.stage, "run_stage", fake("collect"))
+    monkeypatch.setattr(interp.classify.stage, "run_stage", fake("classify"))
     return made
 
 
@@ -48,10 +50,13 @@ def one_row(table: str) -> pd.DataFrame:
     return pd.DataFrame({c.name: [sample[c.dtype]] for c in TABLES[table].columns})
 
 
+MODEL = object()  # the stand-in collect is handed a model, as the real one is
+
+
 def run(run_dir, resume, **options):
     return run_stages(
         run_dir,
-        model=None,
+        model=MODEL,
         progress=False,
         options=RunOptions(skip=("ablate", "report"), resume=resume, stages=options),
     )
@@ -97,7 +102,7 @@ def test_skip_leaves_a_stage_out(tmp_path, calls):
     rundir.write_manifest(tmp_path, {"stages": {}})
     run_stages(
         tmp_path,
-        model=None,
+        model=MODEL,
         progress=False,
         options=RunOptions(skip=("collect", "ablate", "report")),
     )

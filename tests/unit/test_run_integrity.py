@@ -87,6 +87,7 @@ def dataclass_model(options):
 
 
 def test_a_stage_records_the_upstream_ids_it_read_at_its_start(tmp_path, monkeypatch):
+    from interp.pipeline.contract import StageRecord
     from interp.pipeline.stages import stage
 
     run_dir = tmp_path
@@ -96,7 +97,7 @@ def test_a_stage_records_the_upstream_ids_it_read_at_its_start(tmp_path, monkeyp
         manifest = rundir.read_manifest(run_dir)
         manifest["stages"]["collect"]["id"] = "new"
         rundir.write_manifest(run_dir, manifest)
-        return {}
+        return StageRecord()
 
     st = stage("classify")
     monkeypatch.setattr(type(st), "function", lambda self: concurrent_collect)
