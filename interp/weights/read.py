@@ -24,6 +24,8 @@ it; whether the norm centres is read the same way (``ln(1) = ln(-1)`` only if it
 
 The embedding and unembedding are read where the model has them (:func:`read_vocabulary`);
 where it has not, the reason is kept, and the scores that need them are NaN with that reason.
+Everything is read into float32 CPU tensors, wherever the model runs: the scores are the same
+numbers on any device.
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ def read_heads(model: Any) -> HeadWeights:
     bridge = model.bridge
     with torch.no_grad():
         w_q, w_k, w_v, w_o = (
-            getattr(bridge, name).detach().float() for name in ("W_Q", "W_K", "W_V", "W_O")
+            getattr(bridge, name).detach().float().cpu() for name in ("W_Q", "W_K", "W_V", "W_O")
         )
         if not model.causal:
             return HeadWeights(
@@ -125,11 +127,12 @@ def read_norm(module: Any, d_model: int) -> Norm:
         x[-1] = 0.0  # mean 0 for an odd width too; the rolled copy covers the last entry
     probes = torch.stack([x, x.roll(1)])  # [2, d_model]: each entry is +-1 in one probe at least
     unit = probes / probes.pow(2).mean(-1, keepdim=True).sqrt()
-    dtype = next((p.dtype for p in module.parameters()), torch.float32)
+    param = next(module.parameters(), None)
+    dtype, device = (torch.float32, "cpu") if param is None else (param.dtype, param.device)
     with torch.no_grad():
 
         def run(v: Tensor) -> Tensor:
-            return module(v[None].to(dtype)).float()[0]
+            return module(v[None].to(device, dtype)).float().cpu()[0]
 
         per_probe = (run(probes) - run(-probes)) / 2 / unit.where(unit != 0, 1.0)
         scale = torch.where(probes[0] != 0, per_probe[0], per_probe[1])
@@ -199,7 +202,7 @@ def _tensor(bridge: Any, component: str, name: str) -> Tensor | None:
         value = getattr(getattr(bridge, component), name)
     except (AttributeError, NotImplementedError, TypeError, RuntimeError):
         return None
-    return value.detach().float() if isinstance(value, Tensor) else None
+    return value.detach().float().cpu() if isinstance(value, Tensor) else None
 
 
 @dataclass(frozen=True)
