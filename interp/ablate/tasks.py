@@ -53,6 +53,7 @@ manifest. Causal LMs only (an encoder's metrics read its sentence embedding, not
 from __future__ import annotations
 
 import inspect
+import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -221,14 +222,29 @@ class Task:
             ) from None
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
 def _numbers(task: str, field: str, values: Sequence[Any]) -> tuple[int | float, ...]:
     """The values as Python numbers: whole numbers stay ints (a long tensor: token ids), any
-    other real number makes the whole field float."""
+    other real number makes the whole field float. A value the metric could not take as it is is
+    refused here, naming the field and the sequence: NaN or infinite (the metric would turn it into
+    a NaN effect, read as the model's fault), a whole number beyond int64 (the field's tensor)."""
     for i, v in enumerate(values):
         if not isinstance(v, numbers.Real):
             raise ConfigError(
                 f"task {task!r}: field {field!r}, sequence {i}: {v!r} is not a number; a field holds one "
                 f"number per sequence (a token id, a count, a weight)"
+            )
+        if isinstance(v, numbers.Integral) and not INT64_MIN <= int(v) <= INT64_MAX:
+            raise ConfigError(
+                f"task {task!r}: field {field!r}, sequence {i}: {int(v)} does not fit a 64-bit integer "
+                f"(a field of whole numbers becomes one); give a smaller number"
+            )
+        if not isinstance(v, numbers.Integral) and not math.isfinite(float(v)):
+            raise ConfigError(
+                f"task {task!r}: field {field!r}, sequence {i}: {float(v)} is not a finite number; "
+                f"give every sequence a finite value"
             )
     if all(isinstance(v, numbers.Integral) for v in values):
         return tuple(int(v) for v in values)

@@ -141,6 +141,36 @@ def test_a_token_id_field_reads_the_logit_of_each_prompts_own_token(llama):
         ),
         (
             lambda: Task(
+                "t", ("a b", "c d"), metric=lambda logits, tokens, s: s, fields={"s": [1.0, np.nan]}
+            ),
+            "task 't': field 's', sequence 1: nan is not a finite number",
+        ),
+        (
+            lambda: Task(
+                "t",
+                ("a b", "c d"),
+                metric=lambda logits, tokens, s: s,
+                fields={"s": np.array([-np.inf, 2.0], dtype=np.float32)},
+            ),
+            "task 't': field 's', sequence 0: -inf is not a finite number",
+        ),
+        (
+            lambda: Task(
+                "t", ("a b", "c d"), metric=lambda logits, tokens, s: s, fields={"s": [2**63, 1]}
+            ),
+            f"task 't': field 's', sequence 0: {2**63} does not fit a 64-bit integer",
+        ),
+        (
+            lambda: Task(
+                "t",
+                ("a b", "c d"),
+                metric=lambda logits, tokens, s: s,
+                fields={"s": [0, -(2**63) - 1]},
+            ),
+            f"task 't': field 's', sequence 1: {-(2**63) - 1} does not fit a 64-bit integer",
+        ),
+        (
+            lambda: Task(
                 "t", ("a b", "c d"), metric=lambda logits, tokens, s: s, fields={"no good": [1, 2]}
             ),
             "task 't': field name 'no good' must be a Python identifier",
