@@ -133,9 +133,9 @@ def _exact_effects(model) -> pd.DataFrame:
     from interp.ablate.forward import Ablator
     from interp.ablate.metrics import metric_sizes
     from interp.ablate.stats import SumStore, effects_from_sums
-    from interp.ablate.sweep import exact_sweep, probe_pass
-    from interp.ablate.threads import choose_threads, stage_threads
+    from interp.ablate.sweep import exact_sweep
     from interp.ablate.values import SINK
+    from interp.executors.threads import choose_threads, stage_threads
 
     cfg = AblateConfig(max_tokens_per_batch=CPU_TOKENS_PER_PASS)
     corpus = build_corpus(
@@ -150,10 +150,7 @@ def _exact_effects(model) -> pd.DataFrame:
     ablator = Ablator(model)
     store = SumStore(metric_sizes(corpus.sizes))
     heads = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
-    threads = choose_threads(
-        None, lambda: probe_pass(ablator, corpus, cfg.max_tokens_per_batch), model.bridge
-    )
-    with stage_threads(threads):
+    with stage_threads(choose_threads(None).n):
         exact_sweep(
             ablator,
             corpus,

@@ -41,7 +41,7 @@ from interp.ablate.metrics import causal_metric, metric_sizes  # noqa: E402
 from interp.ablate.stage import AblateConfig, ablate  # noqa: E402
 from interp.ablate.stats import SumStore  # noqa: E402
 from interp.ablate.sweep import exact_sweep  # noqa: E402
-from interp.ablate.threads import stage_threads  # noqa: E402
+from interp.executors.threads import stage_threads  # noqa: E402
 from interp.model.load import load_model  # noqa: E402
 
 SCRIPT = "benchmarks/ablation_sweep.py"
@@ -246,7 +246,7 @@ def report(
     naive_total = naive_per_head * n_total
     lines = [
         f"SmolLM2-135M (30 x 9 heads), fp32, {threads} torch thread(s) during the stage "
-        f"(AblateConfig.threads=None: the faster of 1 and 2, timed at the start of the stage). Model load {load_s:.0f} s. "
+        f"(AblateConfig.threads=None: the usable CPUs other processes left free, counted at the start of the stage). Model load {load_s:.0f} s. "
         "A shared machine's speed drifts within minutes, so compare the interleaved ratios, "
         "not wall times taken minutes apart.",
         "",

@@ -50,7 +50,7 @@ from interp.ablate.metrics import metric_sizes  # noqa: E402
 from interp.ablate.stage import AblateConfig  # noqa: E402
 from interp.ablate.stats import SumStore, effects_from_sums  # noqa: E402
 from interp.ablate.sweep import exact_sweep  # noqa: E402
-from interp.ablate.threads import stage_threads  # noqa: E402
+from interp.executors.threads import stage_threads  # noqa: E402
 
 SCRIPT = "benchmarks/estimators.py"
 STEPS = (1, 2, 4, 8)

@@ -29,12 +29,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import markdown, regenerate, write_section  # noqa: E402
 
-from interp.ablate.config import AblateConfig  # noqa: E402
 from interp.ablate.evaluation import build_corpus  # noqa: E402
-from interp.ablate.executor import LocalExecutor, SweepJob, sweep_with  # noqa: E402
+from interp.ablate.executor import SHARDS_PER_WORKER, SWEEP, SweepJob, partition, sweep_with  # noqa: E402
 from interp.ablate.forward import Ablator  # noqa: E402
-from interp.ablate.ray_executor import RayExecutor  # noqa: E402
 from interp.ablate.stats import SumStore, effects_from_sums  # noqa: E402
+from interp.executors.placement import Placement  # noqa: E402
+from interp.executors.ray_workers import RayExecutor  # noqa: E402
+from interp.executors.work import LocalExecutor  # noqa: E402
 from interp.model.load import load_model  # noqa: E402
 
 SCRIPT = "benchmarks/ray_overhead.py"
@@ -72,7 +73,7 @@ def main() -> None:
     job = SweepJob(corpus, ("zero",), None, None, 2048)
     layers = list(range(0, model.n_layers, args.layer_step))
     heads = [(layer, head) for layer in layers for head in range(model.n_heads)]
-    local = LocalExecutor(Ablator(model))
+    local = LocalExecutor(model, {SWEEP.name: Ablator(model)})
     _, reference = timed_sweep(
         local, job, heads, model.n_layers
     )  # warm-up, and the tables every sweep must give
@@ -85,7 +86,7 @@ def main() -> None:
         for workers in (1, 2):
             begin = time.perf_counter()
             executor = RayExecutor.start(
-                model, AblateConfig(executor="ray", workers=workers), threads=1
+                model, Placement(executor="ray", workers=workers), threads=1
             )
             startup = time.perf_counter() - begin
             times: dict[str, list[float]] = {"local": [], "ray": []}
@@ -95,7 +96,7 @@ def main() -> None:
                         seconds, table = timed_sweep(ex, job, heads, model.n_layers)
                         times[name].append(seconds)
                         identical &= table.equals(reference)
-                shards = len(executor.shards(heads, model.n_layers))
+                shards = len(partition(heads, model.n_layers, SHARDS_PER_WORKER * workers))
             finally:
                 executor.close()
             local_s, ray_s = statistics.median(times["local"]), statistics.median(times["ray"])

@@ -39,9 +39,11 @@ from _results import markdown, write_section  # noqa: E402
 
 from interp.ablate.attribution import attribute  # noqa: E402
 from interp.ablate.evaluation import EvalCorpus, build_corpus  # noqa: E402
-from interp.ablate.executor import LocalExecutor, SweepJob, sweep_with  # noqa: E402
+from interp.ablate.executor import SHARDS_PER_WORKER, SWEEP, SweepJob, partition, sweep_with  # noqa: E402
 from interp.ablate.forward import Ablator  # noqa: E402
 from interp.ablate.stats import SumStore  # noqa: E402
+from interp.executors.placement import Placement  # noqa: E402
+from interp.executors.work import LocalExecutor  # noqa: E402
 from interp.model.load import load_model  # noqa: E402
 
 SCRIPT = "benchmarks/scaling.py"
@@ -201,8 +203,7 @@ def check_ray(
     benchmarks/ray_overhead.py), moving the corpus and the sums."""
     import ray
 
-    from interp.ablate.config import AblateConfig
-    from interp.ablate.ray_executor import RayExecutor
+    from interp.executors.ray_workers import RayExecutor
 
     layers = sorted({0, model.n_layers // 3, 2 * model.n_layers // 3, model.n_layers - 1})
     heads = [(layer, h) for layer in layers for h in range(model.n_heads)]
@@ -212,10 +213,10 @@ def check_ray(
     try:
         for workers in (1, 2):
             executor = RayExecutor.start(
-                model, AblateConfig(executor="ray", workers=workers), threads=1
+                model, Placement(executor="ray", workers=workers), threads=1
             )
             try:
-                shards = executor.shards(heads, model.n_layers)
+                shards = partition(heads, model.n_layers, SHARDS_PER_WORKER * workers)
                 each = [sweep_flops(arch, shape, list(shard.heads)) for shard in shards]
                 # a free worker takes the next shard: the wall time is the even share, or the largest shard
                 flops = max(sum(each) / min(workers, os.cpu_count() or 1), max(each))
@@ -269,7 +270,7 @@ def main() -> None:
     model = load_model(args.model)
     arch = arch_of(model)
     ablator = Ablator(model)
-    local = LocalExecutor(ablator)
+    local = LocalExecutor(model, {SWEEP.name: ablator})
     corpora = {
         n: build_corpus(
             model,

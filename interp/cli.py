@@ -23,6 +23,7 @@ from click.core import ParameterSource
 from interp.config import StageConfig, fields_of, flag_of, help_of
 from interp.console import friendly
 from interp.errors import ConfigError
+from interp.executors.placement import Placement
 from interp.model.spec import DTYPES, ModelSpec
 from interp.pipeline.options import RunOptions
 from interp.pipeline.stages import STAGES, Stage, stage_names
@@ -44,6 +45,10 @@ RUN_FLAGS = (
     "--no-builtin",
     "--seed",
     "--quiet",
+    "--threads",
+    "--executor",
+    "--address",
+    "--workers",
 )
 
 
@@ -76,7 +81,7 @@ def field_options(
     hints = typing.get_type_hints(cls)
 
     def decorate(fn: Any) -> Any:
-        for name, info in reversed(list(fields_of(cls).items())):
+        for name, info in reversed(_own_fields_first(cls)):
             flag = flag_of(cls, name)
             if flag is None:
                 continue
@@ -105,6 +110,32 @@ def field_options(
         return fn
 
     return decorate
+
+
+def _own_fields_first(cls: type) -> list[tuple[str, Any]]:
+    """The config's fields, its own before those it inherits (the placement fields: where and on
+    how many threads a stage runs), each group in declaration order."""
+    own = getattr(cls, "__annotations__", {})
+    fields = list(fields_of(cls).items())
+    return [f for f in fields if f[0] in own] + [f for f in fields if f[0] not in own]
+
+
+def _placement_options(fn: Any) -> Any:
+    """`interp run`'s --threads, --executor, --address, --workers: for every stage that has the
+    field (the stages that run the model); --<stage>-<flag> sets one stage's (and wins)."""
+    hints = typing.get_type_hints(Placement)
+    for name, info in reversed(list(fields_of(Placement).items())):
+        flag = flag_of(Placement, name)
+        base, _ = _base_type(hints[name])
+        fn = click.option(
+            flag,
+            f"placement__{name}",
+            type=_click_type(base),
+            default=None,
+            help=f"{help_of(info)} (every stage that runs the model; --<stage>{flag[1:]} sets one "
+            "stage's)",
+        )(fn)
+    return fn
 
 
 def _shown(value: Any) -> str:
@@ -220,6 +251,7 @@ def _run_command() -> click.Command:
         help="seed of every stage that has one (each stage's own flag wins)  [default: 0]",
     )
     @click.option("--quiet", "-q", is_flag=True, help="no progress bars")
+    @_placement_options
     @_all_stage_options
     @friendly
     def command(
@@ -264,10 +296,13 @@ def run_options(
 ) -> RunOptions:
     """The RunOptions of `interp run`: each stage's defaults with the flags given applied."""
     model = ModelSpec(**given_values(ModelSpec, values, _model_dest))
+    placed = given_values(Placement, values, lambda name: f"placement__{name}")
     stages, explicit = {}, []
     for st in STAGES:
+        placed_here = {k: v for k, v in placed.items() if k in fields_of(st.config)}
         given = {
             **st.config.run_wide(seed, builtin=not no_builtin),
+            **placed_here,
             **given_values(st.config, values, _stage_dest(st.name)),
         }
         explicit += [f"{st.name}.{k}" for k in given]
@@ -475,9 +510,9 @@ def study(
     if executor == "local" and (address or workers):
         raise ConfigError("--address and --workers go with --executor ray")
     if executor == "ray":
-        from interp.ablate.executors import require_ray
+        from interp.executors.choice import check_executor
 
-        require_ray()
+        check_executor(Placement(executor="ray"))
     root = run_study(
         read_study(study_file),
         progress=not quiet,

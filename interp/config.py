@@ -92,6 +92,7 @@ def option(
 def config(cls: type) -> type:
     """Make ``cls`` a frozen, strictly validated config dataclass whose errors are one line."""
     cls = pydantic.dataclasses.dataclass(frozen=True, config=_PYDANTIC)(cls)
+    _inherit_docstrings(cls)
     init = cls.__init__
 
     @functools.wraps(init)
@@ -110,6 +111,19 @@ def config(cls: type) -> type:
 
     cls.__init__ = __init__
     return cls
+
+
+def _inherit_docstrings(cls: type) -> None:
+    """Give an inherited field its help text: pydantic reads the docstrings of a class' own
+    fields only (a stage config that builds on :class:`interp.executors.placement.Placement`)."""
+    for name, info in cls.__pydantic_fields__.items():
+        if info.description:
+            continue
+        for base in cls.__mro__[1:]:
+            inherited = getattr(base, "__pydantic_fields__", {}).get(name)
+            if inherited is not None and inherited.description:
+                info.description = inherited.description
+                break
 
 
 def _tuples(value: Any) -> Any:

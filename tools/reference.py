@@ -26,6 +26,7 @@ GROUPS = (
     *(st.entry.split(".")[1] for st in STAGES if st.entry.startswith("interp.")),
     "model",
     "pipeline",
+    "executors",
     "probes",
     "synthetic",
 )

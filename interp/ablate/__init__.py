@@ -7,8 +7,7 @@
 - ``stats``: per-sequence sums -> effect rows with paired bootstrap intervals
 - ``attribution``: attribution patching, every head from one forward + backward per batch
 - ``sweep``: the exact one-head-at-a-time sweep
-- ``executor``: where the sweep runs: shards of whole layers handed to an executor, their sums merged
-- ``ray_executor``: the sweep's shards on Ray actors (``--executor ray``, the optional extra)
+- ``executor``: the sweep in shards of whole layers, the units an executor runs (interp.executors)
 - ``pruning``: cumulative removal, least important first
 - ``surprises``: roles meet effects
 """

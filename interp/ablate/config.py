@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
 from typing import Any, Literal
 
 from interp.ablate.catalogue import CORPUS, ESTIMATORS, KINDS, METRICS
@@ -13,7 +12,8 @@ from interp.collect.config import (  # the same caps as collect's probes
     MAX_GENERATED,
     MAX_REPEATED_LENGTH,
 )
-from interp.config import MAX_INT, StageConfig, config, option, require
+from interp.config import MAX_INT, config, option, require
+from interp.executors.placement import Placement
 from interp.model.spec import DTYPES
 
 QUICK_ABLATE_SIZES = {"n_prose": 3, "n_repeated": 3, "n_syntax": 8}
@@ -40,12 +40,10 @@ QUICK_IG_STEPS = 2  # quick mode's second opinion: integrated gradients over 2 p
 MAX_ROUNDS = (
     1000  # rounds of the sequential sweep: each adds sequences, so this is far beyond any budget
 )
-# Where the exact sweep runs (interp.ablate.executor): placement only, the tables are the same.
-EXECUTORS = ("local", "ray")
 
 
 @config
-class AblateConfig(StageConfig):
+class AblateConfig(Placement):
     """How heads are ablated and on what.
 
     The default evaluation corpus is deliberately small: an exact sweep reruns (on average
@@ -113,16 +111,6 @@ class AblateConfig(StageConfig):
     """share of heads removed per pruning step; default: 1 head (<= 64 heads) or 5%"""
     n_bootstrap: int = option(1000, ge=10, le=MAX_INT)
     """bootstrap replicates of the effect intervals"""
-    threads: int | None = option(None, ge=1, le=4096)
-    """torch intra-op threads; default: on <= 2 cores the faster of 1 and 2, measured"""
-    executor: Literal[EXECUTORS] = option("local", placement=True)
-    """where the exact sweep runs: this process, or Ray actors taking shards of whole layers (pip install
-    "interp[ray]"); the tables are the same"""
-    address: str | None = option(None, placement=True)
-    """with --executor ray: the Ray cluster to join (auto, or HOST:PORT); default: one started here for the stage"""
-    workers: int | None = option(None, ge=1, le=4096, placement=True)
-    """with --executor ray: actors, each loading the model once; default: as many as the cluster's CPUs hold, at most
-    one per layer"""
     quick: bool = option(False, cli=False)
     """sized by --quick (:meth:`for_quick`: small evaluation corpus, a 60 s time budget for its rounds, 10% pruning
     steps); then exact ablation only of the top 2% (at least 5) per metric and estimator, estimated on 200 positions
@@ -131,6 +119,7 @@ class AblateConfig(StageConfig):
     """seed of the evaluation sequences, the audit sample and the bootstrap"""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         require(
             self,
             "ablations",
@@ -158,13 +147,6 @@ class AblateConfig(StageConfig):
             and max(self.repeated_lengths) <= MAX_REPEATED_LENGTH,
             f"lengths from 2 to {MAX_REPEATED_LENGTH}",
         )
-        for name in ("address", "workers"):
-            require(
-                self,
-                name,
-                getattr(self, name) is None or self.executor != "local",
-                "left unset with --executor local",
-            )
 
     def for_quick(self, keep: tuple[str, ...] = ()) -> AblateConfig:
         """The config under ``interp run --quick``: a small evaluation corpus, fewer bootstrap
@@ -181,19 +163,6 @@ class AblateConfig(StageConfig):
             "prune_step": self.prune_step or QUICK_PRUNE_STEP,
         }
         return self.replaced(smaller, keep).replaced({"quick": True})
-
-    def for_replay(self, record: Mapping[str, Any]) -> AblateConfig:
-        """The config that replays a recorded run exactly: the sweep's float sums depend on the
-        thread count (in the 8th digit), so the count the run measured is taken."""
-        threads = record.get("threads")
-        if (
-            self.threads is None
-            and isinstance(threads, int)
-            and not isinstance(threads, bool)
-            and threads >= 1
-        ):
-            return dataclasses.replace(self, threads=threads)
-        return self
 
     @classmethod
     def run_wide(cls, seed: int | None, builtin: bool) -> dict[str, Any]:

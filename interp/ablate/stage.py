@@ -37,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -61,8 +60,7 @@ from interp.ablate.corpora import (
     stage_metrics,
 )
 from interp.ablate.evaluation import EvalCorpus, read_eval_corpus
-from interp.ablate.executor import Executor, SweepJob, sweep_with
-from interp.ablate.executors import check_executor, open_executor
+from interp.ablate.executor import SWEEP, SweepJob, sweep_with
 from interp.ablate.forward import Ablator
 from interp.ablate.integrated import integrate
 from interp.ablate.metrics import metric_sizes
@@ -72,11 +70,12 @@ from interp.ablate.selection import annotate, audit_summary, choose, flag_estima
 from interp.ablate.sequential import ROUNDS, precision, rounds, sequential_sweep
 from interp.ablate.stats import SumStore, effects_from_sums, sequence_tokens
 from interp.ablate.surprises import role_effects, surprises
-from interp.ablate.sweep import probe_pass
 from interp.ablate.task_attention import task_attention
-from interp.ablate.threads import choose_threads, stage_threads
 from interp.ablate.values import MeanAccumulator
 from interp.errors import RunError
+from interp.executors.choice import check_executor, open_executor
+from interp.executors.threads import choose_threads, stage_threads
+from interp.executors.work import Executor
 from interp.model.load import LoadedModel
 from interp.pipeline import rundir
 from interp.pipeline.contract import StageRecord, loaded
@@ -138,20 +137,11 @@ def ablate(
             )
         ablator = Ablator(m)
         with _timed(timings, "threads"):
-            threads = choose_threads(
-                cfg.threads or pinned_threads(),
-                lambda: probe_pass(ablator, corpus, cfg.max_tokens_per_batch),
-                m.bridge,
-            )
-        n_threads = threads or torch.get_num_threads()
-        _done(
-            progress,
-            f"thread probe ({n_threads} thread{'s' if n_threads > 1 else ''})",
-            timings["threads"],
-        )
-        with stage_threads(threads):
+            threads = choose_threads(cfg.threads)
+        _done(progress, f"thread count ({threads})", timings["threads"])
+        with stage_threads(threads.n):
             effects, pruning, found = _measure(
-                ablator, corpus, cfg, metrics, roles, timings, progress
+                ablator, corpus, cfg, metrics, roles, timings, progress, threads.n
             )
     summary = {
         "corpus": corpus_facts(corpus),
@@ -162,7 +152,7 @@ def ablate(
         "improved": {
             metric: by for metric in metrics if (by := improved(pruning, metric)) is not None
         },
-        "threads": threads or torch.get_num_threads(),
+        "threads": threads.n,
         "estimator": cfg.estimator if cfg.attribution or cfg.top_k else None,
         "audit": audit_summary(effects),
         "resolved_config": dataclasses.asdict(cfg),
@@ -180,6 +170,7 @@ def _measure(
     roles: pd.DataFrame | None,
     timings: dict[str, float],
     progress: bool,
+    threads: int,
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """Estimates, the exact sweep and the pruning curves: (effects, pruning, summary facts:
     exact heads, layer reuse, removable shares with their intervals)."""
@@ -208,7 +199,10 @@ def _measure(
     every = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
     chosen = choose(every, estimates, cfg.top_k, cfg.audit, cfg.ablations[0], metrics, cfg.seed)
     heads = sorted(chosen)
-    with _timed(timings, "exact"), open_executor(cfg, ablator) as executor:
+    placed = open_executor(
+        cfg, ablator.model, threads, cfg.dtype, model.n_layers, {SWEEP.name: ablator}
+    )
+    with _timed(timings, "exact"), placed as executor:
         exact, reused, log = _exact(ablator, corpus, heads, cfg, means, executor, progress)
     timings["exact_per_head"] = timings["exact"] / max(len(heads) * len(cfg.ablations), 1)
     _done(progress, f"exact sweep {len(heads)} heads", timings["exact"])
@@ -308,16 +302,6 @@ def run_stage(
     return AblateRecord(timings=timings, **result.summary)
 
 
-def pinned_threads() -> int | None:
-    """The thread count ``OMP_NUM_THREADS`` pins, if set: then it is used, not measured, so that
-    the tables come out bit-identical run after run (1 and 2 threads differ in the 8th digit)."""
-    try:
-        value = int(os.environ.get("OMP_NUM_THREADS", ""))
-    except ValueError:
-        return None
-    return value if value >= 1 else None
-
-
 def head_means(ablator: Ablator, corpus: EvalCorpus) -> torch.Tensor:
     """Every head's mean z over the valid positions of the corpus: ``[layer, head, d_head]``."""
     acc = MeanAccumulator()
@@ -363,7 +347,7 @@ def _exact(
 ) -> tuple[pd.DataFrame, bool, list[dict[str, int]]]:
     """Exact effect rows of ``heads``, whether layer reuse held, and the heads each round ran per
     family (one round unless ``max_rounds > 1``: then :mod:`interp.ablate.sequential`); each
-    sweep's shards run on ``executor`` (:mod:`interp.ablate.executor`), their sums merged here."""
+    sweep's shards run on ``executor`` (:mod:`interp.executors.work`), their sums merged here."""
     store = SumStore(metric_sizes(corpus.sizes))
     if not heads:
         return pd.DataFrame(columns=EFFECTS.names), False, []

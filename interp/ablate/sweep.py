@@ -11,6 +11,8 @@ were 1.2-1.5x faster than one (two interleaved measurements, benchmarks/ablation
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from tqdm.auto import tqdm
 
@@ -40,11 +42,14 @@ def exact_sweep(
     max_tokens: int | None = None,
     reuse: bool = True,
     progress: bool = True,
+    done: Callable[[int], None] | None = None,
 ) -> bool:
     """Fill ``store`` with the intact and every (kind, head)'s per-sequence metric sums.
 
     ``heads_per_pass``: heads of one layer ablated in one forward (None: all of them), as
     stacked copies of the batch, never more copies than fit in ``max_tokens`` padded tokens.
+
+    ``done(n)``: told of each ``n`` head passes as they finish, instead of a progress bar of its own.
 
     Returns whether layer reuse was used: it is switched off, with a warning, when the first
     batch's check (:meth:`Ablator.check_reuse`) finds that restarting differs from the full
@@ -54,7 +59,9 @@ def exact_sweep(
     for layer, head in sorted(heads):
         by_layer.setdefault(layer, []).append(head)
     total = len(corpus.batches) * len(heads) * len(kinds)
-    with tqdm(total=total, desc="ablate: exact", unit="head", disable=not progress) as bar:
+    own = done is None and progress
+    with tqdm(total=total, desc="ablate: exact", unit="head", disable=not own) as bar:
+        step = done or bar.update
         for i, batch in enumerate(corpus.batches):
             clean = ablator.clean(
                 batch, keep_resid=reuse, keep_z="resample" in kinds, keep_sink="sink" in kinds
@@ -67,16 +74,8 @@ def exact_sweep(
                 for kind in kinds:
                     for chunk in chunks(layer_heads, size):
                         _run_chunk(ablator, batch, clean, store, kind, layer, chunk, means, reuse)
-                        bar.update(len(chunk))
+                        step(len(chunk))
     return reuse
-
-
-def probe_pass(ablator: Ablator, corpus: EvalCorpus, max_tokens: int | None) -> None:
-    """One intact pass shaped like a sweep's but small (a sixteenth of the token budget: on
-    SmolLM2 about 1 s): what the stage times to choose its thread count."""
-    batch = min(corpus.batches, key=lambda b: b.tokens.numel())
-    budget = max_tokens // 16 if max_tokens else None
-    ablator.run(batch, [], replicas=pass_size(batch, None, budget))
 
 
 def pass_size(batch: EvalBatch, heads_per_pass: int | None, max_tokens: int | None) -> int:

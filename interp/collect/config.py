@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from interp.config import MAX_INT, StageConfig, config, option, require
+from interp.config import MAX_INT, config, option, require
+from interp.executors.placement import Placement
 
 # Bump when a feature's definition changes (interp/collect/features.py), so that a run collected under
 # the old definitions is neither resumed nor classified as if it meant the new ones (2: the
@@ -32,7 +33,7 @@ CPU_TOKENS_PER_BATCH = (
 
 
 @config
-class CollectConfig(StageConfig):
+class CollectConfig(Placement):
     """How attention patterns are gathered and turned into features."""
 
     suites: tuple[str, ...] = option(SUITES, flag="--suite")
@@ -71,6 +72,7 @@ class CollectConfig(StageConfig):
     """the version of the feature definitions (a run collected under another is not resumed)"""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         require(
             self,
             "max_seq_len",

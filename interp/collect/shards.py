@@ -7,16 +7,16 @@ features, the per-treebank syntax counts, the per-suite sinks and the exemplar p
 the coordinator adds the shards' sums into the totals in shard order, whatever order they come
 back in. Bootstrap weights are keyed by sequence (:mod:`interp.collect.bootstrap`), so a
 shard's replicates are the same wherever it runs, and the merged tables are those of one
-process, bit for bit. :class:`LocalCollector` runs the shards in this process (the only
-collector today); another collector (processes, Ray actors loading the model from its spec)
-needs only ``run``.
+process, bit for bit. The shards go to an executor as :data:`COLLECT` units
+(:mod:`interp.executors.work`): in this process, or on Ray actors that load the model once from
+the run's spec and send back each shard's sums.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any
 
 import torch
 
@@ -25,6 +25,7 @@ from interp.collect.exemplars import ExemplarRecorder
 from interp.collect.features import DIRECTIONS, FeatureContext, context
 from interp.collect.sinks import SuiteSinks
 from interp.collect.syntax_table import SyntaxAccumulator, feature_context, feature_corpora
+from interp.executors.work import Executor, Work
 from interp.model.lens import run_patterns
 from interp.model.load import LoadedModel
 from interp.probes.base import SYNTAX, ProbeSequence
@@ -170,46 +171,40 @@ def run_shard(
     return state
 
 
-class Collector(Protocol):
-    """Runs shards; yields ``(shard number, its sums)`` in any order."""
-
-    model: LoadedModel
-
-    def run(
-        self, job: CollectJob, shards: list[list[list[int]]], done: Callable[[int], None]
-    ) -> Iterator[tuple[int, CollectState]]: ...
+def _model(model: LoadedModel) -> LoadedModel:
+    return model
 
 
-class LocalCollector:
-    """The shards in this process, one after the other."""
+def _sequences(job: CollectJob, groups: list[list[int]]) -> int:
+    return sum(len(g) for g in groups)
 
-    def __init__(self, model: LoadedModel):
-        self.model = model
 
-    def run(
-        self, job: CollectJob, shards: list[list[list[int]]], done: Callable[[int], None]
-    ) -> Iterator[tuple[int, CollectState]]:
-        for i, groups in enumerate(shards):
-            yield i, run_shard(self.model, job, groups, done)
+def _facts(groups: list[list[int]]) -> dict[str, Any]:
+    return {"sequences": sum(len(g) for g in groups), "batches": len(groups)}
+
+
+# Collection as an executor runs it (interp.executors.work): a shard is its batches.
+COLLECT = Work("collection", _model, run_shard, _sequences, _facts)
 
 
 def run_shards(
-    collector: Collector,
+    executor: Executor,
+    model: LoadedModel,
     job: CollectJob,
     shards: list[list[list[int]]],
     done: Callable[[int], None] = lambda n: None,
 ) -> CollectState:
-    """Every shard run by ``collector``, their sums added into empty totals in shard order (a
+    """Every shard run by ``executor``, their sums added into empty totals in shard order (a
     shard that comes back early waits for those before it), so the totals never depend on
     where or in what order the shards ran."""
-    total = job.new_state(collector.model)
+    total = job.new_state(model)
     waiting: dict[int, CollectState] = {}
     next_index = 0
-    for index, state in collector.run(job, shards, done):
-        waiting[index] = state
+    for outcome in executor.map(COLLECT, job, shards, done):
+        waiting[outcome.index] = outcome.result
         while next_index in waiting:
             total.merge(waiting.pop(next_index))
             next_index += 1
     if waiting or next_index != len(shards):
-        raise RuntimeError(f"collector returned {next_index} of {len(shards)} shards in order")
+        raise RuntimeError(f"the executor returned {next_index} of {len(shards)} shards in order")
     return total

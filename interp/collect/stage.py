@@ -18,6 +18,8 @@ which heads' roles they could have decided.
 from __future__ import annotations
 
 import io
+import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,8 +32,10 @@ from interp.collect.config import CollectConfig
 from interp.collect.exemplars import Exemplars, write_exemplars
 from interp.collect.features import DIRECTIONS, STATIC_FEATURES
 from interp.collect.measured import check_measured, measured, measured_mask
-from interp.collect.shards import CollectJob, LocalCollector, Treebanks, partition, run_shards
+from interp.collect.shards import CollectJob, Treebanks, partition, run_shards
 from interp.errors import CorpusError
+from interp.executors.choice import check_executor, open_executor
+from interp.executors.threads import choose_threads, stage_threads
 from interp.model import memory
 from interp.model.load import LoadedModel
 from interp.pipeline import rundir
@@ -63,6 +67,8 @@ class CollectResult:
     skipped: dict[str, str] = field(
         default_factory=dict
     )  # suites asked for but skipped -> why (interp.probes.align)
+    threads: int = 1  # the torch threads collection ran with (interp.executors.threads)
+    executor: dict[str, Any] = field(default_factory=dict)  # where its shards ran, for the manifest
 
 
 def build_suites(config: CollectConfig) -> list[Suite]:
@@ -184,8 +190,22 @@ def collect(
         config.exemplar_tokens,
         model.tokenizer.pad_token_id or 0,
     )
-    with tqdm(total=len(seqs), desc="collect", unit="seq", disable=not progress) as bar:
-        state = run_shards(LocalCollector(model), job, partition(groups), bar.update)
+    shards = partition(groups)
+    threads = choose_threads(config.threads)
+    start = time.perf_counter()
+    with (
+        stage_threads(threads.n),
+        open_executor(config, model, threads.n, most=len(shards)) as executor,
+        tqdm(total=len(seqs), desc="collect", unit="seq", disable=not progress) as bar,
+    ):
+        state = run_shards(executor, model, job, shards, bar.update)
+    if not progress:  # one line where the bars are off, as the ablate stage's phases
+        print(
+            f"collect: {len(seqs)} sequences in {len(shards)} shard(s) on {executor.name}, {threads} "
+            f"done in {time.perf_counter() - start:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
     features = unmeasured_as_nan(state.features.table())
     heads = measured_mask(
         features, pd.MultiIndex.from_product([range(model.n_layers), range(model.n_heads)])
@@ -208,6 +228,8 @@ def collect(
         treebanks.in_features,
         state.sinks.table(),
         dict(aligner.skipped),
+        threads.n,
+        executor.record(),
     )
 
 
@@ -245,7 +267,9 @@ def write(run_dir: Path, result: CollectResult) -> None:
 
 
 def check_inputs(config: CollectConfig) -> None:
-    """Read every user corpus now, so that a bad one fails before the model loads."""
+    """Read every user corpus now, and check that the executor can run here, so that a bad one
+    fails before the model loads."""
+    check_executor(config)
     for path in config.corpora:
         read_corpus(path, config.text_column, config.max_sentences)
 
@@ -256,6 +280,8 @@ class CollectRecord(StageRecord):
 
     syntactic_corpora: list[str]  # the treebanks the features' syntactic:* values rest on
     skipped_suites: dict[str, str]  # probe suites asked for but skipped -> why
+    threads: int  # torch threads collection ran on (interp.executors.threads)
+    executor: dict[str, Any]  # where its shards ran: the executor, its workers, each shard's time
 
 
 def run_stage(
@@ -269,4 +295,6 @@ def run_stage(
     check_measured(result.features)  # most heads NaN: stop here, before any table is written
     write(run_dir, result)
     write_exemplars(run_dir, result.exemplars)
-    return CollectRecord(list(result.syntactic_corpora), dict(result.skipped))
+    return CollectRecord(
+        list(result.syntactic_corpora), dict(result.skipped), result.threads, result.executor
+    )

@@ -55,9 +55,9 @@ def run_all(
     study records about the executor."""
     import ray
 
-    from interp.ablate.ray_executor import _connect
+    from interp.executors.ray_workers import connect
 
-    owned = _connect(address)
+    owned = connect(address)
     try:
         cpus = int(ray.cluster_resources().get("CPU", 1))
         threads = max((threads_of(o) for _, o in pending), default=1)

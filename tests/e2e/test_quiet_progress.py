@@ -33,7 +33,7 @@ def test_quiet_runs_print_one_line_per_finished_ablate_phase(tmp_path):
     assert all(re.fullmatch(r"ablate: .+ done in \d+ s", line) for line in lines), lines
     phases = [re.sub(r" done in \d+ s$", "", line) for line in lines]
     assert phases[0].startswith("ablate: evaluation corpus ") and phases[1].startswith(
-        "ablate: thread probe ("
+        "ablate: thread count ("
     )
     assert (
         "ablate: attribution estimate" in phases and "ablate: integrated estimate" in phases
@@ -41,3 +41,8 @@ def test_quiet_runs_print_one_line_per_finished_ablate_phase(tmp_path):
     assert any(re.fullmatch(r"ablate: exact sweep \d+ heads", p) for p in phases)
     assert phases[-1].startswith("ablate: pruning ")
     assert "%|" not in result.stderr  # no progress bar
+    collected = [line for line in result.stderr.splitlines() if line.startswith("collect: ")]
+    assert len(collected) == 1 and re.fullmatch(
+        r"collect: \d+ sequences in 1 shard\(s\) on local, \d+ threads?, .+ done in \d+ s",
+        collected[0],
+    ), collected

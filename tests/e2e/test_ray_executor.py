@@ -1,5 +1,6 @@
-"""The exact sweep on Ray workers, on a Ray cluster started inside the test: the same tables as the
-local executor, also when a worker dies mid-sweep, and a resume that does not redo the stage."""
+"""Collection and the exact sweep on Ray workers, on a Ray cluster started inside the test: the same
+tables as the local executor, also when a worker dies mid-stage, and a resume that does not redo
+the stage."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ import pytest
 import ray
 from click.testing import CliRunner
 
-from interp.ablate import ray_executor
 from interp.cli import main
+from interp.executors import ray_workers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 
-# ablate alone, every head exactly, one thread (the local and the Ray runs alike: see ray_executor)
+# ablate alone, every head exactly, one thread (the local and the Ray runs alike: see ray_workers)
 # one sweep of every head (--max-rounds 1), so that the manifest lists one sweep's shards
 ABLATE_ONLY = (
     "--skip",
@@ -134,7 +135,7 @@ def test_a_worker_dying_mid_sweep_has_its_shard_retried(cluster, local_run, monk
 
     run_dir = tmp_path / "again"
     shutil.copytree(local_run, run_dir)
-    monkeypatch.setattr(ray_executor, "DIE_ON_FIRST_TRY", frozenset({0}))
+    monkeypatch.setattr(ray_workers, "DIE_ON_FIRST_TRY", frozenset({0}))
     invoke("ablate", run_dir, "--executor", "ray", "--workers", 2, "-q")
     assert_same_tables(local_run, run_dir)
     sweep = ablate_record(run_dir)["executor"]
@@ -165,3 +166,82 @@ def test_a_model_built_in_python_is_refused_in_one_line():
     )
     with pytest.raises(ConfigError, match="a model built in Python has none"):
         ablate(tiny_llama(), config, progress=False)
+
+
+# collect alone, in shards of about 8 sequences (the stage's cut is monkeypatched), one thread
+COLLECT_ONLY = (
+    "--skip",
+    "classify",
+    "--skip",
+    "ablate",
+    "--skip",
+    "report",
+    "--n-syntax",
+    24,
+    "--n-repeated",
+    12,
+    "--max-sentences",
+    12,
+    "--n-bootstrap",
+    20,
+    "--max-tokens-per-batch",
+    96,
+    "--threads",
+    1,
+    "-q",
+)
+
+
+def collect_record(run_dir: Path) -> dict:
+    return json.loads((run_dir / "manifest.json").read_text())["stages"]["collect"]
+
+
+def test_collection_on_ray_workers_equals_local_and_a_dead_workers_shard_is_retried(
+    cluster, model_dir, tmp_path, monkeypatch
+):
+    import numpy as np
+
+    from interp.collect import shards, stage
+
+    monkeypatch.setattr(stage, "partition", lambda groups: shards.partition(groups, 8))
+    monkeypatch.setattr(ray_workers, "DIE_ON_FIRST_TRY", frozenset({1}))
+    invoke("run", "--model", model_dir, "--out", tmp_path, "--name", "local", *COLLECT_ONLY)
+    invoke(
+        "run",
+        "--model",
+        model_dir,
+        "--out",
+        tmp_path,
+        "--name",
+        "ray",
+        *COLLECT_ONLY,
+        "--executor",
+        "ray",
+        "--workers",
+        2,
+    )
+    local, on_ray = tmp_path / model_dir.name / "local", tmp_path / model_dir.name / "ray"
+    for table in ("features", "syntax", "sinks"):
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(local / f"{table}.parquet"),
+            pd.read_parquet(on_ray / f"{table}.parquet"),
+            check_exact=True,
+            obj=table,
+        )
+    for archive in ("feature_replicates.npz", "exemplars.npz"):
+        with np.load(local / archive) as a, np.load(on_ray / archive) as b:
+            assert a.files == b.files
+            for key in a.files:
+                np.testing.assert_array_equal(a[key], b[key], err_msg=f"{archive}: {key}")
+
+    placed = collect_record(on_ray)["executor"]
+    n_shards = len(collect_record(local)["executor"]["shards"])
+    assert n_shards >= 4 and placed["workers"] == 2
+    assert [(r["shard"], r["attempt"]) for r in placed["retried"]] == [(1, 1)]
+    attempts = {s["shard"]: s["attempts"] for s in placed["shards"]}
+    assert attempts == {i: 2 if i == 1 else 1 for i in range(n_shards)}  # every shard once
+    assert placed["workers_started"] == 3  # the dead worker was replaced
+    assert sum(s["sequences"] for s in placed["shards"]) == sum(
+        s["sequences"] for s in collect_record(local)["executor"]["shards"]
+    )
+    assert collect_record(on_ray)["threads"] == collect_record(local)["threads"] == 1

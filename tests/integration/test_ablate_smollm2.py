@@ -24,7 +24,7 @@ NAMED = ("induction", "previous_token")
 @pytest.fixture(scope="module")
 def setting(smollm2):
     old = torch.get_num_threads()
-    torch.set_num_threads(1)  # a shared 2-core box: see interp.ablate.threads
+    torch.set_num_threads(1)  # a shared 2-core box: see interp.executors.threads
     corpus = build_corpus(
         smollm2,
         n_prose=0,

@@ -58,7 +58,7 @@ def ioi_task(tok):
 @pytest.fixture(scope="module")
 def ioi_run(smollm2, tmp_path_factory):
     old = torch.get_num_threads()
-    torch.set_num_threads(1)  # a shared 2-core box: see interp.ablate.threads
+    torch.set_num_threads(1)  # a shared 2-core box: see interp.executors.threads
     task = ioi_task(smollm2.tokenizer)
     options = interp.RunOptions(
         quick=True,

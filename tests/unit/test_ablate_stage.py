@@ -211,7 +211,7 @@ def test_without_progress_bars_each_finished_phase_prints_one_line(llama, capsys
     )
     phases = [re.sub(r" done in \d+ s$", "", line) for line in lines if line.startswith("ablate: ")]
     assert phases[0] == f"ablate: evaluation corpus {out.summary['n_tokens']} tokens"
-    assert phases[1] == "ablate: thread probe (1 thread)"  # SMALL pins one thread
+    assert phases[1] == "ablate: thread count (1 thread, --threads)"  # SMALL pins one thread
     assert phases[2:] == [
         "ablate: attribution estimate",
         "ablate: integrated estimate",

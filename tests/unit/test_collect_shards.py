@@ -10,10 +10,16 @@ import torch
 from interp import CollectConfig
 from interp.collect import stage
 from interp.collect.bootstrap import CHUNK, sequence_weights
-from interp.collect.shards import LocalCollector, partition
+from interp.collect.shards import partition
+from interp.executors.work import LocalExecutor
 
 CONFIG = CollectConfig(
-    n_syntax=24, n_repeated=12, max_sentences=12, n_bootstrap=20, max_tokens_per_batch=96
+    n_syntax=24,
+    n_repeated=12,
+    max_sentences=12,
+    n_bootstrap=20,
+    max_tokens_per_batch=96,
+    threads=1,
 )
 
 
@@ -33,11 +39,11 @@ def test_partition_keeps_whole_batches_in_order():
     assert partition(groups, 100) == [groups]
 
 
-class Reversed(LocalCollector):
-    """A collector whose shards come back last first, as workers finishing out of order would."""
+class Reversed(LocalExecutor):
+    """An executor whose shards come back last first, as workers finishing out of order would."""
 
-    def run(self, job, shards, done):
-        return reversed(list(super().run(job, shards, done)))
+    def map(self, work, job, units, done):
+        return reversed(list(super().map(work, job, units, done)))
 
 
 def many_shards(monkeypatch) -> list[int]:
@@ -55,7 +61,7 @@ def many_shards(monkeypatch) -> list[int]:
 def test_shards_in_any_order_give_the_tables_of_one_process(llama, monkeypatch):
     seen = many_shards(monkeypatch)
     local = stage.collect(llama, CONFIG, progress=False)
-    monkeypatch.setattr(stage, "LocalCollector", Reversed)
+    monkeypatch.setattr("interp.executors.choice.LocalExecutor", Reversed)
     shuffled = stage.collect(llama, CONFIG, progress=False)
     pd.testing.assert_frame_equal(local.features, shuffled.features, check_exact=True)
     pd.testing.assert_frame_equal(local.syntax, shuffled.syntax, check_exact=True)

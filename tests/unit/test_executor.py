@@ -1,4 +1,4 @@
-"""The executor seam of the exact sweep: shards of whole layers, partial sums merged exactly."""
+"""The exact sweep through the executor seam: shards of whole layers, partial sums merged exactly."""
 
 from __future__ import annotations
 
@@ -9,13 +9,15 @@ from tiny_models import N_HEADS, N_LAYERS
 
 from interp.ablate.config import AblateConfig
 from interp.ablate.evaluation import build_corpus
-from interp.ablate.executor import LocalExecutor, SweepJob, partition, sweep_with
-from interp.ablate.executors import check_executor
+from interp.ablate.executor import SWEEP, SweepJob, partition, sweep_with
 from interp.ablate.forward import Ablator
 from interp.ablate.metrics import PerSeq, metric_sizes
 from interp.ablate.sequential import rounds
 from interp.ablate.stats import SumStore, effects_from_sums
+from interp.collect.config import CollectConfig
 from interp.errors import ConfigError
+from interp.executors.choice import check_executor
+from interp.executors.work import LocalExecutor
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 EVERY = [(layer, head) for layer in range(N_LAYERS) for head in range(N_HEADS)]
@@ -90,7 +92,7 @@ def test_a_sweep_split_into_shards_gives_the_tables_of_the_unsplit_sweep(llama, 
     means = torch.randn(N_LAYERS, N_HEADS, llama.bridge.cfg.d_head) if "mean" in kinds else None
     tables = []
     for n_shards in (1, 2, 5):
-        executor = LocalExecutor(ablator, n_shards=n_shards)
+        executor = LocalExecutor(llama, {SWEEP.name: ablator})
         store = SumStore(metric_sizes(corpus.sizes))
         # two rounds, as a sequential sweep runs them: shards merge into the sums of earlier rounds
         for part in rounds(corpus, 2, 256, 0):
@@ -101,6 +103,7 @@ def test_a_sweep_split_into_shards_gives_the_tables_of_the_unsplit_sweep(llama, 
                 N_LAYERS,
                 store,
                 progress=False,
+                n_shards=n_shards,
             )
         table = effects_from_sums(
             store, "exact", 50, 0
@@ -124,10 +127,11 @@ def test_ray_is_checked_before_the_model_loads(monkeypatch):
         check_executor(AblateConfig(executor="ray"))
 
 
-def test_workers_and_address_belong_to_ray():
+@pytest.mark.parametrize("config", [AblateConfig, CollectConfig])
+def test_workers_and_address_belong_to_ray(config):
     with pytest.raises(ConfigError, match="workers must be left unset with --executor local"):
-        AblateConfig(workers=2)
-    assert AblateConfig(executor="ray", address="auto", workers=2).workers == 2
+        config(workers=2)
+    assert config(executor="ray", address="auto", workers=2).workers == 2
 
 
 def test_where_the_sweep_runs_is_not_compared_on_resume():
@@ -141,3 +145,14 @@ def test_where_the_sweep_runs_is_not_compared_on_resume():
     assert without_placement(AblateConfig, _json(AblateConfig(seed=1))) != without_placement(
         AblateConfig, ray_run
     )
+
+
+def test_every_option_of_every_command_says_what_it_does():
+    """Inherited config fields (the placement ones) keep their help text: pydantic reads the
+    docstrings of a class' own fields only."""
+    from interp.cli import main
+
+    for name, command in main.commands.items():
+        for param in command.params:
+            if param.param_type_name == "option":
+                assert param.help, f"interp {name} {param.opts[0]} has no help"

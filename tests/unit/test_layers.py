@@ -28,7 +28,9 @@ LAYERS = (
         "interp.pipeline.results",
         "interp.pipeline.contract",
         "interp.pipeline.stages",
-    ),  # the run directory, and the stage contract and registry (which loads the stages by name)
+        "interp.executors",
+    ),  # the run directory, the stage contract and registry (which loads the stages by name), and
+    # where a stage's work runs (threads, this process or Ray workers)
     (
         "interp.collect",
         "interp.classify",

@@ -1,49 +1,96 @@
-"""The ablate stage's thread choice: the faster count, measured, never a guess."""
+"""Every stage's thread count: the CPUs this process may use that other processes leave free."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
 import torch
 
-from interp.ablate import threads as T
+from interp.executors import threads as T
+
+STAT = """cpu  900 0 100 1000 0 0 0 0 0 0
+cpu0 400 0 50 500 0 0 0 0 0 0
+cpu1 500 0 50 500 0 0 0 0 0 0
+intr 1 2 3
+"""
+LATER = """cpu  1100 0 100 1200 0 0 0 0 0 0
+cpu0 500 0 50 600 0 0 0 0 0 0
+cpu1 600 0 50 600 10 0 0 0 0 0
+intr 1 2 3
+"""
 
 
-def probe_slow_under(slow: int, seconds: float = 0.02):
-    seen = []
-
-    def probe():
-        n = torch.get_num_threads()
-        seen.append(n)
-        if n == slow:
-            time.sleep(seconds)
-
-    return probe, seen
+def test_cpu_max_reads_the_quota_in_cpus():
+    assert T.parse_cpu_max("150000 100000\n") == 1.5
+    assert T.parse_cpu_max("max 100000\n") is None
+    assert T.parse_cpu_max("") is None
 
 
-@pytest.mark.parametrize("slow, expected", [(2, 1), (1, 2)])
-def test_fastest_threads_picks_the_faster_count_and_restores_torch(slow, expected):
-    before = torch.get_num_threads()
-    probe, seen = probe_slow_under(slow)
-    assert T.fastest_threads(probe, (1, 2), rounds=2) == expected
-    assert seen == [1, 2, 1, 2]  # interleaved
-    assert torch.get_num_threads() == before
+def test_the_tightest_quota_of_the_cgroup_and_those_above_it_counts(tmp_path):
+    own = tmp_path / "cgroup"
+    (tmp_path / "fs" / "a" / "b").mkdir(parents=True)
+    (tmp_path / "fs" / "a" / "cpu.max").write_text("300000 100000\n")
+    (tmp_path / "fs" / "a" / "b" / "cpu.max").write_text("max 100000\n")
+    own.write_text("0::/a/b\n")
+    assert T.cpu_quota(tmp_path / "fs", own) == 3.0
+    own.write_text("4:cpu,cpuacct:/c\n")  # cgroup v1: cfs quota and period
+    (tmp_path / "fs" / "cpu,cpuacct" / "c").mkdir(parents=True)
+    (tmp_path / "fs" / "cpu,cpuacct" / "c" / "cpu.cfs_quota_us").write_text("50000\n")
+    (tmp_path / "fs" / "cpu,cpuacct" / "c" / "cpu.cfs_period_us").write_text("100000\n")
+    assert T.cpu_quota(tmp_path / "fs", own) == 0.5
+    (tmp_path / "fs" / "cpu,cpuacct" / "c" / "cpu.cfs_quota_us").write_text("-1\n")
+    assert T.cpu_quota(tmp_path / "fs", own) is None
+    assert T.cpu_quota(tmp_path / "nowhere", tmp_path / "no-such-file") is None
 
 
-def test_a_requested_count_is_not_measured():
-    probe, seen = probe_slow_under(1)
-    assert T.choose_threads(3, probe) == 3 and seen == []
+def test_busy_ticks_are_those_of_the_cpus_asked_for_without_idle_and_iowait():
+    assert T.cpu_ticks(STAT, [0, 1]) == (1000, 2000)
+    assert T.cpu_ticks(STAT, [1]) == (550, 1050)
+    assert T.cpu_ticks(LATER, [1]) == (650, 1260)
 
 
-def test_small_machines_measure_big_ones_keep_torchs_default(monkeypatch):
-    probe, seen = probe_slow_under(1)
-    monkeypatch.setattr(T.os, "cpu_count", lambda: 2)
-    assert T.choose_threads(None, probe) == 2 and set(seen) == {1, 2}
-    monkeypatch.setattr(T.os, "cpu_count", lambda: 1)
-    assert T.choose_threads(None, probe) == 1
-    monkeypatch.setattr(T.os, "cpu_count", lambda: 16)
-    assert T.choose_threads(None, probe) is None
+def test_busy_elsewhere_leaves_out_this_process_own_time():
+    stats, own = iter([STAT, LATER]), iter([0, 60])
+    # cpu0+cpu1: 200 busy ticks of 410, 60 of them this process': 140 / 410 of 2 CPUs
+    busy = T.busy_elsewhere([0, 1], 0, lambda: next(stats), lambda: next(own))
+    assert busy == pytest.approx(2 * 140 / 410)
+    assert T.busy_elsewhere([0], 0, lambda: "", lambda: 0) == 0.0  # nothing to read: all free
+
+
+def test_the_count_is_the_free_cpus_rounded_at_least_one(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(T, "usable_cpus", lambda: 2)
+    for busy, expected in [(0.0, 2), (0.4, 2), (0.6, 1), (1.9, 1), (3.0, 1)]:
+        monkeypatch.setattr(T, "busy_elsewhere", lambda cpus, sample, b=busy: b)
+        chosen = T.choose_threads(None)
+        assert chosen.n == expected, busy
+        assert chosen.why == f"{max(0.0, 2 - busy):.1f} of 2 CPUs free"
+    assert T.choose_threads(3) == T.Threads(3, "--threads")
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    assert T.choose_threads(None) == T.Threads(4, "OMP_NUM_THREADS")
+    assert T.choose_threads(2).n == 2  # the config's own count wins
+    monkeypatch.setenv("OMP_NUM_THREADS", "x")
+    assert T.choose_threads(None).n == 1
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_busy_loops_on_every_cpu_leave_one_thread(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    if T.usable_cpus() > 4:
+        pytest.skip("fills every usable CPU with a busy loop: meant for small machines")
+    loop = [sys.executable, "-c", "while True: pass"]
+    busy = [subprocess.Popen(loop) for _ in range(T.usable_cpus())]
+    try:
+        time.sleep(0.3)
+        assert T.busy_elsewhere(sorted(T._affinity()), 0.5) >= T.usable_cpus() - 0.5
+        assert T.choose_threads(None).n == 1
+    finally:
+        for process in busy:
+            process.kill()
+            process.wait()
 
 
 def test_stage_threads_scopes_the_setting():
@@ -53,38 +100,3 @@ def test_stage_threads_scopes_the_setting():
     assert torch.get_num_threads() == before
     with T.stage_threads(None):
         assert torch.get_num_threads() == before
-
-
-class Stalling(torch.nn.Module):
-    """Ten parts, each 200 ms under two threads (a stalled barrier) and 1 ms under one."""
-
-    def __init__(self):
-        super().__init__()
-        self.parts = torch.nn.ModuleList(torch.nn.Identity() for _ in range(10))
-        self.ran: list[int] = []
-
-    def forward(self, x):
-        for part in self.parts:
-            time.sleep(0.2 if torch.get_num_threads() == 2 else 0.001)
-            self.ran.append(torch.get_num_threads())
-            x = part(x)
-        return x
-
-
-def test_a_pass_slower_than_the_best_so_far_is_cut_short():
-    model = Stalling()
-    start = time.perf_counter()
-    assert T.fastest_threads(lambda: model(torch.zeros(1)), (1, 2), rounds=2, module=model) == 1
-    assert time.perf_counter() - start < 1.5  # run to the end, the two-thread passes alone take 4 s
-    assert (
-        model.ran.count(1) == 20 and model.ran.count(2) <= 4
-    )  # each two-thread pass stops after a part or two
-    assert all(not m._forward_pre_hooks for m in model.modules())  # the deadline's hooks are gone
-
-
-def test_a_second_round_runs_only_within_the_budget():
-    probe, seen = probe_slow_under(2, seconds=0.1)
-    assert T.fastest_threads(probe, (1, 2), rounds=3, budget=0.15) == 1
-    assert seen == [1, 2]  # the first round took 0.1 s: a second would pass 0.15 s
-    probe, seen = probe_slow_under(2, seconds=0.01)
-    assert T.fastest_threads(probe, (1, 2), rounds=3, budget=1.0) == 1 and seen == [1, 2] * 3
