@@ -13,6 +13,7 @@ with a user error is returned as failed, and the study goes on, as with the loca
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,7 +24,7 @@ from interp.pipeline.options import RunOptions
 MAX_RETRIES = 2  # a run's task is retried this many times when its worker dies
 
 
-def make_run(options: RunOptions, progress: bool = False) -> dict[str, Any]:
+def make_run(options: RunOptions, threads: int, progress: bool = False) -> dict[str, Any]:
     """One run, start to end, in a worker: its status, error and seconds."""
     import torch
 
@@ -32,7 +33,10 @@ def make_run(options: RunOptions, progress: bool = False) -> dict[str, Any]:
     from interp.pipeline import rundir
     from interp.pipeline.execute import run_pipeline
 
-    torch.set_num_threads(threads_of(options))
+    # the task's share of the worker's CPUs: stages whose threads are unset take this count
+    # (interp.executors.threads) instead of every CPU the worker's machine has free
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    torch.set_num_threads(threads)
     start = time.perf_counter()
     target = rundir.run_path(options.out_dir, model_slug(options.model.name), options.run_name)
     options = dataclasses.replace(options, resume=(target / rundir.MANIFEST).exists())
@@ -65,7 +69,7 @@ def run_all(
         task = ray.remote(num_cpus=threads, max_retries=MAX_RETRIES)(make_run)
         waiting = list(pending)
         running: dict[Any, dict[str, Any]] = {}
-        for entry, outcome in _drain(task, waiting, running, limit):
+        for entry, outcome in _drain(task, waiting, running, limit, threads):
             on_done(entry, outcome)
     finally:
         if owned:
@@ -78,6 +82,7 @@ def _drain(
     waiting: list[tuple[dict[str, Any], RunOptions]],
     running: dict[Any, dict[str, Any]],
     limit: int,
+    threads: int,
 ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     import ray
     from ray.exceptions import RayError
@@ -85,7 +90,7 @@ def _drain(
     while waiting or running:
         while waiting and len(running) < limit:
             entry, options = waiting.pop(0)
-            running[task.remote(options)] = entry
+            running[task.remote(options, threads)] = entry
         [ref], _ = ray.wait(list(running), num_returns=1)
         entry = running.pop(ref)
         try:
@@ -100,6 +105,6 @@ def _drain(
 
 
 def threads_of(options: RunOptions) -> int:
-    """The torch threads a run's task reserves CPUs for: the ablate stage's ``threads``, else 1."""
-    ablate = options.stages.get("ablate")
-    return max(1, int(getattr(ablate, "threads", None) or 1))
+    """The torch threads a run's task reserves CPUs for: the most any stage asks for, else 1."""
+    asked = [getattr(config, "threads", None) for config in options.stages.values()]
+    return max([1, *(n for n in asked if n)])
