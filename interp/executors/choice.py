@@ -17,9 +17,16 @@ if TYPE_CHECKING:
 
 
 def check_executor(placement: Placement) -> None:
-    """Fail before the model loads when the chosen executor cannot run here."""
-    if placement.executor == "ray" and importlib.util.find_spec("ray") is None:
+    """Fail before the model loads when the chosen executor cannot run here: Ray is missing, or
+    no Ray cluster answers at ``--address`` (:func:`interp.executors.ray_workers.check_address`)."""
+    if placement.executor != "ray":
+        return
+    if importlib.util.find_spec("ray") is None:
         raise ConfigError('--executor ray needs Ray, an optional extra: pip install "interp[ray]"')
+    if placement.address is not None:
+        from interp.executors.ray_workers import check_address
+
+        check_address(placement.address)
 
 
 @contextlib.contextmanager

@@ -25,9 +25,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -45,7 +47,9 @@ from interp.model.load import LoadedModel, check_dtype, load_model
 from interp.model.spec import ModelSpec
 
 MAX_ATTEMPTS = 3  # a unit that ends this many workers in turn is not the workers' fault
-CONNECT_TIMEOUT_S = 25.0  # joining a cluster at --address: answered within this, or refused
+CONNECT_TIMEOUT_S = 20.0  # a Ray cluster answers at --address within this, or it is refused
+TCP_TIMEOUT_S = 5.0  # ... after the address took a TCP connection within this
+_ANSWERED: set[str] = set()  # addresses a cluster answered at, in this process
 # Test hook: units (by index, in every call) whose first attempt ends its worker's process
 # once the unit is done and before its result is returned: a worker dying mid-stage.
 DIE_ON_FIRST_TRY: frozenset[int] = frozenset()
@@ -259,19 +263,24 @@ def connect(address: str | None) -> bool:
     return True
 
 
-def check_address(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
-    """RunError, within about ``timeout`` seconds, unless a Ray cluster answers at ``address``.
+def check_address(address: str, timeout: float | None = None) -> None:
+    """RunError, within about 5 s + ``timeout`` (default :data:`CONNECT_TIMEOUT_S`), unless a Ray
+    cluster answers at ``address``.
 
     Ray retries an address that refuses or drops connections for minutes, and one where
     something else listens for longer still, and some of its failures end the process from
     C++. So the address is first resolved (``auto``: the cluster this machine runs) and tried
     with a plain TCP connection, then joined once by a child process that is killed at the
-    timeout; only then does this process join it."""
+    timeout; only then does this process join it. A Ray this process has joined already (a
+    notebook, a test) is used as it is, and an address that answered is not tried again."""
+    if ray.is_initialized() or address in _ANSWERED:
+        return
+    timeout = CONNECT_TIMEOUT_S if timeout is None else timeout
     resolved = _resolve(address)
     host, _, port = resolved.rpartition(":")
     if host and port.isdigit():
         try:
-            socket.create_connection((host.strip("[]"), int(port)), timeout=min(timeout, 5)).close()
+            socket.create_connection((host.strip("[]"), int(port)), timeout=TCP_TIMEOUT_S).close()
         except OSError as exc:
             raise RunError(_unreachable(address, resolved, exc.strerror or str(exc))) from None
     probe = (
@@ -279,20 +288,39 @@ def check_address(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
         "ray.init(address=sys.argv[1], include_dashboard=False, logging_level=logging.ERROR)\n"
         "ray.shutdown()\n"
     )
-    try:
-        done = subprocess.run(
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as err:
+        # its own session, killed whole at the timeout: Ray's helpers must not outlive it, nor
+        # hold a pipe this process would wait on
+        child = subprocess.Popen(
             [sys.executable, "-c", probe, address],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
             env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
+            start_new_session=True,
         )
-    except subprocess.TimeoutExpired:
-        raise RunError(
-            _unreachable(address, resolved, f"no Ray cluster answered within {timeout:.0f} s")
-        ) from None
-    if done.returncode != 0:
-        raise RunError(_unreachable(address, resolved, _why(done.stderr))) from None
+        try:
+            code = child.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            _kill_group(child)
+        if code is None:
+            why = f"no Ray cluster answered within {timeout:.0f} s"
+            raise RunError(_unreachable(address, resolved, why)) from None
+        if code != 0:
+            err.seek(0)
+            raise RunError(_unreachable(address, resolved, _why(err.read()))) from None
+    _ANSWERED.add(address)
+
+
+def _kill_group(child: subprocess.Popen) -> None:
+    """End the probe and whatever it started (its session), and reap it."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except OSError:  # already gone
+        pass
+    child.wait()
 
 
 def _resolve(address: str) -> str:
