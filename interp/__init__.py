@@ -6,9 +6,11 @@ The public API, one import away::
     model = interp.load_model("smollm2-135m")             # or a directory, a .gguf, a bridge
     run_dir = interp.run(interp.RunOptions(quick=True), model=model)
     tables = interp.load_run(run_dir)                      # .features .roles .effects .pruning
+    interp.figure(run_dir, "role_map")                     # in a notebook: the report's figures,
+    interp.explorer(run_dir)                               # its explorer inline, and a run's summary
 
 Every registered stage's config is exported under its class name (``interp.CollectConfig``, ...).
-``run`` and ``load_model`` load torch when first used; the configs and ``load_run`` do not.
+``run``, ``load_model`` and ``show`` load torch when first used; the configs and ``load_run`` do not.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ _LAZY = {
     "LoadedModel": "interp.model.load",
     "run": "interp.pipeline.execute",
     "rerun_stage": "interp.pipeline.execute",
+    "show": "interp.pipeline.show",
+    # matplotlib and the report's templates: loaded when a notebook first asks
+    "figure": "interp.report.notebook",
+    "explorer": "interp.report.notebook",
 }
 _RENAMED = {"run": "run_pipeline"}
 
@@ -44,10 +50,13 @@ __all__ = [
     "RunOptions",
     "RunTables",
     "Task",
+    "explorer",
+    "figure",
     "load_model",
     "load_run",
     "rerun_stage",
     "run",
+    "show",
     "__version__",
 ]
 

@@ -7,6 +7,7 @@ a stage wrote into the run directory.
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,56 @@ class RunTables:
     def __repr__(self) -> str:
         have = [name for name, frame in self.tables.items() if frame is not None]
         return f"RunTables({str(self.path)!r}, tables: {', '.join(have) or 'none yet'})"
+
+    def _repr_html_(self) -> str:
+        """A notebook shows a run as a short table: model, stages, roles, effects, tables."""
+        rows = "".join(
+            f'<tr><th style="text-align:left;padding-right:1em">{html.escape(key)}</th>'
+            f'<td style="text-align:left">{html.escape(value)}</td></tr>'
+            for key, value in summary_rows(self)
+        )
+        title = html.escape(f"Run {self.path.name}")
+        return (
+            f'<table class="interp-run"><caption style="text-align:left"><b>{title}</b>'
+            f"</caption>{rows}</table>"
+        )
+
+
+def summary_rows(run: RunTables) -> list[tuple[str, str]]:
+    """What a run holds, one (label, text) line each: the short summary a notebook shows."""
+    model = run.manifest.get("model") or {}
+    shape = (
+        f" ({model['n_layers']} layers x {model['n_heads']} heads"
+        f"{', causal' if model.get('causal') else ', bidirectional' if 'causal' in model else ''})"
+        if model.get("n_layers") and model.get("n_heads")
+        else ""
+    )
+    rows = [("model", f"{model.get('name', 'unknown')}{shape}"), ("path", str(run.path))]
+    stages = run.manifest.get("stages") or {}
+    done = [
+        f"{name} {record['seconds']:.0f} s" if "seconds" in record else name
+        for name, record in stages.items()
+        if isinstance(record, dict)
+    ]
+    rows.append(("stages", ", ".join(done) or "none yet"))
+    roles = run.tables.get("roles")
+    if roles is not None and "role" in roles:
+        counts = roles["role"].value_counts()
+        rows.append(("roles", ", ".join(f"{role} {n}" for role, n in counts.items())))
+    effects = run.tables.get("effects")
+    if effects is not None and {"metric", "estimator"} <= set(effects.columns):
+        exact = effects[effects["estimator"] == "exact"]
+        heads = len(exact[["layer", "head"]].drop_duplicates()) if len(exact) else 0
+        metrics = ", ".join(dict.fromkeys(effects["metric"]))
+        rows.append(("effects", f"{metrics}; {heads} heads ablated exactly"))
+    have = [
+        f"{name} ({len(frame):,} rows)" for name, frame in run.tables.items() if frame is not None
+    ]
+    rows.append(("tables", ", ".join(have) or "none yet"))
+    report = run.path / "report.html"
+    if report.is_file():
+        rows.append(("report", str(report)))
+    return rows
 
 
 def table_names(run_dir: Path) -> tuple[str, ...]:

@@ -107,7 +107,7 @@ def _effect_maps_figure(best: pd.DataFrame, shape: tuple[int, int], ablation: st
 
 
 def plot_effect_maps(
-    effects: pd.DataFrame | None, fig_dir: Path, shape: tuple[int, int] | None = None
+    effects: pd.DataFrame | None, fig_dir: Path | None, shape: tuple[int, int] | None = None
 ) -> SavedFigure | None:
     """A facet per metric: each head's effect (red = the model gets worse without it), each on its own scale."""
     best = S.best_effects(effects)
@@ -196,7 +196,7 @@ def _effect_vs_role_figure(data: pd.DataFrame, ablation: str) -> Figure:
 
 
 def plot_effect_vs_role(
-    effects: pd.DataFrame | None, roles: pd.DataFrame | None, fig_dir: Path
+    effects: pd.DataFrame | None, roles: pd.DataFrame | None, fig_dir: Path | None
 ) -> SavedFigure | None:
     """Per metric, every head's effect and its 95% CI (ci_low..ci_high), grouped by primary role."""
     best = S.best_effects(effects)
@@ -261,7 +261,7 @@ def _audit_figure(pairs: pd.DataFrame, ablation: str) -> Figure:
 
 
 def plot_estimator_audit(
-    effects: pd.DataFrame | None, roles: pd.DataFrame | None, fig_dir: Path
+    effects: pd.DataFrame | None, roles: pd.DataFrame | None, fig_dir: Path | None
 ) -> SavedFigure | None:
     """Per metric, for every head measured both ways: the estimate (x) vs the exact effect (y)."""
     pairs = S.audit_pairs(effects)
@@ -333,7 +333,7 @@ def _score_vs_effect_figure(data: pd.DataFrame, choice: S.EffectChoice, xlabel: 
 
 
 def plot_score_vs_effect(
-    roles: pd.DataFrame | None, effects: pd.DataFrame | None, fig_dir: Path
+    roles: pd.DataFrame | None, effects: pd.DataFrame | None, fig_dir: Path | None
 ) -> SavedFigure | None:
     """Scatter, one point per head: how strongly it fits its role (x) vs how much the model needs it (y).
 
@@ -437,7 +437,7 @@ def _pruning_figure(pruning: pd.DataFrame, effects: pd.DataFrame | None) -> Figu
 
 
 def plot_pruning(
-    pruning: pd.DataFrame | None, fig_dir: Path, effects: pd.DataFrame | None = None
+    pruning: pd.DataFrame | None, fig_dir: Path | None, effects: pd.DataFrame | None = None
 ) -> SavedFigure | None:
     """Metric value as heads are removed (least important first), one panel per metric.
 

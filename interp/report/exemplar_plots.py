@@ -146,7 +146,7 @@ def plot_exemplars(
     exemplars: Exemplars | None,
     roles: pd.DataFrame | None,
     features: pd.DataFrame | None,
-    fig_dir: Path,
+    fig_dir: Path | None,
 ) -> list[SavedFigure] | None:
     """One attention-pattern figure per role present, for its strongest head (see the module docstring)."""
     if exemplars is None or not exemplars.probes:

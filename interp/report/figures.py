@@ -60,14 +60,16 @@ F = TypeVar("F", bound=Callable[..., Figure])
 
 @dataclass(frozen=True)
 class SavedFigure:
-    """A figure written to disk, with what the report prints around it."""
+    """A figure written to disk (or kept in memory for a notebook), with what the report prints
+    around it."""
 
     name: str  # file stem under figures/
     title: str
     caption: str  # how to read it
-    png: Path
-    svg: Path
+    png: Path | None  # None: kept in memory, not written
+    svg: Path | None
     kind: str = "main"  # main | exemplar (shown side by side in a grid)
+    figure: Figure | None = None  # the figure itself when it was kept rather than written
 
 
 def styled(build: F) -> F:
@@ -94,9 +96,13 @@ def png_bytes(fig: Figure) -> bytes:
 
 
 def save(
-    fig: Figure, fig_dir: Path, name: str, title: str, caption: str, kind: str = "main"
+    fig: Figure, fig_dir: Path | None, name: str, title: str, caption: str, kind: str = "main"
 ) -> SavedFigure:
-    """Write ``fig`` as NAME.png and NAME.svg under ``fig_dir`` (atomically), close it, describe it."""
+    """Write ``fig`` as NAME.png and NAME.svg under ``fig_dir`` (atomically), close it, describe it.
+
+    ``fig_dir`` None keeps the figure instead (``SavedFigure.figure``), for a notebook."""
+    if fig_dir is None:
+        return SavedFigure(name, title, caption, None, None, kind, fig)
     fig_dir = Path(fig_dir)
     png, svg = fig_dir / f"{name}.png", fig_dir / f"{name}.svg"
     try:

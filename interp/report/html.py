@@ -116,9 +116,14 @@ def explorer_of(run_dir: str | Path) -> dict[str, Any] | None:
     return explorer_view(data)
 
 
-def render_explorer_page(data: dict[str, Any], title: str, lead: list[str]) -> str:
-    """A page of its own with the explorer only (`interp show --out`)."""
-    view = explorer_view(data, marked_label="the heads interp show printed")
+def render_explorer_page(
+    data: dict[str, Any],
+    title: str,
+    lead: list[str],
+    marked_label: str = "the heads interp show printed",
+) -> str:
+    """A page of its own with the explorer only (`interp show --out`, a notebook's explorer)."""
+    view = explorer_view(data, marked_label=marked_label)
     return (
         environment()
         .get_template("explorer_page.html.j2")

@@ -152,7 +152,7 @@ def role_map_figure(
 
 
 def plot_role_map(
-    roles: pd.DataFrame | None, fig_dir: Path, shape: tuple[int, int] | None = None
+    roles: pd.DataFrame | None, fig_dir: Path | None, shape: tuple[int, int] | None = None
 ) -> SavedFigure | None:
     """Save the role map (see :func:`role_map_figure`); needs roles: layer, head, role, confidence."""
     if not usable(roles):
@@ -206,7 +206,7 @@ def _role_counts_figure(roles: pd.DataFrame, n_layers: int) -> Figure:
 
 
 def plot_role_counts(
-    roles: pd.DataFrame | None, fig_dir: Path, shape: tuple[int, int] | None = None
+    roles: pd.DataFrame | None, fig_dir: Path | None, shape: tuple[int, int] | None = None
 ) -> SavedFigure | None:
     """Stacked bars: per layer (layer 0 at the top), how many heads carry each primary role."""
     if not usable(roles):
@@ -265,7 +265,7 @@ def _sink_figure(roles: pd.DataFrame, n_layers: int) -> Figure:
 
 
 def plot_sink_by_layer(
-    roles: pd.DataFrame | None, fig_dir: Path, shape: tuple[int, int] | None = None
+    roles: pd.DataFrame | None, fig_dir: Path | None, shape: tuple[int, int] | None = None
 ) -> SavedFigure | None:
     """One dot per head (colour: primary role) at its layer and sink mass, with the layer mean; needs roles.sink_mass."""
     if not usable(roles) or SINK not in roles.columns or roles[SINK].isna().all():
@@ -394,7 +394,7 @@ def _say_empty(fig: Figure, reasons: dict[str, str]) -> str:
 
 def plot_feature_heatmaps(
     features: pd.DataFrame | None,
-    fig_dir: Path,
+    fig_dir: Path | None,
     shape: tuple[int, int] | None = None,
     causal: bool | None = None,
 ) -> list[SavedFigure] | None:
@@ -435,7 +435,7 @@ def plot_feature_heatmaps(
 
 def plot_relation_heatmaps(
     features: pd.DataFrame | None,
-    fig_dir: Path,
+    fig_dir: Path | None,
     shape: tuple[int, int] | None = None,
     corpora: list[str] | None = None,
 ) -> list[SavedFigure] | None:
