@@ -2,14 +2,16 @@
 
 The strict build (mkdocs.yml: ``strict: true``) fails on a link to a missing page or heading, a
 page left out of the navigation, an API reference that names a missing object, and a tutorial
-whose cell raises: the tutorials are executed as the site builds (mkdocs-jupyter), so this test
-also runs every notebook of docs/tutorials/ top to bottom. The built pages' links, those of the
-tutorials and the generated API reference included, are then followed one by one.
+whose cell raises. The built pages' links, those of the tutorials and the generated API
+reference included, are then followed one by one. The fast build renders the tutorials as
+stored; the slow one (``slow``: they load the packaged models) executes every notebook of
+docs/tutorials/ top to bottom, as the published site is built.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,10 +22,13 @@ from links import dead_markdown_links, dead_site_links, slug
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("site")
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "INTERP_DOCS_EXECUTE": "true"}
+def build(out: Path, execute: bool) -> Path:
+    """``mkdocs build --strict`` into ``out``; the tutorials run only when ``execute``."""
+    env = {
+        **os.environ,
+        "NO_MKDOCS_2_WARNING": "1",
+        "INTERP_DOCS_EXECUTE": "true" if execute else "false",
+    }
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
         cwd=ROOT,
@@ -32,22 +37,50 @@ def site(tmp_path_factory) -> Path:
         text=True,
     )
     problems = [line for line in done.stderr.splitlines() if not line.startswith("INFO")]
-    assert done.returncode == 0, "the strict docs build failed:\n" + "\n".join(problems[-60:])
+    assert done.returncode == 0, "the strict docs build failed:\n" + "\n".join(problems[-80:])
     return out
 
 
-@pytest.mark.timeout(900)
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The site with the tutorials rendered as they are stored (not run): seconds."""
+    return build(tmp_path_factory.mktemp("site"), execute=False)
+
+
 def test_the_site_builds_strict_with_every_page(site):
     pages = {
         p.relative_to(ROOT / "docs").with_suffix("").as_posix()
         for p in (ROOT / "docs").rglob("*.md")
     }
+    pages |= {f"tutorials/{p.stem}" for p in (ROOT / "docs" / "tutorials").glob("*.py")}
     for page in pages:
         built = site / (page.removesuffix("index").rstrip("/")) / "index.html"
-        assert built.is_file(), f"docs/{page}.md was not built"
+        assert built.is_file(), f"docs/{page} was not built"
 
 
 def test_no_link_of_the_site_is_dead(site):
+    dead = dead_site_links(site)
+    assert not dead, "dead links in the built site:\n" + "\n".join(dead)
+
+
+TUTORIALS = sorted(p.stem for p in (ROOT / "docs" / "tutorials").glob("*.py"))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_the_tutorials_run_top_to_bottom(tmp_path):
+    """The site as published: every tutorial executed (a cell that raises fails the build),
+    its outputs on the page: tables, figures and the inline explorer."""
+    assert len(TUTORIALS) >= 4
+    site = build(tmp_path / "site", execute=True)
+    for name in TUTORIALS:  # a cell that raises has already failed the build (allow_errors: false)
+        page = (site / "tutorials" / name / "index.html").read_text(encoding="utf-8")
+        assert page.count("jp-OutputArea-output") >= 3, f"{name}: no outputs"
+    for name in ("first-run", "own-task", "own-model"):
+        page = (site / "tutorials" / name / "index.html").read_text(encoding="utf-8")
+        assert "data:image/png;base64," in page, f"{name}: no figure"
+        assert re.search(r"<iframe [^>]*srcdoc=", page), f"{name}: the explorer is not inline"
+        assert 'class="interp-run"' in page, f"{name}: the run's summary table is missing"
     dead = dead_site_links(site)
     assert not dead, "dead links in the built site:\n" + "\n".join(dead)
 
