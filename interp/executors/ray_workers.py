@@ -239,10 +239,10 @@ class RayExecutor:
             }
         )
         if attempt >= MAX_ATTEMPTS:
-            what = ", ".join(f"{k} {v}" for k, v in facts.items())
+            what = ", ".join([work.name, *(f"{k} {v}" for k, v in facts.items())])
             raise RunError(
-                f"shard {index} of the {work.name}{f' ({what})' if what else ''} ended {attempt} Ray "
-                f"workers in turn, the last with: {last_line(exc)}"
+                f"shard {index} of the {what} ended {attempt} Ray workers in turn, the last with: "
+                f"{last_line(exc)}"
             )
 
 
@@ -258,7 +258,7 @@ def connect(address: str | None) -> bool:
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise RunError(
             f"cannot reach the Ray cluster at {address}: {last_line(exc)} (start one with "
-            f"`ray start --head`, or leave out --address to start one here)"
+            f"`ray start --head`, check the address, or leave out --address to start one here)"
         ) from None
     return True
 
@@ -282,7 +282,11 @@ def check_address(address: str, timeout: float | None = None) -> None:
         try:
             socket.create_connection((host.strip("[]"), int(port)), timeout=TCP_TIMEOUT_S).close()
         except OSError as exc:
-            raise RunError(_unreachable(address, resolved, exc.strerror or str(exc))) from None
+            why = exc.strerror or str(exc)
+            raise RunError(
+                f"cannot reach the Ray cluster at {_shown(address, resolved)}: {why} (start one with "
+                f"`ray start --head`, check the address, or leave out --address to start one here)"
+            ) from None
     probe = (
         "import logging, sys, ray\n"
         "ray.init(address=sys.argv[1], include_dashboard=False, logging_level=logging.ERROR)\n"
@@ -305,12 +309,16 @@ def check_address(address: str, timeout: float | None = None) -> None:
             code = None
         finally:
             _kill_group(child)
-        if code is None:
-            why = f"no Ray cluster answered within {timeout:.0f} s"
-            raise RunError(_unreachable(address, resolved, why)) from None
-        if code != 0:
+        if code is not None and code != 0:
             err.seek(0)
-            raise RunError(_unreachable(address, resolved, _why(err.read()))) from None
+            why = _why(err.read())
+        else:
+            why = f"no Ray cluster answered within {timeout:.0f} s"
+        if code != 0:
+            raise RunError(
+                f"cannot reach the Ray cluster at {_shown(address, resolved)}: {why} (start one with "
+                f"`ray start --head`, check the address, or leave out --address to start one here)"
+            ) from None
     _ANSWERED.add(address)
 
 
@@ -336,12 +344,8 @@ def _resolve(address: str) -> str:
         return address
 
 
-def _unreachable(address: str, resolved: str, why: str) -> str:
-    where = address if resolved == address else f"{address} ({resolved})"
-    return (
-        f"cannot reach the Ray cluster at {where}: {why} (start one with `ray start --head`, check "
-        f"the address, or leave out --address to start one here)"
-    )
+def _shown(address: str, resolved: str) -> str:
+    return address if resolved == address else f"{address} ({resolved})"
 
 
 def _why(stderr: str) -> str:
