@@ -142,7 +142,7 @@ class HeadRoleClassifier(ClassifierMixin, BaseEstimator):
 
     def _fit_temperature(self, Z: np.ndarray, codes: np.ndarray, groups: Any = None) -> float:
         smallest = np.bincount(codes).min()
-        folds = min(self.cv, smallest)
+        folds = min(self.cv, smallest, len(np.unique(groups)) if groups is not None else smallest)
         if folds < 2:
             return 1.0
         logits = np.zeros((len(codes), int(codes.max()) + 1))
