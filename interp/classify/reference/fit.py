@@ -20,13 +20,22 @@ import pandas as pd
 
 from interp.classify.estimator import HeadRoleClassifier
 from interp.classify.matrix import COLUMNS
-from interp.classify.reference import BANK_FILE, MODEL_FILE, REFERENCE_VERSION
+from interp.classify.reference import (
+    BANK_FILE,
+    MODEL_FILE,
+    REFERENCE_VERSION,
+    WRITES_BANK_FILE,
+    WRITES_MODEL_FILE,
+)
 from interp.classify.reference.bank import build_bank
+from interp.classify.writes import WRITE_COLUMNS
 from interp.errors import RunError
 
 BANK_SEED = 0
 BANK_PER_ROLE = 30
 HELD_OUT_SEED = 1  # the bank seed the shipped model's held-out scores are measured on
+WRITES_MODELS = 24  # bank vocabularies of the write bank
+WRITES_PER_ROLE = 6  # strong heads per write role and vocabulary
 
 
 def reference_dir() -> Path:
@@ -99,9 +108,25 @@ def default_classifier() -> HeadRoleClassifier:
     return load_classifier(reference_dir() / MODEL_FILE)
 
 
-def held_out_scores(clf: HeadRoleClassifier, bank: pd.DataFrame) -> dict[str, float]:
+@lru_cache(maxsize=1)
+def default_writer() -> HeadRoleClassifier:
+    """The shipped, versioned write classifier (loaded once per process)."""
+    return load_classifier(reference_dir() / WRITES_MODEL_FILE)
+
+
+def fit_write_bank(bank: pd.DataFrame, **params) -> HeadRoleClassifier:
+    """A HeadRoleClassifier fitted on a write bank's columns and labels; the heads of one bank
+    vocabulary (``group``) stay in one fold of the temperature fit."""
+    return HeadRoleClassifier(**params).fit(
+        bank[list(WRITE_COLUMNS)], bank["label"].astype(str), groups=bank["group"].to_numpy()
+    )
+
+
+def held_out_scores(
+    clf: HeadRoleClassifier, bank: pd.DataFrame, columns: tuple[str, ...] = COLUMNS
+) -> dict[str, float]:
     """Accuracy, log loss and expected calibration error (10 bins) on a bank the model never saw."""
-    proba = clf.predict_proba(bank[list(COLUMNS)])
+    proba = clf.predict_proba(bank[list(columns)])
     labels = bank["label"].astype(str).to_numpy()
     pred = clf.classes_[proba.argmax(1)]
     conf = proba.max(1)
@@ -132,7 +157,8 @@ def refit(
 ) -> HeadRoleClassifier:
     """Rebuild the bank, fit the default model, write the bank (``bank.csv``) and the model
     (``model.json``) to ``directory`` (default: the package's reference folder) and return the
-    model. ``held_out_seed``: also score it on a second bank built with that seed (None: skip)."""
+    model. ``held_out_seed``: also score it on a second bank built with that seed (None: skip).
+    The write classifier is refitted by :func:`refit_writer`."""
     from interp.pipeline.rundir import atomic_path
 
     directory = reference_dir() if directory is None else Path(directory)
@@ -156,4 +182,42 @@ def refit(
     save_model(clf, directory / model_name, **meta)
     if directory == reference_dir():
         default_classifier.cache_clear()
+    return clf
+
+
+def refit_writer(
+    directory: str | Path | None = None,
+    seed: int = BANK_SEED,
+    n_models: int = WRITES_MODELS,
+    per_role: int = WRITES_PER_ROLE,
+    held_out_seed: int | None = HELD_OUT_SEED,
+    model_name: str = WRITES_MODEL_FILE,
+    bank_name: str = WRITES_BANK_FILE,
+) -> HeadRoleClassifier:
+    """Rebuild the write bank, fit the write classifier, write both (``writes_bank.csv``,
+    ``writes_model.json``) to ``directory`` (default: the package's reference folder) and return
+    the model; ``held_out_seed``: also score it on a write bank built with that seed."""
+    from interp.classify.reference.writes_bank import build_write_bank
+    from interp.pipeline.rundir import atomic_path
+
+    directory = reference_dir() if directory is None else Path(directory)
+    start = time.perf_counter()
+    bank = build_write_bank(seed, n_models, per_role)
+    clf = fit_write_bank(bank)
+    meta = {
+        "bank_seed": seed,
+        "bank_models": n_models,
+        "bank_per_role": per_role,
+        "n_bank": len(bank),
+        "labels": bank["label"].value_counts().sort_index().to_dict(),
+    }
+    if held_out_seed is not None:
+        other = build_write_bank(held_out_seed, n_models, per_role)
+        meta["held_out"] = {"seed": held_out_seed, **held_out_scores(clf, other, WRITE_COLUMNS)}
+    meta["seconds"] = round(time.perf_counter() - start, 1)
+    with atomic_path(directory / bank_name) as tmp:
+        bank.to_csv(tmp, index=False, float_format="%.6g")
+    save_model(clf, directory / model_name, **meta)
+    if directory == reference_dir():
+        default_writer.cache_clear()
     return clf
