@@ -42,10 +42,11 @@ import pandas as pd
 from interp.classify.clusters import cluster_unexplained
 from interp.classify.config import ClassifyConfig
 from interp.classify.estimator import HeadRoleClassifier
+from interp.classify.evidence import Evidence, with_evidence
 from interp.classify.matrix import SINK_MASS, head_frames, head_matrix, table_arrays
 from interp.classify.primary import label_heads
 from interp.classify.reference import REFERENCE_VERSION
-from interp.classify.reference.fit import default_classifier, load_classifier
+from interp.classify.reference.fit import default_classifier, default_writer, load_classifier
 from interp.classify.reference.fit import refit as refit_reference
 from interp.classify.stability import grid, stability
 from interp.classify.unmeasured import mark
@@ -230,6 +231,8 @@ def classify(
     classifier: HeadRoleClassifier | None = None,
     sinks: pd.DataFrame | None = None,
     causal: bool | None = None,
+    evidence: Evidence | None = None,
+    writer: HeadRoleClassifier | None = None,
 ) -> ClassifyResult:
     """Label every head of a features table.
 
@@ -242,6 +245,9 @@ def classify(
         roles table's ``sink_mass_<suite>`` columns.
     causal: whether the model is causal (a causal model cannot have next_token, which is then not
         missing; None: told from the features, see interp.classify.unmeasured).
+    evidence: the other stages' tables the roles also read (weights, composition, effects,
+        task_attention; interp.classify.evidence); None: where heads look, alone.
+    writer: a fitted write classifier to use instead of the shipped one.
     """
     clf = classifier if classifier is not None else _classifier(config)
     if config.second_min_lift is not None:  # a copy: the shipped model is cached and shared
@@ -257,6 +263,8 @@ def classify(
         roles["stability"] = _stability(clf, features, replicates, list(names), shares, primary)
     ok = measured_mask(features, matrix.index)
     roles = suite_sinks(mark(roles, features, matrix, clf, ok, causal), sinks)
+    has_weights = evidence is not None and evidence.weights is not None
+    roles, _ = with_evidence(roles, evidence, writer or (default_writer() if has_weights else None))
     roles = ROLES_TABLE.validate(roles.sort_values(["layer", "head"]).reset_index(drop=True))
     clustered = pd.Series(roles["role"].to_numpy(), index=matrix.index)
     clusters = cluster_unexplained(
@@ -397,6 +405,7 @@ def run_stage(
         classifier=classifier,
         sinks=rundir.read_table(run_dir, "sinks"),
         causal=causal if isinstance(causal, bool) else None,
+        evidence=Evidence.read(run_dir),
     )
     write(run_dir, result)
     return ClassifyRecord(REFERENCE_VERSION, round(result.share_unexplained, 4))

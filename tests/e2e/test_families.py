@@ -1,5 +1,6 @@
 """Every family a user may bring, from a Hugging Face directory whose config names no
-architecture (as transformers writes a GGUF's), through collect -> classify -> ablate.
+architecture (as transformers writes a GGUF's), through collect -> weights -> classify -> ablate;
+in every family a head whose slice of the output projection is zero comes out ``inactive``.
 
 The models are random-init and tiny (2 layers, d_model 32, :mod:`interp.model.tiny`): the test is
 about loading and shapes (grouped-query and multi-query attention, encoders, families the
@@ -11,18 +12,22 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from click.testing import CliRunner
 
 from interp import AblateConfig, CollectConfig
 from interp.ablate.stage import ablate
+from interp.classify.evidence import Evidence
 from interp.classify.stage import classify
 from interp.cli import main
 from interp.collect.stage import collect
 from interp.errors import ModelError
 from interp.model.load import load_model
 from interp.model.tiny import N_HEADS, N_LAYERS, build_tiny
+from interp.weights.config import WeightsConfig
+from interp.weights.stage import weights
 
 # family -> key-value heads (None: the family has one per query head)
 FAMILIES = {
@@ -38,6 +43,8 @@ FAMILIES = {
     "phi": None,
     "bert": None,  # an encoder
 }
+SILENT = (1, 2)  # its slice of o_proj is zero
+WEIGHTS = WeightsConfig(n_tokens=256, n_null=20, n_bootstrap=10, n_prose=4, n_repeated=4)
 COLLECT = CollectConfig(
     n_repeated=4, repeated_lengths=(6,), n_syntax=10, max_sentences=10, n_bootstrap=10
 )
@@ -59,7 +66,13 @@ def one_thread():
 @pytest.mark.usefixtures("one_thread")
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_a_family_without_architectures_runs_every_stage(family, tmp_path):
-    path = build_tiny(family, tmp_path / family, n_kv_heads=FAMILIES[family], architectures=False)
+    path = build_tiny(
+        family,
+        tmp_path / family,
+        n_kv_heads=FAMILIES[family],
+        architectures=False,
+        silent=(SILENT,),
+    )
     assert "architectures" not in json.loads((path / "config.json").read_text())
     model = load_model(str(path))
     assert (model.n_layers, model.n_heads) == (N_LAYERS, N_HEADS)
@@ -70,8 +83,18 @@ def test_a_family_without_architectures_runs_every_stage(family, tmp_path):
     features = collect(model, COLLECT, progress=False)
     heads = {(layer, head) for layer in range(N_LAYERS) for head in range(N_HEADS)}
     assert set(zip(features.features["layer"], features.features["head"])) == heads
-    roles = classify(features.features, features.replicates, features.names).roles
+    evidence = weights(model, WEIGHTS, progress=False)
+    roles = classify(
+        features.features,
+        features.replicates,
+        features.names,
+        evidence=Evidence(evidence.weights, evidence.composition),
+    ).roles.set_index(["layer", "head"])
     assert len(roles) == len(heads) and roles["role"].notna().all()
+    # the head whose slice of the output projection is zero writes nothing, wherever it looks
+    assert roles.loc[SILENT, "role"] == "inactive" and roles.loc[SILENT, "output_size"] == 0.0
+    assert roles.loc[SILENT, "evidence"] == "output" and pd.notna(roles.loc[SILENT, "looks"])
+    assert (roles.drop(index=[SILENT])["role"] != "inactive").all()
     result = ablate(model, ABLATE, progress=False)
     exact = result.effects[result.effects["estimator"] == "exact"]
     assert len(exact) == len(heads) * len(result.summary["metrics"])
