@@ -26,11 +26,19 @@ L1H3
 The mover writes three times what the negative mover and the S copier write against it, so
 the model predicts IO: the task metric is negative, and ablating the mover or the inhibitor
 raises it (a positive effect).
+
+:func:`random_circuit` draws variants of it, for measuring the task roles on circuits their
+thresholds were not set on: how many heads, where each one sits, how strongly the movers write,
+how much of their attention they park on the first token (movers and negative movers up to
+0.6, the inhibitor up to 0.5), and decoys that share one part of a role but not the rest: a
+head that looks at IO and writes nothing about tokens, an S copier, a copier that parks 96-99%
+of its attention on the first token, a layer-0 head that looks at S2 and writes a constant.
 """
 
 from __future__ import annotations
 
 import itertools
+import random
 from dataclasses import dataclass
 
 from interp.ablate.tasks import Task
@@ -98,3 +106,39 @@ def planted_circuit(n_prompts: int | None = None) -> Circuit:
     """The planted circuit of the module docstring: 2 layers x 4 heads, with its task."""
     model = planted_model(PLAN, n_layers=2, n_heads=4)
     return Circuit(model, circuit_task(model, n_prompts=n_prompts), dict(TASK_ROLES))
+
+
+def random_circuit(seed: int, n_prompts: int | None = None) -> Circuit:
+    """A variant of the planted circuit (see the module docstring), with its task and the task
+    roles of its heads by construction (every head not listed has none)."""
+    rng = random.Random(seed)
+    n_heads = rng.choice((4, 5, 6))
+    slots = {layer: rng.sample(range(n_heads), n_heads) for layer in (0, 1)}
+    plan: dict[tuple[int, int], str | Planted] = {}
+    roles: dict[tuple[int, int], str] = {}
+
+    def put(layer: int, what: str | Planted, role: str | None = None) -> None:
+        head = slots[layer].pop()
+        plan[(layer, head)] = what
+        if role:
+            roles[(layer, head)] = role
+
+    put(0, Planted("previous_token", "inhibit", sink=rng.uniform(0.0, 0.5)), "inhibitor")
+    for _ in range(rng.choice((1, 2))):
+        strength = rng.uniform(1.5, 4.0)
+        put(1, Planted("name", "copy", strength, sink=rng.uniform(0.0, 0.6)), "mover")
+    if rng.random() < 0.7:
+        strength = rng.uniform(0.3, 1.2)
+        put(1, Planted("name", "suppress", strength, sink=rng.uniform(0.0, 0.6)), "negative_mover")
+    decoys = [
+        (1, Planted("name", "constant")),
+        (1, Planted("previous_token", "copy", rng.uniform(0.3, 1.0))),
+        (1, Planted("name", "copy", 2.0, sink=rng.uniform(0.96, 0.99))),
+        (0, Planted("previous_token", "constant")),
+        (0, "first_token"),
+    ]
+    for layer, what in rng.sample(decoys, len(decoys)):
+        if slots[layer] and rng.random() < 0.7:
+            put(layer, what)
+    model = planted_model(plan, n_layers=2, n_heads=n_heads, seed=seed)
+    return Circuit(model, circuit_task(model, n_prompts=n_prompts), roles)

@@ -30,7 +30,8 @@ A query/key *term* pairs residual dimensions one to one through fresh head dimen
 adds ``weight * x_q[a] * x_k[b]`` to the attention score (GPT-2's ``1/sqrt(d_head)`` is folded
 into the weights). Targets score ``SCALE`` (40) and everything else at most 0, so the softmax
 puts at most ``n * exp(-40)``, about 1e-16, outside the targets: the planted scores are exact
-to float precision. Self-exclusion uses a position term of weight ``-2 * SCALE``.
+to float precision. Self-exclusion uses a position term of weight ``-2 * SCALE``. A head planted
+with a ``sink`` adds a first-position term that takes that share beside a single target.
 
 ===================  ================================================================
 previous_token       query POS[p] meets key POS[p-1]
@@ -145,8 +146,10 @@ class Layout:
         return list(range(start, start + self.vocab))
 
 
-def terms(role: str, lay: Layout) -> list[tuple[list[int], list[int], float]]:
-    """(query dims, key dims, weight): score += weight * sum_i x_q[q_i] * x_k[k_i]."""
+def terms(role: str, lay: Layout, sink: float = 0.0) -> list[tuple[list[int], list[int], float]]:
+    """(query dims, key dims, weight): score += weight * sum_i x_q[q_i] * x_k[k_i]. ``sink``: the
+    share of attention the first position takes beside a query's one target (its score
+    ``SCALE + log(sink / (1 - sink))``); with several targets they share the rest."""
     pos = list(range(lay.pos, lay.pos + lay.n_ctx))
     not_self = (pos, pos, -2 * SCALE)
     tok = lay.span(lay.tok)
@@ -160,7 +163,10 @@ def terms(role: str, lay: Layout) -> list[tuple[list[int], list[int], float]]:
         # a name no inhibitor has written: every name scores SCALE, a marked one -SCALE
         "name": [([lay.const], [lay.name], SCALE), (lay.span(lay.inhib), tok, -2 * SCALE)],
     }
-    return terms.get(role, [])  # broad: zero query and key weights
+    found = terms.get(role, [])  # broad: zero query and key weights
+    if sink > 0:
+        found = found + [([lay.const], [lay.pos], SCALE + math.log(sink / (1.0 - sink)))]
+    return found
 
 
 def token_map(

@@ -190,11 +190,13 @@ def boot(hf_model: Any, tokenizer: Any, name: str) -> LoadedModel:
 @dataclass(frozen=True)
 class Planted:
     """One planted head: where it looks (``attends``, :data:`ATTENDS`) and what it writes
-    (``writes``, :data:`WRITES`), the token map scaled by ``strength``."""
+    (``writes``, :data:`WRITES`), the token map scaled by ``strength``; ``sink``: the share of
+    its attention parked on the first position beside a single target."""
 
     attends: str = "broad"
     writes: str = "constant"
     strength: float = 1.0
+    sink: float = 0.0
 
     @property
     def looks(self) -> str:
@@ -209,7 +211,8 @@ class Planted:
 
     def label(self) -> str:
         hidden = ("constant", "previous")  # what every planted head of this kind writes anyway
-        return self.attends if self.writes in hidden else f"{self.attends}+{self.writes}"
+        text = self.attends if self.writes in hidden else f"{self.attends}+{self.writes}"
+        return text + (f"~{self.sink:g}" if self.sink else "")
 
 
 Plan = Mapping[tuple[int, int], "str | Planted"]
@@ -223,6 +226,8 @@ def _checked(plan: Plan, n_layers: int, n_heads: int) -> dict[tuple[int, int], P
             raise ValueError(f"role {p!r} cannot be planted; choose from {ATTENDS}")
         if p.writes not in WRITES:
             raise ValueError(f"L{layer}H{head} writes {p.writes!r}; choose from {WRITES}")
+        if not 0.0 <= p.sink < 1.0:
+            raise ValueError(f"L{layer}H{head}: sink {p.sink} is a share of attention in [0, 1)")
         if not (0 <= layer < n_layers and 0 <= head < n_heads):
             raise ValueError(
                 f"head ({layer}, {head}) is outside {n_layers} layers x {n_heads} heads"
@@ -352,7 +357,7 @@ def planted_model(plan: Plan, n_layers: int = 2, n_heads: int = 4, seed: int = 0
             for head in range(n_heads):
                 p = heads.get((layer, head), Planted("broad", "zero"))
                 col = head * dh
-                for q_dims, k_dims, weight in terms(p.attends, lay):
+                for q_dims, k_dims, weight in terms(p.attends, lay, p.sink):
                     root = math.sqrt(abs(weight) * math.sqrt(dh))
                     for i, (a, b) in enumerate(zip(q_dims, k_dims)):
                         w_qkv[a, col + i] = root

@@ -61,3 +61,43 @@ def test_task_attention_marks_the_scored_query_and_the_uniform_share(measured):
     assert s2_io["baseline"].to_numpy() == pytest.approx(1 / 6)
     unplanned = end[(end["layer"] == 1) & (end["head"] == 3)]
     assert unplanned["attention"].to_numpy() == pytest.approx(unplanned["baseline"].to_numpy())
+
+
+def test_the_roles_of_the_planted_circuit_come_from_all_the_evidence(measured):
+    from interp import CollectConfig
+    from interp.classify.evidence import Evidence
+    from interp.classify.stage import classify
+    from interp.collect.stage import collect
+    from interp.weights.config import WeightsConfig
+    from interp.weights.stage import weights
+
+    circuit, result = measured
+    found = collect(
+        circuit.model,
+        CollectConfig(suites=("prose", "repeated"), n_repeated=8, max_sentences=30, n_bootstrap=10),
+        progress=False,
+    )
+    ev = weights(
+        circuit.model,
+        WeightsConfig(n_tokens=128, n_null=20, n_bootstrap=10, n_prose=4, n_repeated=4),
+        progress=False,
+    )
+    evidence = Evidence(ev.weights, ev.composition, result.effects, result.task_attention)
+    roles = classify(found.features, evidence=evidence).roles.set_index(["layer", "head"])
+    assert roles["task_role"].dropna().to_dict() == TASK_ROLES
+    assert (roles.loc[list(TASK_ROLES), "evidence"] == "task").all()
+    assert roles.loc[(0, 0), "task_key"] == "S2" and roles.loc[(0, 0), "task_partner"] in (
+        "L1H0",
+        "L1H1",
+    )
+    assert roles.loc[(1, 0), "task_key"] == "IO" and roles.loc[(1, 0), "writes"] == "copying"
+    assert roles.loc[(1, 1), "writes"] == "copy_suppression"
+    # the S copier copies and looks at S2 but works against the task: previous_token, copying
+    assert (roles.loc[(1, 2), "role"], roles.loc[(1, 2), "second_role"]) == (
+        "previous_token",
+        "copying",
+    )
+    inactive = roles.index[roles["role"] == "inactive"].tolist()
+    assert (
+        inactive == [(0, 2), (0, 3), (1, 3)] and roles.loc[(0, 2), "second_role"] == "current_token"
+    )

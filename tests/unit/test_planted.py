@@ -250,3 +250,19 @@ def test_write_plan_validation():
         )
     with pytest.raises(ValueError, match="choose from"):
         planted_model({(1, 0): Planted("broad", "shout")})
+
+
+def test_a_sink_takes_its_share_beside_a_single_target():
+    model = planted_model({(0, 0): Planted("previous_token", sink=0.3)}, n_layers=1)
+    ids = model.tokenizer("the cat sees the dog", return_tensors="pt").input_ids
+    with torch.inference_mode():
+        _, cache = model.bridge.run_with_cache(
+            ids, names_filter=lambda n: n.endswith("hook_pattern")
+        )
+    p = cache["blocks.0.attn.hook_pattern"][0, 0]
+    assert p[3, 2].item() == pytest.approx(0.7, abs=1e-5) and p[3, 0].item() == pytest.approx(
+        0.3, abs=1e-5
+    )
+    assert p[1, 0].item() == pytest.approx(1.0, abs=1e-5)  # q-1 is the first position itself
+    with pytest.raises(ValueError, match="share of attention"):
+        planted_model({(0, 0): Planted("previous_token", sink=1.0)}, n_layers=1)
