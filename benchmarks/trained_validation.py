@@ -43,7 +43,7 @@ from interp.classify.stage import classify  # noqa: E402
 from interp.collect.stage import collect  # noqa: E402
 from interp.probes.base import NATURAL, Sentence, Suite  # noqa: E402
 from interp.synthetic.identify import MIN_DAMAGE, MIN_RESTORED, identify  # noqa: E402
-from interp.synthetic.tasks.forced import LABELS, TASKS  # noqa: E402
+from interp.synthetic.tasks.forced import ATTENTION_TASKS, LABELS  # noqa: E402
 from interp.synthetic.toy import VOCAB  # noqa: E402
 from interp.synthetic.trained import trained  # noqa: E402
 
@@ -177,7 +177,7 @@ def report(heads: pd.DataFrame, models: pd.DataFrame, split: str) -> tuple[str, 
 def split(seeds: range) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every head of every task's models for ``seeds``, and one row per model."""
     frames, infos = [], []
-    for task in TASKS:
+    for task in ATTENTION_TASKS:
         for seed in seeds:
             merged, info = run_model(task, seed)
             frames.append(merged)

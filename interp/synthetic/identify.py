@@ -166,7 +166,10 @@ def identify(run: TrainedTask, n: int = 128) -> pd.DataFrame:
     task = TASKS[run.task]
     model = run.model
     batch = task.make(
-        n, torch.Generator().manual_seed(20_000 + run.seed), Ids.of(model.tokenizer), run.seed
+        n,
+        torch.Generator().manual_seed(20_000 + run.seed),
+        Ids.of(model.tokenizer, task.words),
+        run.seed,
     )
     ideal = hypotheses(batch.tokens)
     rows = []

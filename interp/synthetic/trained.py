@@ -29,7 +29,7 @@ from interp.model.load import LoadedModel
 from interp.synthetic.cache import load_dir, read_meta, save_dir
 from interp.synthetic.planted import boot, build_tokenizer
 from interp.synthetic.tasks.forced import TASKS, ForcedBatch, ForcedTask, Ids
-from interp.synthetic.toy import ARCH, BATCH, LR, VOCAB, WEIGHT_DECAY
+from interp.synthetic.toy import ARCH, BATCH, LR, WEIGHT_DECAY
 from interp.synthetic.train import Architecture, build_model, single_thread
 
 TASKS_VERSION = 1  # bump when a task or the recipe changes, so that old caches are not reused
@@ -55,7 +55,7 @@ def architecture(task: ForcedTask) -> Architecture:
 
 def build(task: ForcedTask, seed: int) -> tuple[Any, Any]:
     """An untrained attention-only GPT-2 of the task's size, and its tokenizer."""
-    tok = build_tokenizer(VOCAB)
+    tok = build_tokenizer(task.words)
     return build_model(architecture(task), tok, seed).train(), tok
 
 
@@ -71,7 +71,7 @@ def train(
 ) -> tuple[Any, Any, dict[str, float]]:
     """Train a model on ``task``; returns (hf model, tokenizer, record)."""
     hf, tok = build(task, seed)
-    ids = Ids.of(tok)
+    ids = Ids.of(tok, task.words)
     steps = steps or task.steps
     params = [p for p in hf.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=LR, weight_decay=WEIGHT_DECAY, betas=(0.9, 0.98))
@@ -99,7 +99,9 @@ def train(
 @torch.inference_mode()
 def evaluate(hf: Any, tok: Any, task: ForcedTask, seed: int, n: int = 256) -> tuple[float, float]:
     """Held-out (loss, accuracy) on fresh batches (a generator the training never used)."""
-    batch = task.make(n, torch.Generator().manual_seed(10_000 + seed), Ids.of(tok), seed)
+    batch = task.make(
+        n, torch.Generator().manual_seed(10_000 + seed), Ids.of(tok, task.words), seed
+    )
     loss, accuracy = task_loss(hf(batch.tokens).logits, batch)
     return loss.item(), accuracy.item()
 
@@ -116,7 +118,7 @@ def trained(task: str, seed: int = 0, path: str | os.PathLike | None = None) -> 
     target = Path(path).expanduser() if path is not None else cache_dir(task, seed)
     meta = read_meta(target, META)
     if meta and (meta["version"], meta["task"], meta["seed"]) == (TASKS_VERSION, task, seed):
-        hf, tok = load_dir(target, architecture(TASKS[task])), build_tokenizer(VOCAB)
+        hf, tok = load_dir(target, architecture(TASKS[task])), build_tokenizer(TASKS[task].words)
     else:
         hf, tok, record = train(TASKS[task], seed)
         meta = {"version": TASKS_VERSION, "task": task, "seed": seed, **record}

@@ -8,7 +8,7 @@ import torch
 
 from interp.synthetic.identify import hypotheses, role_of
 from interp.synthetic.planted import build_tokenizer
-from interp.synthetic.tasks.forced import SEQ_LEN, TASKS, Ids, position_of
+from interp.synthetic.tasks.forced import NUMBERS, SEQ_LEN, TASKS, UNSEEN_WORDS, Ids, position_of
 from interp.synthetic.toy import VOCAB
 
 
@@ -21,14 +21,20 @@ def batch(name, ids, seed=0, n=16):
     return TASKS[name].make(n, torch.Generator().manual_seed(seed), ids, seed)
 
 
+def task_ids(name):
+    words = TASKS[name].words
+    return Ids.of(build_tokenizer(words), words)
+
+
 @pytest.mark.parametrize("name", sorted(TASKS))
-def test_every_task_starts_with_bos_and_never_shows_the_answer_words(name, ids):
+def test_every_task_starts_with_bos_and_never_shows_the_answer_words(name):
+    ids = task_ids(name)
     b = batch(name, ids)
     assert (b.tokens[:, 0] == ids.bos).all()
     assert b.tokens.shape == b.targets.shape == b.mask.shape
     assert not torch.isin(b.tokens[:, 1:], torch.tensor([ids.no, ids.yes])).any()
     assert b.mask.any(1).all()
-    if name != "induction":  # next-token prediction reads BOS too; the other tasks start at a word
+    if name not in ("induction", "unseen"):  # next-token prediction reads BOS too
         assert not b.mask[:, 0].any()
 
 
@@ -93,3 +99,26 @@ def test_hypotheses_are_exact_causal_distributions():
     assert h["local"][0, 1, 0] == 1.0  # nothing before the first word but BOS: the sink
     assert h["position:2"][0, 1, 0] == 1.0 and h["position:2"][0, 5, 2] == 1.0
     assert role_of("position:2") == "positional" and role_of("induction") == "induction"
+
+
+def test_successor_targets_the_next_number():
+    ids = task_ids("successor")
+    tok = build_tokenizer(NUMBERS)
+    b = batch("successor", ids, n=8)
+    words = [tok.convert_ids_to_tokens(row.tolist()) for row in b.tokens]
+    targets = [tok.convert_ids_to_tokens(row.tolist()) for row in b.targets]
+    for w, t, m in zip(words, targets, b.mask):
+        for q in torch.nonzero(m)[:, 0].tolist():
+            assert int(t[q]) == int(w[q - 1]) + 1
+    assert not (b.tokens == tok.convert_tokens_to_ids("127")).any()  # it has no successor
+
+
+def test_unseen_targets_a_word_not_yet_seen():
+    ids = task_ids("unseen")
+    b = batch("unseen", ids, n=8)
+    words = set(ids.pool[:UNSEEN_WORDS].tolist())
+    for row, target, mask in zip(b.tokens.tolist(), b.targets.tolist(), b.mask.tolist()):
+        assert set(row[1:]) == words and len(row) == 1 + UNSEEN_WORDS
+        for q, scored in enumerate(mask):
+            if scored:
+                assert target[q] in words - set(row[1 : q + 1])

@@ -15,7 +15,19 @@ task             target at position q                                   what a h
 ``duplicates``   "t1" if x_q occurred before, else "t0"                 attend to earlier copies
 ``position``     x_k for a fixed k (1, 2 or 3 by seed)                  attend to position k
 ``majority``     "t0" if more of x_1..x_q are even-numbered, else "t1"  average over the text
+``successor``    x_{q-1} + 1, over the numbers 0 .. 127                 attend to q-1, write the
+                                                                        next number
+``unseen``       the next item of a shuffle of its 48 words, which is   average over what came
+                 one not yet seen                                       before, write against it
 ===============  =====================================================  ==========================
+
+Some tasks also force what a needed head *writes* (``ForcedTask.writes``, a role of
+interp.roles): the answer of ``copy`` and ``position`` is the token a head attends to, so it must
+copy it (an attention-only model has no other path); ``successor``'s is the next number (its
+words are the numbers, which the successor score reads as an ordinal sequence); ``unseen``'s is
+any word the head has *not* attended to, so it must write against what it attends to (copy
+suppression); ``duplicates`` and ``majority`` answer with a label word, so their heads write
+neither copies nor successors ("none"). ``induction`` grows heads of two kinds and forces none.
 
 A task is just its generator (:class:`ForcedTask.make`) and the size of model it needs, so it plugs
 into any trainer that maps (tokens, targets, mask) batches to a loss; interp.synthetic.trained
@@ -45,8 +57,8 @@ class Ids:
     yes: int
 
     @classmethod
-    def of(cls, tokenizer) -> "Ids":
-        words = [w for w in VOCAB if w not in LABELS]
+    def of(cls, tokenizer, vocab: tuple[str, ...] = VOCAB) -> "Ids":
+        words = [w for w in vocab if w not in LABELS]
         return cls(
             tokenizer.bos_token_id,
             torch.tensor(tokenizer.convert_tokens_to_ids(words)),
@@ -70,6 +82,8 @@ class ForcedTask:
     n_layers: int
     n_heads: int
     steps: int
+    words: tuple[str, ...] = VOCAB  # the model's vocabulary
+    writes: str | None = None  # what the heads it needs must write (a write role, or "none")
 
 
 def _random(n: int, gen: torch.Generator, ids: Ids, vocab: int | None = None) -> torch.Tensor:
@@ -139,13 +153,54 @@ def majority(n: int, gen: torch.Generator, ids: Ids, seed: int) -> ForcedBatch:
     return ForcedBatch(tokens, targets, mask)
 
 
+def successor(n: int, gen: torch.Generator, ids: Ids, seed: int) -> ForcedBatch:
+    tokens = _random(n, gen, Ids(ids.bos, ids.pool[:-1], ids.no, ids.yes))
+    targets = torch.roll(tokens, 1, dims=1) + 1  # the words are the numbers, in id order
+    mask = torch.zeros_like(tokens, dtype=torch.bool)
+    mask[:, 2:] = True
+    return ForcedBatch(tokens, targets, mask)
+
+
+def unseen(n: int, gen: torch.Generator, ids: Ids, seed: int) -> ForcedBatch:
+    words = ids.pool[:UNSEEN_WORDS]  # the task's whole vocabulary: every token it is scored on
+    order = torch.rand(n, UNSEEN_WORDS, generator=gen).argsort(-1)
+    tokens = torch.cat([torch.full((n, 1), ids.bos), words[order]], 1)
+    targets = torch.roll(tokens, -1, dims=1)
+    mask = torch.ones_like(tokens, dtype=torch.bool)
+    mask[:, 0] = mask[:, -1] = False  # after a word, predict the next (one not yet seen)
+    return ForcedBatch(tokens, targets, mask)
+
+
+UNSEEN_WORDS = 48
+NUMBERS = tuple(str(i) for i in range(128))
+UNSEEN = VOCAB[2 : 2 + UNSEEN_WORDS]  # no label word among them
+
 TASKS: dict[str, ForcedTask] = {
     t.name: t
     for t in (
-        ForcedTask("copy", copy, n_layers=1, n_heads=4, steps=600),
+        ForcedTask("copy", copy, n_layers=1, n_heads=4, steps=600, writes="copying"),
         ForcedTask("induction", induction, n_layers=2, n_heads=4, steps=1500),
-        ForcedTask("duplicates", duplicates, n_layers=1, n_heads=4, steps=800),
-        ForcedTask("position", position, n_layers=1, n_heads=4, steps=600),
-        ForcedTask("majority", majority, n_layers=1, n_heads=4, steps=800),
+        ForcedTask("duplicates", duplicates, n_layers=1, n_heads=4, steps=800, writes="none"),
+        ForcedTask("position", position, n_layers=1, n_heads=4, steps=600, writes="copying"),
+        ForcedTask("majority", majority, n_layers=1, n_heads=4, steps=800, writes="none"),
+        ForcedTask(
+            "successor",
+            successor,
+            n_layers=1,
+            n_heads=4,
+            steps=800,
+            words=NUMBERS,
+            writes="successor",
+        ),
+        ForcedTask(
+            "unseen",
+            unseen,
+            n_layers=1,
+            n_heads=4,
+            steps=800,
+            words=UNSEEN,
+            writes="copy_suppression",
+        ),
     )
 }
+ATTENTION_TASKS = ("copy", "induction", "duplicates", "position", "majority")  # trained_validation
