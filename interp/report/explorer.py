@@ -41,6 +41,7 @@ N_FEATURES = (
     8  # features shown per head: those furthest above their baseline (with their raw share)
 )
 DEFAULT_BY_EFFECT = 3  # heads `interp show` picks by effect, before one per role
+PARTNERS = 3  # composition partners shown per head: per kind it reads, and heads that read it
 DEFAULT_LIMIT = 10
 
 
@@ -134,8 +135,10 @@ def _text(value: Any) -> str | None:
 
 def head_facts(run: RunTables) -> dict[str, dict[str, Any]]:
     """``"layer.head"`` -> role, confidence, second role, stability, sink mass, what was not
-    measured, the features furthest above their baseline (feature, raw share: how much of all its
-    attention goes there, value, baseline) and the effect per metric (exact where measured)."""
+    measured, where it looks, what it writes, what decided its role, its task role, the features
+    furthest above their baseline (feature, raw share: how much of all its attention goes there,
+    value, baseline), its weight evidence (score, value, null 2.5% and 97.5%), its composition
+    partners (:func:`composition_partners`) and the effect per metric (exact where measured)."""
     facts: dict[str, dict[str, Any]] = {}
 
     def of(layer: Any, head: Any) -> dict[str, Any]:
@@ -150,7 +153,25 @@ def head_facts(run: RunTables) -> dict[str, dict[str, Any]]:
                 stability=_num(r.get("stability")),
                 sink=_num(r.get("sink_mass")),
                 unmeasured=_text(r.get("unmeasured")),
+                looks=_text(r.get("looks")),
+                writes=_text(r.get("writes")),
+                evidence=_text(r.get("evidence")),
+                task_role=_text(r.get("task_role")),
+                task=_text(r.get("task")),
+                task_key=_text(r.get("task_key")),
+                partner=_text(r.get("task_partner")),
+                output_size=_num(r.get("output_size")),
             )
+    weights = run.tables.get("weights")
+    if weights is not None and not weights.empty:
+        for (layer, head), rows in weights.groupby(["layer", "head"], sort=False):
+            of(layer, head)["weights"] = [
+                [str(r.score), _num(r.value), _num(r.null_low), _num(r.null_high)]
+                for r in rows.itertuples()
+                if _num(r.value) is not None
+            ]
+    for key, partners in composition_partners(run.tables.get("composition")).items():
+        of(*key)["partners"] = partners
     if run.features is not None and not run.features.empty:
         feats = run.features.assign(excess=run.features["value"] - run.features["baseline"])
         feats = feats.sort_values("excess", ascending=False, kind="stable")
@@ -167,6 +188,36 @@ def head_facts(run: RunTables) -> dict[str, dict[str, Any]]:
                 for r in rows.itertuples()
             ]
     return facts
+
+
+def composition_partners(
+    composition: pd.DataFrame | None, top: int = PARTNERS
+) -> dict[Head, list[list[Any]]]:
+    """Per head, the heads it composes with above the random-pair null's 97.5% quantile, strongest
+    first: the earlier heads it reads (``reads``, per kind, ``top`` of them) and the later heads that
+    read it (``read by``, ``top`` in all), each ``[direction, kind, head, value, null_high]``."""
+    if composition is None or composition.empty:
+        return {}
+    strong = composition[composition["value"] > composition["null_high"]]
+    strong = strong.sort_values("value", ascending=False, kind="stable")
+    out: dict[Head, list[list[Any]]] = {}
+    for (layer, head), rows in strong.groupby(["layer", "head"], sort=False):
+        for r in rows.groupby("kind", sort=False).head(top).itertuples():
+            out.setdefault((int(layer), int(head)), []).append(
+                [
+                    "reads",
+                    r.kind,
+                    head_name(r.writer_layer, r.writer_head),
+                    _num(r.value),
+                    _num(r.null_high),
+                ]
+            )
+    for (layer, head), rows in strong.groupby(["writer_layer", "writer_head"], sort=False):
+        for r in rows.head(top).itertuples():
+            out.setdefault((int(layer), int(head)), []).append(
+                ["read by", r.kind, head_name(r.layer, r.head), _num(r.value), _num(r.null_high)]
+            )
+    return out
 
 
 def head_line(run: RunTables, layer: int, head: int) -> str:

@@ -168,6 +168,79 @@ def test_head_facts_give_the_raw_share_beside_value_and_what_was_not_measured():
     assert facts["unmeasured"] == "syntactic" and facts["sink"] == 0.9
 
 
+def test_head_facts_give_what_a_head_writes_and_whom_it_composes_with():
+    from pathlib import Path
+
+    import pandas as pd
+
+    from interp.pipeline.results import RunTables
+
+    roles = pd.DataFrame(
+        {
+            "layer": [1],
+            "head": [0],
+            "role": ["mover"],
+            "confidence": [0.97],
+            "second_role": ["induction"],
+            "looks": ["induction"],
+            "writes": ["copying"],
+            "evidence": ["task"],
+            "task_role": ["mover"],
+            "task": ["ioi"],
+            "task_key": ["IO"],
+            "task_partner": [np.nan],
+            "output_size": [0.31],
+        }
+    )
+    weights = pd.DataFrame(
+        {
+            "layer": [1, 1, 1],
+            "head": [0, 0, 0],
+            "score": ["copying", "successor", "output_size"],
+            "value": [0.8, np.nan, 0.31],
+            "null_low": [-0.1, np.nan, np.nan],
+            "null_high": [0.1, np.nan, np.nan],
+        }
+    )
+    comp = pd.DataFrame(
+        {
+            "kind": ["q", "q", "k", "q"],
+            "layer": [1, 1, 1, 2],
+            "head": [0, 0, 0, 3],
+            "writer_layer": [0, 0, 0, 1],
+            "writer_head": [1, 2, 1, 0],
+            "value": [0.5, 0.05, 0.3, 0.4],
+            "null_high": [0.2, 0.2, 0.2, 0.2],
+        }
+    )
+    tables = {
+        "roles": roles,
+        "features": None,
+        "effects": None,
+        "weights": weights,
+        "composition": comp,
+    }
+    facts = X.head_facts(RunTables(Path("run"), {}, tables))
+    head = facts["1.0"]
+    assert (head["looks"], head["writes"], head["evidence"], head["task_key"]) == (
+        "induction",
+        "copying",
+        "task",
+        "IO",
+    )
+    assert head["weights"] == [["copying", 0.8, -0.1, 0.1], ["output_size", 0.31, None, None]]
+    # above the null only, strongest first: it reads L0H1 (q, then k); L2H3 reads it
+    assert head["partners"] == [
+        ["reads", "q", "L0H1", 0.5, 0.2],
+        ["reads", "k", "L0H1", 0.3, 0.2],
+        ["read by", "q", "L2H3", 0.4, 0.2],
+    ]
+    assert facts["0.1"]["partners"] == [
+        ["read by", "q", "L1H0", 0.5, 0.2],
+        ["read by", "k", "L1H0", 0.3, 0.2],
+    ]
+
+
 def test_page_data_put_prompts_first_and_leave_out_what_does_not_fit(fake_run):
     run = load_run(fake_run)
     exemplars = read_exemplars(fake_run)

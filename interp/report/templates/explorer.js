@@ -51,7 +51,18 @@
     if (facts.stability !== null && facts.stability !== undefined) role.push("stability " + fmt(facts.stability, 2));
     if (facts.sink !== null && facts.sink !== undefined) role.push("sink mass " + fmt(facts.sink, 2));
     if (facts.unmeasured) role.push("not measured: " + facts.unmeasured);
+    if (facts.evidence) role.push("decided by " + facts.evidence);
+    if (facts.looks) role.push("looks: " + facts.looks);
+    if (facts.writes) role.push("writes: " + facts.writes);
+    if (facts.output_size !== null && facts.output_size !== undefined) role.push("output size " + fmt(facts.output_size, 3) + " of the residual stream");
+    if (facts.task_role) role.push("on task " + facts.task + ": " + facts.task_role + (facts.task_key ? " (attends to " + facts.task_key + ")" : "") + (facts.partner ? ", composes into " + facts.partner : ""));
     byId("explorer-role").textContent = role.length ? role.join(" · ") : "The run has no roles table for this head.";
+    fill("explorer-weights", (facts.weights || []).map(function (w) {
+      return [[w[0]], [fmt(w[1]), 1], [w[2] === null ? "" : fmt(w[2]) + " … " + fmt(w[3]), 1]];
+    }));
+    fill("explorer-partners", (facts.partners || []).map(function (c) {
+      return [[c[0] + " (" + c[1] + ")"], [c[2]], [fmt(c[3]), 1], [fmt(c[4]), 1]];
+    }));
     fill("explorer-features", (facts.features || []).map(function (f) { return [[f[0]], [fmt(f[1]), 1], [fmt(f[2]), 1], [fmt(f[3]), 1]]; }));
     fill("explorer-effects", (facts.effects || []).map(function (e) {
       return [[e[0]], [signed(e[1]), 1], [e[2] === null ? "" : signed(e[2]) + " … " + signed(e[3]), 1], [e[4]]];
