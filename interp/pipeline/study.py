@@ -30,13 +30,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 from interp.config import config, from_jsonable, option
-from interp.errors import ConfigError, InterpError, RunError
+from interp.errors import ConfigError, InterpError, InterpWarning, RunError
 from interp.model.spec import ModelSpec, model_slug
 from interp.pipeline import rundir
 from interp.pipeline.execute import run_pipeline
@@ -47,6 +49,8 @@ from interp.report import study as R
 from interp.report.html import render_html
 
 STUDY_FILE = "study.json"
+# A variant's name ends its runs' names (cut to 100 characters with the rest of the name).
+VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 @config
@@ -72,12 +76,40 @@ class StudyConfig:
     def __post_init__(self) -> None:
         if not self.models:
             raise ConfigError('a study needs at least one model: models = ["..."]')
+        if not self.corpora:
+            raise ConfigError(
+                "corpora is empty, so the study has no run: give at least one entry ([] for the "
+                "built-in probes only)"
+            )
+        if not self.seeds:
+            raise ConfigError("seeds is empty, so the study has no run: give at least one seed")
         rundir.check_run_name(self.name)
         unknown = sorted(set(self.settings) - {"quick", "skip", "model", "stages"})
         if unknown:
             raise ConfigError(
                 f"settings has no key {unknown[0]!r}; use quick, skip, model or stages"
             )
+        _check_stage_tables("settings.stages", self.settings.get("stages") or {})
+        for variant, changes in self.variants.items():
+            if not VARIANT_NAME.fullmatch(variant):
+                raise ConfigError(
+                    f"variant name {variant!r} is not allowed (it names runs): use letters, digits, "
+                    f"'.', '_' or '-', starting with a letter or digit"
+                )
+            _check_stage_tables(f"variants.{variant}", changes)
+
+
+def _check_stage_tables(where: str, tables: Any) -> None:
+    """``where`` must map stage names to tables of their fields (a misspelled stage, read as
+    nothing, would leave its runs at the defaults without a word)."""
+    if not isinstance(tables, dict):
+        raise ConfigError(f"{where} must be a table of stages, got {tables!r}")
+    names = [st.name for st in STAGES]
+    for name, fields in tables.items():
+        if name not in names:
+            raise ConfigError(f"{where} has no stage {name!r}; stages are {', '.join(names)}")
+        if not isinstance(fields, dict):
+            raise ConfigError(f"{where}.{name} must be a table of fields, got {fields!r}")
 
 
 def read_study(path: str | Path) -> StudyConfig:
@@ -98,11 +130,12 @@ def read_study(path: str | Path) -> StudyConfig:
 
 
 def plan(study: StudyConfig) -> list[dict[str, Any]]:
-    """Every run of the study: model, corpora, seed, variant and the run's name."""
+    """Every run of the study: model, corpora, seed, variant and the run's name (checked: no two
+    runs share a run directory)."""
     runs = []
+    labels = corpus_labels(study.corpora)
     for model in study.models:
-        for corpora in study.corpora:
-            label = "+".join(Path(c).stem for c in corpora) or "builtin"
+        for corpora, label in zip(study.corpora, labels):
             for seed in study.seeds:
                 for variant in (None, *study.variants) if study.variants else (None,):
                     name = f"{label}-seed{seed}" + (f"-{variant}" if variant else "")
@@ -115,7 +148,45 @@ def plan(study: StudyConfig) -> list[dict[str, Any]]:
                             "run": rundir.check_run_name(name[:100]),
                         }
                     )
+    _check_distinct(runs)
     return runs
+
+
+def corpus_labels(corpora: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Each corpora entry's label in its runs' names: its files' stems joined by ``+``
+    (``builtin`` for none); an entry whose label an earlier one took is numbered (``same-2``),
+    so that ``a/same.txt`` and ``b/same.txt`` make two runs, not one."""
+    labels: list[str] = []
+    for corpora_ in corpora:
+        label = "+".join(Path(c).stem for c in corpora_) or "builtin"
+        unique = next(
+            n
+            for n in (label, *(f"{label}-{i}" for i in range(2, len(labels) + 3)))
+            if n not in labels
+        )
+        labels.append(unique)
+    return labels
+
+
+def _check_distinct(runs: list[dict[str, Any]]) -> None:
+    """ConfigError when two planned runs would share one run directory (names cut to 100
+    characters, two models with one folder name): the second would overwrite the first."""
+    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    for entry in runs:
+        key = (model_slug(entry["model"]), entry["run"])
+        if key in seen:
+            first = seen[key]
+            raise ConfigError(
+                f"two runs of the study would share the run directory {key[0]}/{key[1]} "
+                f"({_described(first)} and {_described(entry)}): shorten the variant names, or give "
+                f"the models or corpus files names that differ"
+            )
+        seen[key] = entry
+
+
+def _described(entry: dict[str, Any]) -> str:
+    parts = [f"model {entry['model']}", f"corpora {entry['corpora']}", f"seed {entry['seed']}"]
+    return ", ".join(parts + ([f"variant {entry['variant']}"] if entry["variant"] else []))
 
 
 def run_options(study: StudyConfig, entry: dict[str, Any]) -> RunOptions:
@@ -173,11 +244,12 @@ def run_study(
     ``executor="ray"``: the pending runs are Ray tasks, several at once (:mod:`interp.pipeline.study_ray`),
     on the cluster at ``address`` (None: one started here), at most ``workers`` at a time."""
     root = rundir.check_out_dir(study.out) / study.name
+    entries = plan(study)  # every run named and configured before anything is made
+    planned = [run_options(study, entry) for entry in entries]
+    _say_renamed(study)
     root.mkdir(parents=True, exist_ok=True)
-    entries = plan(study)
     pending = []
-    for entry in entries:
-        options = run_options(study, entry)
+    for entry, options in zip(entries, planned):
         target = run_dir_of(options)
         entry["run_dir"] = str(target)
         if complete(target, options):
@@ -197,6 +269,19 @@ def run_study(
             f"{failed[0]['error']}); fix it and run `interp study` again: finished runs are kept"
         )
     return root
+
+
+def _say_renamed(study: StudyConfig) -> None:
+    """A warning for each corpora entry whose runs are numbered (its files' names repeat another's)."""
+    for corpora, label in zip(study.corpora, corpus_labels(study.corpora)):
+        plain = "+".join(Path(c).stem for c in corpora) or "builtin"
+        if label != plain:
+            warnings.warn(
+                f"study {study.name}: the runs on corpora {list(corpora)} are named {label}-seed..., "
+                f"as another entry's files have the same names",
+                InterpWarning,
+                stacklevel=2,
+            )
 
 
 def _on_ray(
