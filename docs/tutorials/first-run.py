@@ -29,7 +29,7 @@ print(model.name, f"{model.n_layers} layers x {model.n_heads} heads")
 # %% [markdown]
 # ## One run
 #
-# `interp.run` is `interp run`: collect, classify, ablate, report, each stage with its config.
+# `interp.run` is `interp run`: collect, ablate, classify, report, each stage with its config.
 
 # %%
 options = interp.RunOptions(

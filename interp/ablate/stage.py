@@ -72,6 +72,8 @@ from interp.ablate.stats import SumStore, effects_from_sums, sequence_tokens
 from interp.ablate.surprises import role_effects, surprises
 from interp.ablate.task_attention import task_attention
 from interp.ablate.values import MeanAccumulator
+from interp.classify.evidence import Evidence
+from interp.classify.stage import classify
 from interp.errors import RunError
 from interp.executors.choice import check_executor, open_executor
 from interp.executors.threads import choose_threads, stage_threads
@@ -294,12 +296,33 @@ def run_stage(
     config: AblateConfig = AblateConfig(),
     progress: bool = True,
 ) -> AblateRecord:
-    """The ablate stage of a run: measure, write, and hand the timings and corpus facts to the manifest."""
-    roles = rundir.read_table(run_dir, "roles")
-    result = ablate(loaded(model, "ablate"), config, progress, roles=roles)
+    """The ablate stage of a run: measure, write, and hand the timings and corpus facts to the manifest.
+
+    The classify stage runs after this one (its task roles read these effects), so the curves
+    that remove every head of one role read the roles the shipped classifier gives from what the
+    run has measured so far (features, weights): :func:`pruning_roles`."""
+    result = ablate(loaded(model, "ablate"), config, progress, roles=pruning_roles(run_dir))
     write(run_dir, result)
     timings = {k: round(v, 3) for k, v in result.timings.items()}
     return AblateRecord(timings=timings, **result.summary)
+
+
+def pruning_roles(run_dir: Path) -> pd.DataFrame | None:
+    """The roles of the run's heads by their features and weights (no task roles: those need the
+    effects this stage measures), for the curves that remove every head of one role; None when
+    the run has no features table."""
+    features = rundir.read_table(run_dir, "features")
+    if features is None:
+        return None
+    evidence = Evidence.read(run_dir)
+    evidence.effects = evidence.task_attention = None  # an earlier run's: not this one's
+    causal = (rundir.read_manifest(run_dir).get("model") or {}).get("causal")
+    return classify(
+        features,
+        sinks=rundir.read_table(run_dir, "sinks"),
+        causal=causal if isinstance(causal, bool) else None,
+        evidence=evidence,
+    ).roles
 
 
 def head_means(ablator: Ablator, corpus: EvalCorpus) -> torch.Tensor:

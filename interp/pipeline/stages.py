@@ -16,7 +16,7 @@ from interp.pipeline.contract import Stage
 from interp.pipeline.tables import declare, undeclare
 
 # The built-in stages' packages, in the order they run.
-BUILT_IN = ("interp.collect", "interp.classify", "interp.ablate", "interp.report")
+BUILT_IN = ("interp.collect", "interp.ablate", "interp.classify", "interp.report")
 
 STAGES: list[Stage] = []
 
