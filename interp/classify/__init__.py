@@ -23,6 +23,7 @@ STAGE = Stage(
     tables=("roles", "clusters", "role_summary"),
     sections=(
         ReportSection("roles", "interp.report.sections:roles", after="summary"),
+        ReportSection("evidence", "interp.report.evidence_section:section", after="exemplars"),
         ReportSection("clusters", "interp.report.sections:clusters", after="heads"),
     ),
 )

@@ -83,6 +83,7 @@ def test_sections_in_report_order(built_report):
         "effects",
         "pruning",
         "exemplars",
+        "evidence",
         "heads",
         "clusters",
         "provenance",

@@ -33,6 +33,7 @@ def test_the_document_covers_every_section(report_doc):
         "effects",
         "pruning",
         "exemplars",
+        "evidence",
         "heads",
         "clusters",
         "provenance",
