@@ -1,7 +1,8 @@
 """Two runs of one shape compared head by head (``interp compare RUN_A RUN_B``): what changed for
 each head both runs have, from their tables alone.
 
-- :func:`role_differences`: the heads whose primary role differs;
+- :func:`role_differences`: the heads whose primary role differs, with what decided it in each run
+  (the roles table's ``evidence``: attention, weights, output, task) where the runs say;
 - :func:`score_differences`: every matching head's role and confidence in both runs, the role
   score that moved most (``score_<role>`` of the roles table) and the feature whose lift
   (``value - baseline`` of the features table) moved most, each with its change B - A; the heads
@@ -26,8 +27,11 @@ SCORE_PREFIX = "score_"
 
 
 def role_differences(roles_a: pd.DataFrame, roles_b: pd.DataFrame) -> pd.DataFrame:
-    """Heads whose primary role differs: layer, head, role_a, confidence_a, role_b, confidence_b."""
+    """Heads whose primary role differs: layer, head, role_a, confidence_a, role_b, confidence_b,
+    and evidence_a, evidence_b where both tables have the column (an older run has not)."""
     cols = ["layer", "head", "role", "confidence"]
+    if "evidence" in roles_a.columns and "evidence" in roles_b.columns:
+        cols.append("evidence")
     both = roles_a[cols].merge(roles_b[cols], on=KEYS, how="outer", suffixes=("_a", "_b"))
     differs = both["role_a"].fillna("(none)") != both["role_b"].fillna("(none)")
     return both[differs].sort_values(KEYS).reset_index(drop=True)

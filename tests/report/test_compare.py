@@ -190,3 +190,24 @@ def test_run_without_roles_is_named(make_fake_run, tmp_path):
     assert "/ f has no roles table" in html
     assert "<title>Role maps: tiny-a &lt;script&gt;" in html, "labels name the model, escaped"
     assert html.count('src="data:image/png;base64,') == 1
+
+
+def test_role_differences_say_which_evidence_decided_in_each_run():
+    import numpy as np
+    import pandas as pd
+
+    a = pd.DataFrame(
+        {
+            "layer": [0, 0],
+            "head": [0, 1],
+            "role": ["unexplained", "broad"],
+            "confidence": 0.9,
+            "evidence": [np.nan, "attention"],
+        }
+    )
+    b = a.assign(role=["copy_suppression", "broad"], evidence=["weights", "attention"])
+    diff = role_differences(a, b)
+    assert diff[["head", "role_a", "evidence_a", "role_b", "evidence_b"]].fillna(
+        ""
+    ).values.tolist() == [[0, "unexplained", "", "copy_suppression", "weights"]]
+    assert "evidence_a" not in role_differences(a.drop(columns="evidence"), b).columns
