@@ -197,7 +197,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        raise _write_error(path, exc) from None
+        raise write_error(path, exc) from None
     os.close(fd)
     try:
         yield Path(tmp)
@@ -205,13 +205,14 @@ def atomic_path(path: Path) -> Iterator[Path]:
         os.replace(tmp, path)
     except OSError as exc:
         _unlink(tmp)
-        raise _write_error(path, exc) from None
+        raise write_error(path, exc) from None
     except BaseException:
         _unlink(tmp)
         raise
 
 
-def _write_error(path: Path, exc: OSError) -> RunError:
+def write_error(path: Path, exc: OSError) -> RunError:
+    """The one-line RunError for a write that failed: what happened and what to do."""
     if exc.errno == errno.ENOSPC:
         return RunError(
             f"cannot write {path}: the disk is full (free some disk space and rerun with --resume)"

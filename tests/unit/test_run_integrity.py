@@ -45,6 +45,7 @@ def test_a_second_process_is_refused_with_the_holder_named(tmp_path):
     assert not (tmp_path / LOCK).exists()  # the holder removes it on its way out
     with run_lock(tmp_path):  # and the run can be taken again
         pass
+        pass
 
 
 def test_a_lock_whose_holder_died_is_free(tmp_path):
