@@ -40,7 +40,7 @@ from typing import Any
 
 import click
 
-from interp.errors import InterpError, InterpWarning
+from interp.errors import InterpError, InterpWarning, first_line
 
 EXIT_USER, EXIT_BUG, EXIT_SIGINT, EXIT_SIGTERM, EXIT_SIGHUP = 1, 70, 130, 143, 129
 EXIT_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
@@ -172,12 +172,6 @@ def crash_report(exc: BaseException) -> Path | None:
         return Path(path)
     except OSError:
         return None
-
-
-def _first_line(exc: BaseException, limit: int = 200) -> str:
-    lines = str(exc).strip().splitlines()
-    text = lines[0] if lines else ""
-    return (text[:limit] + "...") if len(text) > limit else text
 
 
 def fail(message: str, code: int) -> None:
@@ -325,7 +319,7 @@ def _bug(exc: BaseException) -> None:
         else "the traceback could not be written to a file"
     )
     fail(
-        f"error: internal error ({type(exc).__name__}: {_first_line(exc)}); this is a bug in interp or a "
+        f"error: internal error ({first_line(exc)}); this is a bug in interp or a "
         f"library it uses; {where}",
         EXIT_BUG,
     )

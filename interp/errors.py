@@ -7,6 +7,15 @@ Every message a user can meet is listed, with what it means and what to do, in
 """
 
 
+def first_line(exc: BaseException, limit: int = 200) -> str:
+    """An exception in a few words, for a one-line message: its type and the first line of what
+    it says, cut at ``limit`` characters (the type alone when it says nothing)."""
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else ""
+    text = text[:limit] + "..." if len(text) > limit else text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 class InterpError(Exception):
     """An error the user can fix; the message says what to do."""
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from interp.errors import ModelError
+from interp.errors import ModelError, first_line
 from interp.model import lens
 
 # --- TransformerLens' adapter table ---------------------------------------------------------------
@@ -132,9 +132,8 @@ def gguf_family(path: Path) -> str:
         field = gguf.GGUFReader(str(path)).fields["general.architecture"]
         return bytes(field.parts[field.data[0]]).decode("utf-8")
     except Exception as exc:  # noqa: BLE001  (gguf raises many types for a damaged file)
-        text = str(exc).strip().splitlines()
         raise ModelError(
-            f"cannot read GGUF file {path}: {type(exc).__name__}: {text[0] if text else ''} "
+            f"cannot read GGUF file {path}: {first_line(exc)} "
             f"(is the file complete and a supported architecture?)"
         ) from None
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import torch
 
-from interp.errors import ModelError
+from interp.errors import ModelError, first_line
 from interp.model import families
-from interp.model.loading import boot, first_line, quiet
+from interp.model.loading import boot, quiet
 from interp.model.weights import load_checked
 
 SOURCE = "source.json"  # beside a cached copy: the GGUF file's name, size and sha256

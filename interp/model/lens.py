@@ -58,7 +58,7 @@ from typing import Any
 
 import torch
 
-from interp.errors import ModelError
+from interp.errors import ModelError, first_line
 
 VERIFIED = ("4.3",)  # TransformerLens major.minor versions this adapter's tests passed on
 ENCODER_MODEL_TYPES = frozenset(
@@ -438,10 +438,7 @@ def check_restart(
         try:
             out = restart(layer)
         except Exception as exc:  # noqa: BLE001 - any failure means: do not use the shortcut here
-            text = str(exc).strip().splitlines()
-            return RestartCheck(
-                math.inf, scale, tolerance, f"{type(exc).__name__}: {text[0] if text else ''}"
-            )
+            return RestartCheck(math.inf, scale, tolerance, first_line(exc))
         if out.shape != ref.shape:
             return RestartCheck(
                 math.inf, scale, tolerance, f"output shape {tuple(out.shape)} != {tuple(ref.shape)}"

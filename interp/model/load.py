@@ -25,13 +25,12 @@ from urllib.parse import urlparse
 
 import torch
 
-from interp.errors import ModelError
+from interp.errors import ModelError, first_line
 from interp.model import families, lens
 from interp.model.gguf import cache_dir as _gguf_cache_dir
 from interp.model.gguf import is_cached as _gguf_is_cached
 from interp.model.gguf import load_gguf as _load_gguf
 from interp.model.loading import boot as _boot
-from interp.model.loading import first_line as _first_line
 from interp.model.loading import quiet as _quiet
 from interp.model.spec import DTYPES, ModelSpec, model_slug
 from interp.model.vocab import check_tokenizer, ordinary_ids
@@ -306,7 +305,7 @@ def check_dtype(device: str, name: str) -> torch.dtype:
         torch.nn.functional.layer_norm((x @ x.T).softmax(-1), (8,)).float().sum().item()
     except (RuntimeError, NotImplementedError) as exc:
         raise ModelError(
-            f"--dtype {name} is not supported on {device} here ({_first_line(exc)}): use --dtype float32"
+            f"--dtype {name} is not supported on {device} here ({first_line(exc)}): use --dtype float32"
         ) from None
     return dtype
 
@@ -340,15 +339,15 @@ def _boot_checked(
             Path(source) / "config.json"
         ).is_file():  # a config error, not the weights' nor the network's
             raise ModelError(
-                f"{where}: config.json does not describe a model ({_first_line(exc)}); "
+                f"{where}: config.json does not describe a model ({first_line(exc)}); "
                 f"fix config.json"
             ) from None
-        raise fail(_first_line(exc)) from None
+        raise fail(first_line(exc)) from None
     try:
         with _quiet():
             tok = AutoTokenizer.from_pretrained(source)
     except Exception as exc:
-        raise fail(_first_line(exc)) from None
+        raise fail(first_line(exc)) from None
     encoder = config.model_type in lens.ENCODER_MODEL_TYPES
     check_config(config, where)
     families.name_architecture(config, where)

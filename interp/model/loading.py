@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from interp.errors import first_line
 from interp.model import lens
 
 
@@ -34,11 +35,6 @@ def quiet():
                 os.environ.pop("TQDM_DISABLE", None)
             else:
                 os.environ["TQDM_DISABLE"] = saved
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 def boot(source: str, device: str, dtype: torch.dtype, hf: Any, tok: Any, fail: Any) -> Any:

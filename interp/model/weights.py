@@ -25,7 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from interp.errors import ModelError
+from interp.errors import ModelError, first_line
 
 UNUSED_MISSING = (re.compile(r"^cls\.predictions\."),)  # BERT-family masked-LM head (encoders only)
 UNUSED_UNEXPECTED = (re.compile(r"(^|\.)pooler\."),)  # BERT's pooler: not part of a masked-LM model
@@ -68,11 +68,9 @@ def load_error(where: str | Path, exc: BaseException) -> ModelError:
             f"{where}: the pickled .bin checkpoint holds Python objects that cannot be loaded safely; "
             f"convert it to safetensors with the tool that made it"
         )
-    lines = text.strip().splitlines()
-    first = lines[0][:200] if lines else ""
     kind = "model directory" if Path(where).is_dir() else "model"
     return ModelError(
-        f"cannot load {kind} {where}: its weights cannot be read ({type(exc).__name__}: {first}); "
+        f"cannot load {kind} {where}: its weights cannot be read ({first_line(exc)}); "
         f"the file may be truncated or corrupt: download or export it again"
     )
 

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from interp.errors import RunError
+from interp.errors import RunError, first_line
 from interp.pipeline.tables import TABLES
 
 # A run name is one path component: no separators, no leading dot (hidden, or '..').
@@ -280,7 +280,7 @@ def read_table(run_dir: Path, name: str) -> pd.DataFrame | None:
         return TABLES[name].validate(frame) if name in TABLES else frame
     except (OSError, ValueError, TypeError, KeyError) as exc:  # pyarrow's errors are among these
         raise RunError(
-            f"{path} is unreadable or malformed ({_first_line(exc)}); rerun the stage that writes it"
+            f"{path} is unreadable or malformed ({first_line(exc)}); rerun the stage that writes it"
         ) from None
 
 
@@ -304,7 +304,7 @@ def read_archive(path: Path, fields: tuple[str, ...], version: int) -> dict[str,
         with np.load(path, allow_pickle=False) as data:
             arrays = {name: data[name] for name in fields}
     except (OSError, KeyError, EOFError, zipfile.BadZipFile) as exc:
-        raise ValueError(_first_line(exc)) from None
+        raise ValueError(first_line(exc)) from None
     if int(arrays["version"]) != version:
         raise ValueError(f"format {int(arrays['version'])}, this version reads {version}")
     return arrays
@@ -314,11 +314,6 @@ def _regular(path: Path) -> None:
     """Refuse anything but a regular file before opening it (a FIFO would block the reader)."""
     if not stat.S_ISREG(path.stat().st_mode):
         raise OSError(errno.EINVAL, "not a regular file")
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
 
 
 # --- the manifest ---------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from interp.errors import CorpusError, InterpWarning
+from interp.errors import CorpusError, InterpWarning, first_line
 from interp.model.vocab import ordinary_ids
 from interp.probes.base import REPEATED, ProbeSequence, Sentence, Suite
 
@@ -120,8 +120,7 @@ class Aligner:
                 add_special_tokens=self.bos_policy != "prepend",
             )
         except Exception as exc:  # noqa: BLE001  (e.g. a word-level vocabulary without an UNK token)
-            lines = str(exc).strip().splitlines()
-            raise Unencodable(lines[0] if lines else type(exc).__name__) from None
+            raise Unencodable(first_line(exc)) from None
         ids = list(enc.input_ids)
         offsets = list(enc.offset_mapping) if self.offsets else [(0, 0)] * len(ids)
         return ids, offsets, list(enc.special_tokens_mask)
