@@ -1,7 +1,7 @@
 """GGUF files: read once by transformers (dequantized), then cached as safetensors.
 
 Reading and dequantizing a GGUF takes most of a minute on a small CPU; the cached copy under
-:func:`cache_root` loads in seconds and holds exactly the same fp32 weights. Its config.json
+:func:`interp.model.cache.cache_root` loads in seconds and holds exactly the same fp32 weights. Its config.json
 names the architecture (transformers builds a GGUF's config without one: see
 :mod:`interp.model.families`), and a copy cached without one is repaired when it loads.
 
@@ -24,17 +24,11 @@ import torch
 
 from interp.errors import ModelError, first_line
 from interp.model import families
+from interp.model.cache import cache_root
 from interp.model.loading import boot, quiet
 from interp.model.weights import load_checked
 
 SOURCE = "source.json"  # beside a cached copy: the GGUF file's name, size and sha256
-
-
-def cache_root() -> Path:
-    """Where dequantized GGUF models are kept between runs: ``$INTERP_CACHE``, or
-    ~/.cache/interp when it is unset or empty (an empty value never means the current folder)."""
-    given = os.environ.get("INTERP_CACHE", "").strip()
-    return Path(given).expanduser() if given else Path.home() / ".cache" / "interp"
 
 
 def cache_dir(path: Path) -> Path:

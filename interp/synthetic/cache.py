@@ -2,7 +2,7 @@
 
 :func:`train_cached` keeps each kept checkpoint of :func:`interp.synthetic.train.train` as
 ``config.json``, ``model.safetensors`` and tokenizer files under
-``~/.cache/interp/trained/<task>-<hash of every setting>/step-<N>`` (``interp.model.load.load_model``
+``<cache>/trained/<task>-<hash of every setting>/step-<N>`` (``interp.model.load.load_model``
 reads any of them), plus ``train.json`` with the curve and the evaluations; no pickle is written
 or read, and a changed setting (or ``TRAIN_VERSION``, or a task's ``params()``) trains anew.
 :func:`train_many` trains several models in parallel processes through that cache.
@@ -26,6 +26,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from interp.model.cache import cache_root as interp_cache_root
 from interp.synthetic.planted import build_tokenizer
 from interp.synthetic.train import (
     TRAIN_VERSION,
@@ -68,8 +69,7 @@ def cache_dir(task: TrainingTask, arch: Architecture, training: Training, root: 
 
 
 def default_cache_root() -> Path:
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "interp" / "trained"
+    return interp_cache_root() / "trained"
 
 
 def train_cached(

@@ -29,7 +29,7 @@ The final losses are measured on held-out probes of that layout, ``[BOS] r r`` w
 
 :func:`toy_cached` keeps the trained weights as a Hugging Face directory (``config.json``,
 ``model.safetensors``, tokenizer files and ``toy.json`` with the training curve) under
-``~/.cache/interp/toy-<version>``; that directory also loads with ``interp.model.load.load_model``.
+``<cache>/toy-<version>`` (the cache folder of :mod:`interp.model.cache`); that directory also loads with ``interp.model.load.load_model``.
 No pickle is written or read.
 """
 
@@ -43,6 +43,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from interp.model.cache import cache_root
 from interp.model.load import LoadedModel
 from interp.synthetic.cache import load_dir, read_meta, save_dir
 from interp.synthetic.planted import boot, build_tokenizer
@@ -236,8 +237,7 @@ def train_toy(steps: int = DEFAULT_STEPS, seed: int = 0, progress: bool = True) 
 
 
 def default_cache_dir() -> Path:
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "interp" / f"toy-{TOY_VERSION}"
+    return cache_root() / f"toy-{TOY_VERSION}"
 
 
 def toy_cached(

@@ -5,7 +5,7 @@ and frozen), d_model 64, learned positions started from a small sinusoid, init s
 with warm-up and linear decay, one CPU thread; only the depth and width come from the task, and
 the loss is cross-entropy on the task's masked targets. Each trained model is kept as a Hugging
 Face directory (safetensors, tokenizer, ``task.json`` with the training record) under
-``~/.cache/interp/tasks-<version>/<task>-seed<seed>``; no pickle is written or read.
+``<cache>/tasks-<version>/<task>-seed<seed>`` (the cache folder of :mod:`interp.model.cache`); no pickle is written or read.
 
 The model is built by the general trainer (:func:`interp.synthetic.train.build_model` with the
 toy's :data:`~interp.synthetic.toy.ARCH`), bitwise as before, so the cached models stay valid. The
@@ -25,6 +25,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from interp.model.cache import cache_root
 from interp.model.load import LoadedModel
 from interp.synthetic.cache import load_dir, read_meta, save_dir
 from interp.synthetic.planted import boot, build_tokenizer
@@ -107,8 +108,7 @@ def evaluate(hf: Any, tok: Any, task: ForcedTask, seed: int, n: int = 256) -> tu
 
 
 def cache_dir(task: str, seed: int) -> Path:
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "interp" / f"tasks-{TASKS_VERSION}" / f"{task}-seed{seed}"
+    return cache_root() / f"tasks-{TASKS_VERSION}" / f"{task}-seed{seed}"
 
 
 def trained(task: str, seed: int = 0, path: str | os.PathLike | None = None) -> TrainedTask:

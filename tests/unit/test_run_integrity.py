@@ -268,13 +268,22 @@ def test_a_reference_model_that_is_a_fifo_is_refused(tmp_path):
         load_classifier(tmp_path / "model.json")
 
 
-def test_an_empty_interp_cache_is_the_default_folder(monkeypatch, tmp_path):
-    from interp.model.gguf import cache_root
+@pytest.mark.skipif(sys.platform != "linux", reason="the platform's cache folder: Linux's here")
+def test_every_cache_lives_under_one_folder(monkeypatch, tmp_path):
+    from interp.model.cache import cache_root
+    from interp.synthetic import cache, toy, trained
 
     monkeypatch.setenv("HOME", str(tmp_path))
-    for empty in ("", "  "):
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    for empty in ("", "  "):  # an empty INTERP_CACHE is the default folder, never the current one
         monkeypatch.setenv("INTERP_CACHE", empty)
         assert cache_root() == tmp_path / ".cache" / "interp"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_root() == tmp_path / "xdg" / "interp"
+    monkeypatch.setenv("INTERP_CACHE", str(tmp_path / "mine"))
+    assert cache_root() == tmp_path / "mine"
+    for made in (cache.default_cache_root(), toy.default_cache_dir(), trained.cache_dir("t", 0)):
+        assert made.is_relative_to(tmp_path / "mine")
 
 
 def test_a_fifo_reference_fails_before_the_model_loads(tmp_path):
