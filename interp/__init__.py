@@ -16,6 +16,7 @@ Every registered stage's config is exported under its class name (``interp.Colle
 from __future__ import annotations
 
 import importlib
+from importlib import metadata
 from typing import Any
 
 from interp.ablate.tasks import Task
@@ -24,7 +25,8 @@ from interp.pipeline.options import RunOptions
 from interp.pipeline.results import RunTables, load_run
 from interp.pipeline.stages import STAGES
 
-__version__ = "0.1.0"
+# The one version number lives in pyproject.toml; the installed package's metadata carries it.
+__version__ = metadata.version("interp")
 
 # Names that load the model stack (torch) on first use.
 _LAZY = {
