@@ -55,7 +55,7 @@ from interp.collect.measured import measured_mask
 from interp.errors import RunError
 from interp.pipeline.contract import StageRecord
 from interp.pipeline.tables import ROLES_TABLE
-from interp.roles import ROLE_NAMES, SCORED_ROLES, UNEXPLAINED, UNMEASURED
+from interp.roles import ROLE_NAMES, SCORED_ROLES, UNEXPLAINED
 
 if TYPE_CHECKING:  # classify never runs the model
     from interp.model.load import LoadedModel
@@ -102,29 +102,6 @@ class ClassifyResult:
         return pd.crosstab(self.roles["layer"], self.roles["role"]).reindex(
             columns=list(ROLE_NAMES), fill_value=0
         )
-
-    def summary_text(self) -> str:
-        """A few lines for the terminal: heads per role, share unexplained, recurring groups."""
-        counts = self.counts[self.counts > 0]
-        lines = [
-            f"{len(self.roles)} heads: " + ", ".join(f"{role} {n}" for role, n in counts.items()),
-            f"unexplained: {self.share_unexplained:.0%}",
-        ]
-        if "unmeasured" in self.roles.columns and self.roles["unmeasured"].notna().any():
-            named = self.roles["unmeasured"].dropna().value_counts().index[0]
-            lines.append(
-                f"not measured: {named} ({int((self.roles['role'] == UNMEASURED).sum())} heads whose role "
-                f"they could decide are {UNMEASURED})"
-            )
-        stability = self.roles["stability"]
-        if stability.notna().any():
-            lines.append(f"mean stability: {stability.mean():.2f}")
-        for number, group in self.clusters.groupby("cluster"):
-            members = " ".join(f"L{l}H{h}" for l, h in zip(group["layer"], group["head"]))
-            lines.append(
-                f"unexplained group {number} ({len(group)} heads: {members}): {group['description'].iloc[0]}"
-            )
-        return "\n".join(lines)
 
 
 def _classifier(config: ClassifyConfig) -> HeadRoleClassifier:

@@ -51,7 +51,6 @@ from interp.synthetic.train import (
     Architecture,
     Training,
     TrainingBatch,
-    gpt2_config,
     single_thread,
     sinusoids,  # noqa: F401  (part of this module's public names)
     train,
@@ -86,10 +85,6 @@ class ToyResult:
     train_seconds: float
     info: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def loss_ratio(self) -> float:
-        return self.repeated_half_loss / self.first_half_loss
-
 
 ARCH = Architecture(
     n_layers=N_LAYERS,
@@ -101,11 +96,6 @@ ARCH = Architecture(
     positions="sinusoid",
     pos_init=POS_INIT,
 )
-
-
-def toy_config(tokenizer: Any) -> Any:
-    """The toy's GPT2Config (attention-only: its MLPs are zeroed and frozen after construction)."""
-    return gpt2_config(ARCH, tokenizer)
 
 
 class CopyTask:
@@ -226,14 +216,6 @@ def evaluate(hf: Any, tok: Any, seed: int = 1, n: int = 256, half: int = 24) -> 
     tokens = repeated_batch(n, half, pool, tok.bos_token_id, torch.Generator().manual_seed(seed))
     first, rep = half_losses(hf(tokens).logits, tokens, half)
     return first.item(), rep.item()
-
-
-def train_toy(steps: int = DEFAULT_STEPS, seed: int = 0, progress: bool = True) -> ToyResult:
-    """Train the toy model from scratch and wrap it (1500 steps: 144 s measured on 2 shared CPU cores)."""
-    if steps < 1:
-        raise ValueError("steps must be >= 1")
-    hf, tok, curve, losses = _train(steps, seed, progress)
-    return _result(boot(hf, tok, NAME), curve, losses, steps, seed)
 
 
 def default_cache_dir() -> Path:
