@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "reports" / "analyses"
 PRE_SINK_COMMIT = "0c6a858"
 MODELS = ("smollm2-135m", "minilm-l6")
+# These analyses run as scripts (python analyses/NAME.py): the results helpers are in benchmarks/.
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _results import write_section  # noqa: E402
 

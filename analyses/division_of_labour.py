@@ -22,8 +22,6 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _runs import write  # noqa: E402
 
 from interp import load_run  # noqa: E402

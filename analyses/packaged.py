@@ -22,12 +22,9 @@ from __future__ import annotations
 
 import shutil
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import regenerate  # noqa: E402  (benchmarks/, which _runs puts on the path)
 from _runs import CACHE, MODELS, ROOT, md, write  # noqa: E402
 

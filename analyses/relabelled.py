@@ -17,12 +17,9 @@ Writes the "Heads relabelled from first_token" section of analyses/RESULTS.md.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-import pandas as pd
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _runs  # noqa: E402
+import pandas as pd
 
 KNOWN = {
     "smollm2-135m": {

@@ -22,14 +22,11 @@ Writes the "Attention sinks" section of analyses/RESULTS.md (runs cached by anal
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
+import _runs  # noqa: E402
 import numpy as np
 import pandas as pd
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _runs  # noqa: E402
 
 INTRO = (
     "Two measurements behind the sink-aware roles: which keys draw attention as a no-op (much more mass "

@@ -22,17 +22,14 @@ from __future__ import annotations
 
 import argparse
 import random
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
-from scipy.stats import spearmanr
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import markdown, write_section  # noqa: E402
+from scipy.stats import spearmanr
 
 from interp.ablate.config import CPU_TOKENS_PER_PASS  # noqa: E402
 from interp.ablate.evaluation import build_corpus  # noqa: E402

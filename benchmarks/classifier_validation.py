@@ -28,14 +28,11 @@ models whose heads are identified by intervention -- is benchmarks/trained_valid
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
 
 from interp import CollectConfig  # noqa: E402

@@ -12,13 +12,9 @@ that stops at the same place and computes no feature, so the two costs can be to
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
 
 from interp import CollectConfig, ModelSpec  # noqa: E402

@@ -15,15 +15,11 @@ from __future__ import annotations
 
 import argparse
 import random
-import sys
 import time
-from pathlib import Path
 
 import torch
-from scipy.stats import spearmanr
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
+from scipy.stats import spearmanr
 
 from interp.collect.features import context as feature_context  # noqa: E402
 from interp.collect.features import duplicate_token, induction, previous_token  # noqa: E402

@@ -11,13 +11,9 @@ Usage: ``python benchmarks/dtype_speed.py [--rounds 3] [--no-write]``  (about a 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
 
 from interp import ModelSpec  # noqa: E402

@@ -15,13 +15,9 @@ Usage: ``python benchmarks/effect_precision.py [--rounds 1,3] [--no-write]``
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import markdown, write_section  # noqa: E402
 
 from interp.ablate.stage import AblateConfig, ablate  # noqa: E402

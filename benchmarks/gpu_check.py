@@ -13,14 +13,11 @@ Usage: ``python benchmarks/gpu_check.py [--model smollm2-135m] [--no-write]``  (
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 
 import pandas as pd
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import markdown, write_section  # noqa: E402
 
 import interp  # noqa: E402

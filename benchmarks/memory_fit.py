@@ -20,14 +20,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [(64, 16), (32, 32), (16, 64), (8, 128), (4, 256), (2, 512), (16, 128), (64, 64)]
 CHILD = """
 import json, sys, torch
-sys.path.insert(0, {unit!r})
 from memory_probe import load
 from interp.model import memory
 from interp.collect.accumulator import FeatureAccumulator
@@ -53,20 +51,19 @@ for b, width in json.loads(sys.argv[2]):
         run_patterns(model, batch.tokens, batch.attention_mask, lambda layer, p: acc.add_layer(layer, p, ctx))
     one()
     points.append((b, width, memory.measure_peak(one)))
-print(json.dumps({{"shape": shape.__dict__, "points": points}}))
+print(json.dumps({"shape": shape.__dict__, "points": points}))
 """
 
 
 def measure(model: str) -> dict:
     env = {
         **os.environ,
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": os.pathsep.join((str(ROOT), str(ROOT / "tests" / "unit"))),
         "OMP_NUM_THREADS": "1",
         "MALLOC_MMAP_THRESHOLD_": "65536",
     }
-    code = CHILD.format(unit=str(ROOT / "tests" / "unit"))
     out = subprocess.run(
-        [sys.executable, "-c", code, model, json.dumps(SHAPES)],
+        [sys.executable, "-c", CHILD, model, json.dumps(SHAPES)],
         capture_output=True,
         text=True,
         env=env,

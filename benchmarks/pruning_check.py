@@ -16,14 +16,11 @@ Usage: ``python benchmarks/pruning_check.py RUN_DIR [--metric loss_repeated] [--
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import pandas as pd
 import torch
 import torch.nn.functional as F
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import markdown, write_section  # noqa: E402
 
 from interp.ablate.config import AblateConfig  # noqa: E402

@@ -18,15 +18,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 import ray
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import markdown, regenerate, write_section  # noqa: E402
 
 from interp.ablate.evaluation import build_corpus  # noqa: E402

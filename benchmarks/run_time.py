@@ -29,8 +29,6 @@ import time
 from pathlib import Path
 
 import pandas as pd
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import write_section  # noqa: E402
 
 SCRIPT = "benchmarks/run_time.py"

@@ -26,8 +26,6 @@ from safetensors.torch import load_file, save_file
 from interp.cli import main
 from interp.troubleshooting import find
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-
 FAST = [
     "--model",
     "minilm-l6",

@@ -5,7 +5,6 @@ the stage."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -15,8 +14,6 @@ from click.testing import CliRunner
 
 from interp.cli import main
 from interp.executors import ray_workers
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 
 # ablate alone, every head exactly, one thread (the local and the Ray runs alike: see ray_workers)
 # one sweep of every head (--max-rounds 1), so that the manifest lists one sweep's shards

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from click.testing import CliRunner
+from fakes import make_fake_run  # noqa: E402
 
 from interp.cli import main
 from interp.model.spec import ModelSpec
@@ -21,9 +21,6 @@ from interp.pipeline.results import load_run
 from interp.report import explorer as X
 from interp.report import prompt_store as P
 from interp.troubleshooting import find
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
-from fakes import make_fake_run  # noqa: E402
 
 PROMPT = "the cat sat on the mat ."
 

@@ -5,7 +5,6 @@ stage command reruns with the run's recorded config, changed only by the flags g
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,13 +13,9 @@ from click.testing import CliRunner
 import interp
 from interp.cli import build_cli
 from interp.pipeline.stages import declared, register, unregister
+from tools import reference as docs  # the generator of the docs reference
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-sys.path.insert(0, str(HERE))  # the toy stage's package lives beside this file
-sys.path.insert(0, str(ROOT / "tools"))
-
-import docs  # noqa: E402  (tools/docs.py, the generator of the docs reference)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def invoke(cli, *args):

@@ -4,7 +4,6 @@ cross-run comparison it ends with."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -14,8 +13,6 @@ from click.testing import CliRunner
 from interp.cli import main
 from interp.errors import ConfigError
 from interp.pipeline.study import read_study
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "unit"))
+sys.path.insert(0, str(HERE.parent / "unit"))  # run as a script: the tiny models live there
 
 TABLES = ("features", "roles", "effects", "pruning")
 

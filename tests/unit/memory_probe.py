@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def load(name: str):
