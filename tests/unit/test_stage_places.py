@@ -25,7 +25,6 @@ WIRING = (
     "interp/cli.py",  # the stage commands and options
     "interp/pipeline/options.py",  # one config per stage
     "interp/pipeline/execute.py",  # the stage loop
-    "interp/pipeline/results.py",  # load_run's tables
     "interp/report/document.py",  # the report's sections and their order
     "tools/docs.py",  # the generated reference
 )
