@@ -129,9 +129,13 @@ def explorer(run: RunTables | str | Path, prompts_only: bool = False) -> Page:
     marked = X.default_heads(run)
     if prompts_only:
         if prompts is None:
+            if note:
+                raise RunError(
+                    f"{run.path}: the stored prompts cannot be read; run `interp show {run.path} "
+                    f"--prompt TEXT` to store them again ({note})"
+                )
             raise RunError(
-                note
-                or f"{run.path} has no prompts: run `interp show {run.path} --prompt TEXT` first"
+                f"{run.path} has no prompts: run `interp show {run.path} --prompt TEXT` first"
             )
         data = X.explorer_data(
             run, prompts=prompts, selected=marked[0] if marked else None, marked=marked
@@ -146,7 +150,7 @@ def explorer(run: RunTables | str | Path, prompts_only: bool = False) -> Page:
     if data is None:
         raise RunError(
             f"{run.path} has no attention patterns to explore: collect stores them "
-            f"(`interp collect {run.path}`), `interp show` stores your prompts'"
+            f"(`interp collect {run.path}`), `interp show` stores your prompts"
         )
     title = f"Attention of {S.model_name(run.manifest)}"
     label = "the heads worth a first look, by effect and by role"
