@@ -87,12 +87,13 @@ def scores(
 ) -> Tensor:
     """Composition scores from packed Grams (:class:`Packed`: the writers' doubled):
     ``[writer, reader]`` for every pair, or (``pairwise=False``) ``[pair]`` for writer i with
-    reader i. 0 where either head has no weights."""
+    reader i. 0 where either head has no weights, NaN where one has a NaN weight."""
     (left, norm_w), (right, norm_r) = writers, readers
     inner = left @ right.T if pairwise else (left * right).sum(-1)
     denominator = norm_w[:, None] * norm_r[None, :] if pairwise else norm_w * norm_r
-    ratio = inner.clamp(min=0) / denominator.where(denominator > 0, 1.0)
-    return ratio.where(denominator > 0, 0.0).sqrt()
+    silent = denominator == 0  # NaN (a NaN weight) is not silent: it stays NaN
+    ratio = inner.clamp(min=0) / denominator.masked_fill(silent, 1.0)
+    return ratio.masked_fill(silent, 0.0).sqrt()
 
 
 def random_scores(

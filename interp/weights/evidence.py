@@ -119,7 +119,19 @@ def _scores(
             tokens.sequences,
         )
         out["successor"] = _rates(hits, pair_weights)
-    return out
+    # a head with a NaN or infinite weight has no score (its ranks would read as misses)
+    broken = ~(reads.isfinite().all(-1).all(-1) & writes.isfinite().all(-1).all(-1))
+    return {name: _unless(broken, *pair) for name, pair in out.items()}
+
+
+def _unless(
+    broken: Tensor, value: Tensor, replicates: Tensor | None
+) -> tuple[Tensor, Tensor | None]:
+    """The value and replicates with NaN for the ``broken`` heads."""
+    value = value.masked_fill(broken, float("nan"))
+    if replicates is not None:
+        replicates = replicates.masked_fill(broken, float("nan"))
+    return value, replicates
 
 
 def ov_evidence(

@@ -65,13 +65,16 @@ def copying_replicates(
 def _eigen_share(small: Float[Tensor, "... d_head d_head"]) -> Tensor:
     # One thread: LAPACK decomposes each small matrix alone, and a second thread only waits
     # at OpenMP barriers (2,000 eigendecompositions: 1.7 s on one thread, 34 s on two, float32).
+    small = small.double()
+    finite = small.isfinite().all(-1).all(-1)  # LAPACK cannot take NaN: such a head scores NaN
     with single_thread():
-        eig = torch.linalg.eigvals(small.double())
+        eig = torch.linalg.eigvals(small.where(finite[..., None, None], 0.0))
     mass = eig.abs().sum(-1)
     # The sum of the eigenvalues is the trace, which is exact; the moduli of a nilpotent
     # circuit's (a successor's shift) are rounding noise, over which a noisy sum would be chance.
-    trace = small.double().diagonal(0, -2, -1).sum(-1)
-    return (trace / mass.where(mass > 0, 1.0)).float()
+    trace = small.diagonal(0, -2, -1).sum(-1)
+    share = trace / mass.where(mass > 0, 1.0)
+    return share.where(finite, float("nan")).float()
 
 
 def self_ranks(

@@ -202,11 +202,14 @@ def _summary(score: Score) -> dict[str, np.ndarray]:
 
 def composition_table(scores: torch.Tensor, null: dict[str, torch.Tensor]) -> pd.DataFrame:
     """The composition table from ``scores`` ``[kind, layer, head, writer_layer, writer_head]``
-    (NaN: no such pair) and each kind's random-pair scores."""
+    (every writer in an earlier layer) and each kind's random-pair scores."""
     frames = []
     for k, kind in enumerate(composition.KINDS):
         block = scores[k].numpy()
-        layer, head, w_layer, w_head = np.nonzero(~np.isnan(block))
+        n_layers, n_heads = block.shape[:2]
+        earlier = np.arange(n_layers)[None, :] < np.arange(n_layers)[:, None]  # [layer, writer]
+        pairs = np.broadcast_to(earlier[:, None, :, None], block.shape)
+        layer, head, w_layer, w_head = np.nonzero(pairs)
         draws = null[kind].double()
         frames.append(
             pd.DataFrame(
@@ -224,10 +227,11 @@ def composition_table(scores: torch.Tensor, null: dict[str, torch.Tensor]) -> pd
             )
         )
     table = pd.concat(frames, ignore_index=True)
-    # rank 1: the writer this reader reads most this way; ties: the earlier writer first
+    # rank 1: the writer this reader reads most this way; ties: the earlier writer first; NaN
+    # (a head with a NaN weight) after every score
     table["rank"] = (
         table.groupby(["kind", "layer", "head"], sort=False)["value"]
-        .rank(method="first", ascending=False)
+        .rank(method="first", ascending=False, na_option="bottom")
         .astype(np.int64)
     )
     return table

@@ -219,3 +219,24 @@ def test_quick_shrinks_the_samples_but_keeps_what_the_user_set():
     assert (quick.n_tokens, quick.top_k) == (4096, 5)
     assert (quick.n_null, quick.n_bootstrap, quick.n_prose) == (50, 20, 16)
     assert WeightsConfig().for_quick().n_tokens == 512
+
+
+def test_a_head_with_nan_weights_has_nan_scores_and_the_others_keep_theirs(capfd):
+    model = tiny_llama()
+    with torch.no_grad():  # key-value head 0 of layer 1: query heads 0 and 1 read it
+        model.bridge.original_model.model.layers[1].self_attn.v_proj.weight[0, 0] = float("nan")
+    result = weights(model, SMALL, progress=False)
+    table = result.weights.set_index(["layer", "head", "score"])["value"]
+    for score in ("copying", "copy_rate", "suppression_rate", "successor", "output_size"):
+        assert np.isnan(table[(1, 0, score)]) and np.isnan(table[(1, 1, score)])
+        assert np.isfinite(table[(1, 2, score)]) and np.isfinite(table[(0, 0, score)])
+    comp = result.composition
+    broken_writer = (comp["writer_layer"] == 1) & comp["writer_head"].isin([0, 1])
+    broken_values = (comp["layer"] == 1) & comp["head"].isin([0, 1]) & (comp["kind"] == "v")
+    assert comp["value"].isna().equals(broken_writer | broken_values)
+    ranks = comp[(comp["kind"] == "v") & (comp["layer"] == 2) & (comp["head"] == 0)]
+    assert (
+        ranks.loc[ranks["value"].isna(), "rank"].min()
+        > ranks.loc[~ranks["value"].isna(), "rank"].max()
+    )
+    assert "MKL" not in capfd.readouterr().err
