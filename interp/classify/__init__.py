@@ -18,7 +18,7 @@ STAGE = Stage(
     "Label every head with a role.",
     ClassifyConfig,
     "interp.classify.stage:run_stage",
-    reads=("collect", "ablate"),
+    reads=("collect", "weights", "ablate"),
     check="interp.classify.stage:check_inputs",
     tables=("roles", "clusters", "role_summary"),
     sections=(

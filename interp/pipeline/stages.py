@@ -16,7 +16,13 @@ from interp.pipeline.contract import Stage
 from interp.pipeline.tables import declare, undeclare
 
 # The built-in stages' packages, in the order they run.
-BUILT_IN = ("interp.collect", "interp.ablate", "interp.classify", "interp.report")
+BUILT_IN = (
+    "interp.collect",
+    "interp.weights",
+    "interp.ablate",
+    "interp.classify",
+    "interp.report",
+)
 
 STAGES: list[Stage] = []
 

@@ -3,13 +3,13 @@ small forward pass that measures how much each head writes."""
 
 from __future__ import annotations
 
-import dataclasses
+from typing import Any
 
-from interp.config import MAX_INT, config, option
+from interp.config import MAX_INT, StageConfig, config, option
 
 
 @config
-class WeightsConfig:
+class WeightsConfig(StageConfig):
     """What a head writes and whom it works with, read from its weights."""
 
     n_tokens: int = option(1024, ge=16, le=MAX_INT)
@@ -41,4 +41,17 @@ class WeightsConfig:
             "n_prose": min(self.n_prose, 16),
             "n_repeated": min(self.n_repeated, 8),
         }
-        return dataclasses.replace(self, **{k: v for k, v in smaller.items() if k not in keep})
+        return self.replaced(smaller, keep)
+
+    @classmethod
+    def run_wide(cls, seed: int | None, builtin: bool) -> dict[str, Any]:
+        """``--seed`` seeds the token sample, the null, the probes and the bootstrap;
+        ``--no-builtin`` measures output sizes on repeated random tokens alone (no shipped prose)."""
+        return {
+            **({"seed": seed} if seed is not None else {}),
+            **({} if builtin else {"n_prose": 0}),
+        }
+
+    @property
+    def random_seed(self) -> int:
+        return self.seed

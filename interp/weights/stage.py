@@ -14,7 +14,8 @@ A score the model cannot have is NaN for every head, and the reason is in the ma
 (``stages.weights.unscored``): an encoder, or a bridge without an embedding or unembedding, has
 no OV scores, but its output sizes and composition; a vocabulary without ordinal sequences has
 no successor score. How the weights were read (what was folded, which embedding, whether the
-unembedding is tied, how many tokens) is recorded beside it (``stages.weights.reading``).
+unembedding is tied, how many tokens) is recorded beside it (``stages.weights.reading``), and
+where the stage's seconds went (``stages.weights.timings``).
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ import torch
 from tqdm.auto import tqdm
 
 from interp.collect.config import CPU_TOKENS_PER_BATCH
+from interp.model.load import LoadedModel
 from interp.model.vocab import ordinary_ids
 from interp.pipeline import rundir
+from interp.pipeline.contract import StageRecord, loaded
 from interp.weights import composition, output
 from interp.weights.config import WeightsConfig
 from interp.weights.evidence import OV_SCORES, Score, Tokens, ov_evidence
@@ -55,7 +58,7 @@ class WeightsResult:
 
 
 def weights(
-    model: Any, config: WeightsConfig = WeightsConfig(), progress: bool = True
+    model: LoadedModel, config: WeightsConfig = WeightsConfig(), progress: bool = True
 ) -> WeightsResult:
     """Every head's weight evidence and every pair's composition (see the module doc)."""
     generator = torch.Generator().manual_seed(config.seed)
@@ -252,10 +255,22 @@ def write(run_dir: Path, result: WeightsResult) -> None:
     rundir.write_table(run_dir, "composition", result.composition)
 
 
+@dataclass(frozen=True)
+class WeightsRecord(StageRecord):
+    """What the manifest records about a weights run."""
+
+    unscored: dict[str, str]  # score -> why every head's value is NaN
+    reading: dict[str, Any]  # what was folded, which embedding, tied or not, tokens, ordinals
+    timings: dict[str, float]  # seconds: OV scores, output sizes, composition
+
+
 def run_stage(
-    run_dir: Path, model: Any, config: WeightsConfig, progress: bool = True
-) -> dict[str, Any]:
+    run_dir: Path,
+    model: LoadedModel | None,
+    config: WeightsConfig = WeightsConfig(),
+    progress: bool = True,
+) -> WeightsRecord:
     """The weights stage of a run: compute, write both tables, record what was not scored."""
-    result = weights(model, config, progress)
+    result = weights(loaded(model, "weights"), config, progress)
     write(run_dir, result)
-    return {"unscored": result.unscored, "reading": result.reading, "timings": result.timings}
+    return WeightsRecord(result.unscored, result.reading, result.timings)

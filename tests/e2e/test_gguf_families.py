@@ -90,7 +90,7 @@ def test_interp_run_on_a_gemma3_gguf(tmp_path):
     assert manifest["model"]["source"] == "gguf" and manifest["model"]["spec"]["name"] == str(
         path.resolve()
     )
-    assert set(manifest["stages"]) == {"collect", "classify", "ablate"}
+    assert set(manifest["stages"]) == {"collect", "weights", "classify", "ablate"}
 
 
 def test_a_family_transformers_cannot_read_from_gguf_is_refused_in_one_line(tmp_path):

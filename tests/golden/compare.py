@@ -37,6 +37,8 @@ KEYS = {
     "roles": ("layer", "head"),
     "effects": ("layer", "head", "ablation", "metric", "estimator"),
     "pruning": ("metric", "removed_by", "heads_removed"),
+    "weights": ("layer", "head", "score"),
+    "composition": ("kind", "layer", "head", "writer_layer", "writer_head"),
 }
 # Columns that only say which heads a pruning step removed, or what it measured on them.
 _STEP_VALUES = ("value", "ci_low", "ci_high")

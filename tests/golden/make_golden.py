@@ -19,7 +19,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "unit"))  # run as a script: the tiny models live there
 
-TABLES = ("features", "roles", "effects", "pruning")
+TABLES = ("features", "roles", "effects", "pruning", "weights", "composition")
 
 
 def golden_run(name: str, out_dir: Path) -> Path:

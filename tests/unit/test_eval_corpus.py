@@ -227,7 +227,7 @@ def test_a_run_with_tasks_is_made_again_from_python_only(llama, tmp_path):
     options = RunOptions(
         out_dir=str(tmp_path),
         run_name="t",
-        skip=("collect", "classify", "report"),
+        skip=("collect", "weights", "classify", "report"),
         stages={
             "ablate": AblateConfig(
                 tasks=(task,), attribution=False, prune=False, n_bootstrap=10, threads=1

@@ -58,7 +58,7 @@ def run(run_dir, resume, **options):
         run_dir,
         model=MODEL,
         progress=False,
-        options=RunOptions(skip=("ablate", "report"), resume=resume, stages=options),
+        options=RunOptions(skip=("weights", "ablate", "report"), resume=resume, stages=options),
     )
 
 
@@ -104,6 +104,6 @@ def test_skip_leaves_a_stage_out(tmp_path, calls):
         tmp_path,
         model=MODEL,
         progress=False,
-        options=RunOptions(skip=("collect", "ablate", "report")),
+        options=RunOptions(skip=("collect", "weights", "ablate", "report")),
     )
     assert calls == ["classify"]

@@ -132,7 +132,7 @@ def _options(tmp_path, name):
     return RunOptions(
         out_dir=str(tmp_path),
         run_name=name,
-        skip=("ablate", "report"),
+        skip=("weights", "ablate", "report"),
         stages={
             "collect": CollectConfig(n_syntax=10, n_repeated=8, max_sentences=20, n_bootstrap=20)
         },
@@ -199,7 +199,7 @@ def test_a_model_whose_output_is_nan_stops_at_ablate_and_keeps_what_finished(tmp
     ):
         run_pipeline(options, model=model, progress=False)
     run = tmp_path / "tiny-llama" / "ablate"
-    assert set(rundir.read_manifest(run)["stages"]) == {"collect", "classify"}
+    assert set(rundir.read_manifest(run)["stages"]) == {"collect", "weights", "classify"}
     assert not (run / "effects.parquet").exists()
 
 

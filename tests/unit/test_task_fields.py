@@ -335,7 +335,7 @@ def test_a_run_from_python_writes_the_table_reports_it_and_drops_it_when_no_task
     options = interp.RunOptions(
         out_dir=str(tmp_path),
         run_name="t",
-        skip=("collect", "classify"),
+        skip=("collect", "weights", "classify"),
         stages={"ablate": ablate_config, "report": interp.ReportConfig(pdf=False)},
     )
     run_dir = interp.run(options, model=llama, progress=False)
