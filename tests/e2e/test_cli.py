@@ -17,6 +17,8 @@ FAST = [
     "minilm-l6",
     "--quick",
     "--skip",
+    "weights",
+    "--skip",
     "classify",
     "--skip",
     "ablate",
@@ -182,6 +184,8 @@ def test_quiet_reaches_every_stage(tmp_path, monkeypatch):
     args = [
         "--model",
         "minilm-l6",
+        "--skip",
+        "weights",
         "--skip",
         "classify",
         "--skip",

@@ -21,6 +21,8 @@ ABLATE_ONLY = (
     "--skip",
     "collect",
     "--skip",
+    "weights",
+    "--skip",
     "classify",
     "--skip",
     "report",

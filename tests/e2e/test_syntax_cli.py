@@ -81,6 +81,8 @@ def run(model_dir, treebank, out, name, *extra):
         "--n-repeated",
         "8",
         "--skip",
+        "weights",
+        "--skip",
         "classify",
         "--skip",
         "ablate",

@@ -162,6 +162,8 @@ def test_a_refusal_leaves_no_run_folder(tmp_path, monkeypatch):
             "minilm-l6",
             "--no-builtin",
             "--skip",
+            "weights",
+            "--skip",
             "classify",
             "--skip",
             "ablate",

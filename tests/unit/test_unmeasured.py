@@ -162,7 +162,7 @@ def test_a_model_that_cannot_encode_english_records_the_skips_and_flags_its_head
     options = RunOptions(
         out_dir=str(tmp_path),
         run_name="skips",
-        skip=("ablate", "report"),
+        skip=("weights", "ablate", "report"),
         stages={
             "collect": CollectConfig(
                 n_repeated=8, repeated_lengths=(6,), n_syntax=10, max_sentences=10, n_bootstrap=10
