@@ -11,3 +11,9 @@ def model_dir(tmp_path_factory):
     from tiny_models import save_tiny_llama
 
     return save_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="module")
+def llama_dir(model_dir):
+    """The tiny Llama's directory, under the name the bad-input tests use."""
+    return model_dir
