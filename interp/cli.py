@@ -29,6 +29,11 @@ from interp.pipeline.options import RunOptions
 from interp.pipeline.stages import STAGES, Stage, stage_names
 from interp.report.explorer import DEFAULT_BY_EFFECT
 
+# What a command that makes no run says when a signal stops it (interp.console.friendly).
+NOTHING_WRITTEN = "nothing was written"
+STUDY_INTERRUPTED = "finished runs are kept; run `interp study` again to continue"
+SHOW_INTERRUPTED = "nothing was stored: the run's prompts.npz is as it was"
+
 # Options of `interp run` itself, beside the stages' (a stage field with one of these flags is
 # reached as --<stage>-<flag> only).
 RUN_FLAGS = (
@@ -401,7 +406,7 @@ def _stage_command(st: Stage) -> click.Command:
     is_flag=True,
     help="list the model families the installed TransformerLens wraps, and which load from GGUF files",
 )
-@friendly
+@friendly(interrupted=NOTHING_WRITTEN)
 def models(prepare, families):
     """List the model sources and whether each is available here."""
     from interp.model.load import list_sources, prepare_packaged
@@ -426,7 +431,7 @@ def _table(rows: list[dict[str, str]]) -> None:
 
 
 @click.command()
-@friendly
+@friendly(interrupted=NOTHING_WRITTEN)
 def tables():
     """Print every table's columns and what they mean."""
     from interp.pipeline.tables import describe
@@ -435,7 +440,7 @@ def tables():
 
 
 @click.command()
-@friendly
+@friendly(interrupted=NOTHING_WRITTEN)
 def roles():
     """Print the role catalogue and the features that measure each role."""
     from interp.collect.features import FEATURE_FAMILIES, MASS_FEATURES
@@ -465,7 +470,7 @@ def roles():
     help="HTML file to write, in an existing folder; an existing file is replaced only if it is an HTML page "
     "(default: RUN_A/compare-<B>.html)",
 )
-@friendly
+@friendly(interrupted=NOTHING_WRITTEN)
 def compare(run_a, run_b, out_path):
     """Put the role maps of two runs side by side, with the heads whose roles differ."""
     from interp.pipeline.rundir import check_out_file, read_manifest
@@ -499,7 +504,7 @@ def compare(run_a, run_b, out_path):
     help="with --executor ray: runs at once (default: as many as the cluster's CPUs hold)",
 )
 @click.option("--quiet", "-q", is_flag=True, help="no progress bars")
-@friendly
+@friendly(interrupted=STUDY_INTERRUPTED)
 def study(
     study_file: str, executor: str, address: str | None, workers: int | None, quiet: bool
 ) -> None:
@@ -567,7 +572,7 @@ def study(
     default=None,
     help="load the model in this dtype instead of the recorded one",
 )
-@friendly
+@friendly(interrupted=SHOW_INTERRUPTED)
 def show_command(
     run_dir: str,
     prompt_texts: tuple[str, ...],

@@ -5,16 +5,18 @@
 - Anything else is a bug, of the toolkit or of a library under it: one line saying so, the
   full traceback written to a file whose path the line gives, exit 70 (EX_SOFTWARE). A bug is
   never dressed up as a user error (a stray ValueError once read as "your input is wrong").
-- SIGINT, SIGTERM (what ``timeout`` and schedulers send) and SIGHUP (a closed terminal) end the
+- SIGINT, SIGTERM (what ``timeout`` and schedulers send), SIGHUP (a closed terminal) and SIGPIPE
+  (the reader of a pipe went away, ``interp run ... | head -c 20``, or ``kill -PIPE``) end the
   current stage: the stage writes nothing more (every file is renamed into place whole),
-  finished stages stay recorded, and the command exits 130, 143 or 129; a run that had no
-  finished stage is removed, and the line says so instead of advising ``--resume``. A second
-  signal during that clean-up is ignored so that the clean-up completes. SIGPIPE never stops a
-  command (Python ignores it): a closed pipe is a failed write, below.
-- Output that cannot be written (a full disk behind stdout or stderr, a reader that went away:
-  ``interp run ... | head -c 20``) never stops the work: progress bars and messages are dropped,
-  the run finishes and is kept. A command whose work succeeded but whose stdout could not be
-  written ends with one line on stderr and exit 1 (141, silently, for a closed pipe).
+  finished stages stay recorded, and the command exits 130, 143, 129 or 141; a run that had no
+  finished stage is removed, and the line says so instead of advising ``--resume``. A command
+  that is not a run says what it left instead (``friendly(interrupted=...)``). A second signal
+  during that clean-up is ignored so that the clean-up completes. Python ignores SIGPIPE from
+  its start; the commands handle it as the signal it is.
+- Output that cannot be written (a full disk behind stdout or stderr, a stream closed before the
+  command started: ``interp run ... >&-``) never stops the work: progress bars and messages are
+  dropped, the run finishes and is kept. A command whose work succeeded but whose stdout could
+  not be written ends with one line on stderr and exit 1.
 - Warnings: the toolkit's own (``InterpWarning``, or raised from an ``interp`` module) are
   shown once each as ``warning: ...``; a short list of known-noisy third-party warnings is
   filtered by category and module; everything else keeps Python's default filters.
@@ -48,6 +50,7 @@ EXIT_FOR_SIGNAL = {
     signal.SIGINT: EXIT_SIGINT,
     signal.SIGTERM: EXIT_SIGTERM,
     signal.SIGHUP: EXIT_SIGHUP,
+    signal.SIGPIPE: EXIT_PIPE,
 }
 
 # (category, module regex) of third-party warnings that say nothing a user of the CLI can act on.
@@ -64,7 +67,7 @@ NOISY_WARNINGS: tuple[tuple[type[Warning], str], ...] = (
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGINT, SIGTERM or SIGHUP arrived; ``signum`` says which."""
+    """SIGINT, SIGTERM, SIGHUP or SIGPIPE arrived; ``signum`` says which."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -73,8 +76,9 @@ class Interrupted(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def signals_interrupt() -> Iterator[None]:
-    """SIGINT, SIGTERM and SIGHUP raise :class:`Interrupted` in the main thread for the block; a signal
-    the parent process set to be ignored stays ignored (as with ``nohup``)."""
+    """SIGINT, SIGTERM, SIGHUP and SIGPIPE raise :class:`Interrupted` in the main thread for the
+    block; a signal the parent process set to be ignored stays ignored (as with ``nohup``), except
+    SIGPIPE, which Python itself ignores from its start."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -86,7 +90,7 @@ def signals_interrupt() -> Iterator[None]:
 
     previous = {s: signal.getsignal(s) for s in EXIT_FOR_SIGNAL}
     for s, old in previous.items():
-        if old is not signal.SIG_IGN:
+        if old is not signal.SIG_IGN or s == signal.SIGPIPE:
             signal.signal(s, handler)
     try:
         yield
@@ -177,7 +181,7 @@ def crash_report(exc: BaseException) -> Path | None:
 def fail(message: str, code: int) -> None:
     try:
         click.echo(" ".join(message.split()), err=True)  # one line, whatever the message holds
-    except OSError:  # stderr itself cannot be written: the exit code still tells
+    except (OSError, AttributeError, ValueError):  # stderr cannot be written, or is closed (None)
         pass
     sys.exit(code)
 
@@ -189,6 +193,9 @@ class _Guarded:
     def __init__(self, stream: Any) -> None:
         self._stream = stream
         self.lost: OSError | None = None
+        if stream is None:  # the stream was closed before the command started (`>&-`)
+            self._stream = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115  (for its attributes)
+            self.lost = OSError(errno.EBADF, "it is closed")
 
     def write(self, text: Any) -> int:
         if self.lost is None:
@@ -215,6 +222,7 @@ def guarded_output() -> Iterator[None]:
     stops the work. If the block ends normally but stdout lost output, end with one line on
     stderr and exit 1, or exit 141 for a closed pipe."""
     saved = sys.stdout, sys.stderr
+    _fill_closed_descriptors()
     out, err = _Guarded(saved[0]), _Guarded(saved[1])
     sys.stdout, sys.stderr = out, err  # type: ignore[assignment]
     try:
@@ -234,42 +242,54 @@ def guarded_output() -> Iterator[None]:
         )
 
 
-def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Run a command with the error, warning and signal handling described above."""
+def _fill_closed_descriptors() -> None:
+    """Open /dev/null on a standard file descriptor that was closed (``interp run ... >&-``), so
+    that no file the command opens gets that number, where a library printing to it would
+    write into the file."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: this one
 
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with guarded_output():
-            return _handled(fn, *args, **kwargs)
 
-    return wrapper
+def friendly(fn: Callable[..., Any] | None = None, *, interrupted: str | None = None) -> Any:
+    """Run a command with the error, warning and signal handling described above.
+    ``interrupted``: what a signal leaves behind, for a command that runs no stages (default:
+    a run's finished stages are kept); used as ``@friendly`` or ``@friendly(interrupted=...)``."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with guarded_output():
+                return _handled(fn, interrupted, *args, **kwargs)
+
+        return wrapper
+
+    return decorate(fn) if fn is not None else decorate
 
 
-def _handled(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def _handled(fn: Callable[..., Any], interrupted: str | None, *args: Any, **kwargs: Any) -> Any:
     """Call ``fn``, turning what it raises into one line and an exit code."""
     try:
         with signals_interrupt(), user_warnings():
             return fn(*args, **kwargs)
     except InterpError as exc:
         fail(f"error: {exc}", EXIT_USER)
-    except Interrupted as exc:
-        name = signal.Signals(exc.signum).name
+    except KeyboardInterrupt as exc:  # a signal (Interrupted), or Ctrl-C inside a library
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        name = f" ({signal.Signals(signum).name})" if isinstance(exc, Interrupted) else ""
         if getattr(exc, "run_removed", None):
             fail(
-                f"interrupted ({name}) before any stage finished: no run was kept; start it again",
-                EXIT_FOR_SIGNAL[exc.signum],
+                f"interrupted{name} before any stage finished: no run was kept; start it again",
+                EXIT_FOR_SIGNAL[signum],
             )
+        if interrupted is not None:
+            fail(f"interrupted{name}: {interrupted}", EXIT_FOR_SIGNAL[signum])
         fail(
-            f"interrupted ({name}): finished stages are kept; rerun with --resume to continue",
-            EXIT_FOR_SIGNAL[exc.signum],
+            f"interrupted{name}: finished stages are kept; rerun with --resume to continue",
+            EXIT_FOR_SIGNAL[signum],
         )
-    except KeyboardInterrupt as exc:
-        if getattr(exc, "run_removed", None):
-            fail(
-                "interrupted before any stage finished: no run was kept; start it again",
-                EXIT_SIGINT,
-            )
-        fail("interrupted: finished stages are kept; rerun with --resume to continue", EXIT_SIGINT)
     except (click.exceptions.Exit, click.ClickException, SystemExit):
         raise
     except (

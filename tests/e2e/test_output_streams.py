@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -62,7 +63,10 @@ def test_a_closed_pipe_never_loses_the_run_and_resume_restores_its_csv(tmp_path,
 
 
 @pytest.mark.timeout(300)
-def test_sighup_in_the_first_stage_leaves_nothing_and_says_so(tmp_path, llama_dir):
+@pytest.mark.parametrize("sig, code", [(signal.SIGHUP, 129), (signal.SIGPIPE, 141)])
+def test_a_signal_in_the_first_stage_leaves_nothing_and_says_so(tmp_path, llama_dir, sig, code):
+    """SIGHUP (a closed terminal) and SIGPIPE (a reader that went away, or `kill -PIPE`: Python
+    ignores it from its start, and the command used to run on) stop the run like SIGINT."""
     out = tmp_path / "runs"
     proc = interp_process(
         "run",
@@ -88,10 +92,37 @@ def test_sighup_in_the_first_stage_leaves_nothing_and_says_so(tmp_path, llama_di
         assert proc.poll() is None and time.monotonic() < deadline, seen.decode()
         time.sleep(0.05)
         seen += proc.stderr.read() or b""
-    proc.send_signal(signal.SIGHUP)
+    proc.send_signal(sig)
     os.set_blocking(proc.stderr.fileno(), True)
     seen += proc.stderr.read()
-    assert proc.wait(timeout=120) == 129
+    assert proc.wait(timeout=120) == code
     last = seen.decode().replace("\r", "\n").strip().splitlines()[-1]
-    assert last == "interrupted (SIGHUP) before any stage finished: no run was kept; start it again"
+    name = signal.Signals(sig).name
+    assert (
+        last == f"interrupted ({name}) before any stage finished: no run was kept; start it again"
+    )
     assert not out.exists()  # no manifest-only folder that would block the name
+
+
+@pytest.mark.timeout(300)
+def test_a_closed_stdout_never_blames_the_model(tmp_path, llama_dir):
+    """`interp run ... >&-` and `interp show ... >&-`: Python's sys.stdout is None; the work is
+    done and kept, and the one line says stdout is closed (it used to say the model's weights
+    could not be read, from an AttributeError on None.flush)."""
+    out = tmp_path / "runs"
+    closed = {"stdout": subprocess.DEVNULL, "preexec_fn": lambda: os.close(1)}
+    run = interp_process(
+        "run", "--model", str(llama_dir), *SMALL, "-q", "--out", str(out), "--name", "r", **closed
+    )
+    _, stderr = run.communicate(timeout=240)
+    line = one_line(stderr)
+    assert run.returncode == 1 and "standard output (it is closed)" in line, line
+    run_dir = out / llama_dir.name / "r"
+    assert "collect" in finished(run_dir)
+    show = interp_process(
+        "show", str(run_dir), "--prompt", "the cat sat .", "--heads", "0.1", **closed
+    )
+    _, stderr = show.communicate(timeout=240)
+    line = one_line(stderr)
+    assert show.returncode == 1 and "standard output (it is closed)" in line, line
+    assert (run_dir / "prompts.npz").is_file()
