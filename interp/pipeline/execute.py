@@ -284,11 +284,12 @@ def recorded_config(run_dir: Path, name: str) -> Any:
             return from_jsonable(st.config, ran)
         if isinstance(manifest.get("options"), dict):
             options = manifest["options"]
-            _no_python_tasks(
-                ((options.get("stages") or {}).get(name) or options.get(name) or {}).get("tasks"),
-                where,
-                name,
-            )
+            recorded = (options.get("stages") or {}).get(name, options.get(name))
+            if recorded is not None and not isinstance(recorded, dict):
+                raise ConfigError(
+                    f"options.{name} is a JSON {rundir.json_type(recorded)}, not an object"
+                )
+            _no_python_tasks((recorded or {}).get("tasks"), where, name)
             return RunOptions.from_dict(options).stage_config(name)
     except ConfigError as exc:
         raise RunError(
@@ -299,7 +300,9 @@ def recorded_config(run_dir: Path, name: str) -> Any:
 
 
 def _no_python_tasks(tasks: Any, where: Path, name: str) -> None:
-    names = [t.get("name") for t in tasks or () if isinstance(t, dict)]
+    if not isinstance(tasks, list):  # none, or of a wrong type that reading the config refuses
+        return
+    names = [t.get("name") for t in tasks if isinstance(t, dict)]
     if names:
         raise RunError(
             f"{where} was made with metrics defined in Python ({', '.join(map(str, names))}): rerun the {name} "
@@ -362,7 +365,7 @@ def options_from_manifest(
         for configs in (recorded_options.get("stages") or {}, recorded_options)
         for config in configs.values()
         if isinstance(config, dict)
-        for t in config.get("tasks") or ()
+        for t in (config.get("tasks") if isinstance(config.get("tasks"), list) else ())
         if isinstance(t, dict)
     ]
     if tasks:

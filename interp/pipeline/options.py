@@ -9,9 +9,10 @@ from typing import Any
 
 from pydantic import Field
 
-from interp.config import config, from_jsonable, option, require
+from interp.config import config, fields_of, from_jsonable, option, require
 from interp.errors import ConfigError
 from interp.model.spec import ModelSpec
+from interp.pipeline import rundir
 from interp.pipeline.rundir import RUN_NAME
 from interp.pipeline.stages import STAGES, stage, stage_names
 
@@ -96,14 +97,27 @@ class RunOptions:
         if not isinstance(data, dict):
             raise ConfigError(f"{cls.__name__} must be a JSON object, got {type(data).__name__}")
         data = dict(data)
-        stages = dict(data.pop("stages", None) or {})
+        stages = data.pop("stages", None) or {}
+        if not isinstance(stages, dict):
+            raise ConfigError(f"options.stages is a JSON {rundir.json_type(stages)}, not an object")
+        stages = dict(stages)
         for name in stage_names():
             if name in data:
                 stages[name] = data.pop(name)
+        for name, value in stages.items():
+            if not isinstance(value, dict):
+                raise ConfigError(
+                    f"options.{name} is a JSON {rundir.json_type(value)}, not an object"
+                )
         unknown = sorted(set(stages) - set(stage_names()))
         if unknown:
             raise ConfigError(
                 f"stages has no stage {unknown[0]!r} (recorded by another version of interp)"
+            )
+        unknown = sorted(set(data) - set(fields_of(cls)))
+        if unknown:
+            raise ConfigError(
+                f"{cls.__name__} has no field {unknown[0]!r} (recorded by another version of interp)"
             )
         model = from_jsonable(ModelSpec, data.pop("model", {}))
         configs = {name: from_jsonable(stage(name).config, value) for name, value in stages.items()}

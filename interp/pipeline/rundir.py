@@ -368,7 +368,38 @@ def _checked(path: Path, manifest: Any) -> dict[str, Any]:
         raise RunError(
             f"{path} is corrupt (a stage record is not an object); rerun `interp run` for a new run"
         )
+    for field, value in _nested(manifest):
+        if not isinstance(value, dict):
+            raise RunError(
+                f"{path} is corrupt ({field} is a JSON {json_type(value)}, not an object); rerun "
+                f"`interp run` for a new run"
+            )
     return manifest
+
+
+def _nested(manifest: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The manifest's fields below the top that must be objects where present: the options'
+    stage configs (``options.stages`` and each of its entries), each stage record's config, the
+    model's spec."""
+    found: list[tuple[str, Any]] = []
+    options = manifest.get("options", {})
+    if "stages" in options:
+        found.append(("options.stages", options["stages"]))
+        if isinstance(options["stages"], dict):
+            found += [(f"options.stages.{k}", v) for k, v in options["stages"].items()]
+    for name, record in manifest.get("stages", {}).items():
+        if record.get("config") is not None:
+            found.append((f"stages.{name}.config", record["config"]))
+    spec = manifest.get("model", {}).get("spec")
+    if spec is not None:
+        found.append(("model.spec", spec))
+    return found
+
+
+def json_type(value: Any) -> str:
+    """How JSON names the type of a value read from it."""
+    names = {list: "list", str: "string", bool: "boolean", int: "number", float: "number"}
+    return names.get(type(value), type(value).__name__)
 
 
 def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
