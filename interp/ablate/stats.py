@@ -18,6 +18,7 @@ import torch
 from interp.ablate.catalogue import ENCODER, ORIENTATION
 from interp.ablate.evaluation import EvalCorpus
 from interp.ablate.metrics import PerSeq, family_metrics, metric_sizes
+from interp.errors import RunError
 
 Condition = tuple[str, int, int]  # (ablation kind, layer, head)
 TOLERANCE = (
@@ -31,6 +32,9 @@ class MetricSums:
 
     ``measured`` marks the sequences whose intact sums are in (a shard of a sweep, or a round of
     a sequential one, sees only some); an ablated condition's unmeasured sequences are NaN.
+    ``nonfinite`` marks, per condition, the sequences whose ablated output was NaN or infinite:
+    NaN there would read as "not measured", and the effect would silently rest on the others
+    (:func:`check_finite` refuses it).
     """
 
     size: int
@@ -38,6 +42,7 @@ class MetricSums:
     den: torch.Tensor = field(init=False)
     measured: torch.Tensor = field(init=False)
     ablated: dict[Condition, torch.Tensor] = field(default_factory=dict)
+    nonfinite: dict[Condition, torch.Tensor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.base = torch.zeros(self.size, dtype=torch.float64)
@@ -53,7 +58,12 @@ class MetricSums:
         row = self.ablated.setdefault(
             condition, torch.full((self.size,), float("nan"), dtype=torch.float64)
         )
-        row[per.index] = per.num.detach().double().cpu()
+        values = per.num.detach().double().cpu()
+        row[per.index] = values
+        bad = ~torch.isfinite(values)
+        if bad.any():
+            mask = self.nonfinite.setdefault(condition, torch.zeros(self.size, dtype=torch.bool))
+            mask[per.index[bad]] = True
 
     def merge(self, other: MetricSums, metric: str = "") -> None:
         """Take in ``other``'s sums (another shard of the same sweep): values are copied, never
@@ -75,6 +85,11 @@ class MetricSums:
         new = other.measured & ~self.measured
         self.base[new], self.den[new] = other.base[new], other.den[new]
         self.measured |= other.measured
+        for condition, mask in other.nonfinite.items():
+            mine_bad = self.nonfinite.setdefault(
+                condition, torch.zeros(self.size, dtype=torch.bool)
+            )
+            mine_bad |= mask
         for condition, row in other.ablated.items():
             mine = self.ablated.get(condition)
             if mine is None:
@@ -136,6 +151,24 @@ def sequence_tokens(corpus: EvalCorpus) -> dict[str, np.ndarray]:
     return out
 
 
+def check_finite(store: SumStore, estimator: str) -> None:
+    """RunError naming the first condition whose ablated output (or its estimate) was NaN or
+    infinite on some sequence of a metric: its effect would rest on the other sequences only."""
+    for metric, sums in store.items():
+        for (kind, layer, head), marked in sums.nonfinite.items():
+            # where the intact output is not finite either, the model itself fails there: that is
+            # check_measured's refusal (ablate.stage), with its own message
+            mask = marked & torch.isfinite(sums.base)
+            if mask.any():
+                seen = int((~torch.isnan(sums.ablated[(kind, layer, head)]) | mask).sum())
+                raise RunError(
+                    f"the {estimator} effect of L{layer}H{head} ({kind} ablation) on {metric} is NaN or "
+                    f"infinite on {int(mask.sum())} of {seen} sequences: the model's output with the head "
+                    f"removed overflows or is NaN there; load the model with --dtype float32 if it "
+                    f"overflows in half precision, or check the weights"
+                )
+
+
 def bootstrap_weights(n: int, n_boot: int, seed: int) -> np.ndarray:
     """``[n, n_boot]`` counts: how often each sequence is drawn in each resample."""
     rng = np.random.default_rng(seed)
@@ -160,6 +193,7 @@ def effects_from_sums(
     decisions against zero and against the tolerance (``TOLERANCE`` of the baseline) read the
     interval (:func:`decisions`).
     """
+    check_finite(store, estimator)
     rows = []
     for metric, sums in store.items():
         if not sums.ablated or float(sums.den.sum()) == 0:

@@ -310,3 +310,72 @@ def test_a_fifo_reference_fails_before_the_model_loads(tmp_path):
         result.exit_code == 1 and "is not a classifier model (not a regular file)" in result.output
     )
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("manifest.json"))
+
+
+# --- NaN on some sequences only ------------------------------------------------------------------
+
+
+def test_an_ablation_nan_on_some_sequences_is_refused_naming_the_head():
+    """NaN read as "not measured": the effect silently rested on the other sequences."""
+    import torch
+
+    from interp.ablate.metrics import PerSeq
+    from interp.ablate.stats import SumStore, effects_from_sums
+
+    def per(index, num):
+        num = torch.tensor(num, dtype=torch.float64)
+        return PerSeq(torch.tensor(index), num, torch.ones_like(num))
+
+    store = SumStore({"loss_prose": 4})
+    store.add_base({"loss_prose": per([0, 1, 2, 3], [1.0, 2.0, 3.0, 4.0])})
+    store.add(("zero", 0, 1), {"loss_prose": per([0, 1, 2, 3], [1.5, 2.5, 3.5, 4.5])})
+    assert len(effects_from_sums(store, "exact", 20, 0)) == 1
+    store.add(("zero", 2, 3), {"loss_prose": per([0, 1], [1.5, float("nan")])})
+    store.add(("zero", 2, 3), {"loss_prose": per([2, 3], [float("inf"), 4.5])})
+    shard = SumStore({"loss_prose": 4}).merge(store)  # the mark survives a merge
+    for s in (store, shard):
+        with pytest.raises(
+            RunError,
+            match=r"exact effect of L2H3 \(zero ablation\) on loss_prose "
+            r"is NaN or infinite on 2 of 4 sequences",
+        ):
+            effects_from_sums(s, "exact", 20, 0)
+
+
+def test_a_head_whose_ablation_is_nan_on_one_batch_stops_the_stage(monkeypatch):
+    from tiny_models import tiny_llama
+
+    from interp.ablate import sweep
+    from interp.ablate.config import AblateConfig
+    from interp.ablate.stage import ablate
+
+    def poisoned(kind, heads, batch, *args, **kwargs):
+        """L1H2's mean ablation, NaN on the first sequence of the prose batch only."""
+        edits = real(kind, heads, batch, *args, **kwargs)
+        if heads != [(1, 2)] or batch.family != "loss_prose":
+            return edits
+        n, pos = batch.tokens.shape
+        out = []
+        for e in edits:
+            value = e.value.expand(n, pos, e.value.shape[-1]).clone()
+            value[0] = float("nan")
+            out.append(e.__class__(e.layer, e.head, value, e.replica))
+        return out
+
+    real = sweep.edits_for
+    monkeypatch.setattr(sweep, "edits_for", poisoned)
+    config = AblateConfig(
+        ablations=("mean",),
+        n_prose=4,
+        n_repeated=0,
+        n_syntax=0,
+        attribution=False,
+        prune=False,
+        max_rounds=1,
+        max_tokens_per_batch=64,
+        threads=1,
+    )
+    with pytest.raises(
+        RunError, match=r"L1H2 \(mean ablation\) on loss_prose is NaN or infinite on [123] of 4 "
+    ):
+        ablate(tiny_llama(), config, progress=False)
