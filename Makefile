@@ -36,10 +36,12 @@ browser:
 	@command -v chromium >/dev/null && command -v pdftoppm >/dev/null || \
 		(apt-get update -q && apt-get install -y -q chromium poppler-utils)
 
-# Layout and lint are decided by ruff (configured in pyproject.toml): `ruff format .` fixes the layout.
+# Layout and lint are decided by ruff, types checked by mypy on interp/ (both configured in
+# pyproject.toml): `ruff format .` fixes the layout.
 lint:
 	$(PY) -m ruff format --check .
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 demo: setup
 	$(PY) -m interp run --model smollm2-135m

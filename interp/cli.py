@@ -24,7 +24,7 @@ from interp.config import StageConfig, fields_of, flag_of, help_of
 from interp.console import friendly
 from interp.errors import ConfigError
 from interp.executors.placement import Placement
-from interp.model.spec import DTYPES, ModelSpec
+from interp.model.spec import DTYPES, DType, ModelSpec
 from interp.pipeline.options import RunOptions
 from interp.pipeline.stages import STAGES, Stage, stage_names
 from interp.report.explorer import DEFAULT_BY_EFFECT
@@ -131,6 +131,8 @@ def _placement_options(fn: Any) -> Any:
     hints = typing.get_type_hints(Placement)
     for name, info in reversed(list(fields_of(Placement).items())):
         flag = flag_of(Placement, name)
+        if flag is None:  # a field set only in a config file
+            continue
         base, _ = _base_type(hints[name])
         fn = click.option(
             flag,
@@ -581,7 +583,7 @@ def show_command(
     top: int,
     out_path: str | None,
     device: str | None,
-    dtype: str | None,
+    dtype: DType | None,
 ) -> None:
     """Show where the run's heads attend on your own prompts: per head, its role and each token's
     most attended tokens; stores the patterns for the report's explorer."""

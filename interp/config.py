@@ -20,16 +20,24 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pydantic
 from pydantic import ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
+from pydantic.json_schema import JsonDict
+from pydantic_core import ErrorDetails
 
 from interp.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:  # the type checker reads the configs' fields from it (typing has it from 3.11)
+    from typing_extensions import dataclass_transform
 
 # Lists are accepted wherever a tuple is declared (JSON has no tuples): see _tuples.
 _PYDANTIC = ConfigDict(
@@ -62,6 +70,10 @@ class StageConfig:
         not given) and ``--no-builtin`` (``builtin`` false). A stage's own option wins."""
         return {}
 
+    def with_corpora(self: C, corpora: tuple[str, ...]) -> C:
+        """The config reading these probe corpora too (a study's ``corpora``)."""
+        return self
+
     @property
     def random_seed(self) -> int | None:
         """The seed the stage's randomness starts from (recorded in the run's provenance), or
@@ -70,12 +82,13 @@ class StageConfig:
 
     def replaced(self: C, changes: Mapping[str, Any], keep: tuple[str, ...] = ()) -> C:
         """This config with ``changes`` applied, except to the fields named in ``keep``."""
-        return dataclasses.replace(self, **{k: v for k, v in changes.items() if k not in keep})
+        kept = {k: v for k, v in changes.items() if k not in keep}
+        return dataclasses.replace(cast(Any, self), **kept)  # a subclass is a config dataclass
 
 
 def option(
-    default: Any = dataclasses.MISSING,
     *,
+    default: Any = dataclasses.MISSING,
     flag: str | None = None,
     cli: bool = True,
     file: bool = False,
@@ -85,15 +98,19 @@ def option(
     """A config field: its default, its CLI flag (``None``: from the name), whether it is an option
     at all, whether it names a file the stage reads, whether it only places the work (see
     :func:`without_placement`), and pydantic constraints (``ge``, ``le``)."""
-    extra = {"flag": flag, "cli": cli, "file": file, "placement": placement}
+    extra: JsonDict = {"flag": flag, "cli": cli, "file": file, "placement": placement}
     return Field(default, json_schema_extra=extra, **constraints)
 
 
-def config(cls: type) -> type:
+T = TypeVar("T", bound=type)
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(option, Field))
+def config(cls: T) -> T:
     """Make ``cls`` a frozen, strictly validated config dataclass whose errors are one line."""
-    cls = pydantic.dataclasses.dataclass(frozen=True, config=_PYDANTIC)(cls)
-    _inherit_docstrings(cls)
-    init = cls.__init__
+    made: Any = pydantic.dataclasses.dataclass(frozen=True, config=_PYDANTIC)(cls)
+    _inherit_docstrings(made)
+    init = made.__init__
 
     @functools.wraps(init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -106,17 +123,17 @@ def config(cls: type) -> type:
                 raised, ConfigError
             ):  # from __post_init__ (require): it names its field already
                 raise raised from None
-            name, message, got, flag = _described(cls, error)
-            raise ConfigError(f"{cls.__name__}.{name}: {message}, got {got}{flag}") from None
+            name, message, got, flag = _described(made, error)
+            raise ConfigError(f"{made.__name__}.{name}: {message}, got {got}{flag}") from None
 
-    cls.__init__ = __init__
-    return cls
+    made.__init__ = __init__
+    return cast(T, made)
 
 
 def _inherit_docstrings(cls: type) -> None:
     """Give an inherited field its help text: pydantic reads the docstrings of a class' own
     fields only (a stage config that builds on :class:`interp.executors.placement.Placement`)."""
-    for name, info in cls.__pydantic_fields__.items():
+    for name, info in fields_of(cls).items():
         if info.description:
             continue
         for base in cls.__mro__[1:]:
@@ -131,7 +148,7 @@ def _tuples(value: Any) -> Any:
     return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
-def _described(cls: type, error: dict[str, Any]) -> tuple[str, str, str, str]:
+def _described(cls: type, error: ErrorDetails) -> tuple[str, str, str, str]:
     """The parts of a one-line message for the first error pydantic found: the field (``a.0``
     for an item of a tuple), what it expects, what it got, and the option to change."""
     loc = [str(part) for part in error["loc"]]
@@ -161,7 +178,7 @@ def require(config: Any, name: str, ok: bool, rule: str) -> None:
 
 def fields_of(cls: type) -> dict[str, FieldInfo]:
     """The config's fields in declaration order, as pydantic knows them."""
-    return dict(cls.__pydantic_fields__)
+    return dict(cast(Any, cls).__pydantic_fields__)
 
 
 def extra(info: FieldInfo) -> dict[str, Any]:
@@ -221,6 +238,10 @@ def _from_json_value(hint: Any, value: Any) -> Any:
         else (hint,)
     )
     for candidate in options:
-        if dataclasses.is_dataclass(candidate) and isinstance(value, dict):
+        if (
+            isinstance(candidate, type)
+            and dataclasses.is_dataclass(candidate)
+            and isinstance(value, dict)
+        ):
             return from_jsonable(candidate, value)
     return value

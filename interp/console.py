@@ -224,7 +224,7 @@ def guarded_output() -> Iterator[None]:
     saved = sys.stdout, sys.stderr
     _fill_closed_descriptors()
     out, err = _Guarded(saved[0]), _Guarded(saved[1])
-    sys.stdout, sys.stderr = out, err  # type: ignore[assignment]
+    sys.stdout, sys.stderr = out, err
     try:
         yield
     finally:
@@ -277,8 +277,8 @@ def _handled(fn: Callable[..., Any], interrupted: str | None, *args: Any, **kwar
     except InterpError as exc:
         fail(f"error: {exc}", EXIT_USER)
     except KeyboardInterrupt as exc:  # a signal (Interrupted), or Ctrl-C inside a library
-        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
-        name = f" ({signal.Signals(signum).name})" if isinstance(exc, Interrupted) else ""
+        signum = signal.Signals(exc.signum) if isinstance(exc, Interrupted) else signal.SIGINT
+        name = f" ({signum.name})" if isinstance(exc, Interrupted) else ""
         if getattr(exc, "run_removed", None):
             fail(
                 f"interrupted{name} before any stage finished: no run was kept; start it again",

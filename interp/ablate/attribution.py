@@ -24,6 +24,8 @@ a distance from the intact output) cannot be estimated to first order and get no
 
 from __future__ import annotations
 
+import functools
+import operator
 import time
 from dataclasses import dataclass
 
@@ -105,7 +107,9 @@ def _batch_terms(
     sink_v = torch.stack(ablator.clean(batch, keep_sink=True).sink_v).float() if sink else None
     readout, zs = ablator.run_with_grad(batch)
     per = batch_metrics(readout, batch)
-    total = sum(p.num.sum() for m, p in per.items() if HAS_GRADIENT.get(m, True))
+    total = functools.reduce(
+        operator.add, [p.num.sum() for m, p in per.items() if HAS_GRADIENT.get(m, True)]
+    )
     grads = torch.autograd.grad(total, zs)
     with torch.no_grad():
         z = torch.stack([t.detach() for t in zs]).float()  # [layer, batch, pos, head, d_head]

@@ -7,13 +7,17 @@ orientation without loading the modelling stack. The definitions live in
 
 from __future__ import annotations
 
-KINDS = ("zero", "mean", "resample")
+from typing import Literal, get_args
+
+Kind = Literal["zero", "mean", "resample"]
+KINDS: tuple[Kind, ...] = get_args(Kind)
 
 # Estimators of every head's effect (the ``estimator`` of their effects rows), the default first:
 # the one that agreed best with exact ablation on the packaged models (benchmarks/estimators.py).
 # attribution: first-order attribution patching (interp.ablate.attribution);
 # integrated: integrated gradients over the clean -> ablated path (interp.ablate.integrated).
-ESTIMATORS = ("attribution", "integrated")
+Estimator = Literal["attribution", "integrated"]
+ESTIMATORS: tuple[Estimator, ...] = get_args(Estimator)
 
 # Causal-LM metric families: each names its evaluation sequences and the one metric read on them.
 PROSE, REPEATED, SV = "loss_prose", "loss_repeated", "sv_logit_diff"

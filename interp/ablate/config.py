@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Literal
+from typing import Any
 
-from interp.ablate.catalogue import CORPUS, ESTIMATORS, KINDS, METRICS
+from interp.ablate.catalogue import CORPUS, ESTIMATORS, KINDS, METRICS, Estimator, Kind
 from interp.ablate.tasks import Task
 from interp.collect.config import (  # the same caps as collect's probes
     MAX_GENERATED,
@@ -14,7 +14,7 @@ from interp.collect.config import (  # the same caps as collect's probes
 )
 from interp.config import MAX_INT, config, option, require
 from interp.executors.placement import Placement
-from interp.model.spec import DTYPES
+from interp.model.spec import DType
 
 QUICK_ABLATE_SIZES = {"n_prose": 3, "n_repeated": 3, "n_syntax": 8}
 QUICK_BOOTSTRAP = 200
@@ -58,64 +58,64 @@ class AblateConfig(Placement):
     # which zero ablation also removes (doubling the median effect on SmolLM2, and changing which
     # heads rank top); resample does the same as mean but is noisier on a small corpus
     # (benchmarks/ablation_kinds.py; docs/concepts/effects.md).
-    ablations: tuple[Literal[KINDS], ...] = option(("mean",), flag="--ablation")
+    ablations: tuple[Kind, ...] = option(default=("mean",), flag="--ablation")
     """ablation kind (repeatable; the first orders the pruning curve)"""
-    metrics: tuple[str, ...] | None = option(None, flag="--metric")
+    metrics: tuple[str, ...] | None = option(default=None, flag="--metric")
     """metric to measure (repeatable; the first orders the pruning curve); default: all of the model's kind"""
-    n_prose: int = option(6, ge=0, le=MAX_GENERATED)
+    n_prose: int = option(default=6, ge=0, le=MAX_GENERATED)
     """prose lines (every second line of the shipped corpus)"""
-    n_repeated: int = option(6, ge=0, le=MAX_GENERATED)
+    n_repeated: int = option(default=6, ge=0, le=MAX_GENERATED)
     """repeated-random-token sequences (causal only)"""
-    repeated_lengths: tuple[int, ...] = option((10,), flag="--repeated-length")
+    repeated_lengths: tuple[int, ...] = option(default=(10,), flag="--repeated-length")
     """length of the random half of a repeated-token sequence (repeatable)"""
-    n_syntax: int = option(16, ge=0, le=MAX_GENERATED)
+    n_syntax: int = option(default=16, ge=0, le=MAX_GENERATED)
     """syntax sentences for subject-verb agreement (causal only)"""
-    eval_corpus: str | None = option(None, file=True)
+    eval_corpus: str | None = option(default=None, file=True)
     """your own evaluation sequences (.txt one a line, .jsonl / .csv a text field): a causal LM adds the metric
     loss_corpus (first: it orders the pruning curve), an encoder reads them instead of the prose"""
-    tasks: tuple[Task, ...] = option((), cli=False)
+    tasks: tuple[Task, ...] = option(default=(), cli=False)
     """your own metrics, in Python (interp.Task); causal LMs only"""
-    max_tokens_per_batch: int | None = option(None, ge=1, le=MAX_INT)
+    max_tokens_per_batch: int | None = option(default=None, ge=1, le=MAX_INT)
     """padded tokens per forward pass (batch x stacked heads); default: 2048 on a CPU, on an accelerator as many as
     its free memory holds (interp.model.memory); lower it when memory is short"""
-    dtype: Literal[DTYPES] | None = option(None, cli=False)
+    dtype: DType | None = option(default=None, cli=False)
     """run the ablations in this dtype instead of the model's (on the command line: the stage's --dtype, which loads
     the model in that dtype)"""
-    top_k: int | None = option(None, ge=1, le=MAX_INT)
+    top_k: int | None = option(default=None, ge=1, le=MAX_INT)
     """exact ablation only for the heads among the k that attribution or integrated gradients rank highest on some
     metric (the union; ties at the k-th included), plus a random audit sample"""
-    attribution: bool = option(True)
+    attribution: bool = option(default=True)
     """estimate every head with the estimator (always on with top_k)"""
-    estimator: Literal[ESTIMATORS] = option(ESTIMATORS[0])
+    estimator: Estimator = option(default=ESTIMATORS[0])
     """how every head's effect is estimated"""
-    estimator_positions: int | None = option(None, ge=0, le=MAX_INT)
+    estimator_positions: int | None = option(default=None, ge=0, le=MAX_INT)
     """scored positions per metric the estimator reads at least: the exact sweep's sequences and more of each built-in
     family (prose stops at the lines its half holds; your own corpus and tasks are read whole); 0: the exact sweep's
     corpus; default: 4000 with --top-k, 200 with --quick, 0 for a full sweep (every head is measured exactly)"""
-    ig_steps: int = option(4, ge=1, le=MAX_INT)
+    ig_steps: int = option(default=4, ge=1, le=MAX_INT)
     """integrated gradients: path points (one forward + backward each)"""
-    audit: int | None = option(None, ge=1, le=MAX_INT)
+    audit: int | None = option(default=None, ge=1, le=MAX_INT)
     """with top_k: heads ablated exactly at random besides the top ones, always at least one; default: a quarter as
     many as the top ones"""
-    max_rounds: int = option(DEFAULT_ROUNDS, ge=1, le=MAX_ROUNDS)
+    max_rounds: int = option(default=DEFAULT_ROUNDS, ge=1, le=MAX_ROUNDS)
     """exact sweep in up to this many rounds of new evaluation sequences: after each, only heads whose effect is not
     yet settled (interval vs the tolerance, precision) go on; 1: one sweep of every chosen head"""
-    time_budget: float | None = option(300.0, gt=0, le=1e9)
+    time_budget: float | None = option(default=300.0, gt=0, le=1e9)
     """seconds the exact sweep may spend before no further round starts (round 0 always runs in full; in Python,
     None: no limit)"""
-    heads_per_pass: int | None = option(None, ge=1, le=MAX_INT)
+    heads_per_pass: int | None = option(default=None, ge=1, le=MAX_INT)
     """heads of a layer per forward (stacked batch copies); default: all that fit"""
-    prune: bool = option(True)
+    prune: bool = option(default=True)
     """compute the pruning curve"""
-    prune_step: float | None = option(None, gt=0, le=1)
+    prune_step: float | None = option(default=None, gt=0, le=1)
     """share of heads removed per pruning step; default: 1 head (<= 64 heads) or 5%"""
-    n_bootstrap: int = option(1000, ge=10, le=MAX_INT)
+    n_bootstrap: int = option(default=1000, ge=10, le=MAX_INT)
     """bootstrap replicates of the effect intervals"""
-    quick: bool = option(False, cli=False)
+    quick: bool = option(default=False, cli=False)
     """sized by --quick (:meth:`for_quick`: small evaluation corpus, a 60 s time budget for its rounds, 10% pruning
     steps); then exact ablation only of the top 2% (at least 5) per metric and estimator, estimated on 200 positions
     per metric"""
-    seed: int = option(0, ge=0, le=MAX_INT)
+    seed: int = option(default=0, ge=0, le=MAX_INT)
     """seed of the evaluation sequences, the audit sample and the bootstrap"""
 
     def __post_init__(self) -> None:
@@ -172,6 +172,12 @@ class AblateConfig(Placement):
     @property
     def random_seed(self) -> int:
         return self.seed
+
+    @property
+    def tokens_per_pass(self) -> int:
+        """Padded tokens per forward pass: the configured budget, else a CPU's (what
+        :meth:`resolved` fills in)."""
+        return self.max_tokens_per_batch or CPU_TOKENS_PER_PASS
 
     def resolved(self, n_heads: int) -> AblateConfig:
         """The settings actually used: the pass size filled in (2048 where none is configured),

@@ -100,7 +100,7 @@ def stage_corpus(
         **(counts or family_counts(model, cfg, metrics, split)),
         repeated_lengths=cfg.repeated_lengths,
         seed=cfg.seed,
-        max_tokens=cfg.max_tokens_per_batch,
+        max_tokens=cfg.tokens_per_pass,
         split=split,
         user=user,
         tasks=tuple(t for t in cfg.tasks if t.name in wants),
@@ -133,7 +133,9 @@ def estimator_corpus(
         grown = {
             name: min(
                 _grown(
-                    count, scored.get(_FAMILY_OF[name][model.causal], 0), cfg.estimator_positions
+                    count,
+                    scored.get(_FAMILY_OF[name][model.causal], 0),
+                    cfg.estimator_positions or 0,
                 ),
                 most.get(name, MAX_GENERATED),
             )
@@ -255,7 +257,7 @@ def fit_memory(
         ]
 
     budget = memory.ablate_budget(
-        memory.Shape.of(model), cfg.max_tokens_per_batch, shapes, model.device, grow=grow
+        memory.Shape.of(model), cfg.tokens_per_pass, shapes, model.device, grow=grow
     )
     if budget == cfg.max_tokens_per_batch:
         return cfg, corpus

@@ -169,7 +169,7 @@ def causal_items(
 
 def task_items(aligner: Any, task: Task, split: int, d_vocab: int) -> list[Any]:
     """The EvalItems of one half of a task (sequences ``split``, ``split + 2``, ...)."""
-    items = []
+    items: list[Any] = []
     for i in range(split, len(task.sequences), 2):
         tokens, shift, special = encode_task_sequence(aligner, task, i, d_vocab)
         rows = _task_rows(task, i, tokens, special, shift)
@@ -276,6 +276,8 @@ def _sv_items(aligner: Aligner, n: int, seed: int) -> list[EvalItem]:
     items: list[EvalItem] = []
     for sentence in suite.sentences:
         agree = sentence.agreement
+        if agree is None:  # the syntax suite gives every sentence one
+            continue
         prefix = sentence.text[: sentence.words[agree.verb][0]].rstrip()
         try:
             seq = _strip_trailing_special(aligner.encode(Sentence(prefix), suite))

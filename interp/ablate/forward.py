@@ -88,13 +88,13 @@ class Ablator:
         out = CleanPass(readout=torch.empty(0))
         taps: list[lens.Tap] = []
         if keep_resid:
-            out.resid_pre = [None] * self.n_layers  # type: ignore[list-item]
+            out.resid_pre = [None] * self.n_layers  # type: ignore[list-item]  # filled layer by layer
             taps.append(lens.Tap("resid_pre", _keep(out.resid_pre)))
         if keep_z:
-            out.z = [None] * self.n_layers  # type: ignore[list-item]
+            out.z = [None] * self.n_layers  # type: ignore[list-item]  # filled layer by layer
             taps.append(lens.Tap("z", _keep(out.z)))
         if keep_sink:
-            out.sink_v = [None] * self.n_layers  # type: ignore[list-item]
+            out.sink_v = [None] * self.n_layers  # type: ignore[list-item]  # filled layer by layer
             taps.append(lens.Tap("v", _keep_sink(out.sink_v, self.model.n_heads)))
         with torch.inference_mode():
             out.readout = self._forward(batch, taps, replicas=1)
@@ -157,7 +157,7 @@ class Ablator:
         given, replaces each layer's z (``[batch, pos, head, d_head]``) on its way on, and the
         tensors returned are the mixed ones (what integrated gradients differentiates against).
         """
-        zs: list[torch.Tensor] = [None] * self.n_layers  # type: ignore[list-item]
+        zs: list[torch.Tensor] = [None] * self.n_layers  # type: ignore[list-item]  # filled layer by layer
 
         def make_leaf(x: torch.Tensor, layer: int) -> torch.Tensor:
             return x.detach().requires_grad_(True)

@@ -32,6 +32,9 @@ attribution puts it last. So attribution gives the stage's estimates, and ``--to
 
 from __future__ import annotations
 
+import functools
+import operator
+
 import torch
 from tqdm.auto import tqdm
 
@@ -106,7 +109,7 @@ def path_terms(
         _layer_replacement(kind, layer, ablator.model.n_heads, batch, clean_z, means)
         for layer in range(ablator.n_layers)
     ]
-    diffs: list[torch.Tensor] = [None] * ablator.n_layers  # type: ignore[list-item]
+    diffs: list[torch.Tensor] = [None] * ablator.n_layers  # type: ignore[list-item]  # filled layer by layer
 
     def mix(z: torch.Tensor, layer: int) -> torch.Tensor:
         diff = targets[layer].to(z.device, z.dtype) - z  # [batch, pos, head, d_head]
@@ -115,7 +118,9 @@ def path_terms(
 
     readout, zs = ablator.run_with_grad(batch, mix)
     per = batch_metrics(readout, batch)
-    objective = sum(p.num.sum() for m, p in per.items() if HAS_GRADIENT.get(m, True))
+    objective = functools.reduce(
+        operator.add, [p.num.sum() for m, p in per.items() if HAS_GRADIENT.get(m, True)]
+    )
     grads = torch.autograd.grad(objective, zs)
     valid = batch.valid.to(zs[0].device)[:, :, None, None]
     with torch.no_grad():

@@ -74,6 +74,8 @@ def causal_metric(logits: torch.Tensor, batch: EvalBatch) -> PerSeq:
         fields = {name: values.to(logits.device) for name, values in batch.row_fields.items()}
         value = batch.score(logits, batch.row_target.to(logits.device), **fields).to(logits.dtype)
     elif batch.family == SV:
+        if batch.row_wrong is None:
+            raise ValueError("an agreement batch carries each row's wrong verb")
         value = target - logits[rows, batch.row_wrong.to(logits.device)]
     else:
         value = torch.logsumexp(logits, dim=-1) - target

@@ -130,7 +130,8 @@ def flag_estimates(estimates: pd.DataFrame | None, exact: pd.DataFrame) -> pd.Da
         return estimates.assign(vs_exact=np.nan)
     out = estimates.merge(truth, on=keys, how="left")
     inside = (out["_exact"] >= out["ci_low"]) & (out["_exact"] <= out["ci_high"])
-    out["vs_exact"] = np.where(out["_exact"].isna(), None, np.where(inside, "inside", "outside"))
+    verdict = np.where(inside, "inside", "outside").astype(object)
+    out["vs_exact"] = np.where(out["_exact"].isna(), np.nan, verdict)
     return out.drop(columns="_exact")
 
 

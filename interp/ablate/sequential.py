@@ -104,7 +104,7 @@ def sequential_sweep(
     round after ``deadline`` (``time.perf_counter()`` seconds; round 0 always runs). Returns, per
     round, the number of heads each family's sweep ran (what the manifest records), and what
     stopped the rounds for the heads still open: ``rounds`` or ``budget``."""
-    log = []
+    log: list[dict[str, int]] = []
     todo = {family: list(heads) for family in parts[0].sizes}
     for r, part in enumerate(parts):
         if r and deadline is not None and time.perf_counter() > deadline:

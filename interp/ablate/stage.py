@@ -79,6 +79,7 @@ from interp.executors.choice import check_executor, open_executor
 from interp.executors.threads import choose_threads, stage_threads
 from interp.executors.work import Executor
 from interp.model.load import LoadedModel
+from interp.model.spec import DType
 from interp.pipeline import rundir
 from interp.pipeline.contract import StageRecord, loaded
 from interp.pipeline.tables import EFFECTS, PRUNING
@@ -135,7 +136,7 @@ def ablate(
                 tuple(t for t in cfg.tasks if t.name in metrics),
                 cfg.n_bootstrap,
                 cfg.seed,
-                cfg.max_tokens_per_batch,
+                cfg.tokens_per_pass,
             )
         ablator = Ablator(m)
         with _timed(timings, "threads"):
@@ -213,7 +214,7 @@ def _measure(
         [flag_estimates(estimates, exact), annotate(exact, primary, chosen)], metrics
     )
     check_measured(effects)
-    pruning, shares = pd.DataFrame(columns=PRUNING.names), {}
+    pruning, shares = pd.DataFrame(columns=PRUNING.names), dict[str, Any]()
     if cfg.prune:
         with _timed(timings, "pruning"):
             pruning, shares = _pruning(ablator, effects, cfg, metrics, means, roles, progress)
@@ -390,7 +391,7 @@ def _exact(
     parts = rounds(
         corpus,
         cfg.max_rounds,
-        cfg.max_tokens_per_batch,
+        cfg.tokens_per_pass,
         ablator.model.tokenizer.pad_token_id or 0,
         whole,
     )
@@ -476,7 +477,7 @@ def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _in_dtype(model: LoadedModel, dtype: str | None) -> Iterator[LoadedModel]:
+def _in_dtype(model: LoadedModel, dtype: DType | None) -> Iterator[LoadedModel]:
     """The model itself, or a converted copy when the stage asks for another dtype (the
     caller's model is never cast in place: bf16 -> fp32 would not give the weights back)."""
     current = str(next(model.bridge.parameters()).dtype).removeprefix("torch.")

@@ -22,6 +22,7 @@ as large "END -> IO" ones.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,6 +99,8 @@ def named_prompts(model: Any, task: Task) -> list[NamedPrompt]:
 
 def named_rows(task: Task, i: int, n_tokens: int, shift: int) -> dict[str, int]:
     """Sequence ``i``'s named positions as positions in its ``n_tokens`` encoded tokens."""
+    if task.named_positions is None:
+        raise ValueError(f"task {task.name!r} names no positions")
     rows = {}
     for name, pos in task.named_positions[i].items():
         if pos + shift >= n_tokens:
@@ -143,7 +146,7 @@ def attention_table(
     n_bootstrap: int,
     seed: int,
     uniform: np.ndarray | None = None,
-    scored: set[str] = frozenset(),
+    scored: AbstractSet[str] = frozenset(),
 ) -> pd.DataFrame:
     """One row per (pair, layer, head) counted in at least one prompt: the mean weight over the
     prompts where the pair is valid, its bootstrap interval over prompts, and how many prompts;

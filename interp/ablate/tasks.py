@@ -162,7 +162,7 @@ class Task:
                 f"task {self.name!r} has {len(maps)} named-position maps for {len(self.sequences)} "
                 f"sequences; give one per sequence"
             )
-        out = []
+        out: list[dict[str, int]] = []
         for i, names in enumerate(maps):
             if not isinstance(names, Mapping) or not names:
                 raise ConfigError(

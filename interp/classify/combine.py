@@ -30,6 +30,8 @@ negative mover the write classifier's probability of what it writes.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -68,9 +70,13 @@ def combine(
     )
     task = _one_per_head(tasks, keys)
 
-    role, conf, second_out, evidence = [], [], [], []
+    role: list[Any] = []
+    conf: list[Any] = []
+    second_out: list[Any] = []
+    evidence: list[Any] = []
     for i in range(len(out)):
         look, write, t = looks[i], wrote[i], task[i]
+        decided: tuple[Any, ...]
         if write == "inactive":
             decided = ("inactive", 1.0, look if _named(look) else np.nan, "output")
         elif t is not None:
@@ -90,8 +96,8 @@ def combine(
             also = write if _named(write) else second[i]
             said = "attention" if look not in NO_SECOND else np.nan
             decided = (look, looks_conf[i], also, said)
-        for column, value in zip((role, conf, second_out, evidence), decided):
-            column.append(value)
+        for cells, value in zip((role, conf, second_out, evidence), decided):
+            cells.append(value)
     out["looks"] = looks
     out["writes"] = wrote
     out["task_role"] = [t["task_role"] if t is not None else np.nan for t in task]

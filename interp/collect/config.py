@@ -36,39 +36,39 @@ CPU_TOKENS_PER_BATCH = (
 class CollectConfig(Placement):
     """How attention patterns are gathered and turned into features."""
 
-    suites: tuple[str, ...] = option(SUITES, flag="--suite")
+    suites: tuple[str, ...] = option(default=SUITES, flag="--suite")
     """built-in probe suite to read (repeatable): prose, repeated, syntax"""
-    corpora: tuple[str, ...] = option((), flag="--corpus", file=True)
+    corpora: tuple[str, ...] = option(default=(), flag="--corpus", file=True)
     """extra probe corpus: .txt, .jsonl, .csv or .conllu (repeatable)"""
-    text_column: str | None = option(None)
+    text_column: str | None = option(default=None)
     """field / column holding the text in a .jsonl or .csv corpus"""
-    n_repeated: int = option(64, ge=0, le=MAX_GENERATED)
+    n_repeated: int = option(default=64, ge=0, le=MAX_GENERATED)
     """repeated-random-token sequences"""
-    repeated_lengths: tuple[int, ...] = option((16, 24, 32), flag="--repeated-length")
+    repeated_lengths: tuple[int, ...] = option(default=(16, 24, 32), flag="--repeated-length")
     """length of the random half of a repeated-token sequence (repeatable)"""
-    n_syntax: int = option(800, ge=0, le=MAX_GENERATED)
+    n_syntax: int = option(default=800, ge=0, le=MAX_GENERATED)
     """generated syntax sentences"""
-    pool_syntax: bool = option(False)
+    pool_syntax: bool = option(default=False)
     """syntactic features pool the built-in syntax suite and every --corpus treebank (default: the
     built-in suite when collected, else the --corpus treebanks; the syntax table scores each apart)"""
-    syntax_heads: int = option(3, ge=1, le=MAX_INT)
+    syntax_heads: int = option(default=3, ge=1, le=MAX_INT)
     """best heads per corpus, relation and direction in the syntax table"""
-    max_sentences: int | None = option(None, ge=1, le=MAX_INT)
+    max_sentences: int | None = option(default=None, ge=1, le=MAX_INT)
     """use at most this many sentences of the prose suite and of each corpus"""
-    max_tokens_per_batch: int | None = option(None, ge=1, le=MAX_INT)
+    max_tokens_per_batch: int | None = option(default=None, ge=1, le=MAX_INT)
     """padded tokens per forward pass; default: 4096 on a CPU, on an accelerator as many as its free memory holds
     (interp.model.memory); lower it when memory is short"""
-    max_seq_len: int | None = option(None, ge=2, le=MAX_INT)
+    max_seq_len: int | None = option(default=None, ge=2, le=MAX_INT)
     """truncate probes longer than this (with a warning)"""
-    local_window: int = option(3, ge=1, le=MAX_INT)
+    local_window: int = option(default=3, ge=1, le=MAX_INT)
     """the window (in tokens before the query) of the local feature"""
-    n_bootstrap: int = option(200, ge=10, le=MAX_INT)
+    n_bootstrap: int = option(default=200, ge=10, le=MAX_INT)
     """bootstrap replicates over probes (feature intervals, label stability)"""
-    exemplar_tokens: int = option(32, ge=2, le=MAX_INT)
+    exemplar_tokens: int = option(default=32, ge=2, le=MAX_INT)
     """exemplar probes are cut to this many tokens (the report draws them)"""
-    seed: int = option(0, ge=0, le=MAX_INT)
+    seed: int = option(default=0, ge=0, le=MAX_INT)
     """seed of the repeated-token probes, the syntax generator and the bootstrap"""
-    features_version: int = option(FEATURES_VERSION, cli=False)
+    features_version: int = option(default=FEATURES_VERSION, cli=False)
     """the version of the feature definitions (a run collected under another is not resumed)"""
 
     def __post_init__(self) -> None:
@@ -112,6 +112,10 @@ class CollectConfig(Placement):
             **({"seed": seed} if seed is not None else {}),
             **({} if builtin else {"suites": ("repeated",)}),
         }
+
+    def with_corpora(self, corpora: tuple[str, ...]) -> CollectConfig:
+        """Probe with these corpora too, after the ones configured."""
+        return self.replaced({"corpora": self.corpora + corpora}) if corpora else self
 
     @property
     def random_seed(self) -> int:

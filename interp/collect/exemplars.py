@@ -74,7 +74,10 @@ class Exemplars:
     @property
     def shape(self) -> tuple[int, int]:
         """(n_layers, n_heads) of the patterns."""
-        return tuple(self.probes[0].patterns.shape[:2]) if self.probes else (0, 0)  # type: ignore[return-value]
+        if not self.probes:
+            return 0, 0
+        n_layers, n_heads = self.probes[0].patterns.shape[:2]
+        return int(n_layers), int(n_heads)
 
     def of_family(self, family: str) -> list[Probe]:
         return [p for p in self.probes if p.family == family]

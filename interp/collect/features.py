@@ -474,8 +474,10 @@ def position(
     """
     n, width = ctx.content.shape
     if from_end is None:
-        target = torch.full((n,), int(k))
-        name = position_name(int(k))
+        if k is None:
+            raise ValueError("a position feature needs k or from_end")
+        target = torch.full((n,), k)
+        name = position_name(k)
     else:
         target = ctx.batch.lengths - 1 - from_end
         name = end_name(from_end)

@@ -153,6 +153,8 @@ def run_shard(
     def on_pattern(
         layer: int, pattern: torch.Tensor
     ) -> None:  # during the pass of the current batch (ctx)
+        if ctx is None or features_ctx is None:
+            raise RuntimeError("an attention pattern arrived outside a batch")
         state.sinks.add_layer(layer, pattern, ctx)
         state.features.add_layer(layer, pattern, features_ctx)
         state.syntax.add_layer(layer, pattern, ctx)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import io
 import sys
 import time
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,7 @@ def build_suites(config: CollectConfig) -> list[Suite]:
     return suites
 
 
-def user_suite(path: str, sentences: list, taken: set[str] = frozenset()) -> Suite:
+def user_suite(path: str, sentences: list, taken: AbstractSet[str] = frozenset()) -> Suite:
     """A user corpus: syntactic if it carries gold arcs (CoNLL-U), natural text otherwise. Its
     name is ``user:<file stem>`` (numbered if two files share a stem), never a built-in suite's:
     a file called prose.txt is not merged into the shipped prose suite."""
@@ -294,7 +295,8 @@ def run_stage(
     result = collect(loaded(model, "collect"), config, progress=progress)
     check_measured(result.features)  # most heads NaN: stop here, before any table is written
     write(run_dir, result)
-    write_exemplars(run_dir, result.exemplars)
+    if result.exemplars is not None:
+        write_exemplars(run_dir, result.exemplars)
     return CollectRecord(
         list(result.syntactic_corpora), dict(result.skipped), result.threads, result.executor
     )

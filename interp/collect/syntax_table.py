@@ -194,8 +194,12 @@ class SyntaxAccumulator:
                     self.relations[s // len(DIRECTIONS)],
                     DIRECTIONS[s % len(DIRECTIONS)],
                 )
-                hits = rules.get(slot, {})
-                rule = min(hits, key=lambda r: (-hits[r], _rule_order(r)), default=None)
+                slot_hits = rules.get(slot, {})
+                best = (
+                    min(slot_hits, key=lambda r: (-slot_hits[r], _rule_order(r)))
+                    if slot_hits
+                    else None
+                )
                 shared = {
                     "corpus": corpus,
                     "relation": relation,
@@ -203,9 +207,12 @@ class SyntaxAccumulator:
                     "arcs": int(arcs[slot]),
                     "sentences": int(self.sentences[slot]),
                     "in_features": int(corpus in in_features),
-                    "best_rule": rule_name(rule, decode) if rule else np.nan,
-                    "best_rule_accuracy": hits.get(rule, 0) / arcs[slot],
-                    **{offset_column(d): hits.get(("offset", d), 0) / arcs[slot] for d in OFFSETS},
+                    "best_rule": rule_name(best, decode) if best else np.nan,
+                    "best_rule_accuracy": slot_hits.get(best, 0) / arcs[slot] if best else 0.0,
+                    **{
+                        offset_column(d): slot_hits.get(("offset", d), 0) / arcs[slot]
+                        for d in OFFSETS
+                    },
                 }
                 scores = accuracy[:, slot, :].ravel()  # layer-major: index = layer * n_heads + head
                 ranked = [

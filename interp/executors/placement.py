@@ -11,26 +11,27 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from interp.config import StageConfig, config, option, require
 
-EXECUTORS = ("local", "ray")
+Executor = Literal["local", "ray"]
+EXECUTORS: tuple[Executor, ...] = get_args(Executor)
 
 
 @config
 class Placement(StageConfig):
     """Where a stage's work runs and on how many threads."""
 
-    threads: int | None = option(None, ge=1, le=4096)
+    threads: int | None = option(default=None, ge=1, le=4096)
     """torch intra-op threads; default: the CPUs this process may use that other processes leave free (affinity,
     cgroup quota, /proc/stat), at least 1"""
-    executor: Literal[EXECUTORS] = option("local", placement=True)
+    executor: Executor = option(default="local", placement=True)
     """where the stage's shards run: this process, or Ray actors that each load the model once (pip install
     "interp[ray]"); the tables are the same"""
-    address: str | None = option(None, placement=True)
+    address: str | None = option(default=None, placement=True)
     """with --executor ray: the Ray cluster to join (auto, or HOST:PORT); default: one started here for the stage"""
-    workers: int | None = option(None, ge=1, le=4096, placement=True)
+    workers: int | None = option(default=None, ge=1, le=4096, placement=True)
     """with --executor ray: actors, each loading the model once; default: as many as the cluster's CPUs hold, at most
     one per shard"""
 

@@ -44,7 +44,7 @@ from interp.errors import ConfigError, RunError
 from interp.executors.placement import Placement
 from interp.executors.work import Outcome, Work, unit_record
 from interp.model.load import LoadedModel, check_dtype, load_model
-from interp.model.spec import ModelSpec
+from interp.model.spec import DType, ModelSpec
 
 MAX_ATTEMPTS = 3  # a unit that ends this many workers in turn is not the workers' fault
 CONNECT_TIMEOUT_S = 20.0  # a Ray cluster answers at --address within this, or it is refused
@@ -62,7 +62,7 @@ def _ignore(n: int) -> None:
 class Worker:
     """A Ray actor: the model loaded once, units of any Work run on it."""
 
-    def __init__(self, spec: dict[str, Any], dtype: str | None, threads: int):
+    def __init__(self, spec: dict[str, Any], dtype: DType | None, threads: int):
         torch.set_num_threads(threads)
         self.model = in_dtype(load_model(ModelSpec(**spec)), dtype)
         self.states: dict[str, Any] = {}
@@ -81,7 +81,7 @@ class Worker:
         return result, seconds
 
 
-def in_dtype(model: LoadedModel, dtype: str | None) -> LoadedModel:
+def in_dtype(model: LoadedModel, dtype: DType | None) -> LoadedModel:
     """The worker's model in the stage's dtype (converted the way the stage converts its copy)."""
     current = str(next(model.bridge.parameters()).dtype).removeprefix("torch.")
     if dtype is None or dtype == current:

@@ -245,7 +245,7 @@ def hook_name(site: str, layer: int) -> str:
 
 
 def _hooks(taps: Iterable[Tap], n_layers: int) -> list[tuple[str, Callable]]:
-    hooks = []
+    hooks: list[tuple[str, Callable]] = []
     for tap in taps:
         for layer in range(n_layers) if tap.layer is None else (tap.layer,):
             hooks.append((hook_name(tap.site, layer), functools.partial(_call_tap, tap.fn, layer)))

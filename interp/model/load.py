@@ -32,7 +32,7 @@ from interp.model.gguf import is_cached as _gguf_is_cached
 from interp.model.gguf import load_gguf as _load_gguf
 from interp.model.loading import boot as _boot
 from interp.model.loading import quiet as _quiet
-from interp.model.spec import DTYPES, ModelSpec, model_slug
+from interp.model.spec import DTYPES, DType, ModelSpec, model_slug
 from interp.model.vocab import check_tokenizer, ordinary_ids
 from interp.model.weights import check_config, load_checked, model_class
 
@@ -84,7 +84,7 @@ class LoadedModel:
     d_vocab_out: int  # logits per position
     bos_policy: str  # prepend (we add BOS) | tokenizer (tokenizer adds it) | cls (encoder [CLS] ... [SEP]) | none
     bos_token_id: int | None
-    dtype: str
+    dtype: DType
     device: str
     spec: ModelSpec | None = None  # how to load it again (None: built in Python, see reload_hint)
 

@@ -4,26 +4,27 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from interp.config import config, option, require
 
 # float16 needs a device with float16 kernels: any CUDA GPU; on a CPU torch 2.13 runs it too
 # (measured: benchmarks/dtype_speed.py), only slowly.
-DTYPES = ("float32", "bfloat16", "float16")
+DType = Literal["float32", "bfloat16", "float16"]
+DTYPES: tuple[DType, ...] = get_args(DType)
 
 
 @config
 class ModelSpec:
     """Which model to load: a packaged name, a local HF directory, a .gguf file or a Hub name."""
 
-    name: str = option("smollm2-135m", flag="--model")
+    name: str = option(default="smollm2-135m", flag="--model")
     """packaged name (see `interp models`), a .gguf file, a model directory or a Hub name"""
-    device: str = option("cpu")
+    device: str = option(default="cpu")
     """cpu, cuda, cuda:N or mps"""
-    dtype: Literal[DTYPES] = option("float32")
+    dtype: DType = option(default="float32")
     """bfloat16 / float16 halve memory and are fast on GPUs; on a CPU without native support they are slower"""
-    causal: bool | None = option(None, flag="--causal/--bidirectional")
+    causal: bool | None = option(default=None, flag="--causal/--bidirectional")
     """whether attention is causal; default: measured on the model with one short forward"""
 
     def __post_init__(self) -> None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from interp.config import from_jsonable
 from interp.errors import ConfigError, InterpWarning, RunError
-from interp.model.spec import ModelSpec, model_slug
+from interp.model.spec import DType, ModelSpec, model_slug
 from interp.pipeline import provenance, rundir
 from interp.pipeline.lock import LOCK, run_lock
 from interp.pipeline.options import RunOptions
@@ -59,7 +59,8 @@ def run_pipeline(
                     shutil.rmtree(
                         run_dir, ignore_errors=True
                     )  # nothing finished: leave nothing behind
-                    exc.run_removed = str(run_dir)  # type: ignore[attr-defined]  (the CLI says no run was kept)
+                    # the CLI says no run was kept
+                    exc.run_removed = str(run_dir)  # type: ignore[attr-defined]
                 raise
     except BaseException:
         rundir.remove_dirs(
@@ -141,7 +142,7 @@ def _start(run_dir: Path, options: RunOptions, model: LoadedModel, model_hash: s
         for st in STAGES
         for name, digest in st.inputs(options.stage_config(st.name), None).get("files", {}).items()
     }
-    seeds = [c.random_seed for c in options.stages.values() if c.random_seed is not None]
+    seeds = [seed for c in options.stages.values() if (seed := c.random_seed) is not None]
     if not (run_dir / rundir.MANIFEST).exists():
         rundir.write_manifest(
             run_dir,
@@ -174,6 +175,8 @@ def _restore_csv_twins(run_dir: Path) -> None:
                 frame = rundir.read_table(run_dir, name)
             except RunError:
                 continue  # unreadable: the stage that writes it runs again, and writes both
+            if frame is None:
+                continue
             with rundir.atomic_path(run_dir / f"{name}.csv") as tmp:
                 frame.to_csv(tmp, index=False)
 
@@ -218,7 +221,7 @@ def rerun_stage(
     model: LoadedModel | None = None,
     changes: dict[str, Any] | None = None,
     device: str | None = None,
-    dtype: str | None = None,
+    dtype: DType | None = None,
     progress: bool = True,
     quick: bool = False,
 ) -> None:
@@ -244,7 +247,7 @@ def _rerun_stage(
     model: LoadedModel | None,
     changes: dict[str, Any] | None,
     device: str | None,
-    dtype: str | None,
+    dtype: DType | None,
     progress: bool,
     quick: bool,
 ) -> None:
@@ -264,8 +267,10 @@ def _rerun_stage(
             from interp.model.load import load_model
 
             spec = model_spec_of(run_dir, name)
-            overrides = {k: v for k, v in (("device", device), ("dtype", dtype)) if v is not None}
-            model = load_model(dataclasses.replace(spec, **overrides) if overrides else spec)
+            spec = dataclasses.replace(
+                spec, device=device or spec.device, dtype=dtype or spec.dtype
+            )
+            model = load_model(spec)
         model_hash = provenance.model_hash(model.name, model.source)
     rundir.clear_temporaries(run_dir)
     st.run(run_dir, model, config, progress, st.inputs(config, model_hash))
@@ -344,10 +349,12 @@ def model_spec_of(run_dir: Path, stage_name: str | None = None) -> ModelSpec:
             raise RunError(
                 f"{run_dir}/manifest.json records a model this version cannot load ({exc}); rerun `interp run`"
             ) from None
-    # A manifest from before model specs were recorded: the name as it was given.
-    return ModelSpec(
-        name=facts["name"], device=facts.get("device", "cpu"), dtype=facts.get("dtype", "float32")
-    )
+    raise RunError(f"{run_dir}/manifest.json names no model; rerun `interp run`")
+
+
+def _list_or_empty(value: object) -> list[Any]:
+    """A manifest value that should be a list, else nothing."""
+    return value if isinstance(value, list) else []
 
 
 def options_from_manifest(
@@ -359,13 +366,14 @@ def options_from_manifest(
     run_dir = Path(run_dir)
     manifest = rundir.read_manifest(run_dir)
     where = run_dir / rundir.MANIFEST
-    recorded_options = manifest.get("options") if isinstance(manifest.get("options"), dict) else {}
+    recorded = manifest.get("options")
+    recorded_options = recorded if isinstance(recorded, dict) else {}
     tasks = [
         t.get("name")
         for configs in (recorded_options.get("stages") or {}, recorded_options)
         for config in configs.values()
         if isinstance(config, dict)
-        for t in (config.get("tasks") if isinstance(config.get("tasks"), list) else ())
+        for t in _list_or_empty(config.get("tasks"))
         if isinstance(t, dict)
     ]
     if tasks:

@@ -29,17 +29,17 @@ class RunOptions:
 
     model: ModelSpec = Field(default_factory=ModelSpec)
     stages: dict[str, Any] = Field(default_factory=dict)
-    out_dir: str = option("reports", flag="--out")
+    out_dir: str = option(default="reports", flag="--out")
     """folder for run directories"""
-    run_name: str | None = option(None, flag="--name")
+    run_name: str | None = option(default=None, flag="--name")
     """run name: letters, digits, '.', '_', '-' (default: a timestamp)"""
-    quick: bool = option(False)
+    quick: bool = option(default=False)
     """fewer probes and a smaller ablation corpus: minutes, not a quarter hour"""
-    skip: tuple[str, ...] = option(())
+    skip: tuple[str, ...] = option(default=())
     """stage to leave out (repeatable)"""
-    resume: bool = option(False)
+    resume: bool = option(default=False)
     """continue a run given by --name, skipping finished stages"""
-    explicit: tuple[str, ...] = option((), cli=False)
+    explicit: tuple[str, ...] = option(default=(), cli=False)
     """the stage fields a user set explicitly, as "stage.field" (--quick leaves them as they are)"""
 
     def __post_init__(self) -> None:

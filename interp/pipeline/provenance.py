@@ -47,7 +47,7 @@ _NOT_MODEL = (".md", ".gitattributes")
 
 
 def provenance(
-    seed: int, model_hash: str | None = None, corpora: dict[str, str] | None = None
+    seed: int | None, model_hash: str | None = None, corpora: dict[str, str] | None = None
 ) -> dict[str, Any]:
     """What produced a run: versions, git hash, machine, time, seed and content hashes."""
     return {

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from interp.errors import PromptError, RunError
+from interp.model.spec import DType
 from interp.pipeline.results import load_run
 from interp.pipeline.rundir import check_out_file, write_text
 from interp.report import explorer as X
@@ -62,7 +63,7 @@ def show(
     top: int = 3,
     model: Any = None,
     device: str | None = None,
-    dtype: str | None = None,
+    dtype: DType | None = None,
 ) -> Shown:
     """Run ``prompts`` through the run's model and show where ``heads`` attend on them.
 
@@ -109,13 +110,15 @@ def show(
         from interp.report.html import render_explorer_page
 
         data = X.explorer_data(run, prompts=patterns, selected=chosen[0], marked=chosen)
+        if data is None:
+            raise ValueError("the stored prompts give the explorer something to show")
         title = f"Attention of {model_name(run.manifest)} on your prompts"
         lead = [f"Run {run.path.name}, {len(texts)} prompt(s)."]
         write_text(page, render_explorer_page(data, title, lead))
     return Shown(patterns, tuple(chosen), X.text_view(run, patterns, chosen, top), saved, page)
 
 
-def _load(run_dir: Path, manifest: dict[str, Any], device: str | None, dtype: str | None) -> Any:
+def _load(run_dir: Path, manifest: dict[str, Any], device: str | None, dtype: DType | None) -> Any:
     """The model the run recorded, on ``device`` / in ``dtype`` where given."""
     from interp.model.load import load_model
     from interp.pipeline.execute import model_spec_of
@@ -127,5 +130,6 @@ def _load(run_dir: Path, manifest: dict[str, Any], device: str | None, dtype: st
             "cannot load: call interp.pipeline.show.show(RUN_DIR, prompts, model=...) with that model"
         )
     spec = model_spec_of(run_dir)
-    changes = {k: v for k, v in (("device", device), ("dtype", dtype)) if v is not None}
-    return load_model(dataclasses.replace(spec, **changes) if changes else spec)
+    return load_model(
+        dataclasses.replace(spec, device=device or spec.device, dtype=dtype or spec.dtype)
+    )

@@ -57,20 +57,20 @@ VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 class StudyConfig:
     """A study: which runs, and the settings they share."""
 
-    name: str = option("study")
+    name: str = option(default="study")
     """the study's folder name (letters, digits, '.', '_', '-')"""
-    models: tuple[str, ...] = option(())
+    models: tuple[str, ...] = option(default=())
     """the models, each as `interp run --model` takes it"""
-    corpora: tuple[tuple[str, ...], ...] = option(((),))
+    corpora: tuple[tuple[str, ...], ...] = option(default=((),))
     """probe corpora: each entry a list of corpus files for one run ([] for the built-in probes only)"""
-    seeds: tuple[int, ...] = option((0,))
+    seeds: tuple[int, ...] = option(default=(0,))
     """seeds: each run sets every stage's seed to one of them"""
-    settings: dict[str, Any] = option({})
+    settings: dict[str, Any] = option(default={})
     """every run's options: quick, skip, model (device, dtype) and stages.<stage>.<field>"""
-    variants: dict[str, dict[str, Any]] = option({})
+    variants: dict[str, dict[str, Any]] = option(default={})
     """named changes to stage configs ({name: {stage: {field: value}}}); each is a run of its own, beside the run
     without changes"""
-    out: str = option("reports")
+    out: str = option(default="reports")
     """folder under which the study's folder is made"""
 
     def __post_init__(self) -> None:
@@ -114,9 +114,9 @@ def _check_stage_tables(where: str, tables: Any) -> None:
 
 def read_study(path: str | Path) -> StudyConfig:
     """A study file (TOML) as a checked StudyConfig; a missing or malformed file is one line."""
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
+    else:
         import tomli as tomllib
 
     path = Path(path)
@@ -196,10 +196,8 @@ def run_options(study: StudyConfig, entry: dict[str, Any]) -> RunOptions:
     stages = {}
     for st in STAGES:
         fields = {**(settings.get("stages") or {}).get(st.name, {}), **changes.get(st.name, {})}
-        if entry["corpora"] and "corpora" in st.config.__pydantic_fields__:
-            fields["corpora"] = tuple(fields.get("corpora", ())) + tuple(entry["corpora"])
         fields.update(st.config.run_wide(entry["seed"], builtin=True))
-        stages[st.name] = from_jsonable(st.config, fields)
+        stages[st.name] = from_jsonable(st.config, fields).with_corpora(tuple(entry["corpora"]))
     model = from_jsonable(ModelSpec, {**(settings.get("model") or {}), "name": entry["model"]})
     return RunOptions(
         model=model,
@@ -212,6 +210,9 @@ def run_options(study: StudyConfig, entry: dict[str, Any]) -> RunOptions:
 
 
 def run_dir_of(options: RunOptions) -> Path:
+    """The run directory of a study's run (every run of a study has a name)."""
+    if options.run_name is None:
+        raise ValueError("a study's run has a name")
     return rundir.run_path(options.out_dir, model_slug(options.model.name), options.run_name)
 
 

@@ -38,6 +38,8 @@ def make_run(options: RunOptions, threads: int, progress: bool = False) -> dict[
     os.environ["OMP_NUM_THREADS"] = str(threads)
     torch.set_num_threads(threads)
     start = time.perf_counter()
+    if options.run_name is None:
+        raise ValueError("a study's run has a name")
     target = rundir.run_path(options.out_dir, model_slug(options.model.name), options.run_name)
     options = dataclasses.replace(options, resume=(target / rundir.MANIFEST).exists())
     try:

@@ -69,9 +69,10 @@ class ProbeSequence:
     family: str
     is_delim: torch.Tensor  # bool [pos]: punctuation (and [SEP] in encoders)
     is_special: torch.Tensor  # bool [pos]: BOS / [CLS] / [SEP]
-    word_of_token: torch.Tensor = field(default=None)  # long [pos], -1 outside words
-    word_pos: torch.Tensor = field(default=None)  # long [word]: the token that stands for the word
-    arcs: torch.Tensor = field(default=None)  # long [arc, 3]: dep word, head word, relation id
+    # filled in by __post_init__ when not given: no word spans, no arcs
+    word_of_token: torch.Tensor = field(default=None)  # type: ignore[assignment]  # long [pos], -1 outside words
+    word_pos: torch.Tensor = field(default=None)  # type: ignore[assignment]  # long [word]: the word's token
+    arcs: torch.Tensor = field(default=None)  # type: ignore[assignment]  # long [arc, 3]: dep, head, relation
     source: str = ""
 
     def __post_init__(self) -> None:

@@ -35,10 +35,11 @@ def _blocks(
 ) -> Iterator[tuple[int, list[tuple[int, str]]]]:
     """Sentences as (first line, [(line number, word line)]), split at blank lines, streamed. The
     first line counts comments (``# sent_id``), so a source points at where the sentence starts."""
-    first, rows = None, []
+    first: int | None = None  # the line the current sentence starts on
+    rows: list[tuple[int, str]] = []
     for i, line in lines:
         if not line.strip():
-            if rows:
+            if rows and first is not None:
                 yield first, rows
             first, rows = None, []
             continue
@@ -50,7 +51,7 @@ def _blocks(
                     f"{path}:{first}: sentence of more than {MAX_WORD_LINES:,} lines; "
                     f"end each sentence with a blank line"
                 )
-    if rows:
+    if rows and first is not None:
         yield first, rows
 
 

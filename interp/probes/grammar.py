@@ -269,7 +269,7 @@ def _predicate(b: _Builder, subj_pair: Pair, plural: bool) -> tuple[int, Pair]:
     )
     if kind in ("has", "trans", "intrans", "stays") and rng.random() < 0.4:
         b.add(rng.choice(ADVERBS))  # "the dogs often sleep": one more word between subject and verb
-    forms = {
+    choices = {
         "copula": COPULA,
         "has": [("has", "have")],
         "stays": [("stays", "stay")],
@@ -277,7 +277,7 @@ def _predicate(b: _Builder, subj_pair: Pair, plural: bool) -> tuple[int, Pair]:
         "trans": TRANS_THING,
         "intrans": INTRANS,
     }[kind]
-    forms = rng.choice(forms)
+    forms = rng.choice(choices)
     v = b.add(forms[plural])
     if kind in ("has", "trans"):
         obj = b.noun_phrase(rng.choice(THINGS), rng.random() < 0.5, p_bare=0.3)

@@ -85,6 +85,8 @@ def score_differences(a: RunTables, b: RunTables) -> pd.DataFrame:
     """Every head in both roles tables: layer, head, role_a, role_b, confidence_a, confidence_b,
     score_moved_most, score_change, feature_moved_most, feature_change (see the module docstring)."""
     cols = ["layer", "head", "role", "confidence"]
+    if a.roles is None or b.roles is None:
+        raise ValueError("both runs need a roles table")
     both = a.roles[cols].merge(b.roles[cols], on=KEYS, suffixes=("_a", "_b"))
     index = pd.MultiIndex.from_frame(both[KEYS])
     moved = pd.concat(

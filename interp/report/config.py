@@ -9,5 +9,5 @@ from interp.config import StageConfig, config, option
 class ReportConfig(StageConfig):
     """What the report stage writes: report.html always, report.pdf unless ``pdf`` is off."""
 
-    pdf: bool = option(True)
+    pdf: bool = option(default=True)
     """also write report.pdf (the same content, typeset)"""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -86,7 +87,8 @@ class FigureBlock:
     @property
     def pixels(self) -> tuple[int, int]:
         """(width, height) of the PNG, from its IHDR chunk."""
-        return struct.unpack(">II", self.png[16:24])  # type: ignore[return-value]
+        width, height = struct.unpack(">II", self.png[16:24])
+        return width, height
 
 
 @dataclass(frozen=True)
@@ -184,10 +186,14 @@ def table(
 
 
 def figure(saved: SavedFigure) -> FigureBlock:
+    if saved.png is None:
+        raise ValueError(
+            f"figure {saved.name} was kept in memory, not written: a report needs its file"
+        )
     return FigureBlock(saved.name, saved.title, saved.caption, saved.png.read_bytes())
 
 
-def key_values(pairs: list[tuple[str, object]]) -> KeyValues:
+def key_values(pairs: Sequence[tuple[str, object]]) -> KeyValues:
     return KeyValues(tuple((str(k), fmt(v) if not isinstance(v, str) else v) for k, v in pairs))
 
 

@@ -8,7 +8,7 @@ sentence that states a number reads it from :mod:`interp.report.summary`, as the
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import pandas as pd
 
@@ -285,7 +285,7 @@ def report_document(
 # --- two runs side by side ---------------------------------------------------------------------
 
 
-def _present(frame: pd.DataFrame | None) -> bool:
+def _present(frame: pd.DataFrame | None) -> TypeGuard[pd.DataFrame]:
     return frame is not None and not frame.empty
 
 

@@ -110,10 +110,9 @@ def plot_effect_maps(
     effects: pd.DataFrame | None, fig_dir: Path | None, shape: tuple[int, int] | None = None
 ) -> SavedFigure | None:
     """A facet per metric: each head's effect (red = the model gets worse without it), each on its own scale."""
-    best = S.best_effects(effects)
-    if best is None or best.empty:
+    best, ablation = S.best_effects(effects), S.preferred_ablation(effects)
+    if best is None or best.empty or ablation is None:
         return None
-    ablation = S.preferred_ablation(effects)
     fig = _effect_maps_figure(best, shape or S.head_shape({}, effects), ablation)
     return save(
         fig,
@@ -199,13 +198,12 @@ def plot_effect_vs_role(
     effects: pd.DataFrame | None, roles: pd.DataFrame | None, fig_dir: Path | None
 ) -> SavedFigure | None:
     """Per metric, every head's effect and its 95% CI (ci_low..ci_high), grouped by primary role."""
-    best = S.best_effects(effects)
-    if best is None or roles is None or roles.empty:
+    best, ablation = S.best_effects(effects), S.preferred_ablation(effects)
+    if best is None or ablation is None or roles is None or roles.empty:
         return None
     data = _with_roles(best, roles)
     if data.empty:
         return None
-    ablation = S.preferred_ablation(effects)
     return save(
         _effect_vs_role_figure(data, ablation),
         fig_dir,
@@ -264,14 +262,14 @@ def plot_estimator_audit(
     effects: pd.DataFrame | None, roles: pd.DataFrame | None, fig_dir: Path | None
 ) -> SavedFigure | None:
     """Per metric, for every head measured both ways: the estimate (x) vs the exact effect (y)."""
-    pairs = S.audit_pairs(effects)
-    if pairs is None:
+    pairs, ablation = S.audit_pairs(effects), S.preferred_ablation(effects)
+    if pairs is None or ablation is None:
         return None
     if roles is not None and not roles.empty:
         pairs = pairs.merge(roles[["layer", "head", "role"]], on=["layer", "head"], how="left")
         pairs["role"] = pairs["role"].fillna("unexplained").astype(str)
     return save(
-        _audit_figure(pairs, S.preferred_ablation(effects)),
+        _audit_figure(pairs, ablation),
         fig_dir,
         "estimator_audit",
         "Estimator audit",

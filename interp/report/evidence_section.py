@@ -13,6 +13,7 @@ layer. Pure pandas, networkx and matplotlib: no torch.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import networkx as nx
 import pandas as pd
@@ -26,7 +27,11 @@ from interp.roles import ROLES
 
 TOP = 10  # heads per metric in the table and the graph
 EDGE_RANK = 3  # an edge: the writer is among the reader's 3 strongest of a kind
-KIND_STYLE = {"q": ("#1f77b4", "solid"), "k": ("#d62728", "solid"), "v": ("#7f7f7f", "dashed")}
+KIND_STYLE: dict[str, tuple[str, Literal["solid", "dashed"]]] = {
+    "q": ("#1f77b4", "solid"),
+    "k": ("#d62728", "solid"),
+    "v": ("#7f7f7f", "dashed"),
+}
 COLUMNS = (
     "name",
     "metric",

@@ -48,7 +48,8 @@ DEFAULT_LIMIT = 10
 class HasPatterns(Protocol):
     """A stored probe (:class:`interp.collect.exemplars.Probe`) or a :class:`Prompt`."""
 
-    tokens: tuple[str, ...]
+    @property
+    def tokens(self) -> tuple[str, ...]: ...
 
     def pattern(self, layer: int, head: int) -> np.ndarray: ...
 
@@ -229,12 +230,12 @@ def head_line(run: RunTables, layer: int, head: int) -> str:
         parts = [str(row["role"].iloc[0])]
         if _num(row["confidence"].iloc[0]) is not None:
             parts.append(f"confidence {float(row['confidence'].iloc[0]):.2f}")
-    ranking = effect_ranking(run)
-    if ranking is not None:
+    ranking, choice = effect_ranking(run), S.choose_effect(run.effects)
+    if ranking is not None and choice is not None:
         mine = ranking.index[(ranking["layer"] == layer) & (ranking["head"] == head)]
         if len(mine) and _num(ranking.loc[mine[0], "delta"]) is not None:
             parts.append(
-                f"effect {float(ranking.loc[mine[0], 'delta']):+.3g} on {S.choose_effect(run.effects).metric} "
+                f"effect {float(ranking.loc[mine[0], 'delta']):+.3g} on {choice.metric} "
                 f"(rank {mine[0] + 1} of {len(ranking)} measured)"
             )
     return f"{head_name(layer, head)}  " + "; ".join(parts)

@@ -18,7 +18,7 @@ import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import matplotlib
 import numpy as np
@@ -39,7 +39,7 @@ DIVERGING = "RdBu_r"  # red = more / worse, blue = less
 
 # parse_math off: corpus tokens, feature names and model names are plain text, so "$x$" or a
 # lone "$" is drawn as written instead of being parsed (and failing) as mathtext.
-RC = {
+RC: dict[Any, Any] = {  # matplotlib checks the keys when it reads them
     "font.size": 9,
     "axes.titlesize": 10,
     "axes.labelsize": 9,
@@ -80,7 +80,7 @@ def styled(build: F) -> F:
         with matplotlib.rc_context(RC):
             return build(*args, **kwargs)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]  # the same signature, wrapped
 
 
 def new_figure(width: float, height: float) -> Figure:
@@ -151,7 +151,8 @@ def role_handles(roles: list[str]) -> list[Patch]:
 def blend(colour: str, alpha: float) -> tuple[float, float, float]:
     """The colour laid over white at opacity ``alpha`` (so the PNG has no transparency)."""
     rgb = np.array(to_rgb(colour))
-    return tuple(alpha * rgb + (1 - alpha) * 1.0)  # type: ignore[return-value]
+    r, g, b = alpha * rgb + (1 - alpha) * 1.0
+    return float(r), float(g), float(b)
 
 
 def role_code(role: str) -> str:
@@ -281,7 +282,12 @@ def facet_cell(n_layers: int, n_heads: int) -> tuple[float, float]:
     return min(0.45, max(0.2, 2.4 / max(n_heads, 1))), min(0.35, max(0.16, 1.8 / max(n_layers, 1)))
 
 
-def facet_ticks(n_layers: int, n_heads: int) -> dict[str, int]:
+class Ticks(TypedDict):
+    max_cols: int
+    max_rows: int
+
+
+def facet_ticks(n_layers: int, n_heads: int) -> Ticks:
     """``head_heatmap`` tick limits for a facet: a head label every 0.3 inch, a layer label every 0.16."""
     cw, ch = facet_cell(n_layers, n_heads)
     return {

@@ -30,19 +30,19 @@ from interp.report.exemplar_plots import exemplars_of, plot_exemplars
 from interp.report.figures import SavedFigure
 from interp.report.html import prompts_of, render_explorer_page
 
-Builder = Callable[[RunTables], list[SavedFigure | None] | SavedFigure | None]
+Builder = Callable[[RunTables], list[SavedFigure] | list[SavedFigure | None] | SavedFigure | None]
 
 
 def _shape(run: RunTables) -> tuple[int, int]:
     return S.head_shape(run.manifest, run.roles, run.features, run.effects)
 
 
-def _features(run: RunTables) -> list[SavedFigure]:
+def _features(run: RunTables) -> list[SavedFigure] | None:
     causal = (run.manifest.get("model") or {}).get("causal")
     return plots.plot_feature_heatmaps(run.features, None, _shape(run), causal)
 
 
-def _syntax(run: RunTables) -> list[SavedFigure]:
+def _syntax(run: RunTables) -> list[SavedFigure] | None:
     corpora = Y.classifier_corpora(run.tables.get("syntax"), run.manifest.get("stages"))
     return plots.plot_relation_heatmaps(run.features, None, _shape(run), corpora)
 

@@ -20,6 +20,7 @@ import io
 import math
 import textwrap
 from pathlib import Path
+from typing import Any
 from xml.sax.saxutils import escape
 
 import matplotlib
@@ -206,9 +207,9 @@ def _figure(
 
 def _cards(cards: C.Cards, per_row: int = 4) -> Grid:
     cells = [[_para(c.value, "card_v"), _para(c.label, "card_k")] for c in cards.items]
-    rows = [cells[i : i + per_row] for i in range(0, len(cells), per_row)]
+    rows: list[list[Any]] = [cells[i : i + per_row] for i in range(0, len(cells), per_row)]
     rows[-1] += [""] * (per_row - len(rows[-1]))
-    style = [
+    style: list[tuple[Any, ...]] = [
         ("BACKGROUND", (i % per_row, i // per_row), (i % per_row, i // per_row), SOFT)
         for i in range(len(cells))
     ]

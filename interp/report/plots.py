@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TypeGuard
 
 import numpy as np
 import pandas as pd
@@ -49,7 +50,7 @@ FEATURE_SCALE_FLOOR = 0.1
 SINK = "sink_mass"  # roles-table column: share of a head's attention on the first position
 
 
-def usable(frame: pd.DataFrame | None) -> bool:
+def usable(frame: pd.DataFrame | None) -> TypeGuard[pd.DataFrame]:
     return frame is not None and not frame.empty
 
 
@@ -62,7 +63,8 @@ def _role_cells(
     """Per head: an index into a list of cell colours (role colour, paler when unsure) and its text."""
     role = head_frame(roles, "role", shape).to_numpy()
     conf = head_frame(roles, "confidence", shape).to_numpy()
-    index, labels, colours = np.full(role.shape, np.nan), np.full(role.shape, "", dtype=object), []
+    index, labels = np.full(role.shape, np.nan), np.full(role.shape, "", dtype=object)
+    colours: list[tuple[float, float, float]] = []
     for (layer, head), name in np.ndenumerate(role):
         if not isinstance(name, str):
             continue
@@ -199,7 +201,7 @@ def _role_counts_figure(roles: pd.DataFrame, n_layers: int) -> Figure:
     ax.set_yticks(range(0, n_layers, step), [f"L{i}" for i in range(0, n_layers, step)])
     ax.set_ylim(n_layers - 0.5, -0.5)
     ax.set_xlabel("heads")
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.xaxis.get_major_locator().set_params(integer=True)  # type: ignore[call-arg]  # a MaxNLocator
     ax.set_title("Primary roles per layer")
     sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), title="role", frameon=False)
     return fig
@@ -287,7 +289,7 @@ def plot_sink_by_layer(
 def feature_order(names: pd.Series) -> list[str]:
     """Catalogue features first (in catalogue order), then the rest (syntactic relations) sorted."""
     present = set(names.dropna().astype(str))
-    first = [r.feature for r in ROLES.values() if r.feature in present]
+    first = [r.feature for r in ROLES.values() if r.feature is not None and r.feature in present]
     return first + sorted(present - set(first))
 
 
@@ -378,8 +380,9 @@ def _say_empty(fig: Figure, reasons: dict[str, str]) -> str:
             color="#444444",
         )
         for mesh in ax.collections:
-            if getattr(mesh, "colorbar", None) is not None:
-                mesh.colorbar.remove()
+            colorbar = getattr(mesh, "colorbar", None)
+            if colorbar is not None:
+                colorbar.remove()
     by_reason: dict[str, list[str]] = {}
     for name, reason in reasons.items():
         by_reason.setdefault(reason, []).append(name)

@@ -69,10 +69,11 @@ def role_changes(runs: dict[str, RunTables], model_of: dict[str, str]) -> pd.Dat
             if model_of[a] != model_of[b]:
                 continue
             keys = ["layer", "head"]
-            joined = (
-                runs[a]
-                .roles[keys + ["role", "confidence"]]
-                .merge(runs[b].roles[keys + ["role", "confidence"]], on=keys, suffixes=("_a", "_b"))
+            roles_a, roles_b = runs[a].roles, runs[b].roles
+            if roles_a is None or roles_b is None:  # labels holds runs with roles only
+                continue
+            joined = roles_a[keys + ["role", "confidence"]].merge(
+                roles_b[keys + ["role", "confidence"]], on=keys, suffixes=("_a", "_b")
             )
             for r in joined[joined["role_a"] != joined["role_b"]].itertuples(index=False):
                 rows.append(
@@ -119,6 +120,8 @@ def effect_spread(runs: dict[str, RunTables]) -> pd.DataFrame:
         if run.effects is None or run.effects.empty:
             continue
         choice = S.choose_effect(run.effects)
+        if choice is None:  # no effect with a value
+            continue
         for metric in sorted(run.effects["metric"].dropna().unique()):
             picked = S.EffectChoice(choice.ablation, metric, choice.estimator)
             delta = S.head_effects(run.effects, picked)
@@ -171,7 +174,7 @@ def matched_heads(runs: dict[str, RunTables], model_of: dict[str, str]) -> pd.Da
         scores = [c for c in run.roles.columns if c.startswith("score_")]
         frame = run.roles[["layer", "head", "role", "confidence", *scores]].copy()
         effects, choice = _shown_effects(run)
-        if effects is not None and not effects.empty:
+        if effects is not None and choice is not None and not effects.empty:
             frame = frame.merge(
                 effects[["layer", "head", "delta"]].rename(columns={"delta": "effect"}),
                 on=["layer", "head"],
@@ -222,7 +225,7 @@ def shares_figure(shares: pd.DataFrame, fig_dir: Path) -> C.FigureBlock | None:
     for ax in axes[len(runs) :]:
         ax.set_visible(False)
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside right", fontsize=7)
+    fig.legend(handles, labels, loc="outside right", fontsize=7)  # type: ignore[call-overload]  # constrained layout's
     saved = save(
         fig,
         fig_dir,

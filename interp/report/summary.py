@@ -115,7 +115,7 @@ def best_effects(effects: pd.DataFrame | None) -> pd.DataFrame | None:
     """One row per (metric, layer, head) of the preferred ablation, exact where the head has an
     exact row, else the estimate: metric, layer, head, delta, ci_low, ci_high, method."""
     ablation = preferred_ablation(effects)
-    if ablation is None:
+    if effects is None or ablation is None:
         return None
     rows = effects[(effects["ablation"] == ablation)].dropna(subset=["delta"])
     rows = rows.assign(rank=(rows["estimator"] != "exact").astype(int)).sort_values(
@@ -132,7 +132,7 @@ def audit_pairs(effects: pd.DataFrame | None) -> pd.DataFrame | None:
     estimate, exact, and ``selected`` (top_k / audit / all) where the table has it. None when no
     head has both."""
     ablation = preferred_ablation(effects)
-    if ablation is None:
+    if effects is None or ablation is None:
         return None
     rows = effects[effects["ablation"] == ablation].dropna(subset=["delta"])
     keys = ["metric", "layer", "head"]
@@ -390,7 +390,7 @@ def head_table(roles: pd.DataFrame | None, effects: pd.DataFrame | None) -> pd.D
         roles[[c for c in base_cols if c in roles.columns]].copy() if roles is not None else None
     )
     choice = choose_effect(effects, exact_only=True)
-    if choice is not None:
+    if choice is not None and effects is not None:
         rows = effects[
             (effects["ablation"] == choice.ablation) & (effects["estimator"] == choice.estimator)
         ]

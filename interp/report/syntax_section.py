@@ -163,7 +163,7 @@ def syntax_section(
     if table is None and not figures and not has_features:
         return None
     blocks: list[C.Block | None] = []
-    if table is not None:
+    if table is not None and syntax is not None:
         n = int(syntax["rank"].max())
         blocks.append(
             C.Text(

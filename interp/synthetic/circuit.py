@@ -89,11 +89,11 @@ def circuit_task(model: LoadedModel, name: str = "ioi", n_prompts: int | None = 
     keep = slice(None) if n_prompts is None else slice(n_prompts)
     return Task(
         name,
-        sequences[keep],
-        positions=[(POSITIONS["END"],)] * len(sequences[keep]),
+        tuple(tuple(seq) for seq in sequences[keep]),
+        positions=((POSITIONS["END"],),) * len(sequences[keep]),
         metric=s_over_io,
         fields={"s": s_ids[keep]},
-        named_positions=names[keep],
+        named_positions=tuple(names[keep]),
     )
 
 
@@ -130,7 +130,7 @@ def random_circuit(seed: int, n_prompts: int | None = None) -> Circuit:
     if rng.random() < 0.7:
         strength = rng.uniform(0.3, 1.2)
         put(1, Planted("name", "suppress", strength, sink=rng.uniform(0.0, 0.6)), "negative_mover")
-    decoys = [
+    decoys: list[tuple[int, str | Planted]] = [
         (1, Planted("name", "constant")),
         (1, Planted("previous_token", "copy", rng.uniform(0.3, 1.0))),
         (1, Planted("name", "copy", 2.0, sink=rng.uniform(0.96, 0.99))),

@@ -142,7 +142,7 @@ def _test(
         name: _loss(model, batch, context + [_set_pattern(layer, head, p)])
         for name, p in ideal.items()
     }
-    best = min(patched, key=patched.get)
+    best = min(patched, key=lambda name: patched[name])
     damage = zero - base
     restored = (zero - patched[best]) / damage if damage > 0 else float("nan")
     if damage < MIN_DAMAGE:

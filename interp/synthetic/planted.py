@@ -329,13 +329,13 @@ def planted_model(plan: Plan, n_layers: int = 2, n_heads: int = 4, seed: int = 0
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
         tie_word_embeddings=False,
-        attn_implementation="eager",
+        attn_implementation="eager",  # type: ignore[call-arg]  # taken by PretrainedConfig
     )
     with (
         torch.random.fork_rng()
     ):  # the random init is overwritten; seed it without touching the caller's RNG
         torch.manual_seed(seed)
-        hf = GPT2LMHeadModel(config)
+        hf: Any = GPT2LMHeadModel(config)  # its submodules, read by name below
     with torch.no_grad():
         for param in hf.parameters():
             param.zero_()
@@ -346,8 +346,8 @@ def planted_model(plan: Plan, n_layers: int = 2, n_heads: int = 4, seed: int = 0
             flag = lay.punct if word in PUNCTUATION else lay.name if word in NAMES else lay.plain
             wte[t, flag] = 1.0
             hf.lm_head.weight[t, lay.out + t] = 1.0
-        for p in range(lay.n_ctx):
-            wpe[p, lay.pos + p] = 1.0
+        for pos in range(lay.n_ctx):
+            wpe[pos, lay.pos + pos] = 1.0
         mirror(wte, lay), mirror(wpe, lay)
         for layer, block in enumerate(hf.transformer.h):
             block.ln_1.weight.fill_(math.sqrt(2 * _active(heads, layer) / d))

@@ -196,7 +196,7 @@ def gpt2_config(arch: Architecture, tok: Any) -> Any:
         bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
-        attn_implementation="eager",
+        attn_implementation="eager",  # type: ignore[call-arg]  # taken by PretrainedConfig
         tie_word_embeddings=False,
         initializer_range=arch.init_std,
     )

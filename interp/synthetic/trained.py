@@ -85,9 +85,9 @@ def train(
     with single_thread():
         for _ in range(steps):
             batch = task.make(BATCH, gen, ids, seed)
-            loss, _ = task_loss(hf(batch.tokens).logits, batch)
+            batch_loss, _ = task_loss(hf(batch.tokens).logits, batch)
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            batch_loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             sched.step()

@@ -12,23 +12,23 @@ from interp.config import MAX_INT, StageConfig, config, option
 class WeightsConfig(StageConfig):
     """What a head writes and whom it works with, read from its weights."""
 
-    n_tokens: int = option(1024, ge=16, le=MAX_INT)
+    n_tokens: int = option(default=1024, ge=16, le=MAX_INT)
     """ordinary tokens sampled from the vocabulary: the rows and columns of every OV circuit
     (copying and its top-k rates are read on them; all of them where the vocabulary is smaller)"""
-    top_k: int = option(10, ge=1, le=MAX_INT)
+    top_k: int = option(default=10, ge=1, le=MAX_INT)
     """a token counts as copied (suppressed) when its own logit is among the k highest (lowest)
     of its row over the sampled tokens"""
-    n_null: int = option(100, ge=10, le=MAX_INT)
+    n_null: int = option(default=100, ge=10, le=MAX_INT)
     """random heads (i.i.d. Gaussian weights of the same shape) in the null of every score"""
-    n_bootstrap: int = option(50, ge=10, le=MAX_INT)
+    n_bootstrap: int = option(default=50, ge=10, le=MAX_INT)
     """bootstrap replicates over sampled tokens, ordinal pairs and probe sequences (intervals)"""
-    n_prose: int = option(32, ge=0, le=MAX_INT)
+    n_prose: int = option(default=32, ge=0, le=MAX_INT)
     """prose sentences of the forward pass that measures each head's output size"""
-    n_repeated: int = option(16, ge=0, le=MAX_INT)
+    n_repeated: int = option(default=16, ge=0, le=MAX_INT)
     """repeated-random-token sequences of that forward pass"""
-    repeated_length: int = option(24, ge=2, le=MAX_INT)
+    repeated_length: int = option(default=24, ge=2, le=MAX_INT)
     """length of the random half of each repeated-token sequence"""
-    seed: int = option(0, ge=0, le=MAX_INT)
+    seed: int = option(default=0, ge=0, le=MAX_INT)
     """seed of the token sample, the null's random heads, the probes and the bootstrap"""
 
     def for_quick(self, keep: tuple[str, ...] = ()) -> WeightsConfig:

@@ -229,7 +229,7 @@ def manifest_naming(corpus: Callable[[Path], str]) -> Callable[[Path], list[str]
         from interp.pipeline.rundir import jsonable
 
         manifest = {
-            "model": {"name": "minilm-l6", "source": "packaged", "spec": None},
+            "model": {"name": "minilm-l6", "source": "packaged", "spec": {"name": "minilm-l6"}},
             "options": jsonable(RunOptions()),
             "stages": {},
             "provenance": {"corpus_hashes": {corpus(tmp): "0" * 64}},

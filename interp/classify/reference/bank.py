@@ -310,15 +310,15 @@ def sample_specs(
     for _ in range(per_role * 2):
         k = rng.choice([3, 3, 4])
         while True:
-            w = np.random.default_rng(rng.randrange(2**31)).dirichlet([1.5] * k)
-            if w.max() <= 0.42:
+            mix = np.random.default_rng(rng.randrange(2**31)).dirichlet([1.5] * k)
+            if mix.max() <= 0.42:
                 break
         picked = rng.sample(minor, k)
         while "current_token" in picked and set(picked) & set(
             COPY_ROLES
         ):  # that pair is one copy head
             picked = rng.sample(minor, k)
-        specs.append(_spec(s, [s.role(r) for r in picked], list(w), UNEXPLAINED, None, "several"))
+        specs.append(_spec(s, [s.role(r) for r in picked], list(mix), UNEXPLAINED, None, "several"))
     return specs
 
 

@@ -201,7 +201,12 @@ def position(
     """All mass on one fixed position: absolute ``k``, or ``from_end`` before the last token;
     queries that cannot see it use the fallback."""
     n, width = ctx.allowed.shape[:2]
-    target = torch.full((n,), int(k)) if from_end is None else ctx.batch.lengths - 1 - from_end
+    if from_end is not None:
+        target = ctx.batch.lengths - 1 - from_end
+    elif k is not None:
+        target = torch.full((n,), k)
+    else:
+        raise ValueError("a fixed-position pattern needs k or from_end")
     keys = torch.arange(width)[None, None, :] == target[:, None, None]
     return _targets(ctx, keys.expand_as(ctx.allowed), fallback)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Sequence
 
 import torch
 
@@ -41,7 +42,7 @@ def _sequence(
     causal: bool,
     punct: list[bool],
     words: bool = False,
-    arcs: list[tuple[int, int, int]] = (),
+    arcs: Sequence[tuple[int, int, int]] = (),
 ) -> ProbeSequence:
     """Wrap word ids in [BOS] (causal) or [CLS] ... [SEP] (encoder), with one token per word."""
     suffix = [] if causal else [SEP]

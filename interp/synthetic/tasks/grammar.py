@@ -112,9 +112,12 @@ class GrammarTask:
                 seq += [ids[w] for w in rng.choices(self.plain_words, k=rng.randint(*SPAN))]
                 continue
             sentence = next(sentences)
-            verb = start + sentence.agreement.verb
+            agreement = sentence.agreement
+            if agreement is None:  # the generator gives every sentence one
+                continue
+            verb = start + agreement.verb
             if verb < self.seq_len:
                 parts["agreement"][row, verb] = True
-                foil[row, verb] = ids[sentence.agreement.wrong]
+                foil[row, verb] = ids[agreement.wrong]
             seq += [ids[sentence.text[a:b].lower()] for a, b in sentence.words]
         tokens[row] = torch.tensor(seq[: self.seq_len])

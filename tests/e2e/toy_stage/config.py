@@ -9,5 +9,5 @@ from interp.config import StageConfig, config, option
 class ToyConfig(StageConfig):
     """How the toy stage counts."""
 
-    scale: int = option(1, ge=1, le=1000)
+    scale: int = option(default=1, ge=1, le=1000)
     """multiply every head's feature count by this"""
