@@ -1,3 +1,4 @@
+# Over 400 lines: one click group; its commands share the option builders read from the registry.
 """The `interp` command line: a thin click layer over the library.
 
 Every command is one call into library code. The stage commands (``interp collect|classify|

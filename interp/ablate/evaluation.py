@@ -1,3 +1,4 @@
+# Over 400 lines: the evaluation corpus from sequences to batches, in one place.
 """The evaluation corpus of the ablate stage: which sequences, which positions each metric reads.
 
 Causal LMs get three families, each batched on its own (so that a resampled head output always

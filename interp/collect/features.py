@@ -1,3 +1,4 @@
+# Over 400 lines: every feature beside its baseline and the masks they share.
 """Per-head attention features: pure functions of a pattern tensor and the batch's masks.
 
 Every feature scores a head by where its attention mass goes on a set of eligible query

@@ -1,3 +1,4 @@
+# Over 400 lines: the one adapter to TransformerLens; all its hook use is here.
 """The one adapter between interp and TransformerLens' ``TransformerBridge``.
 
 Everything that depends on how TransformerLens names its hook points or runs a bridge lives

@@ -1,3 +1,4 @@
+# Over 400 lines: every model source's loader and the LoadedModel, in one order.
 """Model sources -> LoadedModel: a TransformerBridge, its tokenizer and the facts later stages need.
 
 Sources, tried in this order for a name:

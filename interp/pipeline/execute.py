@@ -1,3 +1,4 @@
+# Over 400 lines: a run, its resume and its replay share one run directory's checks.
 """The whole job, stage after stage from the registry (:mod:`interp.pipeline.stages`), in one run directory.
 
 Everything that can be checked without the model is checked before it loads: the run name and

@@ -1,3 +1,4 @@
+# Over 400 lines: the run directory's one owner: layout, atomic writes, manifest.
 """Run directories: layout, names, manifest, atomic writes and ``load_run``.
 
 A run lives in ``reports/<model-slug>/<run-name>/``::

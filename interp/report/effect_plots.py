@@ -1,3 +1,4 @@
+# Over 400 lines: effect figures share one grid, the role panels, the effect choice.
 """The report's figures of causal effects: per-metric effect maps, effect by role with confidence
 intervals, the estimator's audit, role score vs effect, and the pruning curves.
 

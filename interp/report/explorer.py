@@ -1,3 +1,4 @@
+# Over 400 lines: the explorer's data for all three of its consumers, read alike.
 """The attention explorer: any head's attention, token by token, on the stored probes and on the
 researcher's own prompts, with what the run says about the head.
 

@@ -1,3 +1,4 @@
+# Over 400 lines: role and feature figures share the head grid and the colours.
 """The report's figures of roles and features (drawn by the report's sections, :mod:`.sections`).
 
 Every ``plot_*`` function takes the run's DataFrames and the figures folder and returns a

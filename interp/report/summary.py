@@ -1,3 +1,4 @@
+# Over 400 lines: every number the report states, so figures, HTML and PDF agree.
 """What the report says in numbers: the pandas side of the report stage.
 
 Pure functions from a run's tables to small frames and a summary dict; plots, the HTML page and

@@ -1,3 +1,4 @@
+# Over 400 lines: sampler, labels and scoring: a label describes its pattern.
 """The reference bank: labelled example heads the classifier is fitted on.
 
 Every bank head is a synthetic attention pattern, a per-query mixture of archetype and null
