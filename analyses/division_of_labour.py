@@ -104,7 +104,8 @@ def section(run_dir: str) -> str:
 
 def causal_check(run_dir: str, roles: pd.DataFrame, n_draws: int = 10) -> list[str]:
     """Group ablation of each copying role against random heads (zero ablation, loss_repeated)."""
-    from interp.ablate.evaluation import REPEATED, build_corpus
+    from interp.ablate.catalogue import LOSS_REPEATED
+    from interp.ablate.evaluation import build_corpus
     from interp.ablate.forward import Ablator
     from interp.ablate.groups import role_vs_random
     from interp.model.load import load_model
@@ -136,7 +137,7 @@ def causal_check(run_dir: str, roles: pd.DataFrame, n_draws: int = 10) -> list[s
             corpus,
             roles,
             role,
-            REPEATED,
+            LOSS_REPEATED,
             exclude=tuple(r for r in named if r != role),
             n_draws=n_draws,
         )

@@ -1,4 +1,4 @@
-"""What the ablate stage measures, by name: ablation kinds, metric families and metrics.
+"""What the ablate stage measures, by name: ablation kinds, metrics and estimators.
 
 Torch-free on purpose: configs validate against these names and the report reads a metric's
 orientation without loading the modelling stack. The definitions live in
@@ -19,10 +19,10 @@ KINDS: tuple[Kind, ...] = get_args(Kind)
 Estimator = Literal["attribution", "integrated"]
 ESTIMATORS: tuple[Estimator, ...] = get_args(Estimator)
 
-# Causal-LM metric families: each names its evaluation sequences and the one metric read on them.
-PROSE, REPEATED, SV = "loss_prose", "loss_repeated", "sv_logit_diff"
-ENCODER = "encoder"  # the family of encoder batches; its metrics are ENCODER_METRICS
-CAUSAL_METRICS = (PROSE, REPEATED, SV)
+# Causal-LM metrics: each also names its own evaluation sequences (batched apart).
+LOSS_PROSE, LOSS_REPEATED, SV_LOGIT_DIFF = "loss_prose", "loss_repeated", "sv_logit_diff"
+ENCODER = "encoder"  # the encoder's evaluation sequences; both ENCODER_METRICS read them
+CAUSAL_METRICS = (LOSS_PROSE, LOSS_REPEATED, SV_LOGIT_DIFF)
 ENCODER_METRICS = ("embedding_cosine", "retrieval_margin")
 # Next-token loss on the user's own sequences (--eval-corpus; causal LMs only: an encoder reads
 # them as the sentences of its ENCODER_METRICS instead of the shipped prose).
@@ -31,18 +31,18 @@ METRICS = CAUSAL_METRICS + (CORPUS,) + ENCODER_METRICS
 
 # +1: the metric grows when the model gets worse (a loss); -1: it shrinks (a margin).
 ORIENTATION = {
-    PROSE: 1,
-    REPEATED: 1,
-    SV: -1,
+    LOSS_PROSE: 1,
+    LOSS_REPEATED: 1,
+    SV_LOGIT_DIFF: -1,
     CORPUS: 1,
     "embedding_cosine": 1,
     "retrieval_margin": -1,
 }
 # Which metrics have a useful gradient at the intact model (attribution can estimate them).
 HAS_GRADIENT = {
-    PROSE: True,
-    REPEATED: True,
-    SV: True,
+    LOSS_PROSE: True,
+    LOSS_REPEATED: True,
+    SV_LOGIT_DIFF: True,
     CORPUS: True,
     "embedding_cosine": False,
     "retrieval_margin": True,

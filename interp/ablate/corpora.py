@@ -24,9 +24,9 @@ from interp.ablate.catalogue import (
     CORPUS,
     ENCODER,
     ENCODER_METRICS,
-    PROSE,
-    REPEATED,
-    SV,
+    LOSS_PROSE,
+    LOSS_REPEATED,
+    SV_LOGIT_DIFF,
 )
 from interp.ablate.config import AblateConfig
 from interp.ablate.evaluation import (
@@ -75,9 +75,9 @@ def family_counts(
         cfg.max_rounds if split == 0 else 1
     )  # split 0 holds every round of the sequential sweep
     return {
-        "n_prose": rounds_ * cfg.n_prose if (not model.causal or PROSE in wants) else 0,
-        "n_repeated": rounds_ * cfg.n_repeated if REPEATED in wants else 0,
-        "n_syntax": rounds_ * cfg.n_syntax if SV in wants else 0,
+        "n_prose": rounds_ * cfg.n_prose if (not model.causal or LOSS_PROSE in wants) else 0,
+        "n_repeated": rounds_ * cfg.n_repeated if LOSS_REPEATED in wants else 0,
+        "n_syntax": rounds_ * cfg.n_syntax if SV_LOGIT_DIFF in wants else 0,
     }
 
 
@@ -168,9 +168,9 @@ GROWTH_STEPS = (
     4  # each step aims at the target from the positions per sequence seen; sv drops a few sentences
 )
 _FAMILY_OF = {
-    "n_prose": {True: PROSE, False: ENCODER},
-    "n_repeated": {True: REPEATED},
-    "n_syntax": {True: SV},
+    "n_prose": {True: LOSS_PROSE, False: ENCODER},
+    "n_repeated": {True: LOSS_REPEATED},
+    "n_syntax": {True: SV_LOGIT_DIFF},
 }
 
 
@@ -198,7 +198,9 @@ def corpus_facts(corpus: EvalCorpus) -> dict[str, dict[str, int]]:
 
 def _asked(cfg: AblateConfig, metric: str) -> int:
     """How many evaluation sequences the config asks for ``metric``'s family."""
-    return getattr(cfg, {REPEATED: "n_repeated", SV: "n_syntax"}.get(metric, "n_prose"))
+    return getattr(
+        cfg, {LOSS_REPEATED: "n_repeated", SV_LOGIT_DIFF: "n_syntax"}.get(metric, "n_prose")
+    )
 
 
 def measurable(metrics: tuple[str, ...], corpus: EvalCorpus, cfg: AblateConfig) -> tuple[str, ...]:

@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from interp.ablate.catalogue import CORPUS, ENCODER, PROSE, REPEATED, SV
+from interp.ablate.catalogue import CORPUS, ENCODER, LOSS_PROSE, LOSS_REPEATED, SV_LOGIT_DIFF
 from interp.ablate.tasks import Task
 from interp.errors import ConfigError, CorpusError
 from interp.probes.align import Aligner, Unencodable
@@ -153,7 +153,7 @@ def causal_items(
         items += task_items(aligner, task, split, model.d_vocab)
     if n_prose:
         for i, seq in enumerate(aligner.encode_suite(prose_subset(n_prose, split))):
-            items.append(_loss_item(seq, PROSE, i, start=0))
+            items.append(_loss_item(seq, LOSS_PROSE, i, start=0))
     if user is not None:
         for i, seq in enumerate(aligner.encode_suite(user_half(user, split))):
             items.append(_loss_item(seq, CORPUS, i, start=0))
@@ -162,7 +162,7 @@ def causal_items(
         for i, seq in enumerate(aligner.repeated(n_repeated, repeated_lengths, repeat_seed)):
             prefix = int(seq.is_special.sum())
             half = (len(seq) - prefix) // 2
-            items.append(_loss_item(seq, REPEATED, i, start=prefix + half))
+            items.append(_loss_item(seq, LOSS_REPEATED, i, start=prefix + half))
     if n_syntax:
         items += _sv_items(aligner, n_syntax, seed + split * SPLIT_SEED_OFFSET)
     return scorable(items, model.d_vocab_out)
@@ -230,7 +230,7 @@ def scorable(items: list[EvalItem], vocab_out: int) -> list[EvalItem]:
         if it.wrong is not None:
             keep &= it.wrong < vocab_out
         dropped += int((~keep).sum())
-        if it.family == SV and not bool(keep.all()):
+        if it.family == SV_LOGIT_DIFF and not bool(keep.all()):
             continue  # its one row cannot be read: the sentence leaves the family
         out.append(
             EvalItem(
@@ -291,7 +291,12 @@ def _sv_items(aligner: Aligner, n: int, seed: int) -> list[EvalItem]:
         last = torch.tensor([len(seq) - 1])
         items.append(
             EvalItem(
-                seq.tokens, SV, len(items), last, torch.tensor([correct]), torch.tensor([wrong])
+                seq.tokens,
+                SV_LOGIT_DIFF,
+                len(items),
+                last,
+                torch.tensor([correct]),
+                torch.tensor([wrong]),
             )
         )
     return items
@@ -431,7 +436,7 @@ def _pad(family: str, members: list[EvalItem], pad_id: int) -> EvalBatch:
         row_batch=cat([torch.full((len(it.rows),), i) for i, it in rows]),
         row_pos=cat([it.rows for _, it in rows]),
         row_target=cat([it.targets for _, it in rows]),
-        row_wrong=cat([it.wrong for _, it in rows]) if family == SV else None,
+        row_wrong=cat([it.wrong for _, it in rows]) if family == SV_LOGIT_DIFF else None,
         score=members[0].score,
         row_fields=_row_fields(members),
     )

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from interp.ablate.catalogue import ENCODER, ENCODER_METRICS, SV
+from interp.ablate.catalogue import ENCODER, ENCODER_METRICS, SV_LOGIT_DIFF
 from interp.ablate.evaluation import EvalBatch
 
 
@@ -73,7 +73,7 @@ def causal_metric(logits: torch.Tensor, batch: EvalBatch) -> PerSeq:
     if batch.score is not None:  # a user task: higher = worse, one value per scored row
         fields = {name: values.to(logits.device) for name, values in batch.row_fields.items()}
         value = batch.score(logits, batch.row_target.to(logits.device), **fields).to(logits.dtype)
-    elif batch.family == SV:
+    elif batch.family == SV_LOGIT_DIFF:
         if batch.row_wrong is None:
             raise ValueError("an agreement batch carries each row's wrong verb")
         value = target - logits[rows, batch.row_wrong.to(logits.device)]

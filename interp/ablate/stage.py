@@ -48,7 +48,7 @@ import pandas as pd
 import torch
 
 from interp.ablate.attribution import attribute
-from interp.ablate.catalogue import ENCODER, ESTIMATORS, PROSE, REPEATED, SV
+from interp.ablate.catalogue import ENCODER, ESTIMATORS, LOSS_PROSE, LOSS_REPEATED, SV_LOGIT_DIFF
 from interp.ablate.config import AblateConfig
 from interp.ablate.corpora import (
     corpus_facts,
@@ -386,7 +386,7 @@ def _exact(
 
     # the built-in families were made max_rounds times as large (stage_corpus); the user's sequences were not
     whole = frozenset(corpus.sizes) - (
-        {PROSE, REPEATED, SV} | ({ENCODER} if not cfg.eval_corpus else set())
+        {LOSS_PROSE, LOSS_REPEATED, SV_LOGIT_DIFF} | ({ENCODER} if not cfg.eval_corpus else set())
     )
     parts = rounds(
         corpus,

@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interp.ablate.evaluation import REPEATED, build_corpus
+from interp.ablate.catalogue import LOSS_REPEATED
+from interp.ablate.evaluation import build_corpus
 from interp.ablate.forward import Ablator
 from interp.ablate.groups import role_vs_random
 from interp.ablate.sweep import reuse_error
@@ -49,7 +50,7 @@ def test_labelled_heads_raise_repeated_loss_5x_more_than_random_heads(setting, s
     ablator, corpus = setting
     others = tuple(r for r in NAMED if r != role)
     check = role_vs_random(
-        ablator, corpus, smollm2_roles, role, REPEATED, exclude=others, n_draws=10
+        ablator, corpus, smollm2_roles, role, LOSS_REPEATED, exclude=others, n_draws=10
     )
     assert check.rise > 0
     assert check.ratio >= 5, (

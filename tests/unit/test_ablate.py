@@ -7,7 +7,7 @@ import torch
 from tiny_models import D_HEAD, D_MODEL, N_HEADS, N_LAYERS, tiny_llama
 
 from interp.ablate.attribution import attribute
-from interp.ablate.catalogue import REPEATED, SV
+from interp.ablate.catalogue import LOSS_REPEATED, SV_LOGIT_DIFF
 from interp.ablate.evaluation import bucket_tight, build_corpus, derangement
 from interp.ablate.forward import Ablator, Edit
 from interp.ablate.metrics import batch_metrics
@@ -218,13 +218,13 @@ def test_mean_and_resample_are_noops_for_a_constant_head(gpt2):
 
 def test_causal_corpus_scores_the_right_positions(llama):
     corpus = small_corpus(llama)
-    assert set(corpus.sizes) == {"loss_prose", REPEATED, SV}
+    assert set(corpus.sizes) == {"loss_prose", LOSS_REPEATED, SV_LOGIT_DIFF}
     tok = llama.tokenizer
     for batch in corpus.batches:
-        if batch.family == REPEATED:  # [BOS] r r with |r| = 6: predictions from position 7 on
+        if batch.family == LOSS_REPEATED:  # [BOS] r r with |r| = 6: predictions from position 7 on
             assert sorted(set(batch.row_pos.tolist())) == list(range(7, 12))
             assert torch.equal(batch.row_target, batch.tokens[batch.row_batch, batch.row_pos + 1])
-        if batch.family == SV:
+        if batch.family == SV_LOGIT_DIFF:
             assert torch.equal(
                 batch.row_pos, batch.valid.sum(1)[batch.row_batch] - 1
             )  # last prefix token
