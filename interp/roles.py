@@ -29,7 +29,7 @@ from dataclasses import dataclass
 class Role:
     name: str
     # the feature that measures it: a features-table feature for a role of where a head looks
-    # (positional and syntactic: a family of features, the best one counts), a weights-table
+    # (positional and syntactic: a feature group, the best of its features counts), a weights-table
     # score for one of what it writes; None for task roles and the labels that name no role
     feature: str | None
     description: str
@@ -147,9 +147,9 @@ ROLES: dict[str, Role] = {
     ]
 }
 
-# Roles measured by a family of features, the best of which counts: role -> the prefix of the
+# Roles measured by a feature group, the best of whose features counts: role -> the prefix of the
 # features' names (interp.collect.features names them; the report, which has no torch, reads this).
-FEATURE_FAMILY_PREFIX: dict[str, str] = {"syntactic": "syntactic:", "positional": "position:"}
+FEATURE_GROUP_PREFIX: dict[str, str] = {"syntactic": "syntactic:", "positional": "position:"}
 
 ROLE_NAMES: tuple[str, ...] = tuple(ROLES)  # every label a head can carry
 NO_ROLE: tuple[str, ...] = (UNEXPLAINED, UNMEASURED)  # labels that name no archetype

@@ -51,7 +51,7 @@ class AblateConfig(Placement):
     compute-bound at ~15-20 GFLOP/s, i.e. about 1 s per 100 tokens per full forward. It holds
     6 prose lines, 6 repeated-token sequences (10 random tokens, twice) and 16 syntax prefixes:
     392 tokens (425 padded, 7 batches) for SmolLM2, enough for bootstrap intervals over 6-16
-    sequences per metric (see interp/ablate/evaluation.py for what each family measures).
+    sequences per metric (see interp/ablate/evaluation.py for what each metric measures).
     """
 
     # mean by default: it removes what a head says about *this* input and keeps its constant part,
@@ -90,7 +90,7 @@ class AblateConfig(Placement):
     """how every head's effect is estimated"""
     estimator_positions: int | None = option(default=None, ge=0, le=MAX_INT)
     """scored positions per metric the estimator reads at least: the exact sweep's sequences and more of each built-in
-    family (prose stops at the lines its half holds; your own corpus and tasks are read whole); 0: the exact sweep's
+    metric's (prose stops at the lines its half holds; your own corpus and tasks are read whole); 0: the exact sweep's
     corpus; default: 4000 with --top-k, 200 with --quick, 0 for a full sweep (every head is measured exactly)"""
     ig_steps: int = option(default=4, ge=1, le=MAX_INT)
     """integrated gradients: path points (one forward + backward each)"""

@@ -45,15 +45,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from interp.roles import FEATURE_FAMILY_PREFIX, LOOKS, ROLES
+from interp.roles import FEATURE_GROUP_PREFIX, LOOKS, ROLES
 
 SINK_ROLE = "first_token"
 # one column per role that describes non-sink attention, in catalogue order
 COLUMNS: tuple[str, ...] = tuple(r for r in LOOKS if r != SINK_ROLE)
-FAMILY_COLUMNS = FEATURE_FAMILY_PREFIX
-LIFT_COLUMNS: tuple[str, ...] = tuple(
-    c for c in COLUMNS if c not in FAMILY_COLUMNS and c != "broad"
-)
+GROUP_COLUMNS = FEATURE_GROUP_PREFIX
+LIFT_COLUMNS: tuple[str, ...] = tuple(c for c in COLUMNS if c not in GROUP_COLUMNS and c != "broad")
 SINK_MASS = "sink_mass"
 SINK_COLUMNS: tuple[str, ...] = tuple(f"sink:{c}" for c in COLUMNS) + (SINK_MASS,)
 MIN_ARCS = 20
@@ -82,7 +80,7 @@ def columns_from_arrays(
     with np.errstate(invalid="ignore", divide="ignore"):
         for j, col in enumerate(COLUMNS):
             feature = ROLES[col].feature
-            if col in FAMILY_COLUMNS:
+            if col in GROUP_COLUMNS:
                 out[..., j], source[..., j] = _best(values, names, baselines, counts, col)
             elif feature not in index:
                 out[..., j] = BROAD_MISSING if col == "broad" else 0.0
@@ -111,8 +109,8 @@ def matrix_from_arrays(
 def _best(
     values: np.ndarray, names, baselines: np.ndarray, counts: np.ndarray, col: str
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Best lift over a family of features (see the module docstring) and which feature gave it."""
-    prefix = FAMILY_COLUMNS[col]
+    """Best lift over a feature group (see the module docstring) and which feature gave it."""
+    prefix = GROUP_COLUMNS[col]
     syntactic = col == "syntactic"
     least = MIN_ARCS if syntactic else MIN_QUERIES
     slots = [i for i, name in enumerate(names) if name.startswith(prefix) and counts[i] >= least]

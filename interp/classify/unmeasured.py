@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from interp.classify.estimator import HeadRoleClassifier
-from interp.classify.matrix import COLUMNS, FAMILY_COLUMNS, MIN_ARCS, MIN_QUERIES
+from interp.classify.matrix import COLUMNS, GROUP_COLUMNS, MIN_ARCS, MIN_QUERIES
 from interp.roles import ROLES, UNEXPLAINED, UNMEASURED
 
 CORNER = (0.0, 1.0)  # a missing column ranges from no preference to a perfect head
@@ -46,12 +46,10 @@ def missing_columns(features: pd.DataFrame, causal: bool | None = None) -> tuple
     counts = features.groupby("feature", sort=False)["n"].first()
 
     def measured(col: str) -> bool:
-        if col in FAMILY_COLUMNS:
+        if col in GROUP_COLUMNS:
             least = MIN_ARCS if col == "syntactic" else MIN_QUERIES
             return bool(
-                (
-                    counts[counts.index.astype(str).str.startswith(FAMILY_COLUMNS[col])] >= least
-                ).any()
+                (counts[counts.index.astype(str).str.startswith(GROUP_COLUMNS[col])] >= least).any()
             )
         return counts.get(ROLES[col].feature, 0) > 0
 

@@ -61,14 +61,14 @@ from torch import Tensor
 
 from interp.probes.base import FAMILIES, NATURAL, REPEATED, SYNTAX
 from interp.probes.batch import ProbeBatch
-from interp.roles import FEATURE_FAMILY_PREFIX
+from interp.roles import FEATURE_GROUP_PREFIX
 
 TEXT = (NATURAL, SYNTAX)
 # Positional features: a fixed absolute position k != 0, or (encoders, which see the whole
 # sequence) a fixed distance before the last token ([SEP]). See :func:`position`.
 POSITIONS: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
 FROM_END: tuple[int, ...] = (1, 2, 3)
-POSITION_PREFIX = FEATURE_FAMILY_PREFIX["positional"]
+POSITION_PREFIX = FEATURE_GROUP_PREFIX["positional"]
 
 # One layer's attention: [batch, head, q, k], each query row summing to 1 over the keys it may see.
 Pattern = Float[Tensor, "batch head q k"]
@@ -101,7 +101,7 @@ FEATURE_FAMILIES: dict[str, tuple[str, ...]] = {
 }
 STATIC_FEATURES: tuple[str, ...] = tuple(FEATURE_FAMILIES)
 DIRECTIONS = ("dep2head", "head2dep")
-SYNTACTIC_PREFIX = FEATURE_FAMILY_PREFIX["syntactic"]
+SYNTACTIC_PREFIX = FEATURE_GROUP_PREFIX["syntactic"]
 # The version of these definitions is interp.config.FEATURES_VERSION: bump it there when a
 # feature's definition changes here.
 

@@ -76,7 +76,7 @@ class Executor(Protocol):
 
 def unit_record(work: Work, unit: Any, outcome: Outcome, call: int) -> dict[str, Any]:
     """One unit's line in the manifest (``call``: which of the stage's calls on the executor;
-    the ablate stage makes one per round and family of its sequential sweep)."""
+    the ablate stage makes one per round and metric's sequences of its sequential sweep)."""
     return {
         "call": call,
         "shard": outcome.index,

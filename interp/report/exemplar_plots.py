@@ -10,7 +10,7 @@ included, as detect_head measures it; positional: its best position), not of its
 the sink, which would crown a head that parks 0.9 on the first token and 0.09 on the targets.
 Where there is no raw share (``broad``, ``syntactic``, a table written before it), the one that
 exceeds the baseline most (``value - baseline``; syntactic: its best relation); without a
-features table, the highest ``score_<role>`` (else confidence) in the roles table. It is drawn on a probe of the family its
+features table, the highest ``score_<role>`` (else confidence) in the roles table. It is drawn on a probe of the kind its
 feature is measured on (:data:`SHOWN_ON`): repeated random tokens for induction and duplicate
 heads, syntax sentences for syntactic heads, natural text for the rest.
 
@@ -33,11 +33,11 @@ from matplotlib.figure import Figure
 from interp.collect.exemplars import Exemplars, ExemplarsUnreadable, Probe, read_exemplars
 from interp.report.figures import SavedFigure, new_figure, save, styled
 from interp.report.glyphs import token_fonts, token_text
-from interp.roles import FEATURE_FAMILY_PREFIX, NO_ROLE, ROLES
+from interp.roles import FEATURE_GROUP_PREFIX, NO_ROLE, ROLES
 
 log = logging.getLogger(__name__)
 TOKEN_WIDTH = 14
-# The probe family each role's feature reads (interp.collect.features.FEATURE_FAMILIES, restated here
+# The probe kind each role's feature reads (interp.collect.features.FEATURE_FAMILIES, restated here
 # because that module needs torch; a test keeps the two in step). Other roles: natural text.
 SHOWN_ON = {"duplicate_token": "repeated", "induction": "repeated", "syntactic": "syntax"}
 DEFAULT_FAMILY = "natural"
@@ -64,10 +64,10 @@ def token_label(token: object) -> str:
 
 
 def _strength(features: pd.DataFrame, role: str) -> tuple[pd.Series, str]:
-    """Per (layer, head), the raw share on the role's feature, else its lift (a family's: its best,
+    """Per (layer, head), the raw share on the role's feature, else its lift (a feature group's: its best,
     e.g. over positions or relations), and what it is."""
     feature = ROLES[role].feature
-    prefix = FEATURE_FAMILY_PREFIX.get(role, f"{feature}:")
+    prefix = FEATURE_GROUP_PREFIX.get(role, f"{feature}:")
     mine = features[(features["feature"] == feature) | features["feature"].str.startswith(prefix)]
     raw = "raw" in mine.columns and mine["raw"].notna().any()
     score = mine["raw"] if raw else mine["value"] - mine["baseline"]
@@ -103,7 +103,7 @@ def strongest_heads(roles: pd.DataFrame | None, features: pd.DataFrame | None) -
 
 
 def probe_for(role: str, exemplars: Exemplars) -> Probe | None:
-    """The first stored probe of the family the role's feature reads, else the first probe."""
+    """The first stored probe of the kind the role's feature reads, else the first probe."""
     family = SHOWN_ON.get(role, DEFAULT_FAMILY)
     probes = exemplars.of_family(family) or list(exemplars.probes)
     return probes[0] if probes else None

@@ -47,7 +47,7 @@ def _syntax(run: RunTables) -> list[SavedFigure] | None:
     return plots.plot_relation_heatmaps(run.features, None, _shape(run), corpora)
 
 
-# figure name (or the prefix of a numbered or per-role family) -> what draws it, in report order
+# figure name (or the prefix of numbered or per-role figures) -> what draws it, in report order
 BUILDERS: dict[str, Builder] = {
     "role_map": lambda run: plots.plot_role_map(run.roles, None, _shape(run)),
     "role_counts": lambda run: plots.plot_role_counts(run.roles, None, _shape(run)),
@@ -79,14 +79,14 @@ def figure(run: RunTables | str | Path, name: str) -> Figure:
     in one line naming the figures it has of that kind.
     """
     run = _run(run)
-    family = next(
+    key = next(
         (key for key in BUILDERS if name == key or (key[-1] == "_" and name.startswith(key))), None
     )
-    if family is None:
+    if key is None:
         raise RunError(
             f"no figure named {name!r}: the report draws {', '.join(k + '*' if k[-1] == '_' else k for k in BUILDERS)}"
         )
-    built = BUILDERS[family](run)
+    built = BUILDERS[key](run)
     found = [f for f in (built if isinstance(built, list) else [built]) if f is not None]
     chosen = next((f for f in found if f.name == name), None)
     for other in found:

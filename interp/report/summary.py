@@ -490,12 +490,12 @@ def estimator_reads(manifest: dict[str, Any]) -> str | None:
     if not wide or wide == sweep:
         return None
     parts = ", ".join(
-        f"{family} {facts['n_scored']} ({(sweep.get(family) or {}).get('n_scored', 0)})"
-        for family, facts in wide.items()
+        f"{name} {facts['n_scored']} ({(sweep.get(name) or {}).get('n_scored', 0)})"
+        for name, facts in wide.items()
     )
     return (
         f"The estimates that chose the exactly-ablated heads read more sequences than the exact sweep: scored "
-        f"positions per family, the exact sweep's in brackets: {parts}."
+        f"positions on each metric's sequences, the exact sweep's in brackets: {parts}."
     )
 
 

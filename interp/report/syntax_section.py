@@ -15,9 +15,9 @@ from __future__ import annotations
 import pandas as pd
 
 from interp.report import content as C
-from interp.roles import FEATURE_FAMILY_PREFIX
+from interp.roles import FEATURE_GROUP_PREFIX
 
-SYNTACTIC_PREFIX = FEATURE_FAMILY_PREFIX["syntactic"]
+SYNTACTIC_PREFIX = FEATURE_GROUP_PREFIX["syntactic"]
 BUILTIN = (
     "syntax"  # the built-in syntax suite (interp.collect.syntax_table.BUILTIN, which imports torch)
 )

@@ -368,7 +368,7 @@ def test_the_estimators_own_corpus_is_stated_only_where_it_is_larger():
     manifest = {"stages": {"ablate": {"corpus": sweep, "estimator_corpus": wide}}}
     assert S.estimator_reads(manifest) == (
         "The estimates that chose the exactly-ablated heads read more sequences than the exact sweep: scored "
-        "positions per family, the exact sweep's in brackets: loss_prose 310 (137), sv_logit_diff 306 (24)."
+        "positions on each metric's sequences, the exact sweep's in brackets: loss_prose 310 (137), sv_logit_diff 306 (24)."
     )
     assert (
         S.estimator_reads({"stages": {"ablate": {"corpus": sweep, "estimator_corpus": sweep}}})
