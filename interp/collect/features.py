@@ -102,7 +102,7 @@ FEATURE_FAMILIES: dict[str, tuple[str, ...]] = {
 STATIC_FEATURES: tuple[str, ...] = tuple(FEATURE_FAMILIES)
 DIRECTIONS = ("dep2head", "head2dep")
 SYNTACTIC_PREFIX = FEATURE_GROUP_PREFIX["syntactic"]
-# The version of these definitions is interp.config.FEATURES_VERSION: bump it there when a
+# The version of these definitions is interp.collect.config.FEATURES_VERSION: bump it there when a
 # feature's definition changes here.
 
 
