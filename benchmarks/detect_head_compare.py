@@ -62,7 +62,7 @@ def ours(
         ProbeSequence(
             tokens=t,
             suite="bench",
-            family=REPEATED,
+            kind=REPEATED,
             is_delim=torch.zeros(len(t), dtype=torch.bool),
             is_special=s,
         )

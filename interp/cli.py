@@ -446,15 +446,15 @@ def tables():
 @friendly(interrupted=NOTHING_WRITTEN)
 def roles():
     """Print the role catalogue and the features that measure each role."""
-    from interp.collect.features import FEATURE_FAMILIES, MASS_FEATURES
+    from interp.collect.features import FEATURE_PROBE_KINDS, MASS_FEATURES
     from interp.roles import ROLES
 
     for role in ROLES.values():
         click.echo(f"{role.name:<16} {role.description}")
-    click.echo("\nfeatures (probe families read):")
+    click.echo("\nfeatures (probe kinds read):")
     for name, fn in MASS_FEATURES.items():
         doc = (fn.__doc__ or "").strip().splitlines()[0]
-        click.echo(f"  {name:<16} [{', '.join(FEATURE_FAMILIES[name])}] {doc}")
+        click.echo(f"  {name:<16} [{', '.join(FEATURE_PROBE_KINDS[name])}] {doc}")
     click.echo(
         "  syntactic:<relation>:<dep2head|head2dep>  [syntax] share of arcs whose most-attended word is the gold partner"
         " (one treebank choice: the built-in syntax suite, else the --corpus treebanks; --pool-syntax: all;"

@@ -112,7 +112,7 @@ def prose_subset(n: int, split: int = 0) -> Suite:
     from interp.probes.prose import prose_suite
 
     suite = prose_suite()
-    return Suite(suite.name, suite.family, suite.sentences[1 - split :: 2][:n], suite.card)
+    return Suite(suite.name, suite.kind, suite.sentences[1 - split :: 2][:n], suite.card)
 
 
 def read_eval_corpus(path: str, limit: int | None = None) -> Suite:
@@ -131,7 +131,7 @@ def read_eval_corpus(path: str, limit: int | None = None) -> Suite:
 
 def user_half(suite: Suite, split: int) -> Suite:
     """Sequences 0, 2, 4, ... (split 0) or 1, 3, 5, ... (split 1) of a user corpus."""
-    return Suite(suite.name, suite.family, suite.sentences[split::2], suite.card)
+    return Suite(suite.name, suite.kind, suite.sentences[split::2], suite.card)
 
 
 def causal_items(
@@ -307,7 +307,7 @@ def _strip_trailing_special(seq: ProbeSequence) -> ProbeSequence:
     while end > 1 and seq.is_special[end - 1]:
         end -= 1
     return ProbeSequence(
-        seq.tokens[:end], seq.suite, seq.family, seq.is_delim[:end], seq.is_special[:end]
+        seq.tokens[:end], seq.suite, seq.kind, seq.is_delim[:end], seq.is_special[:end]
     )
 
 

@@ -18,7 +18,7 @@ Stored format (``numpy.savez_compressed``, plain arrays, no pickles)::
     full_length  int     [probe]                      the probe's length before the cut
     tokens       str     [probe]                      JSON list of the kept tokens, each as the tokenizer decodes it
     suite        str     [probe]                      suite name (a user corpus: its file stem)
-    family       str     [probe]                      natural | syntax | repeated
+    kind         str     [probe]                      probe kind: natural | syntax | repeated
 
 A causal head's pattern cut to the first n tokens is exactly its pattern on those tokens. An
 encoder's rows can sum to less than 1 when a probe was cut (attention to later keys is not kept),
@@ -40,10 +40,10 @@ import numpy as np
 from interp.pipeline.rundir import read_archive, write_bytes
 
 FILE = "exemplars.npz"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 PROBES_PER_SUITE = 2
 MIN_TOKENS = 8  # shorter probes show little (a 3-token pattern says nothing about a local head)
-FIELDS = ("version", "patterns", "n_tokens", "full_length", "tokens", "suite", "family")
+FIELDS = ("version", "patterns", "n_tokens", "full_length", "tokens", "suite", "kind")
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class Probe:
     """One stored probe: its tokens and every head's attention on them."""
 
     suite: str
-    family: str
+    kind: str
     tokens: tuple[str, ...]  # the kept tokens' labels
     full_length: int
     patterns: np.ndarray  # float16 [layer, head, q, k], q = k = len(tokens)
@@ -79,8 +79,8 @@ class Exemplars:
         n_layers, n_heads = self.probes[0].patterns.shape[:2]
         return int(n_layers), int(n_heads)
 
-    def of_family(self, family: str) -> list[Probe]:
-        return [p for p in self.probes if p.family == family]
+    def of_kind(self, kind: str) -> list[Probe]:
+        return [p for p in self.probes if p.kind == kind]
 
 
 # --- capture (collect stage) -------------------------------------------------------------------
@@ -152,7 +152,7 @@ class ExemplarRecorder:
     def result(self) -> Exemplars:
         return Exemplars(
             tuple(
-                Probe(s.suite, s.family, labels, len(s), self._patterns[k, :, :, :n, :n])
+                Probe(s.suite, s.kind, labels, len(s), self._patterns[k, :, :, :n, :n])
                 for k, (s, labels, n) in enumerate(zip(self._seqs, self._labels, self._kept))
             )
         )
@@ -180,7 +180,7 @@ def to_bytes(exemplars: Exemplars) -> bytes:
         # JSON keeps every character of a label (numpy's str arrays drop trailing NULs).
         tokens=np.array([json.dumps(list(p.tokens)) for p in probes], dtype=str),
         suite=np.array([p.suite for p in probes], dtype=str),
-        family=np.array([p.family for p in probes], dtype=str),
+        kind=np.array([p.kind for p in probes], dtype=str),
     )
     return buffer.getvalue()
 
@@ -216,7 +216,7 @@ def _probes(arrays: dict[str, np.ndarray]) -> list[Probe]:
         probes.append(
             Probe(
                 str(arrays["suite"][k]),
-                str(arrays["family"][k]),
+                str(arrays["kind"][k]),
                 tokens,
                 int(arrays["full_length"][k]),
                 arrays["patterns"][k, :, :, :n, :n],

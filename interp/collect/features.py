@@ -59,7 +59,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from interp.probes.base import FAMILIES, NATURAL, REPEATED, SYNTAX
+from interp.probes.base import NATURAL, PROBE_KINDS, REPEATED, SYNTAX
 from interp.probes.batch import ProbeBatch
 from interp.roles import FEATURE_GROUP_PREFIX
 
@@ -85,9 +85,9 @@ def end_name(j: int) -> str:
 POSITION_FEATURES: tuple[str, ...] = tuple(position_name(k) for k in POSITIONS) + tuple(
     end_name(j) for j in FROM_END
 )
-# Which probe families each feature reads. Induction and duplicate-token heads are judged on
+# Which probe kinds each feature reads. Induction and duplicate-token heads are judged on
 # repeated random tokens, where a copy is never explained by grammar or topic; the sink on all.
-FEATURE_FAMILIES: dict[str, tuple[str, ...]] = {
+FEATURE_PROBE_KINDS: dict[str, tuple[str, ...]] = {
     "previous_token": TEXT + (REPEATED,),
     "current_token": TEXT,
     "next_token": TEXT,
@@ -99,7 +99,7 @@ FEATURE_FAMILIES: dict[str, tuple[str, ...]] = {
     "broad": TEXT,
     **{name: TEXT for name in POSITION_FEATURES},
 }
-STATIC_FEATURES: tuple[str, ...] = tuple(FEATURE_FAMILIES)
+STATIC_FEATURES: tuple[str, ...] = tuple(FEATURE_PROBE_KINDS)
 DIRECTIONS = ("dep2head", "head2dep")
 SYNTACTIC_PREFIX = FEATURE_GROUP_PREFIX["syntactic"]
 # The version of these definitions is interp.collect.config.FEATURES_VERSION: bump it there when a
@@ -110,11 +110,11 @@ def syntactic_name(relation: str, direction: str) -> str:
     return f"{SYNTACTIC_PREFIX}{relation}:{direction}"
 
 
-def families_of(feature: str) -> tuple[str, ...]:
-    """The probe families a feature reads (syntactic features: the syntax probes)."""
+def probe_kinds_of(feature: str) -> tuple[str, ...]:
+    """The probe kinds a feature reads (syntactic features: the syntax probes)."""
     if feature.startswith(SYNTACTIC_PREFIX):
         return (SYNTAX,)
-    return FEATURE_FAMILIES.get(feature, ())
+    return FEATURE_PROBE_KINDS.get(feature, ())
 
 
 @dataclass
@@ -154,8 +154,8 @@ class FeatureContext:
 
     def family_gate(self, feature: str) -> Bool[Tensor, " batch"]:
         """Which sequences this feature reads."""
-        ids = torch.tensor([FAMILIES.index(f) for f in families_of(feature)])
-        return torch.isin(self.batch.family, ids)
+        ids = torch.tensor([PROBE_KINDS.index(f) for f in probe_kinds_of(feature)])
+        return torch.isin(self.batch.kind, ids)
 
     def syntactic_features(self) -> list[str]:
         return [syntactic_name(r, d) for r in self.relations for d in DIRECTIONS]
@@ -339,7 +339,7 @@ def next_token(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
 
 
 def first_token(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
-    """Raw mass on the first position (BOS / [CLS]), over content queries of every family: the sink."""
+    """Raw mass on the first position (BOS / [CLS]), over content queries of every kind: the sink."""
     queries = _queries(ctx, "first_token") & (ctx.n_open >= 1) & ~ctx.sink
     q = queries.double()[:, None, :]
     sink = (pattern[..., 0].double() * q).sum(-1)

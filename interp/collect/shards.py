@@ -48,7 +48,7 @@ class Treebanks:
 
     @classmethod
     def of(cls, seqs: list[ProbeSequence], relations: tuple[str, ...], pool: bool) -> Treebanks:
-        corpora = tuple(dict.fromkeys(s.suite for s in seqs if s.family == SYNTAX))
+        corpora = tuple(dict.fromkeys(s.suite for s in seqs if s.kind == SYNTAX))
         chosen = feature_corpora(corpora, pool)
         reads = torch.tensor([s.suite in chosen for s in seqs], dtype=torch.bool)
         held = {

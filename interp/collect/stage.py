@@ -96,12 +96,12 @@ def user_suite(path: str, sentences: list, taken: AbstractSet[str] = frozenset()
     a file called prose.txt is not merged into the shipped prose suite."""
     from interp.probes.base import NATURAL, SYNTAX
 
-    family = SYNTAX if any(s.arcs for s in sentences) else NATURAL
+    kind = SYNTAX if any(s.arcs for s in sentences) else NATURAL
     name = f"user:{Path(path).stem}"
     name = next(
         n for n in (name, *(f"{name}-{i}" for i in range(2, len(taken) + 3))) if n not in taken
     )
-    return Suite(name, family, tuple(sentences), card=f"user corpus {path}")
+    return Suite(name, kind, tuple(sentences), card=f"user corpus {path}")
 
 
 def encode_all(
@@ -125,7 +125,7 @@ def corpus_summary(seqs: list[ProbeSequence]) -> dict[str, dict[str, Any]]:
     for name in dict.fromkeys(s.suite for s in seqs):
         mine = [s for s in seqs if s.suite == name]
         out[name] = {
-            "family": mine[0].family,
+            "kind": mine[0].kind,
             "n_sequences": len(mine),
             "n_tokens": int(sum(len(s) for s in mine)),
             "hash": corpus_hash([",".join(map(str, s.tokens.tolist())) for s in mine]),

@@ -101,7 +101,7 @@ class Aligner:
         return ProbeSequence(
             tokens=tokens,
             suite=suite.name,
-            family=suite.family,
+            kind=suite.kind,
             is_delim=is_delim,
             is_special=is_special,
             word_of_token=word_of_token,
@@ -275,7 +275,7 @@ class Aligner:
                 ProbeSequence(
                     tokens=tokens,
                     suite="repeated",
-                    family=REPEATED,
+                    kind=REPEATED,
                     is_delim=is_delim,
                     is_special=is_special,
                     source=f"repeated:{i}",

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-# Probe families decide which features read a sequence (see interp.collect.features.FEATURE_FAMILIES).
+# Probe kinds decide which features read a sequence (see interp.collect.features.FEATURE_PROBE_KINDS).
 NATURAL, REPEATED, SYNTAX = "natural", "repeated", "syntax"
-FAMILIES = (NATURAL, REPEATED, SYNTAX)
+PROBE_KINDS = (NATURAL, REPEATED, SYNTAX)
 
 
 @dataclass(frozen=True)
@@ -48,16 +48,16 @@ class Sentence:
 
 @dataclass(frozen=True)
 class Suite:
-    """A named set of probe sentences of one family."""
+    """A named set of probe sentences of one kind."""
 
     name: str
-    family: str
+    kind: str
     sentences: tuple[Sentence, ...] = ()
     card: str = ""  # what it elicits, how it was made
 
     def __post_init__(self) -> None:
-        if self.family not in FAMILIES:
-            raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
+        if self.kind not in PROBE_KINDS:
+            raise ValueError(f"kind must be one of {PROBE_KINDS}, got {self.kind!r}")
 
 
 @dataclass
@@ -66,7 +66,7 @@ class ProbeSequence:
 
     tokens: torch.Tensor  # long [pos]
     suite: str
-    family: str
+    kind: str
     is_delim: torch.Tensor  # bool [pos]: punctuation (and [SEP] in encoders)
     is_special: torch.Tensor  # bool [pos]: BOS / [CLS] / [SEP]
     # filled in by __post_init__ when not given: no word spans, no arcs

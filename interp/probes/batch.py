@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from jaxtyping import Bool, Int
 
-from interp.probes.base import FAMILIES, ProbeSequence
+from interp.probes.base import PROBE_KINDS, ProbeSequence
 
 
 @dataclass
@@ -23,7 +23,7 @@ class ProbeBatch:
     valid: Bool[torch.Tensor, "batch pos"]  # not padding
     is_delim: Bool[torch.Tensor, "batch pos"]
     is_special: Bool[torch.Tensor, "batch pos"]
-    family: Int[torch.Tensor, " batch"]  # index into FAMILIES
+    kind: Int[torch.Tensor, " batch"]  # index into PROBE_KINDS
     word_of_token: Int[torch.Tensor, "batch pos"]  # -1 outside words and in padding
     word_pos: list[torch.Tensor]  # per sequence, long [word]
     arcs: list[torch.Tensor]  # per sequence, long [arc, 3]
@@ -56,13 +56,13 @@ def make_batch(
             s.is_special,
             s.word_of_token,
         )
-    family = torch.tensor([FAMILIES.index(s.family) for s in seqs], dtype=torch.long)
+    kind = torch.tensor([PROBE_KINDS.index(s.kind) for s in seqs], dtype=torch.long)
     return ProbeBatch(
         tokens,
         valid,
         is_delim,
         is_special,
-        family,
+        kind,
         word_of_token,
         [s.word_pos for s in seqs],
         [s.arcs for s in seqs],

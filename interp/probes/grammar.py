@@ -368,6 +368,6 @@ def stream_syntax(rng: random.Random) -> Iterator[Sentence]:
 
 
 def syntax_suite(n: int, seed: int = 0) -> Suite:
-    """The generated syntax suite (family SYNTAX) with its card from interp/data/CARDS.md."""
+    """The generated syntax suite (kind SYNTAX) with its card from interp/data/CARDS.md."""
     sentences = tuple(generate_syntax(n, seed))
-    return Suite(name="syntax", family=SYNTAX, sentences=sentences, card=suite_card("syntax"))
+    return Suite(name="syntax", kind=SYNTAX, sentences=sentences, card=suite_card("syntax"))

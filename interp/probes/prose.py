@@ -46,4 +46,4 @@ def prose_suite(max_sentences: int | None = None) -> Suite:
         raise ValueError(f"max_sentences must be >= 1 or None, got {max_sentences}")
     sentences = sentences_from_text(_data_text("prose.txt"), "prose.txt")
     sentences = sentences[:max_sentences]
-    return Suite(name="prose", family=NATURAL, sentences=tuple(sentences), card=suite_card("prose"))
+    return Suite(name="prose", kind=NATURAL, sentences=tuple(sentences), card=suite_card("prose"))

@@ -37,10 +37,10 @@ from interp.roles import FEATURE_GROUP_PREFIX, NO_ROLE, ROLES
 
 log = logging.getLogger(__name__)
 TOKEN_WIDTH = 14
-# The probe kind each role's feature reads (interp.collect.features.FEATURE_FAMILIES, restated here
+# The probe kind each role's feature reads (interp.collect.features.FEATURE_PROBE_KINDS, restated here
 # because that module needs torch; a test keeps the two in step). Other roles: natural text.
 SHOWN_ON = {"duplicate_token": "repeated", "induction": "repeated", "syntactic": "syntax"}
-DEFAULT_FAMILY = "natural"
+DEFAULT_KIND = "natural"
 
 
 @dataclass(frozen=True)
@@ -104,8 +104,8 @@ def strongest_heads(roles: pd.DataFrame | None, features: pd.DataFrame | None) -
 
 def probe_for(role: str, exemplars: Exemplars) -> Probe | None:
     """The first stored probe of the kind the role's feature reads, else the first probe."""
-    family = SHOWN_ON.get(role, DEFAULT_FAMILY)
-    probes = exemplars.of_family(family) or list(exemplars.probes)
+    kind = SHOWN_ON.get(role, DEFAULT_KIND)
+    probes = exemplars.of_kind(kind) or list(exemplars.probes)
     return probes[0] if probes else None
 
 

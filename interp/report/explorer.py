@@ -384,7 +384,7 @@ def explorer_data(
         flat = probe.patterns.reshape(-1, *probe.patterns.shape[2:])
         candidates.append(
             (
-                f"{probe.suite} probe {counts[probe.suite]} ({probe.family})",
+                f"{probe.suite} probe {counts[probe.suite]} ({probe.kind})",
                 "probe",
                 probe.tokens,
                 flat,

@@ -205,7 +205,7 @@ def offset_pattern(n: int, offset: int) -> np.ndarray:
 def fake_exemplars(n_layers: int, n_heads: int) -> Exemplars:
     """Three stored probes (natural, repeated, syntax); head (l, h) attends (l + h) % 4 tokens back."""
     probes = []
-    for suite, family, tokens in (
+    for suite, kind, tokens in (
         ("prose", "natural", TOKENS),
         ("repeated", "repeated", REPEATED),
         ("syntax", "syntax", TOKENS),
@@ -217,7 +217,7 @@ def fake_exemplars(n_layers: int, n_heads: int) -> Exemplars:
                 for l in range(n_layers)
             ]
         ).astype(np.float16)
-        probes.append(Probe(suite, family, tokens, n + 3 if family == "repeated" else n, patterns))
+        probes.append(Probe(suite, kind, tokens, n + 3 if kind == "repeated" else n, patterns))
     return Exemplars(tuple(probes))
 
 

@@ -109,7 +109,7 @@ def test_text_view_prints_each_query_and_where_it_attends(fake_run):
 
 
 def test_circuitsvis_export_has_the_shapes_circuitsvis_takes(fake_run):
-    probe = read_exemplars(fake_run).of_family("natural")[0]
+    probe = read_exemplars(fake_run).of_kind("natural")[0]
     export = X.circuitsvis_export(probe, [(0, 1), (2, 2)])
     n = len(TOKENS)
     assert set(export) == {"tokens", "attention", "attention_head_names"}

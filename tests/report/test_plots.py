@@ -316,16 +316,16 @@ def test_strongest_head_by_raw_share_where_the_table_has_it():
 
 
 def test_each_role_is_shown_on_the_family_its_feature_reads():
-    from interp.collect.features import FEATURE_FAMILIES, position_name
+    from interp.collect.features import FEATURE_PROBE_KINDS, position_name
     from interp.probes.base import NATURAL, SYNTAX
     from interp.roles import LOOKS, ROLES
 
     for role in LOOKS:
-        family = X.SHOWN_ON.get(role, X.DEFAULT_FAMILY)
+        kind = X.SHOWN_ON.get(role, X.DEFAULT_KIND)
         feature = position_name(1) if role == "positional" else ROLES[role].feature
-        reads = (SYNTAX,) if role == "syntactic" else FEATURE_FAMILIES[feature]
-        assert family in reads, role
-    assert X.DEFAULT_FAMILY == NATURAL
+        reads = (SYNTAX,) if role == "syntactic" else FEATURE_PROBE_KINDS[feature]
+        assert kind in reads, role
+    assert X.DEFAULT_KIND == NATURAL
     exemplars = fake_exemplars(2, 2)
     assert X.probe_for("induction", exemplars).tokens == REPEATED
     assert X.probe_for("syntactic", exemplars).suite == "syntax"

@@ -7,7 +7,7 @@ import torch
 from interp.probes.base import NATURAL, REPEATED, SYNTAX, ProbeSequence
 
 
-def seq(tokens, family=NATURAL, delim=(), special=(0,), words=None, arcs=()):
+def seq(tokens, kind=NATURAL, delim=(), special=(0,), words=None, arcs=()):
     """A ProbeSequence with the given token ids; ``words`` maps token position -> word (1:1 by default)."""
     n = len(tokens)
     is_delim = torch.zeros(n, dtype=torch.bool)
@@ -22,8 +22,8 @@ def seq(tokens, family=NATURAL, delim=(), special=(0,), words=None, arcs=()):
         word_pos = torch.tensor([int((word_of_token == w).nonzero()[-1]) for w in range(n_words)])
     return ProbeSequence(
         tokens=torch.tensor(tokens, dtype=torch.long),
-        suite=family,
-        family=family,
+        suite=kind,
+        kind=kind,
         is_delim=is_delim,
         is_special=is_special,
         word_of_token=word_of_token,

@@ -98,6 +98,6 @@ def test_repeated_sequences_repeat_their_first_half(minilm_tokenizer):
     for s in seqs:
         half = (len(s) - 1) // 2
         assert torch.equal(s.tokens[1 : 1 + half], s.tokens[1 + half :])
-        assert s.family == REPEATED and s.is_special.tolist() == [True] + [False] * (len(s) - 1)
+        assert s.kind == REPEATED and s.is_special.tolist() == [True] + [False] * (len(s) - 1)
     again = aligner.repeated(4, (5, 7), seed=3)
     assert all(torch.equal(a.tokens, b.tokens) for a, b in zip(seqs, again))

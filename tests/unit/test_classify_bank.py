@@ -123,7 +123,7 @@ def test_same_token_spreads_over_the_query_and_its_earlier_copies():
     seq = ProbeSequence(
         tokens=tokens,
         suite="t",
-        family=REPEATED,
+        kind=REPEATED,
         is_delim=torch.zeros(n, dtype=torch.bool),
         is_special=torch.arange(n) == 0,
         word_of_token=torch.full((n,), -1),

@@ -18,10 +18,10 @@ from interp.model.lens import run_patterns
 from interp.probes.base import ProbeSequence
 
 
-def seq(suite: str, n: int, delims: int = 0, family: str = "natural") -> ProbeSequence:
+def seq(suite: str, n: int, delims: int = 0, kind: str = "natural") -> ProbeSequence:
     is_delim = torch.zeros(n, dtype=torch.bool)
     is_delim[:delims] = True
-    return ProbeSequence(torch.arange(n), suite, family, is_delim, torch.zeros(n, dtype=torch.bool))
+    return ProbeSequence(torch.arange(n), suite, kind, is_delim, torch.zeros(n, dtype=torch.bool))
 
 
 def test_choose_probes_prefers_punctuated_probes_that_fit_then_the_longest():
@@ -31,9 +31,9 @@ def test_choose_probes_prefers_punctuated_probes_that_fit_then_the_longest():
         seq("prose", 12, delims=2),
         seq("prose", 40),
         seq("prose", 16),
-        seq("rep", 33, family="repeated"),
-        seq("rep", 49, family="repeated"),
-        seq("rep", 41, family="repeated"),
+        seq("rep", 33, kind="repeated"),
+        seq("rep", 49, kind="repeated"),
+        seq("rep", 41, kind="repeated"),
     ]
     # prose: 5 is too short, 40 too long; 12 has two delimiters; then 20 is the longest that fits.
     # rep: nothing fits in 32 tokens, so the two shortest (cut later).
@@ -47,7 +47,7 @@ class Labels:
 
 
 def test_recorder_keeps_the_chosen_rows_cut_and_leaves_the_pattern_alone():
-    seqs = [seq("a", 10), seq("a", 9), seq("a", 3), seq("b", 12, family="syntax")]
+    seqs = [seq("a", 10), seq("a", 9), seq("a", 3), seq("b", 12, kind="syntax")]
     recorder = ExemplarRecorder(seqs, max_tokens=8, n_layers=2, n_heads=3, tokenizer=Labels())
     assert recorder.index == [1, 0, 3]  # none of suite a fits in 8: the shortest of at least 8, cut
     pattern = torch.rand(4, 3, 12, 12)  # [batch, head, q, k]: rows are corpus probes 3, 2, 0, 1
@@ -57,7 +57,7 @@ def test_recorder_keeps_the_chosen_rows_cut_and_leaves_the_pattern_alone():
         recorder.add_layer(layer, pattern + layer)
     assert torch.equal(pattern, before)
     probes = recorder.result().probes
-    assert [(p.suite, p.family, len(p.tokens), p.full_length, p.cut) for p in probes] == [
+    assert [(p.suite, p.kind, len(p.tokens), p.full_length, p.cut) for p in probes] == [
         ("a", "natural", 8, 9, True),
         ("a", "natural", 8, 10, True),
         ("b", "syntax", 8, 12, True),

@@ -10,7 +10,7 @@ from feature_inputs import REPEATED, SYNTAX, seq
 
 from interp.collect.accumulator import FeatureAccumulator
 from interp.collect.features import (
-    FEATURE_FAMILIES,
+    FEATURE_PROBE_KINDS,
     MASS_FEATURES,
     broad,
     context,
@@ -149,7 +149,7 @@ def test_uniform_over_content_keys_is_broad_at_every_length(causal, sink):
 
 def test_duplicate_head_that_also_attends_to_itself_and_the_sink():
     # BOS a b a c a: the third a (q=5) has copies at 1 and 3; the second (q=3) at 1
-    s = seq([1, 10, 11, 10, 12, 10], family=REPEATED)
+    s = seq([1, 10, 11, 10, 12, 10], kind=REPEATED)
     batch = make_batch([s], [0], causal=True, pad_id=0)
     ctx = context(batch)
     p = torch.zeros(1, 1, 6, 6)
@@ -212,7 +212,7 @@ def test_delimiter_mass_and_sequences_without_punctuation():
 
 def test_duplicate_and_induction_on_a_repeated_sequence():
     # BOS a b c a b c: at the second a (q=4) the earlier copy is k=1, the induction target k=2
-    s = seq([1, 10, 11, 12, 10, 11, 12], family=REPEATED)
+    s = seq([1, 10, 11, 12, 10, 11, 12], kind=REPEATED)
     batch = make_batch([s], [0], causal=True, pad_id=0)
     ctx = context(batch)
     dup = duplicate_token(onehot(batch, lambda q: q - 3), ctx)
@@ -225,7 +225,7 @@ def test_duplicate_and_induction_on_a_repeated_sequence():
 
 def test_no_repeats_no_positions_and_family_gating():
     natural = seq([1, 10, 11, 10, 11])  # repeats, but natural text is not read by induction
-    norepeat = seq([1, 10, 11, 12], family=REPEATED)
+    norepeat = seq([1, 10, 11, 12], kind=REPEATED)
     batch = make_batch([natural, norepeat], [0, 1], causal=True, pad_id=0)
     ctx = context(batch)
     assert induction(onehot(batch, lambda q: q), ctx).count.sum() == 0
@@ -270,7 +270,7 @@ def test_local_window_counts_only_nearby_content_keys():
 
 def test_syntactic_accuracy_and_best_offset_baseline():
     # words: 0 the, 1 dog, 2 runs ; arcs det(0->1), nsubj(1->2); relation ids 0=det, 1=nsubj
-    s = seq([1, 10, 11, 12], family=SYNTAX, words=[-1, 0, 1, 2], arcs=[(0, 1, 0), (1, 2, 1)])
+    s = seq([1, 10, 11, 12], kind=SYNTAX, words=[-1, 0, 1, 2], arcs=[(0, 1, 0), (1, 2, 1)])
     batch = make_batch([s], [0], causal=True, pad_id=0)
     ctx = context(batch, relations=("det", "nsubj"))
     correct, arcs = syntactic(onehot(batch, lambda q: q - 1), ctx)
@@ -290,7 +290,7 @@ def test_syntactic_baseline_is_the_best_fixed_offset_or_word_position():
         (4, 1),
     ]  # (number of words, subject word); the verb is last
     seqs = [
-        seq(list(range(1, n + 2)), family=SYNTAX, words=[-1, *range(n)], arcs=[(subj, n - 1, 0)])
+        seq(list(range(1, n + 2)), kind=SYNTAX, words=[-1, *range(n)], arcs=[(subj, n - 1, 0)])
         for n, subj in sentences
     ]
     batch = make_batch(seqs, list(range(len(seqs))), causal=True, pad_id=0)
@@ -330,7 +330,7 @@ def test_syntactic_baseline_includes_the_nearest_word_of_a_given_form():
     seqs = [
         seq(
             [1, *words],
-            family=SYNTAX,
+            kind=SYNTAX,
             words=[-1, *range(len(words))],
             arcs=[(g, len(words) - 1, 0)],
         )
@@ -372,6 +372,6 @@ def test_accumulator_table_means_cis_and_counts(causal_batch):
         2 / 11
     )  # q=1 of each sequence looks at BOS
     assert math.isnan(table.loc["next_token", "value"])  # causal: no eligible query, NaN not -1
-    assert set(table.index) >= set(FEATURE_FAMILIES)
+    assert set(table.index) >= set(FEATURE_PROBE_KINDS)
     with pytest.raises(RuntimeError):
         acc.add_layer(0, onehot(causal_batch, lambda q: q - 1), ctx)

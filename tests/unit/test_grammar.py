@@ -119,7 +119,7 @@ def test_attractors_of_the_other_number_are_common(sentences):
 
 def test_syntax_suite():
     suite = syntax_suite(10, seed=1)
-    assert suite.name == "syntax" and suite.family == SYNTAX
+    assert suite.name == "syntax" and suite.kind == SYNTAX
     assert suite.sentences == tuple(generate_syntax(10, seed=1))
     assert "nsubj" in suite.card
 

@@ -214,7 +214,7 @@ def test_unknown_suffix_lists_supported(tmp_path):
 
 def test_prose_suite():
     suite = prose_suite()
-    assert suite.name == "prose" and suite.family == NATURAL
+    assert suite.name == "prose" and suite.kind == NATURAL
     assert len(suite.sentences) >= 360
     assert suite.sentences[0].source == "prose.txt:1"
     assert all(3 <= len(s.text.split()) <= 60 for s in suite.sentences)

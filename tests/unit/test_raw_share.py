@@ -57,7 +57,7 @@ def test_a_sink_heavy_previous_token_head_is_one_renormalised_and_small_raw():
 def test_raw_induction_counts_every_row_of_a_repeated_sequence():
     """[BOS] r r with r of 3 tokens: a perfect induction head scores 1.0 renormalised, 3 of 7 rows raw;
     one with 0.9 on the sink, a tenth of that."""
-    s = seq([1, 10, 11, 12, 10, 11, 12], family=REPEATED)
+    s = seq([1, 10, 11, 12, 10, 11, 12], kind=REPEATED)
 
     def inducting(q):
         return q - 2 if q >= 4 else 0  # the token after the earlier copy of tok[q]
@@ -75,7 +75,7 @@ def test_raw_induction_counts_every_row_of_a_repeated_sequence():
 def test_raw_targets_are_detect_heads_patterns():
     """[BOS] 10 10 11: the token right after its own copy. detect_head's induction pattern holds q
     itself there (k = q, whose predecessor is q's token); ``value`` sets q aside and has no query."""
-    s = seq([1, 10, 10, 11], family=REPEATED)
+    s = seq([1, 10, 10, 11], kind=REPEATED)
     own = table([s], lambda batch: pattern(batch, lambda q: q))
     assert own.loc["induction", "raw"] == pytest.approx(1 / 4)  # row 2 on itself
     assert own.loc["induction", "n"] == 0 and math.isnan(own.loc["induction", "value"])
@@ -90,7 +90,7 @@ def test_raw_targets_are_detect_heads_patterns():
 
 
 def test_raw_reads_only_the_features_sequences_and_is_nan_for_entropy_and_syntax():
-    text, rep = seq([1, 10, 11, 12]), seq([1, 20, 21, 22, 20, 21, 22], family=REPEATED)
+    text, rep = seq([1, 10, 11, 12]), seq([1, 20, 21, 22, 20, 21, 22], kind=REPEATED)
     t = table([text, rep], lambda batch: pattern(batch, lambda q: max(q - 1, 0)))
     # induction reads the repeated sequence only, where q-1 is never the token after the copy
     assert t.loc["induction", "raw"] == 0.0
@@ -103,7 +103,7 @@ def test_raw_reads_only_the_features_sequences_and_is_nan_for_entropy_and_syntax
 
 def test_raw_of_other_mass_features_is_value_mass_over_every_row():
     """current_token on text: the mass on q over the eligible queries (q >= 2 here), over all rows."""
-    s = seq([1, 10, 11, 12, 13], family=NATURAL)
+    s = seq([1, 10, 11, 12, 13], kind=NATURAL)
     t = table([s], lambda batch: pattern(batch, lambda q: q, sink=0.5))
     assert t.loc["current_token", "value"] == pytest.approx(1.0)
     assert t.loc["current_token", "raw"] == pytest.approx(3 * 0.5 / 5)  # queries 2, 3, 4 of 5 rows

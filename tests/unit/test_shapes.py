@@ -23,7 +23,7 @@ def checked(fn):
 @pytest.fixture
 def inputs():
     seqs = [
-        seq([1, 2, 3, 2, 3, 7], family=SYNTAX, words=[-1, 0, 1, 2, 3, 4], arcs=[(0, 4, 0)]),
+        seq([1, 2, 3, 2, 3, 7], kind=SYNTAX, words=[-1, 0, 1, 2, 3, 4], arcs=[(0, 4, 0)]),
         seq([1, 4, 5]),
     ]
     batch = make_batch(seqs, [0, 1], True, 0)

@@ -79,7 +79,7 @@ def test_a_head_uniform_over_content_keys_is_broad_at_every_length(causal):
             seqs.append(
                 seq(
                     [1, *body] + ([] if causal else [2]),
-                    family=NATURAL,
+                    kind=NATURAL,
                     special=(0,) if causal else (0, n_body + 1),
                 )
             )

@@ -123,7 +123,7 @@ def test_a_label_is_undecided_only_when_a_corner_of_the_missing_box_changes_it()
 
 def test_sink_mass_per_suite_from_hand_built_patterns():
     """Two suites: a head with 0.9 on the first position on prose and 0.2 on repeated tokens."""
-    prose, rep = seq([1, 10, 11, 12]), seq([1, 20, 21, 20, 21], family=REPEATED)
+    prose, rep = seq([1, 10, 11, 12]), seq([1, 20, 21, 20, 21], kind=REPEATED)
     batch = make_batch([prose, rep], [0, 1], causal=True, pad_id=0)
     ctx = context(batch)
     sinks = SuiteSinks(1, 1, ["prose", "repeated"])

@@ -118,7 +118,7 @@ def test_a_tokenizer_larger_than_the_embedding_warns_and_its_extra_ids_are_left_
     aligner = Aligner(model)
     suite = Suite(
         name="mine",
-        family=NATURAL,
+        kind=NATURAL,
         sentences=(Sentence("the cat sat"), Sentence("the cat and the dog")),
     )
     assert aligner.encode(suite.sentences[0], suite).tokens.tolist() == [2, 3, 4, 6]
@@ -148,7 +148,7 @@ def test_a_suite_partly_unknown_warns_and_is_kept():
     model, _ = model_with(word_tokenizer())
     suite = Suite(
         name="mine",
-        family=NATURAL,
+        kind=NATURAL,
         sentences=(Sentence("the cat sat on the mat"), Sentence("the zebra sat on a giraffe")),
     )
     with pytest.warns(
@@ -162,7 +162,7 @@ def test_a_probe_longer_than_the_context_is_cut_with_a_warning():
     model, _ = model_with(word_tokenizer(), n_ctx=6)
     suite = Suite(
         name="mine",
-        family=NATURAL,
+        kind=NATURAL,
         sentences=(Sentence("the cat sat on the mat and the dog ran"), Sentence("a cat ran")),
     )
     with pytest.warns(

@@ -2,7 +2,7 @@
 """The reference bank: labelled example heads the classifier is fitted on.
 
 Every bank head is a synthetic attention pattern, a per-query mixture of archetype and null
-behaviours (interp.classify.reference.patterns), scored on synthetic probes of all three families
+behaviours (interp.classify.reference.patterns), scored on synthetic probes of all three kinds
 (interp.classify.reference.probes) by the *same* feature code as real heads
 (``FeatureAccumulator.start_batch / add_layer / table`` and :func:`head_matrix`), so a bank
 feature means exactly what a real feature means. It is built for causal and encoder masks.

@@ -1,12 +1,12 @@
 """Synthetic probe sequences for the reference bank, built without a tokenizer.
 
 The bank's heads must be scored by the very feature code that scores real heads, on probes of
-the same three families. Here every word is one token (token id = word id), so the grammar's
+the same three kinds. Here every word is one token (token id = word id), so the grammar's
 word-level arcs map 1:1 onto tokens and no alignment step can blur them:
 
-- repeated random tokens ``[BOS] r r`` (``[CLS] r r [SEP]`` in an encoder), family REPEATED;
-- generated syntax sentences (interp.probes.grammar), family SYNTAX, with their gold arcs;
-- the shipped prose lines split into words and punctuation, family NATURAL, punctuation
+- repeated random tokens ``[BOS] r r`` (``[CLS] r r [SEP]`` in an encoder), kind REPEATED;
+- generated syntax sentences (interp.probes.grammar), kind SYNTAX, with their gold arcs;
+- the shipped prose lines split into words and punctuation, kind NATURAL, punctuation
   flagged as delimiters (and [SEP], as the encoder aligner does).
 """
 
@@ -37,7 +37,7 @@ class _Vocab:
 
 def _sequence(
     ids: list[int],
-    family: str,
+    kind: str,
     suite: str,
     causal: bool,
     punct: list[bool],
@@ -62,7 +62,7 @@ def _sequence(
     return ProbeSequence(
         tokens=tokens,
         suite=suite,
-        family=family,
+        kind=kind,
         is_delim=is_delim,
         is_special=is_special,
         word_of_token=word_of_token,
@@ -81,7 +81,7 @@ def synthetic_sequences(
     repeated_lengths: tuple[int, ...] = (8, 12, 16),
     max_len: int = 40,
 ) -> tuple[list[ProbeSequence], tuple[str, ...]]:
-    """Probe sequences of all three families and the relation names (ids in arcs index into them)."""
+    """Probe sequences of all three kinds and the relation names (ids in arcs index into them)."""
     from interp.probes.prose import prose_suite
 
     rng = random.Random(seed)
