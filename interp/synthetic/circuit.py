@@ -29,8 +29,8 @@ raises it (a positive effect).
 
 :func:`random_circuit` draws variants of it, for measuring the task roles on circuits their
 thresholds were not set on: how many heads, where each one sits, how strongly the movers write,
-how much of their attention they park on the first token (movers and negative movers up to
-0.6, the inhibitor up to 0.5), and decoys that share one part of a role but not the rest: a
+how much of their attention movers and negative movers park on the first token (up to 0.6),
+and decoys that share one part of a role but not the rest: a
 head that looks at IO and writes nothing about tokens, an S copier, a copier that parks 96-99%
 of its attention on the first token, a layer-0 head that looks at S2 and writes a constant.
 """
@@ -123,7 +123,7 @@ def random_circuit(seed: int, n_prompts: int | None = None) -> Circuit:
         if role:
             roles[(layer, head)] = role
 
-    put(0, Planted("previous_token", "inhibit", sink=rng.uniform(0.0, 0.5)), "inhibitor")
+    put(0, Planted("previous_token", "inhibit"), "inhibitor")  # it writes one token: no sink
     for _ in range(rng.choice((1, 2))):
         strength = rng.uniform(1.5, 4.0)
         put(1, Planted("name", "copy", strength, sink=rng.uniform(0.0, 0.6)), "mover")

@@ -237,10 +237,10 @@ def _checked(plan: Plan, n_layers: int, n_heads: int) -> dict[tuple[int, int], P
                 f"L{layer}H{head} writes tokens ({p.writes}): plant it in the last layer, where the "
                 f"varying size of its output meets only the final LayerNorm"
             )
-        if p.writes in ("previous", "inhibit") and p.attends not in SINGLE_KEY:
+        if p.writes in ("previous", "inhibit") and (p.attends not in SINGLE_KEY or p.sink):
             raise ValueError(
                 f"L{layer}H{head} writes {p.writes!r}, which later heads read as one token: it must "
-                f"attend to one key ({', '.join(SINGLE_KEY)})"
+                f"attend to one key ({', '.join(SINGLE_KEY)}), with no sink"
             )
     for kind in ("previous", "inhibit"):
         if sum(p.writes == kind for p in heads.values()) > 1:

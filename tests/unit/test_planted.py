@@ -266,3 +266,5 @@ def test_a_sink_takes_its_share_beside_a_single_target():
     assert p[1, 0].item() == pytest.approx(1.0, abs=1e-5)  # q-1 is the first position itself
     with pytest.raises(ValueError, match="share of attention"):
         planted_model({(0, 0): Planted("previous_token", sink=1.0)}, n_layers=1)
+    with pytest.raises(ValueError, match="no sink"):  # its one-hot would be two tokens
+        planted_model({(0, 0): Planted("previous_token", "inhibit", sink=0.2)}, n_layers=1)
