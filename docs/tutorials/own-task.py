@@ -125,11 +125,15 @@ run.task_attention.query("query == 'END' and key == 'S2'").nlargest(5, "attentio
 run.task_attention.query("query == 'END' and key == 'IO'").nlargest(5, "attention")[columns]
 
 # %% [markdown]
-# ## The heads that matter
+# ## The heads that matter, and their task roles
 #
 # The heads whose ablation hurts the task most, measured exactly, with their role and where they
-# attend from END: a head that matters *and* attends to IO from the end is a name-mover
-# candidate. `vs_tolerance` says whether the 95% interval settles the effect against 1% of the
+# attend from END. The classify stage runs after ablate and reads the task's effects and
+# attention with what each head writes: a head that attends from END to a name, copies it and
+# is needed is a `mover`; one that writes against the name it attends to is a
+# `negative_mover`; one that attends to a name, matters and feeds a mover's queries is an
+# `inhibitor` ([Task roles](../concepts/roles.md#task-roles)). `evidence` says what decided each
+# primary role; `vs_tolerance` whether the 95% interval settles the effect against 1% of the
 # intact metric.
 
 # %%
@@ -137,12 +141,14 @@ exact = run.effects.query("metric == 'ioi' and estimator == 'exact'")
 from_end = run.task_attention.query("query == 'END'").pivot_table(
     index=["layer", "head"], columns="key", values="attention"
 )
+roles = run.roles[["layer", "head", "role", "task_role", "task_key", "writes", "evidence"]]
 heads = (
-    exact.merge(run.roles[["layer", "head", "role", "confidence"]], on=["layer", "head"])
+    exact.merge(roles, on=["layer", "head"])
     .join(from_end.add_prefix("END->"), on=["layer", "head"])
     .sort_values("delta", ascending=False)
 )
-heads[["layer", "head", "delta", "ci_low", "ci_high", "vs_tolerance", "role", "END->IO", "END->S2"]]
+heads[["layer", "head", "delta", "vs_tolerance", "role", "task_role", "task_key", "writes",
+       "evidence", "END->IO", "END->S2"]]  # fmt: skip
 
 # %% [markdown]
 # Every head's estimate, exact or not, is in the same table (`estimator == 'attribution'`); the
