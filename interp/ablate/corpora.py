@@ -24,9 +24,12 @@ from interp.ablate.catalogue import (
     CORPUS,
     ENCODER,
     ENCODER_METRICS,
+    KL_CORPUS,
     LOSS_PROSE,
     LOSS_REPEATED,
     SV_LOGIT_DIFF,
+    SV_PROB,
+    family_metrics,
 )
 from interp.ablate.config import AblateConfig
 from interp.ablate.evaluation import (
@@ -36,7 +39,7 @@ from interp.ablate.evaluation import (
     prose_subset,
     read_eval_corpus,
 )
-from interp.ablate.metrics import family_metrics, metric_sizes
+from interp.ablate.metrics import metric_sizes
 from interp.ablate.pruning import step_sizes
 from interp.ablate.stats import sequence_tokens
 from interp.ablate.sweep import pass_size
@@ -49,7 +52,7 @@ from interp.model.load import LoadedModel
 def stage_metrics(model: LoadedModel, cfg: AblateConfig) -> tuple[str, ...]:
     available = CAUSAL_METRICS if model.causal else ENCODER_METRICS
     if model.causal and cfg.eval_corpus:  # the user's task first: it orders the pruning curve
-        available = (CORPUS, *available)
+        available = (CORPUS, KL_CORPUS, *available)
     if cfg.tasks:
         if not model.causal:
             raise ConfigError(
@@ -70,7 +73,11 @@ def family_counts(
     model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...], split: int = 0
 ) -> dict[str, int]:
     """Sequences of each built-in family the corpus of ``split`` asks for (``n_prose``, ``n_repeated``, ``n_syntax``)."""
-    wants = set(metrics)
+    wants = {
+        family
+        for family in (LOSS_PROSE, LOSS_REPEATED, SV_LOGIT_DIFF)
+        if set(family_metrics(family)) & set(metrics)
+    }
     rounds_ = (
         cfg.max_rounds if split == 0 else 1
     )  # split 0 holds every round of the sequential sweep
@@ -92,7 +99,7 @@ def stage_corpus(
     wants = set(metrics)
     user = (
         read_eval_corpus(cfg.eval_corpus)
-        if cfg.eval_corpus and (CORPUS in wants or not model.causal)
+        if cfg.eval_corpus and (wants & {CORPUS, KL_CORPUS} or not model.causal)
         else None
     )
     corpus = build_corpus(
@@ -199,7 +206,10 @@ def corpus_facts(corpus: EvalCorpus) -> dict[str, dict[str, int]]:
 def _asked(cfg: AblateConfig, metric: str) -> int:
     """How many evaluation sequences the config asks for ``metric``'s family."""
     return getattr(
-        cfg, {LOSS_REPEATED: "n_repeated", SV_LOGIT_DIFF: "n_syntax"}.get(metric, "n_prose")
+        cfg,
+        {LOSS_REPEATED: "n_repeated", SV_LOGIT_DIFF: "n_syntax", SV_PROB: "n_syntax"}.get(
+            metric, "n_prose"
+        ),
     )
 
 

@@ -8,8 +8,15 @@ others ``den`` is 1 (a mean over sequences). ``den`` never depends on the ablati
 Causal LMs (logits read at the scored rows only):
 
 - ``loss_prose`` / ``loss_repeated``: cross-entropy of the next token, in nats.
+- ``kl_prose``: the KL divergence of the ablated model's next-token distribution from the
+  intact model's, ``sum p_intact (log p_intact - log p_ablated)``, at the same positions as
+  ``loss_prose``, in nats (ACDC's metric, Conmy et al. 2023): how much of the model's behaviour
+  is kept. It is 0 for the intact model and positive otherwise, so, unlike a loss, it cannot
+  improve when a damaged model becomes confident in another way.
 - ``sv_logit_diff``: logit(correct verb form) - logit(wrong form) before the verb.
-- ``loss_corpus`` (``--eval-corpus``): the next-token loss of the user's own sequences.
+- ``sv_prob``: the probability of the correct form between the two, ``sigmoid(sv_logit_diff)``
+  per sentence: bounded, so a model cannot gain by growing the difference without limit.
+- ``loss_corpus`` / ``kl_corpus`` (``--eval-corpus``): the same two on the user's own sequences.
 - a user task (:mod:`interp.ablate.tasks`): its own function of the logits at its positions, and
   of its per-sequence fields, one value per row.
 
@@ -33,8 +40,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from interp.ablate.catalogue import ENCODER, ENCODER_METRICS, SV_LOGIT_DIFF
+from interp.ablate.catalogue import ENCODER, KL_OF, PROB_OF, SV_LOGIT_DIFF, family_metrics
 from interp.ablate.evaluation import EvalBatch
+
+__all__ = ["PerSeq", "batch_metrics", "family_metrics", "metric_sizes"]
 
 
 @dataclass
@@ -44,10 +53,6 @@ class PerSeq:
     index: torch.Tensor  # long [seq]: EvalItem.index within the metric's family
     num: torch.Tensor  # float [seq]
     den: torch.Tensor  # float [seq]
-
-
-def family_metrics(family: str) -> tuple[str, ...]:
-    return ENCODER_METRICS if family == ENCODER else (family,)
 
 
 def metric_sizes(sizes: dict[str, int]) -> dict[str, int]:
@@ -62,11 +67,39 @@ def batch_metrics(
     which ``embedding_cosine`` compares against; the readout itself when it is the intact one)."""
     if batch.family == ENCODER:
         return encoder_metrics(readout, batch, readout if clean is None else clean)
-    return {batch.family: causal_metric(readout, batch)}
+    value = causal_values(readout, batch)
+    out = {batch.family: _per_seq(value, batch)}
+    if batch.family in KL_OF:
+        out[KL_OF[batch.family]] = kl_metric(readout, batch, clean)
+    if batch.family in PROB_OF:  # each row's logit difference -> P(correct | one of the two)
+        out[PROB_OF[batch.family]] = _per_seq(torch.sigmoid(value), batch)
+    return out
+
+
+def kl_metric(logits: torch.Tensor, batch: EvalBatch, clean: torch.Tensor | None) -> PerSeq:
+    """Per-sequence sums of ``KL(intact || this pass)`` over the batch's rows (0 for the intact
+    pass itself: ``clean`` None)."""
+    where = batch.row_batch.to(logits.device)
+    dtype = _at_least_fp32(logits).dtype
+    den = torch.zeros(len(batch), device=logits.device, dtype=dtype).index_add(
+        0, where, torch.ones(len(where), device=logits.device, dtype=dtype)
+    )
+    if clean is None:
+        return PerSeq(batch.index, torch.zeros_like(den), den)
+    log_p = F.log_softmax(_at_least_fp32(clean).to(logits.device), dim=-1)
+    log_q = F.log_softmax(_at_least_fp32(logits), dim=-1)
+    value = (log_p.exp() * (log_p - log_q)).sum(-1)
+    num = torch.zeros_like(den).index_add(0, where, value.to(dtype))
+    return PerSeq(batch.index, num, den)
 
 
 def causal_metric(logits: torch.Tensor, batch: EvalBatch) -> PerSeq:
     """Per-sequence sums of a causal metric from logits ``[row, vocab]`` at the batch's rows."""
+    return _per_seq(causal_values(logits, batch), batch)
+
+
+def causal_values(logits: torch.Tensor, batch: EvalBatch) -> torch.Tensor:
+    """A causal metric's value at each of the batch's rows, from logits ``[row, vocab]``."""
     logits = _at_least_fp32(logits)
     rows = torch.arange(len(batch.row_target), device=logits.device)
     target = logits[rows, batch.row_target.to(logits.device)]
@@ -79,11 +112,14 @@ def causal_metric(logits: torch.Tensor, batch: EvalBatch) -> PerSeq:
         value = target - logits[rows, batch.row_wrong.to(logits.device)]
     else:
         value = torch.logsumexp(logits, dim=-1) - target
-    where = batch.row_batch.to(logits.device)
-    num = torch.zeros(len(batch), device=logits.device, dtype=value.dtype).index_add(
-        0, where, value
-    )
-    den = torch.zeros(len(batch), device=logits.device, dtype=value.dtype).index_add(
+    return value
+
+
+def _per_seq(value: torch.Tensor, batch: EvalBatch) -> PerSeq:
+    """Per-sequence sums of per-row ``value`` and of the rows' count."""
+    where = batch.row_batch.to(value.device)
+    num = torch.zeros(len(batch), device=value.device, dtype=value.dtype).index_add(0, where, value)
+    den = torch.zeros(len(batch), device=value.device, dtype=value.dtype).index_add(
         0, where, torch.ones_like(value)
     )
     return PerSeq(batch.index, num, den)

@@ -10,7 +10,7 @@ from interp.ablate.attribution import attribute
 from interp.ablate.catalogue import LOSS_REPEATED, SV_LOGIT_DIFF
 from interp.ablate.evaluation import bucket_tight, build_corpus, derangement
 from interp.ablate.forward import Ablator, Edit
-from interp.ablate.metrics import batch_metrics
+from interp.ablate.metrics import batch_metrics, metric_sizes
 from interp.ablate.sweep import reuse_error
 from interp.ablate.values import replacement
 from interp.model import lens
@@ -251,6 +251,32 @@ def test_encoder_corpus_pairs_sentences_with_shorter_views(bert):
         assert (batch.valid[batch.is_view].sum(1) < batch.valid[~batch.is_view].sum(1)).all()
 
 
+def test_behaviour_metrics_read_the_intact_distribution(llama):
+    """kl_prose is 0 for the intact pass and sum p (log p - log q) per row otherwise; sv_prob is
+    the sigmoid of each sentence's logit difference."""
+    ablator = Ablator(llama)
+    corpus = small_corpus(llama)
+    prose = next(b for b in corpus.batches if b.family == "loss_prose")
+    clean = ablator.clean(prose).readout
+    intact = batch_metrics(clean, prose)
+    assert (intact["kl_prose"].num == 0).all()
+    assert torch.equal(intact["kl_prose"].den, intact["loss_prose"].den)
+    other = ablator.run(
+        prose, [Edit(0, 1, torch.zeros_like(ablator.clean(prose, keep_z=True).z[0][:, :, 1]))]
+    )
+    per_row = torch.nn.functional.kl_div(
+        other.log_softmax(-1), clean.log_softmax(-1), log_target=True, reduction="none"
+    ).sum(-1)
+    expected = torch.zeros(len(prose)).index_add(0, prose.row_batch, per_row)
+    got = batch_metrics(other, prose, clean)["kl_prose"].num
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-6)
+    assert (got > 0).all()
+    sv = next(b for b in corpus.batches if b.family == SV_LOGIT_DIFF)
+    per = batch_metrics(ablator.clean(sv).readout, sv)
+    assert torch.equal(per["sv_prob"].den, per[SV_LOGIT_DIFF].den)
+    torch.testing.assert_close(per["sv_prob"].num, torch.sigmoid(per[SV_LOGIT_DIFF].num))
+
+
 def test_encoder_metrics_at_the_intact_model(bert):
     ablator = Ablator(bert)
     batch = small_corpus(bert).batches[0]
@@ -283,7 +309,14 @@ def test_attribution_is_the_first_order_term_of_the_exact_effect():
                 nudged = ablator.run(batch, [Edit(layer, head, z + eps * (target - z))])
                 before = batch_metrics(clean.readout, batch)
                 after = batch_metrics(nudged, batch, clean.readout)
-                exact += sum(float(after[m].num.sum() - before[m].num.sum()) for m in after) / eps
+                exact += (
+                    sum(
+                        float(after[m].num.sum() - before[m].num.sum())
+                        for m in after
+                        if m in result.store  # the metrics with a gradient
+                    )
+                    / eps
+                )
             for _metric, sums in result.store.items():
                 estimate += float((sums.ablated[(kind, layer, head)] - sums.base).sum())
             assert estimate == pytest.approx(exact, rel=1e-2, abs=1e-5)
@@ -298,10 +331,10 @@ def test_attribution_ranks_heads_like_exact_ablation(llama):
     ablator = Ablator(llama)
     corpus = small_corpus(llama)
     result = attribute(ablator, corpus, ("zero",), progress=False)
-    store = SumStore({m: s.size for m, s in result.store.items()})
+    store = SumStore(metric_sizes(corpus.sizes))
     heads = [(layer, head) for layer in range(N_LAYERS) for head in range(N_HEADS)]
     exact_sweep(ablator, corpus, store, heads, ("zero",), None, progress=False)
-    for metric in store:
+    for metric in result.store:  # the metrics with a gradient
         est = [
             float((result.store[metric].ablated[("zero", *h)] - result.store[metric].base).sum())
             for h in heads

@@ -11,6 +11,7 @@ import pytest
 import torch
 from tiny_models import N_HEADS, N_LAYERS, tiny_native
 
+from interp.ablate.catalogue import CAUSAL_METRICS
 from interp.ablate.config import CPU_TOKENS_PER_PASS
 from interp.ablate.pruning import step_sizes
 from interp.ablate.removable import removable_fraction
@@ -49,20 +50,25 @@ def test_effects_schema_and_coverage(result):
     e = result.effects
     assert list(e.columns[: len(EFFECTS.names)]) == EFFECTS.names
     assert set(e["estimator"]) == {"exact", "attribution"}
-    assert set(e["metric"]) == {"loss_prose", "loss_repeated", "sv_logit_diff"}
-    for method in ("exact", "attribution"):
-        assert len(e[e["estimator"] == method]) == N * 2 * 3
+    estimated = {"loss_prose", "loss_repeated", "sv_logit_diff"}  # the metrics with a gradient
+    assert set(e["metric"]) == estimated | {"kl_prose", "sv_prob"}
+    assert set(e.loc[e["estimator"] == "attribution", "metric"]) == estimated
+    assert len(e[e["estimator"] == "exact"]) == N * 2 * 5
+    assert len(e[e["estimator"] == "attribution"]) == N * 2 * 3
     assert not e[["baseline", "ablated", "delta", "ci_low", "ci_high"]].isna().any().any()
     assert (e["ci_low"] <= e["ci_high"]).all()
 
 
 def test_delta_is_oriented_so_positive_is_worse(result):
     e = result.effects
-    loss = e[e["metric"] != "sv_logit_diff"]
-    sv = e[e["metric"] == "sv_logit_diff"]
+    loss = e[~e["metric"].isin(["sv_logit_diff", "sv_prob"])]
+    sv = e[e["metric"].isin(["sv_logit_diff", "sv_prob"])]
     np.testing.assert_allclose(loss["delta"], loss["ablated"] - loss["baseline"], atol=1e-9)
     np.testing.assert_allclose(sv["delta"], sv["baseline"] - sv["ablated"], atol=1e-9)
-    np.testing.assert_allclose(e["delta_rel"], e["delta"] / e["baseline"].abs(), atol=1e-9)
+    nonzero = e[e["baseline"] != 0]  # the KL metrics are 0 at the intact model
+    np.testing.assert_allclose(
+        nonzero["delta_rel"], nonzero["delta"] / nonzero["baseline"].abs(), atol=1e-9
+    )
     assert e.groupby(["metric", "estimator"])["baseline"].nunique().eq(1).all()
 
 
@@ -216,7 +222,7 @@ def test_without_progress_bars_each_finished_phase_prints_one_line(llama, capsys
         "ablate: attribution estimate",
         "ablate: integrated estimate",
         f"ablate: exact sweep {out.summary['exact_heads']} heads",
-        "ablate: pruning 3 metric(s)",
+        "ablate: pruning 5 metric(s)",
     ]
     ablate(
         llama,
@@ -244,7 +250,7 @@ def test_bf16_runs_on_a_copy(llama):
         ),
         progress=False,
     )
-    assert len(out.effects) == N
+    assert len(out.effects) == N * 2  # loss_prose and kl_prose
     assert next(llama.bridge.parameters()).dtype == torch.float32
 
 
@@ -325,14 +331,14 @@ def test_role_curves_remove_every_head_of_a_role(llama):
         roles=roles,
     )
     rows = out.pruning[out.pruning["removed_by"] == "role:first_token"]
-    assert set(rows["metric"]) == {"loss_prose", "loss_repeated", "sv_logit_diff"}
+    assert set(rows["metric"]) == set(CAUSAL_METRICS)
     assert (rows["heads_removed"] == N_LAYERS).all()
     heads = [(layer, 0) for layer in range(N_LAYERS)]
     prose = rows[rows["metric"] == "loss_prose"]
     assert prose["value"].item() == pytest.approx(
         held_out_value(llama, "loss_prose", heads), rel=1e-5
     )
-    assert (out.pruning["removed_by"] == "role:unexplained").sum() == 3
+    assert (out.pruning["removed_by"] == "role:unexplained").sum() == len(CAUSAL_METRICS)
 
 
 def held_out_value(model, metric, heads):
@@ -456,7 +462,7 @@ def test_ablate_stage_writes_tables_and_records_the_stage(llama, tmp_path):
     assert run.effects is not None and run.pruning is not None
     recorded = run.manifest["stages"]["ablate"]
     assert recorded["config"]["top_k"] == 2 and recorded["seconds"] > 0
-    assert set(recorded["removable"]) == {"loss_prose", "loss_repeated", "sv_logit_diff"}
+    assert set(recorded["removable"]) == set(CAUSAL_METRICS)
     assert stage("ablate").done(tmp_path, config)
 
 
