@@ -41,14 +41,32 @@ def _cards(summary: dict[str, Any]) -> C.Cards:
         named = sum(r["heads"] for r in summary["role_counts"] if r["role"] != "unexplained")
         cards.append(C.Card(str(named), "heads with a named role"))
         cards.append(C.Card(S.percent(summary["share_unexplained"]), "share unexplained"))
+    top = S.headline(summary["prunable"])
+    if top is not None:
+        kept = _kept_label(top["metric"])
+        cards.append(C.Card(f"{S.percent(top['within_1%'])} / {S.percent(top['within_5%'])}", kept))
     for row in summary["prunable"] or []:
+        if row is top:
+            continue
+        better = " (improves as heads go: see below)" if S.improved_row(row) else ""
         cards.append(
             C.Card(
                 f"{S.percent(row['within_1%'])} / {S.percent(row['within_5%'])}",
-                f"prunable within 1% / 5% of {row['metric']}",
+                f"prunable within 1% / 5% of {row['metric']}{better}",
             )
         )
     return C.Cards(tuple(cards))
+
+
+def _kept_label(metric: str) -> str:
+    """The headline card's caption: how much can be removed while the behaviour is kept."""
+    if metric.startswith("kl_"):
+        where = "your corpus" if metric == "kl_corpus" else "prose"
+        return (
+            f"of heads removable keeping the behaviour: KL from the intact model within 0.01 / 0.05 "
+            f"nats per token ({metric}, {where})"
+        )
+    return f"prunable within 1% / 5% of {metric}"
 
 
 def _notes(summary: dict[str, Any]) -> list[C.Text]:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from interp.ablate.catalogue import ESTIMATORS, ORIENTATION
+from interp.ablate.catalogue import BEHAVIOUR_METRICS, ESTIMATORS, ORIENTATION
 from interp.ablate.removable import effect_curve, improved, removable_fraction
 from interp.ablate.selection import never_exact
 from interp.pipeline.results import RunTables
@@ -33,9 +33,12 @@ ABLATION_PREFERENCE = ("mean", "resample", "zero")
 METRIC_PREFERENCE = (
     "loss_corpus",
     "loss_prose",
+    "kl_corpus",
+    "kl_prose",
     "embedding_cosine",
     "loss_repeated",
     "sv_logit_diff",
+    "sv_prob",
     "retrieval_margin",
 )
 TOLERANCES = (0.01, 0.05)
@@ -277,7 +280,8 @@ def prunable_table(
     if pruning is None or pruning.empty:
         return None
     rows = []
-    for metric in sorted(pruning["metric"].dropna().astype(str).unique()):
+    present = pruning["metric"].dropna().astype(str).unique()
+    for metric in sorted(present, key=lambda m: (m not in BEHAVIOUR_METRICS, m)):
         row: dict[str, Any] = {"metric": metric}
         for tol in TOLERANCES:
             key = f"within_{tol:.0%}"
@@ -294,6 +298,24 @@ def prunable_table(
         )
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def headline(prunable: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """The row of "how much of the model can be removed": the KL divergence from the intact
+    model (the user's corpus first, then prose), which only the intact model minimises, so a
+    damaged model that grows confident in another way cannot look prunable; the first row
+    where a run has no KL curve (an encoder: its embedding's distance from the intact one)."""
+    rows = prunable or []
+    for metric in BEHAVIOUR_METRICS:
+        found = [r for r in rows if r["metric"] == metric]
+        if found:
+            return found[0]
+    return rows[0] if rows else None
+
+
+def improved_row(row: dict[str, Any]) -> bool:
+    """Whether a prunable row's metric got better than the intact model as heads went."""
+    return isinstance(row.get("improved_by"), float) and not math.isnan(row["improved_by"])
 
 
 def improvement_notes(prunable: list[dict[str, Any]] | None) -> list[str]:

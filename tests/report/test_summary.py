@@ -376,3 +376,31 @@ def test_the_estimators_own_corpus_is_stated_only_where_it_is_larger():
     )
     assert S.estimator_reads({"stages": {"ablate": {"corpus": sweep}}}) is None
     assert S.estimator_reads({}) is None
+
+
+def test_the_pruning_headline_reads_the_kl_curve():
+    """A loss that improves as heads go must not make the model look prunable: the headline is the
+    KL divergence from the intact model (absolute nats: 0 at the intact model), listed first."""
+    pr = pd.concat(
+        [
+            pruning_frame("loss_prose", [2.0, 1.9, 1.5, 1.2]),  # improves by 40%
+            pruning_frame("kl_prose", [0.0, 0.004, 0.03, 0.4]),
+        ]
+    )
+    table = S.prunable_table(pr, None).to_dict("records")
+    assert [r["metric"] for r in table] == ["kl_prose", "loss_prose"]
+    top = S.headline(table)
+    assert top["metric"] == "kl_prose"
+    assert top["within_1%"] == pytest.approx(1 / 3) and top["within_5%"] == pytest.approx(2 / 3)
+    assert not S.improved_row(top) and S.improved_row(table[1])
+    corpus = pd.concat([pr, pruning_frame("kl_corpus", [0.0, 0.02, 0.03, 0.04])])
+    assert S.headline(S.prunable_table(corpus, None).to_dict("records"))["metric"] == "kl_corpus"
+    only_loss = S.prunable_table(pruning_frame("loss_prose", [2.0, 2.01, 2.5]), None)
+    assert S.headline(only_loss.to_dict("records"))["metric"] == "loss_prose"
+    assert S.headline(None) is None
+    from interp.report.document import _cards
+
+    cards = _cards({"shape": (2, 3), "role_counts": None, "prunable": table}).items
+    assert [c.value for c in cards[1:]] == ["33% / 67%", "0% / 0%"]
+    assert cards[1].label.startswith("of heads removable keeping the behaviour: KL from the intact")
+    assert cards[2].label == "prunable within 1% / 5% of loss_prose (improves as heads go: see below)"
