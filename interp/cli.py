@@ -588,9 +588,14 @@ def show_command(
 ) -> None:
     """Show where the run's heads attend on your own prompts: per head, its role and each token's
     most attended tokens; stores the patterns for the report's explorer."""
-    from interp.pipeline.show import read_prompt_file, show
+    from interp.pipeline.show import MAX_PROMPTS, read_prompt_file, show
 
-    texts = list(prompt_texts) + (read_prompt_file(prompts_file) if prompts_file else [])
+    texts = list(prompt_texts)
+    if prompts_file:
+        read = read_prompt_file(prompts_file, limit=max(MAX_PROMPTS - len(texts), 0))
+        texts += read.texts
+        if (note := read.cut_note(prompts_file)) is not None:
+            click.echo(note, err=True)
     shown = show(run_dir, texts, heads, out_path, top, device=device, dtype=dtype)
     click.echo(shown.text, nl=False)
     click.echo(

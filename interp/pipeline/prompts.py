@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from interp.errors import PromptError
 from interp.model import lens
@@ -31,7 +32,7 @@ def encode_prompts(model: Any, texts: Sequence[str]) -> list[list[int]]:
     suite = Suite("prompts", NATURAL)
     encoded = []
     for i, text in enumerate(texts, 1):
-        if not text.strip():
+        if all(ch.isspace() or not ch.isprintable() for ch in text):  # blanks, NULs, controls
             raise PromptError(f"prompt {i} is empty: give some text")
         try:
             seq = aligner.encode(Sentence(text, source=f"prompt {i}"), suite)
@@ -46,10 +47,14 @@ def encode_prompts(model: Any, texts: Sequence[str]) -> list[list[int]]:
 
 
 def prompt_patterns(
-    model: Any, texts: Sequence[str], heads: Callable[[list[int]], Sequence[Head]]
+    model: Any,
+    texts: Sequence[str],
+    heads: Callable[[list[int]], Sequence[Head]],
+    progress: bool = True,
 ) -> PromptSet:
     """Run the prompts once (in batches of :data:`BATCH`, padded on the right) and keep the
-    attention of the heads ``heads(lengths)`` names on each prompt's own tokens."""
+    attention of the heads ``heads(lengths)`` names on each prompt's own tokens; ``progress``:
+    a bar over the prompts."""
     ids = encode_prompts(model, texts)
     kept = tuple(heads([len(i) for i in ids]))
     labels = [tuple(model.tokenizer.decode([t]) for t in seq) for seq in ids]
@@ -58,6 +63,7 @@ def prompt_patterns(
     for slot, (layer, head) in enumerate(kept):
         by_layer.setdefault(layer, []).append((slot, head))
     pad = model.tokenizer.pad_token_id if model.tokenizer.pad_token_id is not None else 0
+    bar = tqdm(total=len(ids), desc="show", unit="prompt", disable=not progress)
     for start in range(0, len(ids), BATCH):
         chunk = ids[start : start + BATCH]
         width = max(len(seq) for seq in chunk)
@@ -74,5 +80,7 @@ def prompt_patterns(
                     patterns[start + row][slot] = pattern[row, head, :n, :n].float().cpu().numpy()
 
         lens.run_patterns(model, tokens, mask, keep)
+        bar.update(len(chunk))
+    bar.close()
     prompts = tuple(Prompt(text, label, kept, p) for text, label, p in zip(texts, labels, patterns))
     return PromptSet((model.n_layers, model.n_heads), prompts)

@@ -26,6 +26,27 @@ from interp.report import explorer as X
 from interp.report import prompt_store as P
 from interp.report.summary import head_shape, model_name
 
+# Prompts one call stores: each keeps its heads' patterns in memory and in prompts.npz.
+MAX_PROMPTS = 200
+
+
+@dataclass(frozen=True)
+class PromptFile:
+    """The prompts :func:`read_prompt_file` kept, and how many non-blank lines the file holds."""
+
+    texts: list[str]
+    total: int
+
+    def cut_note(self, path: str | Path) -> str | None:
+        """One line saying which prompts were left out and how to see them; None if none were."""
+        if self.total <= len(self.texts):
+            return None
+        return (
+            f"note: {path} holds {self.total} prompts; showing the first {len(self.texts)} "
+            f"(at most {MAX_PROMPTS} at a time): to see the rest, give `--prompts` a file of "
+            f"the prompts after the first {len(self.texts)}"
+        )
+
 
 @dataclass(frozen=True)
 class Shown:
@@ -38,21 +59,36 @@ class Shown:
     page: Path | None  # the --out page
 
 
-def read_prompt_file(path: str | Path) -> list[str]:
-    """One prompt per line of a UTF-8 text file; blank lines are skipped."""
+def read_prompt_file(path: str | Path, limit: int = MAX_PROMPTS) -> PromptFile:
+    """One prompt per line of a UTF-8 text file, the first ``limit`` of them; lines that are blank
+    (or hold only control characters) are skipped. The file is read a line at a time, so a huge
+    one costs no more memory than its longest line and the kept prompts."""
     file = Path(path).expanduser()
     if not file.is_file():
         raise PromptError(f"no such prompts file: {path}")
+    kept: list[str] = []
+    total = 0
     try:
-        lines = file.read_text(encoding="utf-8").splitlines()
+        with file.open(encoding="utf-8", newline=None) as lines:
+            for line in lines:
+                text = line.rstrip("\n")
+                if is_blank(text):
+                    continue
+                total += 1
+                if len(kept) < limit:
+                    kept.append(text)
     except UnicodeDecodeError:
         raise PromptError(
             f"{path}: bytes that are not UTF-8; re-save the prompts file as UTF-8"
         ) from None
-    prompts = [line for line in lines if line.strip()]
-    if not prompts:
+    if not total:
         raise PromptError(f"{path} holds no prompt (one prompt per line; blank lines are skipped)")
-    return prompts
+    return PromptFile(kept, total)
+
+
+def is_blank(text: str) -> bool:
+    """True for text with nothing to show: only spaces, NUL bytes or other control characters."""
+    return all(ch.isspace() or not ch.isprintable() for ch in text)
 
 
 def show(
@@ -64,20 +100,27 @@ def show(
     model: Any = None,
     device: str | None = None,
     dtype: DType | None = None,
+    progress: bool = True,
 ) -> Shown:
     """Run ``prompts`` through the run's model and show where ``heads`` attend on them.
 
     ``heads``: ``"18.6,L17H3"`` or [(18, 6), (17, 3)]; None: :func:`interp.report.explorer.default_heads`.
     ``model``: a LoadedModel to use instead of loading the recorded one (a run made from a model
-    built in Python needs it); ``device`` and ``dtype`` change how the recorded one loads.
+    built in Python needs it); ``device`` and ``dtype`` change how the recorded one loads;
+    ``progress``: a bar over the prompts as they run.
     Writes ``RUN_DIR/prompts.npz`` (replacing earlier prompts) and, with ``out``, an HTML page.
     """
     run = load_run(run_dir)
     texts = list(prompts)
     if not texts:
         raise PromptError("give a prompt: --prompt TEXT or --prompts FILE")
+    if len(texts) > MAX_PROMPTS:
+        raise PromptError(
+            f"{len(texts)} prompts: interp show stores at most {MAX_PROMPTS} at a time; "
+            "show them in parts"
+        )
     for i, text in enumerate(texts, 1):
-        if not text.strip():
+        if is_blank(text):
             raise PromptError(f"prompt {i} is empty: give some text")
     shape = head_shape(run.manifest, run.roles, run.features, run.effects)
     if isinstance(heads, str):
@@ -103,7 +146,10 @@ def show(
     from interp.pipeline.prompts import prompt_patterns  # torch: only once a model runs
 
     patterns = prompt_patterns(
-        loaded, texts, lambda lengths: P.stored_heads(model_shape, lengths, chosen)
+        loaded,
+        texts,
+        lambda lengths: P.stored_heads(model_shape, lengths, chosen),
+        progress=progress,
     )
     saved = P.write_prompts(run.path, patterns)
     if page is not None:

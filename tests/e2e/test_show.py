@@ -14,10 +14,12 @@ from click.testing import CliRunner
 from fakes import make_fake_run  # noqa: E402
 
 from interp.cli import main
+from interp.errors import PromptError
 from interp.model.spec import ModelSpec
 from interp.model.tiny import build_tiny
 from interp.pipeline import rundir
 from interp.pipeline.results import load_run
+from interp.pipeline.show import MAX_PROMPTS, read_prompt_file, show
 from interp.report import explorer as X
 from interp.report import prompt_store as P
 from interp.troubleshooting import find
@@ -62,7 +64,7 @@ def test_show_prints_the_heads_patterns_stores_them_and_writes_a_page(
     page = tmp_path / "page.html"
     result = invoke(tiny_run, "--prompt", PROMPT, "--heads", "0.1,L1H2", "--out", page)
     assert result.exit_code == 0, result.output
-    out = result.output.splitlines()
+    out = result.stdout.splitlines()  # the progress bar is on stderr
     assert out[0].startswith("L0H1  first_token; confidence ") and "effect " in out[0]
     assert any(line.startswith("L1H2  current_token") for line in out)
     assert f' prompt 1: "{PROMPT}"' in out
@@ -70,7 +72,7 @@ def test_show_prints_the_heads_patterns_stores_them_and_writes_a_page(
     prompt = stored.prompts[0]
     assert prompt.tokens[0] == "[BOS]" and prompt.tokens[1:3] == ("the", "cat")
     assert len(stored.heads) == 8  # short prompts: every head is stored, for the report
-    assert len(query_lines(result.output)) == 2 * len(prompt.tokens)
+    assert len(query_lines(result.stdout)) == 2 * len(prompt.tokens)
 
     # The stored and printed weights are the model's own pattern (TransformerLens' hook_pattern).
     from interp.model.load import load_model
@@ -82,7 +84,7 @@ def test_show_prints_the_heads_patterns_stores_them_and_writes_a_page(
     for layer, head in ((0, 1), (1, 2)):
         expected = cache[f"blocks.{layer}.attn.hook_pattern"][0, head].float().numpy()
         assert abs(prompt.pattern(layer, head) - expected).max() < 1e-3
-    last = query_lines(result.output)[len(prompt.tokens) - 1]  # L0H1's last query
+    last = query_lines(result.stdout)[len(prompt.tokens) - 1]  # L0H1's last query
     top_key = int(cache["blocks.0.attn.hook_pattern"][0, 1, -1].argmax())
     first_key = re.split(r"\s{2,}", last.split("->")[1].strip())[0]
     assert first_key.startswith(f'"{prompt.tokens[top_key]}"@') and prompt.tokens[top_key] in last
@@ -105,12 +107,12 @@ def test_without_heads_the_run_chooses_them_and_a_file_gives_the_prompts(tiny_ru
     result = invoke(tiny_run, "--prompts", prompts, "--top", "1")
     assert result.exit_code == 0, result.output
     heads = [
-        line.split()[0] for line in result.output.splitlines() if re.match(r"L\d+H\d+  ", line)
+        line.split()[0] for line in result.stdout.splitlines() if re.match(r"L\d+H\d+  ", line)
     ]
     assert heads == [X.head_name(*h) for h in X.default_heads(load_run(tiny_run))]
     assert ' prompt 2: "the dog ran ."' in result.output
     assert all(
-        len(re.findall(r"@\d+ ", line)) == 1 for line in query_lines(result.output)
+        len(re.findall(r"@\d+ ", line)) == 1 for line in query_lines(result.stdout)
     )  # --top 1
     assert len(P.read_prompts(tiny_run).prompts) == 2
 
@@ -184,10 +186,70 @@ def test_an_induction_head_of_the_packaged_model_attends_after_the_earlier_copy(
     words = " apple river stone cloud music paper green table"
     result = invoke(run_dir, "--prompt", words + words, "--heads", "18.6", "--top", "1")
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("L18H6  ")
+    assert result.stdout.startswith("L18H6  ")
     prompt = P.read_prompts(run_dir).prompts[0]
     tokens, pattern = prompt.tokens, prompt.pattern(18, 6)
     half = (len(tokens) - 1) // 2  # [BOS] + two copies of `half` tokens
     assert tokens[1 : half + 1] == tokens[half + 1 :]
     for q in range(half + 3, len(tokens)):
         assert int(pattern[q, 1:].argmax()) + 1 == q - half + 1, (q, tokens[q], pattern[q].round(2))
+
+
+def test_a_huge_prompts_file_is_read_a_line_at_a_time_and_cut_in_one_line(tmp_path):
+    prompts = tmp_path / "prompts.txt"
+    with prompts.open("w", encoding="utf-8") as file:
+        file.writelines(f"prompt number {i} .\n" for i in range(100_000))
+    read = read_prompt_file(prompts)
+    assert (len(read.texts), read.total) == (MAX_PROMPTS, 100_000)
+    assert read.texts[-1] == f"prompt number {MAX_PROMPTS - 1} ."
+    note = read.cut_note(prompts)
+    assert note is not None and f"holds 100000 prompts; showing the first {MAX_PROMPTS}" in note
+    assert read_prompt_file(prompts, limit=MAX_PROMPTS + 1).cut_note(prompts) is not None
+    small = tmp_path / "small.txt"
+    small.write_text("a .\n\x00\x00\nb .\nc .\n", encoding="utf-8")
+    assert read_prompt_file(small, limit=3).cut_note(small) is None
+
+
+def test_show_stores_at_most_the_bound_and_says_what_it_cut(tiny_run, tmp_path, monkeypatch):
+    import interp.pipeline.show as show_module
+
+    monkeypatch.setattr(show_module, "MAX_PROMPTS", 3)
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("".join(f"the cat {i} sat .\n" for i in range(5)), encoding="utf-8")
+    result = invoke(tiny_run, "--prompts", prompts, "--heads", "0.1")
+    assert result.exit_code == 0, result.output
+    assert "holds 5 prompts; showing the first 3" in result.output
+    assert "the prompts after the first 3" in result.output
+    assert [p.text for p in P.read_prompts(tiny_run).prompts] == [
+        f"the cat {i} sat ." for i in range(3)
+    ]
+
+
+def test_more_prompts_than_the_bound_from_python_are_refused(tiny_run):
+    with pytest.raises(PromptError, match=f"stores at most {MAX_PROMPTS} at a time") as caught:
+        show(tiny_run, [PROMPT] * (MAX_PROMPTS + 1), heads="0.1")
+    assert find(str(caught.value))
+    assert not (tiny_run / P.FILE).exists()
+
+
+@pytest.mark.parametrize("blank", ["\x00", "\x00\x00\x00", " \x07\t\x1b "])
+def test_a_prompt_of_control_characters_only_is_refused_like_an_empty_one(tiny_run, blank):
+    result = invoke(tiny_run, "--prompt", PROMPT, "--prompt", blank, "--heads", "0.1")
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and lines == ["error: prompt 2 is empty: give some text"], lines
+    assert not (tiny_run / P.FILE).exists()
+
+
+def test_ctrl_c_during_show_says_nothing_was_stored_and_nothing_of_stages(tiny_run, monkeypatch):
+    import interp.pipeline.prompts as prompts_module
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(prompts_module, "prompt_patterns", interrupted)
+    result = invoke(tiny_run, "--prompt", PROMPT, "--heads", "0.1")
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 130 and len(lines) == 1, result.output
+    assert "interrupted" in lines[0] and "prompts.npz is as it was" in lines[0]
+    assert "stage" not in lines[0] and "--resume" not in lines[0]
+    assert not (tiny_run / P.FILE).exists()
