@@ -403,4 +403,6 @@ def test_the_pruning_headline_reads_the_kl_curve():
     cards = _cards({"shape": (2, 3), "role_counts": None, "prunable": table}).items
     assert [c.value for c in cards[1:]] == ["33% / 67%", "0% / 0%"]
     assert cards[1].label.startswith("of heads removable keeping the behaviour: KL from the intact")
-    assert cards[2].label == "prunable within 1% / 5% of loss_prose (improves as heads go: see below)"
+    assert (
+        cards[2].label == "prunable within 1% / 5% of loss_prose (improves as heads go: see below)"
+    )
