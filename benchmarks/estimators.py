@@ -2,8 +2,9 @@
 
 For each model, on the ablate stage's default evaluation corpus (``AblateConfig()``) and its
 default ablation kind (``--kind`` for another): every head ablated exactly (the sweep), every head estimated by first-order
-attribution and by integrated gradients over the clean -> ablated path with 1, 2, 4 and 8
-steps. Per metric with estimates:
+attribution, by AtP* (attribution with the QK fix and GradDrop, :mod:`interp.ablate.atp_star`,
+both on the whole corpus) and by integrated gradients over the clean -> ablated path with 1, 2, 4
+and 8 steps. Per metric with estimates:
 
 - **recall**: of the ``top`` heads with the largest exact |delta|, the share among the
   estimator's ``window`` largest |estimates|; ``top``/``window`` = 10/30, or a quarter/half of
@@ -36,6 +37,7 @@ import pandas as pd
 import torch
 from _results import markdown, write_section  # noqa: E402
 
+from interp.ablate import atp_star  # noqa: E402
 from interp.ablate.attribution import attribute  # noqa: E402
 from interp.ablate.config import CPU_TOKENS_PER_PASS, ESTIMATOR_POSITIONS  # noqa: E402
 from interp.ablate.corpora import estimator_corpus, stage_metrics  # noqa: E402
@@ -87,6 +89,13 @@ def measure(name: str, model, cfg: AblateConfig, kind: str, positions: int) -> l
     attr = attribute(ablator, corpus, (kind,), progress=False)
     seconds["attribution"] = time.perf_counter() - start
     frames.append(deltas(attr.store, "attribution"))
+    every = {family: n for family, n in corpus.sizes.items()}  # QK fix and GradDrop on all of it
+    start = time.perf_counter()
+    star = atp_star.estimate(
+        ablator, corpus, (kind,), attr.means, atp_star.Tiers(every, every), cfg.seed, False
+    )
+    seconds["atp_star"] = time.perf_counter() - start
+    frames.append(deltas(star.store, "atp_star"))
     wide_name = f"attribution, {positions} positions"
     one_round = dataclasses.replace(cfg, max_rounds=1, estimator_positions=positions)
     wide = estimator_corpus(model, one_round, stage_metrics(model, one_round), corpus)
@@ -148,6 +157,8 @@ def measure(name: str, model, cfg: AblateConfig, kind: str, positions: int) -> l
         )
         seconds[combined] = sum(seconds[m] for m in selectors)
         for method in [c for c in part.columns if c not in ("exact", "exact_wide")]:
+            if part[method].isna().all():  # a metric this estimator does not estimate
+                continue
             wide_ok = "exact_wide" in part.columns and part["exact_wide"].notna().all()
             rows.append(
                 {

@@ -60,6 +60,20 @@ class CleanPass:
     )  # per layer [batch, head, d_head]: value at position 0
 
 
+@dataclass
+class GradPass:
+    """An intact pass with autograd on (:meth:`Ablator.run_for_estimates`): graph tensors to
+    differentiate against, and each layer's attention inputs for the QK fix (detached)."""
+
+    readout: torch.Tensor
+    z: list[torch.Tensor]  # per layer [batch, pos, head, d_head]
+    pattern: list[torch.Tensor] = field(default_factory=list)  # per layer [batch, head, q, k]
+    resid: list[torch.Tensor] = field(
+        default_factory=list
+    )  # entering each block, then leaving the last: [batch, pos, d_model]
+    inputs: list[dict[str, torch.Tensor]] = field(default_factory=list)  # per layer: site -> tensor
+
+
 class Ablator:
     """Runs one LoadedModel on EvalBatches, intact or with Edits, optionally from a cached layer.
 
@@ -174,6 +188,46 @@ class Ablator:
             readout = self._forward(batch, taps, replicas=1)
         return readout, zs
 
+    def run_for_estimates(
+        self, batch: EvalBatch, attention: bool = False, residual: bool = False
+    ) -> GradPass:
+        """Like :meth:`run_with_grad`, and with ``attention`` every layer's pattern as a graph
+        tensor (what the model goes on with: its gradient is the metric's sensitivity to the
+        attention) and its attention inputs (:data:`ATTENTION_SITES`, detached, float); with
+        ``residual`` the residual entering every block and leaving the last, as graph tensors
+        (GradDrop differentiates the metric with respect to them)."""
+        n = self.n_layers
+        out = GradPass(torch.empty(0), [None] * n)  # type: ignore[list-item]
+        out.resid = [None] * (n + 1)  # type: ignore[list-item]
+
+        def enter(x: torch.Tensor, layer: int) -> torch.Tensor | None:
+            if layer == 0:  # a leaf, so that the graph exists even with frozen parameters
+                x = x.detach().requires_grad_(True)
+            out.resid[layer] = x
+            return x if layer == 0 else None
+
+        def leave(x: torch.Tensor, layer: int) -> None:
+            out.resid[n] = x
+
+        taps = [lens.Tap("resid_pre", enter), lens.Tap("z", _graph_copy(out.z))]
+        if residual:
+            taps.append(lens.Tap("out", leave, layer=n - 1))
+        if attention:
+            out.pattern = [None] * n  # type: ignore[list-item]
+            out.inputs = [{} for _ in range(n)]
+            taps.append(lens.Tap("pattern", _graph_copy(out.pattern)))
+            bridge = self.model.bridge
+            taps += [
+                lens.Tap(site, _keep_input(out.inputs, site))
+                for site in ATTENTION_SITES
+                if lens.has_site(bridge, site)
+            ]
+        with torch.enable_grad():
+            out.readout = self._forward(batch, taps, replicas=1)
+        if not residual:
+            out.resid = []
+        return out
+
     # --- the one forward -----------------------------------------------------------------
 
     def _restart(
@@ -233,6 +287,41 @@ class Ablator:
         n = batch.tokens.shape[0]
         offsets = (torch.arange(replicas) * n).repeat_interleave(len(batch.row_batch))
         return lens.Rows(batch.row_batch.repeat(replicas) + offsets, batch.row_pos.repeat(replicas))
+
+
+# The attention inputs the QK fix reads (interp.ablate.qk_fix.LayerInputs), where the model has them.
+ATTENTION_SITES = (
+    "resid_pre",
+    "norm_scale",
+    "normalized",
+    "attn_in",
+    "q",
+    "k",
+    "rot_q",
+    "rot_k",
+    "cos",
+    "sin",
+    "scores",
+)
+
+
+def _graph_copy(store: list) -> Callable:
+    """Keep (and hand on) a copy of the activation: the hook sees a reshaped view, and only a
+    tensor it returns is what the model computes with, so its gradient is the metric's."""
+
+    def keep(x: torch.Tensor, layer: int) -> torch.Tensor:
+        x = x.clone()
+        store[layer] = x
+        return x
+
+    return keep
+
+
+def _keep_input(store: list[dict[str, torch.Tensor]], site: str) -> Callable:
+    def keep(x: torch.Tensor, layer: int) -> None:
+        store[layer][site] = x.detach().float()
+
+    return keep
 
 
 def _keep(store: list) -> Callable:

@@ -71,6 +71,17 @@ SITES = {  # what a Tap names -> the hook point's name inside block l
     "v": "attn.hook_v",  # [batch, pos, kv_head, d_head]: key-value heads
     "resid_pre": "hook_resid_pre",  # [batch, pos, d_model]: entering block l
     "out": "hook_out",  # [batch, pos, d_model]: leaving block l
+    # what a head's attention is computed from (the QK fix of interp.ablate.qk_fix reads them)
+    "norm_scale": "ln1.hook_scale",  # [batch, pos, 1]: the norm's divisor before attention
+    "normalized": "ln1.hook_normalized",  # [batch, pos, d_model]: the residual over that divisor
+    "attn_in": "ln1.hook_out",  # [batch, pos, d_model]: what the queries and keys are read from
+    "q": "attn.hook_q",  # [batch, pos, head, d_head]: before rotary embedding
+    "k": "attn.hook_k",  # [batch, pos, kv_head, d_head]
+    "rot_q": "attn.hook_rot_q",  # rotary models: after rotary embedding
+    "rot_k": "attn.hook_rot_k",
+    "cos": "attn.hook_cos",  # rotary models: [1 or batch, pos, d_head]
+    "sin": "attn.hook_sin",
+    "scores": "attn.hook_attn_scores",  # [batch, head, q, k]: before the softmax, mask included
 }
 
 
@@ -204,6 +215,44 @@ def output_weights(bridge: Any) -> torch.Tensor:
     """float ``[layer, head, d_head, d_model]``: each query head's output projection ``W_O``
     (what a head writes into the residual is its ``z`` slice times this), detached."""
     return bridge.W_O.detach().float()
+
+
+@dataclass(frozen=True)
+class QKWeights:
+    """Each layer's query and key projections, float and detached: ``W_Q`` ``[layer, head,
+    d_model, d_head]``, ``W_K`` ``[layer, kv_head, d_model, d_head]`` (grouped-query models have
+    fewer key heads), their biases ``[layer, head | kv_head, d_head]`` (zero where the model has
+    none), and ``W_O`` as :func:`output_weights`."""
+
+    W_Q: torch.Tensor
+    W_K: torch.Tensor
+    b_Q: torch.Tensor
+    b_K: torch.Tensor
+    W_O: torch.Tensor
+
+
+def qk_weights(bridge: Any) -> QKWeights:
+    """The projections a head's attention scores are made with (see :class:`QKWeights`)."""
+    W_Q, W_K = bridge.W_Q.detach().float(), bridge.W_K.detach().float()
+    return QKWeights(
+        W_Q, W_K, _bias(bridge, "b_Q", W_Q), _bias(bridge, "b_K", W_K), output_weights(bridge)
+    )
+
+
+def _bias(bridge: Any, name: str, weight: torch.Tensor) -> torch.Tensor:
+    """A projection's bias, or zeros where the checkpoint has none (the bridge then raises)."""
+    try:
+        bias = getattr(bridge, name)
+    except AttributeError:
+        bias = None
+    if bias is None:
+        return torch.zeros(weight.shape[0], weight.shape[1], weight.shape[3])
+    return bias.detach().float().reshape(weight.shape[0], weight.shape[1], weight.shape[3])
+
+
+def has_site(bridge: Any, site: str, layer: int = 0) -> bool:
+    """Whether the bridge has this site in block ``layer`` (rotary sites exist only in rotary models)."""
+    return hook_name(site, layer) in bridge.hook_dict
 
 
 # --- what a pass reads and changes --------------------------------------------------------------
