@@ -81,7 +81,7 @@ def default_section(run_dir: Path) -> str:
     looks_share = (roles["looks"] == "unexplained").mean()
     counts = roles["role"].value_counts()
     return (
-        f"Default run ({run_dir}): {len(roles)} heads, **{share:.1%} unexplained** "
+        f"Default run ({run_dir.name}): {len(roles)} heads, **{share:.1%} unexplained** "
         f"({looks_share:.1%} by where they look alone). Primary roles: "
         + ", ".join(f"{r} {n}" for r, n in counts.items())
         + f".\n\nThe {TOP} heads with the largest exact effect (mean ablation) on each metric:\n\n"
@@ -143,7 +143,7 @@ def ioi_section(run_dir: Path) -> str:
     named = heads["task_role"].notna()
     roles = run.roles
     return (
-        f"Indirect-object task, {int(run.task_attention['n'].max())} prompts ({run_dir}): of the 10 heads with the largest exact effect on the task, "
+        f"Indirect-object task, {int(run.task_attention['n'].max())} prompts ({run_dir.name}): of the 10 heads with the largest exact effect on the task, "
         f"**{int(named.sum())} hold a task role**, {int((heads['role'] == 'unexplained').sum())} are "
         f"unexplained. Task roles over all heads: "
         + (", ".join(f"{r} {n}" for r, n in roles["task_role"].value_counts().items()) or "none")
