@@ -183,3 +183,42 @@ def test_the_hutchinson_functional_estimates_the_second_order_kl():
         (g,) = torch.autograd.grad(F, logits)
         draws.append(float((g * direction).sum()) ** 2 / 2)
     assert sum(draws) / len(draws) == pytest.approx(want, rel=0.08)
+
+
+def test_atp_star_sees_the_previous_token_head_of_a_planted_circuit():
+    """The previous-token head acts only through the induction heads' attention (their keys):
+    AtP* ranks it in its top 5 and finds both of the exact top 2 on repeated tokens."""
+    from interp.ablate import atp_star
+    from interp.ablate.attribution import attribute
+    from interp.ablate.config import AblateConfig
+    from interp.ablate.evaluation import build_corpus
+    from interp.ablate.forward import Ablator
+    from interp.ablate.metrics import metric_sizes
+    from interp.ablate.stats import SumStore, effects_from_sums
+    from interp.ablate.sweep import exact_sweep
+    from interp.synthetic.planted import Planted, planted_model
+
+    copy = Planted("induction", "copy")
+    model = planted_model({(1, 0): copy, (1, 1): copy, (0, 1): "previous_token"})
+    cfg = AblateConfig()
+    corpus = build_corpus(model, 0, cfg.n_repeated, cfg.repeated_lengths, 0, cfg.seed, 512)
+    ablator = Ablator(model)
+    means = attribute(ablator, corpus, ("mean",), progress=False).means
+    every = dict(corpus.sizes)
+    star = atp_star.estimate(
+        ablator, corpus, ("mean",), means, atp_star.Tiers(every, every), 0, False
+    )
+    exact = SumStore(metric_sizes(corpus.sizes))
+    heads = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
+    exact_sweep(ablator, corpus, exact, heads, ("mean",), means, None, progress=False)
+
+    def ranked(store):
+        frame = effects_from_sums(store, "x", 10, 0)
+        frame = frame[frame["metric"] == "loss_repeated"]
+        order = frame.assign(size=frame["delta"].abs()).sort_values("size", ascending=False)
+        return {(l, h): d for l, h, d in zip(order["layer"], order["head"], order["delta"])}
+
+    estimated, measured = ranked(star.store), ranked(exact)
+    assert (0, 1) in list(estimated)[:5]
+    top = list(measured)[:2]  # the induction heads
+    assert set(top) <= set(list(estimated)[:4])
