@@ -278,6 +278,7 @@ class _Run:
                 return None
             self.qk_model, self.qk_state = found, "applied"
             self.composition = qk_fix.Composition(found)
+        assert self.composition is not None and isinstance(self.qk_model, qk_fix.QKModel)
         causal = self.model.causal
         per_layer = [[g[layer].detach().float() for g in pattern_grads] for layer in range(n)]
         leverage = [qk_fix.leverage(grads_[0], valid, causal) for grads_ in per_layer]
@@ -287,10 +288,10 @@ class _Run:
             pairs = qk_fix.choose_pairs(self.composition, layers, up, leverage)
             total = torch.zeros(len(grads), n * heads, valid.shape[0], dtype=torch.float64)
             for layer, chosen in pairs.items():
-                found = qk_fix.correction(
+                fixed = qk_fix.correction(
                     self.qk_model, layer, layers[layer], up, chosen, per_layer[layer], valid, causal
                 )  # [functional, batch, head_up]
-                total[:, : layer * heads] += found.permute(0, 2, 1)
+                total[:, : layer * heads] += fixed.permute(0, 2, 1)
             out[kind] = total.unflatten(1, (n, heads)).permute(0, 1, 3, 2)  # [f, L, B, H]
         return out
 
@@ -338,7 +339,7 @@ class _Run:
                     self.store.add((kind, layer, head), moved)
                     if prob is not None:
                         self.store.add((kind, layer, head), {prob: _sigmoid_of(moved[metric])})
-                    if half_square is not None:
+                    if kl is not None and half_square is not None:
                         kl_seq = half_square[layer, intact.index, head]
                         self.store.add(
                             (kind, layer, head), {kl: PerSeq(intact.index, kl_seq, intact.den)}
@@ -410,7 +411,7 @@ class _Carried:
         corrected: torch.Tensor,
         index: torch.Tensor,
     ) -> None:
-        sums = self.kl.setdefault((family, kind), [0, 0])
+        sums = self.kl.setdefault((family, kind), [torch.zeros(()), torch.zeros(())])
         sums[0] = sums[0] + first[:, index].sum(1)
         sums[1] = sums[1] + corrected[:, index].sum(1)
 

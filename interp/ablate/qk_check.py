@@ -143,7 +143,16 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, kind: str) -> 
     return torch.cat((part * c + turned * s, rest), dim=-1)
 
 
+def angles(inputs: LayerInputs) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rotary embedding's cosines and sines, which a rotary model's inputs always carry."""
+    if inputs.cos is None or inputs.sin is None:
+        raise ValueError("these layer inputs carry no rotary angles: the model is not rotary")
+    return inputs.cos, inputs.sin
+
+
 def _rotary_kind(inputs: LayerInputs, valid: torch.Tensor) -> str | None:
+    if inputs.rot_q is None or inputs.cos is None or inputs.sin is None:
+        return None
     for kind in ("half", "interleaved"):
         if _close(rotate(inputs.q, inputs.cos, inputs.sin, kind), inputs.rot_q, valid):
             return kind
@@ -152,7 +161,7 @@ def _rotary_kind(inputs: LayerInputs, valid: torch.Tensor) -> str | None:
 
 def rotated(inputs: LayerInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """The queries and keys as the scores read them (after the rotary embedding, if any)."""
-    if inputs.rot_q is None:
+    if inputs.rot_q is None or inputs.rot_k is None:
         return inputs.q, inputs.k
     return inputs.rot_q, inputs.rot_k
 

@@ -50,11 +50,12 @@ everything here is a pure function of tensors a gradient pass kept (:class:`Laye
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
-from interp.ablate.qk_check import LayerInputs, QKModel, live_keys, rotate, rotated
+from interp.ablate.qk_check import LayerInputs, QKModel, angles, live_keys, rotate, rotated
 
 PAIR_SHARE = 0.1  # of the (earlier head, later head) pairs, those recomputed exactly (by score),
 PAIR_FLOOR = 1000  # but at least this many (a small model's pairs are all cheap: all of them)
@@ -217,8 +218,9 @@ def _sensitivity(model: QKModel, layer: int, inputs: LayerInputs, G: torch.Tenso
     g_q = scale * torch.einsum("bhts,bshd->bthd", G_s, rk)
     g_k = scale * torch.einsum("bhts,bthd->bshd", G_s, rq)
     if model.rotary:  # a rotation's transpose turns by minus the angle
-        g_q = rotate(g_q, inputs.cos, -inputs.sin, model.rotary)
-        g_k = rotate(g_k, inputs.cos, -inputs.sin, model.rotary)
+        cos, sin = angles(inputs)
+        g_q = rotate(g_q, cos, -sin, model.rotary)
+        g_k = rotate(g_k, cos, -sin, model.rotary)
     q_b, k_b = _unbiased(model, layer, inputs)
     return Sensitivity(
         g_q, g_k, (q_b * g_q).sum(-1), (k_b.repeat_interleave(group, dim=2) * g_k).sum(-1)
@@ -230,8 +232,9 @@ def _free(model: QKModel, layer: int, inputs: LayerInputs) -> tuple[torch.Tensor
     (rotated in a rotary model)."""
     q_b, k_b = _unbiased(model, layer, inputs)
     if model.rotary:
-        q_b = rotate(q_b, inputs.cos, inputs.sin, model.rotary)
-        k_b = rotate(k_b, inputs.cos, inputs.sin, model.rotary)
+        cos, sin = angles(inputs)
+        q_b = rotate(q_b, cos, sin, model.rotary)
+        k_b = rotate(k_b, cos, sin, model.rotary)
     return q_b, k_b
 
 
@@ -260,7 +263,7 @@ def changed_attention(
     ups: torch.Tensor,
     heads: torch.Tensor,
     live: torch.Tensor,
-    sensitivity: list[Sensitivity] = (),
+    sensitivity: Sequence[Sensitivity] = (),
     free: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> Changed:
     """For each pair (earlier head ``ups[i]``, head ``heads[i]`` of ``layer``): the later head's
@@ -310,7 +313,8 @@ def _rotate_product(
     """The rotary embedding of ``z = dz C`` ``[batch, pos, pair, d_head]``, its quarter turn taken
     through ``C P`` (a matrix product; ``P`` only moves and negates columns) rather than by
     moving the entries of ``z``."""
-    dims = inputs.cos.shape[-1]
+    cos, sin = angles(inputs)
+    dims = cos.shape[-1]
     part = C[..., :dims]
     if kind == "half":
         a, b = part.chunk(2, dim=-1)
@@ -318,7 +322,6 @@ def _rotate_product(
     else:
         pairs = part.unflatten(-1, (-1, 2))
         turned = torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
-    cos, sin = inputs.cos, inputs.sin
     if dims < z.shape[-1]:  # a partial rotary model: the other dims turn by angle 0
         pad = z.shape[-1] - dims
         turned = torch.cat((turned, torch.zeros(*turned.shape[:-1], pad)), dim=-1)
