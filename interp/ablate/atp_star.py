@@ -1,3 +1,4 @@
+# Over 400 lines: one estimator whose passes (gradients, QK fix, GradDrop) share per-batch state.
 """AtP* (Kramár et al. 2024): every head's ablation effect estimated from gradients, seeing through
 attention.
 

@@ -1,3 +1,4 @@
+# Over 400 lines: the stage's steps (estimate, exact rounds, pruning) and its record, in order.
 """Ablate stage: how much does the model need each attention head?
 
 Each query head's output (``hook_z``) is replaced, alone, by its corpus mean (the default), zero

@@ -1,3 +1,4 @@
+# Over 400 lines: the report and the comparison share their section helpers and their order.
 """What the report says, section by section: a run's tables and figures -> a content model.
 
 :func:`report_document` builds the report of one run, :func:`compare_document` the comparison
