@@ -575,6 +575,7 @@ def study(
     default=None,
     help="load the model in this dtype instead of the recorded one",
 )
+@click.option("--quiet", "-q", is_flag=True, help="no progress bar")
 @friendly(interrupted=SHOW_INTERRUPTED)
 def show_command(
     run_dir: str,
@@ -585,6 +586,7 @@ def show_command(
     out_path: str | None,
     device: str | None,
     dtype: DType | None,
+    quiet: bool,
 ) -> None:
     """Show where the run's heads attend on your own prompts: per head, its role and each token's
     most attended tokens; stores the patterns for the report's explorer."""
@@ -596,7 +598,9 @@ def show_command(
         texts += read.texts
         if (note := read.cut_note(prompts_file)) is not None:
             click.echo(note, err=True)
-    shown = show(run_dir, texts, heads, out_path, top, device=device, dtype=dtype)
+    shown = show(
+        run_dir, texts, heads, out_path, top, device=device, dtype=dtype, progress=not quiet
+    )
     click.echo(shown.text, nl=False)
     click.echo(
         f"patterns: {shown.saved} (`interp report {run_dir}` adds them to the report's explorer)"

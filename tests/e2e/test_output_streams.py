@@ -120,7 +120,7 @@ def test_a_closed_stdout_never_blames_the_model(tmp_path, llama_dir):
     run_dir = out / llama_dir.name / "r"
     assert "collect" in finished(run_dir)
     show = interp_process(
-        "show", str(run_dir), "--prompt", "the cat sat .", "--heads", "0.1", **closed
+        "show", str(run_dir), "--prompt", "the cat sat .", "--heads", "0.1", "-q", **closed
     )
     _, stderr = show.communicate(timeout=240)
     line = one_line(stderr)
