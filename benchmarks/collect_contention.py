@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -41,6 +42,10 @@ SETTLE_S = 1.0  # the loops run this long before the count is chosen, so that /p
 
 
 def spin() -> None:
+    # a forked child keeps its parent's signal handlers, and interp's defer SIGTERM to a stage's
+    # end: the loop would never stop
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     while True:
         pass
 
@@ -59,9 +64,9 @@ class Busy:
 
     def __exit__(self, *exc: object) -> None:
         for proc in self.procs:
-            proc.terminate()
+            proc.kill()  # a busy loop has nothing to clean up
         for proc in self.procs:
-            proc.join()
+            proc.join(timeout=10)
 
 
 def best_seconds(fn: Callable[[int], object], threads: int, repeats: int) -> float:

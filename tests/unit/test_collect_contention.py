@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -17,6 +18,18 @@ def test_the_ratio_is_met_up_to_the_acceptance_and_not_beyond():
 
 
 def test_the_busy_loops_run_inside_the_block_and_are_gone_after(monkeypatch):
+    monkeypatch.setattr(C, "SETTLE_S", 0.0)
+    # a handler that defers SIGTERM (as a run's does) is inherited by the forked loops
+    before = signal.signal(signal.SIGTERM, lambda *_: None)
+    try:
+        with C.Busy(2) as busy:
+            assert [p.is_alive() for p in busy.procs] == [True, True]
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert [p.is_alive() for p in busy.procs] == [False, False]
+
+
+def test_the_busy_loops_stop_without_a_deferring_handler(monkeypatch):
     monkeypatch.setattr(C, "SETTLE_S", 0.0)
     with C.Busy(2) as busy:
         assert [p.is_alive() for p in busy.procs] == [True, True]
