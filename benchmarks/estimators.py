@@ -13,7 +13,7 @@ and 8 steps. Per metric with estimates:
 - **seconds**: the estimator's wall time on the corpus (the exact sweep's alongside).
 
 Attribution is measured a second time on the corpus ``--top-k`` gives it (``--positions``,
-4000 scored positions per metric by default: the same sequences and more of each family,
+4000 scored positions per metric by default: the same sequences and more of each eval set,
 :func:`interp.ablate.corpora.estimator_corpus`), against the same exact effects. The top-k
 selection's rule is measured too: a head's score is its best percentile of |estimate| under
 either that attribution or integrated gradients (4 steps, on the sweep's corpus), so a head
@@ -89,7 +89,9 @@ def measure(name: str, model, cfg: AblateConfig, kind: str, positions: int) -> l
     attr = attribute(ablator, corpus, (kind,), progress=False)
     seconds["attribution"] = time.perf_counter() - start
     frames.append(deltas(attr.store, "attribution"))
-    every = {family: n for family, n in corpus.sizes.items()}  # QK fix and GradDrop on all of it
+    every = {
+        eval_set: n for eval_set, n in corpus.sizes.items()
+    }  # QK fix and GradDrop on all of it
     start = time.perf_counter()
     star = atp_star.estimate(
         ablator, corpus, (kind,), attr.means, atp_star.Tiers(every, every), cfg.seed, False

@@ -33,7 +33,7 @@ from interp.pipeline import rundir  # noqa: E402
 
 SCRIPT = "benchmarks/pruning_check.py"
 SECTION = "Pruning curve against independent hook code"
-FAMILY = {"loss_prose": "loss_prose", "loss_repeated": "loss_repeated"}
+EVAL_SET = {"loss_prose": "loss_prose", "loss_repeated": "loss_repeated"}
 
 
 def head_means(bridge, corpus: EvalCorpus, n_layers: int) -> list[torch.Tensor]:
@@ -86,7 +86,7 @@ def loss(bridge, items, removed: list[tuple[int, int]], means: list[torch.Tensor
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir")
-    parser.add_argument("--metric", default="loss_repeated", choices=sorted(FAMILY))
+    parser.add_argument("--metric", default="loss_repeated", choices=sorted(EVAL_SET))
     parser.add_argument(
         "--steps", type=int, default=4, help="curve steps to recompute after the intact one"
     )
@@ -108,7 +108,7 @@ def main() -> None:
     held_out = [
         it
         for it in stage_corpus(model, cfg, metrics, split=1).items
-        if it.family == FAMILY[args.metric] and len(it.rows)
+        if it.eval_set == EVAL_SET[args.metric] and len(it.rows)
     ]
     pruning = pd.read_csv(run / "pruning.csv")
     curve = pruning[(pruning["metric"] == args.metric) & (pruning["removed_by"] == "effect")].head(

@@ -13,12 +13,12 @@ exact). AtP* adds two things:
 
 - **the QK fix** (:mod:`interp.ablate.qk_fix`): where a head's ablation moves a later head's
   queries or keys, that head's softmax is recomputed exactly instead of through its gradient.
-  It is computed on the first ``qk_positions`` scored positions of each family (sequences in
-  index order, the QK tier) and carried to the rest of the family as the same correction per
+  It is computed on the first ``qk_positions`` scored positions of each eval set (sequences in
+  index order, the QK tier) and carried to the rest of the eval set as the same correction per
   scored position (a KL estimate, which squares a per-sequence change, below, as the same
   ratio to its first-order value).
 - **GradDrop** (:mod:`interp.ablate.graddrop`): a size that exposes heads whose paths cancel,
-  computed on the first ``graddrop_positions`` scored positions of each family (about ``L / 2``
+  computed on the first ``graddrop_positions`` scored positions of each eval set (about ``L / 2``
   extra backward passes per batch).
 
 Two metrics are estimated from another's gradient, since their own vanishes or is a function
@@ -29,7 +29,7 @@ of one number per sequence:
   each scored position and a random sign ``e`` per position, ``F = sum e log p(y)`` has
   ``E[(dF)^2] = sum Var_p(d log p) = 2 KL`` to second order (Hutchinson's trick on the Fisher
   information), so each sequence's KL is estimated by ``(dF)^2 / 2``, ``dF`` the AtP* estimate
-  of ``F``'s change: one more backward pass per batch of those families.
+  of ``F``'s change: one more backward pass per batch of those eval sets.
 - ``sv_prob`` (the probability of the right verb form between the two): ``sigmoid(d + dd) -
   sigmoid(d)`` per sentence, ``d`` its logit difference and ``dd`` the estimate of its change.
 
@@ -56,7 +56,7 @@ from tqdm.auto import tqdm
 
 from interp.ablate import graddrop, qk_check, qk_fix
 from interp.ablate.attribution import shifted
-from interp.ablate.catalogue import ENCODER, HAS_GRADIENT, KL_OF, PROB_OF, family_metrics
+from interp.ablate.catalogue import ENCODER, HAS_GRADIENT, KL_OF, PROB_OF, eval_set_metrics
 from interp.ablate.evaluation import EvalBatch, EvalCorpus
 from interp.ablate.forward import Ablator, GradPass
 from interp.ablate.metrics import PerSeq, batch_metrics, metric_sizes
@@ -67,9 +67,9 @@ from interp.model import lens
 NAME = "atp_star"
 
 
-def primary_metric(family: str) -> str:
-    """The metric of a family whose gradient AtP* takes (its others are derived from it)."""
-    return "retrieval_margin" if family == ENCODER else family_metrics(family)[0]
+def primary_metric(eval_set: str) -> str:
+    """The metric of an eval set whose gradient AtP* takes (its others are derived from it)."""
+    return "retrieval_margin" if eval_set == ENCODER else eval_set_metrics(eval_set)[0]
 
 
 def estimable_sizes(sizes: dict[str, int]) -> dict[str, int]:
@@ -83,7 +83,7 @@ def estimable_sizes(sizes: dict[str, int]) -> dict[str, int]:
 
 @dataclass
 class Tiers:
-    """How many sequences (in index order) of each family get the QK fix and GradDrop."""
+    """How many sequences (in index order) of each eval set get the QK fix and GradDrop."""
 
     qk: dict[str, int]
     graddrop: dict[str, int]
@@ -91,7 +91,7 @@ class Tiers:
     def of(self, batch: EvalBatch) -> tuple[bool, bool]:
         """(QK fix, GradDrop) for a batch: its sequences all lie within a tier or all beyond."""
         last = int(batch.index.max())
-        return last < self.qk.get(batch.family, 0), last < self.graddrop.get(batch.family, 0)
+        return last < self.qk.get(batch.eval_set, 0), last < self.graddrop.get(batch.eval_set, 0)
 
 
 @dataclass
@@ -101,21 +101,25 @@ class Estimates:
     store: SumStore
     graddrop: pd.DataFrame  # layer, head, ablation, metric, graddrop
     qk: str  # "applied", or why the QK fix could not be applied to this model
-    positions: dict[str, dict[str, int]] = field(default_factory=dict)  # family -> part -> scored
+    positions: dict[str, dict[str, int]] = field(default_factory=dict)  # eval set -> part -> scored
     seconds: float = 0.0
 
 
 def tiers_for(corpus: EvalCorpus, qk_positions: int, graddrop_positions: int) -> Tiers:
-    """The first sequences of each family holding at least the asked scored positions (all of
-    a family that holds fewer; none for 0)."""
+    """The first sequences of each eval set holding at least the asked scored positions (all of
+    an eval set that holds fewer; none for 0)."""
     scored = sequence_tokens(corpus)
 
     def first(target: int) -> dict[str, int]:
         out = {}
-        for family in corpus.sizes:
-            reached = np.nonzero(np.cumsum(scored[primary_metric(family)]) >= target)[0]
-            out[family] = (
-                0 if not target else int(reached[0]) + 1 if len(reached) else (corpus.sizes[family])
+        for eval_set in corpus.sizes:
+            reached = np.nonzero(np.cumsum(scored[primary_metric(eval_set)]) >= target)[0]
+            out[eval_set] = (
+                0
+                if not target
+                else int(reached[0]) + 1
+                if len(reached)
+                else (corpus.sizes[eval_set])
             )
         return out
 
@@ -161,19 +165,19 @@ def rows(result: Estimates, corpus: EvalCorpus, n_boot: int, seed: int) -> pd.Da
 def _positions(corpus: EvalCorpus, tiers: Tiers) -> dict[str, dict[str, int]]:
     scored = sequence_tokens(corpus)
     out = {}
-    for family in corpus.sizes:
-        counts = scored[primary_metric(family)]
-        out[family] = {
+    for eval_set in corpus.sizes:
+        counts = scored[primary_metric(eval_set)]
+        out[eval_set] = {
             "estimate": int(counts.sum()),
-            "qk_fix": int(counts[: tiers.qk.get(family, 0)].sum()),
-            "graddrop": int(counts[: tiers.graddrop.get(family, 0)].sum()),
+            "qk_fix": int(counts[: tiers.qk.get(eval_set, 0)].sum()),
+            "graddrop": int(counts[: tiers.graddrop.get(eval_set, 0)].sum()),
         }
     return out
 
 
 class _Run:
-    """The estimator's state across batches: the QK check, what the QK tier found per family
-    (carried to the family's later sequences), the GradDrop sums."""
+    """The estimator's state across batches: the QK check, what the QK tier found per eval set
+    (carried to the eval set's later sequences), the GradDrop sums."""
 
     def __init__(
         self,
@@ -200,11 +204,11 @@ class _Run:
         qk_tier = qk_tier and self.qk_state in ("not reached", "applied")
         passed = self.ablator.run_for_estimates(batch, attention=qk_tier, residual=gd_tier)
         per = batch_metrics(passed.readout, batch)
-        metric = primary_metric(batch.family)
+        metric = primary_metric(batch.eval_set)
         if metric not in self.store:  # an encoder asked for embedding_cosine alone
             return
         functionals = [per[metric].num.sum()]
-        kl = KL_OF.get(batch.family) if KL_OF.get(batch.family) in self.store else None
+        kl = KL_OF.get(batch.eval_set) if KL_OF.get(batch.eval_set) in self.store else None
         if kl is not None:
             functionals.append(hutchinson(passed.readout, self.generator))
         graph = passed.z + (passed.pattern if qk_tier else [])
@@ -308,7 +312,7 @@ class _Run:
         """Every head's estimated per-sequence sums of this batch's metrics."""
         own = {metric: intact}
         self.store.add_base(own)
-        prob = PROB_OF.get(batch.family) if PROB_OF.get(batch.family) in self.store else None
+        prob = PROB_OF.get(batch.eval_set) if PROB_OF.get(batch.eval_set) in self.store else None
         if prob is not None:
             self.store.add_base({prob: _sigmoid_of(intact)})
         if kl is not None:
@@ -326,14 +330,14 @@ class _Run:
             if corrections is not None and kind in corrections:
                 found = corrections[kind]
                 change = change + found[0]
-                self.carry.add(batch.family, kind, found[0], rows_)
+                self.carry.add(batch.eval_set, kind, found[0], rows_)
                 if kl is not None:
                     half_square = _per_sequence(batch, first + found[1]) ** 2 / 2
-                    self.carry.add_kl(batch.family, kind, first_kl, half_square, intact.index)
+                    self.carry.add_kl(batch.eval_set, kind, first_kl, half_square, intact.index)
             else:
-                change = change + self.carry.per_position(batch.family, kind, rows_, n, heads)
+                change = change + self.carry.per_position(batch.eval_set, kind, rows_, n, heads)
                 if kl is not None:
-                    half_square = first_kl * self.carry.kl_ratio(batch.family, kind, n, heads)
+                    half_square = first_kl * self.carry.kl_ratio(batch.eval_set, kind, n, heads)
             for layer in range(n):
                 for head in range(heads):
                     moved = shifted(batch, own, change[layer, :, head])
@@ -380,45 +384,46 @@ class _Run:
 
 
 class _Carried:
-    """What the QK tier of each family found, carried to the family's later sequences: the
+    """What the QK tier of each eval set found, carried to the eval set's later sequences: the
     correction per scored position (added), and for a KL estimate the ratio of the corrected
     to the first-order estimate (multiplied: it squares a per-sequence change)."""
 
     def __init__(self) -> None:
-        self.sums: dict[tuple[str, str], torch.Tensor] = {}  # (family, kind) -> [L, H]
+        self.sums: dict[tuple[str, str], torch.Tensor] = {}  # (eval set, kind) -> [L, H]
         self.positions: dict[tuple[str, str], float] = {}
         self.kl: dict[tuple[str, str], list[torch.Tensor]] = {}  # -> [first order, corrected]
 
-    def add(self, family: str, kind: str, found: torch.Tensor, rows: torch.Tensor) -> None:
-        key = (family, kind)
+    def add(self, eval_set: str, kind: str, found: torch.Tensor, rows: torch.Tensor) -> None:
+        key = (eval_set, kind)
         self.sums[key] = self.sums.get(key, 0) + found.sum(1)
         self.positions[key] = self.positions.get(key, 0.0) + float(rows.sum())
 
     def per_position(
-        self, family: str, kind: str, rows: torch.Tensor, n: int, heads: int
+        self, eval_set: str, kind: str, rows: torch.Tensor, n: int, heads: int
     ) -> torch.Tensor:
-        """``[layer, batch, head]``: the family's correction per scored position times each
-        batch element's scored positions (zero where the family had no QK tier)."""
-        key = (family, kind)
+        """``[layer, batch, head]``: the eval set's correction per scored position times each
+        batch element's scored positions (zero where the eval set had no QK tier)."""
+        key = (eval_set, kind)
         if key not in self.sums or not self.positions[key]:
             return torch.zeros(n, len(rows), heads, dtype=torch.float64)
         return (self.sums[key] / self.positions[key])[:, None, :] * rows.double()[None, :, None]
 
     def add_kl(
         self,
-        family: str,
+        eval_set: str,
         kind: str,
         first: torch.Tensor,
         corrected: torch.Tensor,
         index: torch.Tensor,
     ) -> None:
-        sums = self.kl.setdefault((family, kind), [torch.zeros(()), torch.zeros(())])
+        sums = self.kl.setdefault((eval_set, kind), [torch.zeros(()), torch.zeros(())])
         sums[0] = sums[0] + first[:, index].sum(1)
         sums[1] = sums[1] + corrected[:, index].sum(1)
 
-    def kl_ratio(self, family: str, kind: str, n: int, heads: int) -> torch.Tensor:
-        """``[layer, 1, head]``: corrected over first-order KL on the family's QK tier (1 without)."""
-        sums = self.kl.get((family, kind))
+    def kl_ratio(self, eval_set: str, kind: str, n: int, heads: int) -> torch.Tensor:
+        """``[layer, 1, head]``: corrected over first-order KL on the eval set's QK tier (1
+        without)."""
+        sums = self.kl.get((eval_set, kind))
         if sums is None:
             return torch.ones(n, 1, heads, dtype=torch.float64)
         first, corrected = sums

@@ -19,38 +19,38 @@ KINDS: tuple[Kind, ...] = get_args(Kind)
 Estimator = Literal["attribution", "integrated"]
 ESTIMATORS: tuple[Estimator, ...] = get_args(Estimator)
 
-# Causal-LM metric families: each names its evaluation sequences and its first metric (a family
+# Causal-LM eval sets: each names its evaluation sequences and its first metric (an eval set
 # of prose or of the user's sequences also carries a KL metric, agreement its probability).
 LOSS_PROSE, LOSS_REPEATED, SV_LOGIT_DIFF = "loss_prose", "loss_repeated", "sv_logit_diff"
 # Behaviour kept: the KL divergence of the ablated model's next-token distribution from the intact
 # model's at every scored position (bounded below by 0, which only the intact model reaches, so a
 # broken model cannot score better), and the probability of the right verb form between the two.
 KL_PROSE, KL_CORPUS, SV_PROB = "kl_prose", "kl_corpus", "sv_prob"
-ENCODER = "encoder"  # the family of encoder batches; its metrics are ENCODER_METRICS
+ENCODER = "encoder"  # the eval set of encoder batches; its metrics are ENCODER_METRICS
 CAUSAL_METRICS = (LOSS_PROSE, KL_PROSE, LOSS_REPEATED, SV_LOGIT_DIFF, SV_PROB)
 ENCODER_METRICS = ("embedding_cosine", "retrieval_margin")
 # Next-token loss on the user's own sequences (--eval-corpus; causal LMs only: an encoder reads
 # them as the sentences of its ENCODER_METRICS instead of the shipped prose).
 CORPUS = "loss_corpus"
 METRICS = CAUSAL_METRICS + (CORPUS, KL_CORPUS) + ENCODER_METRICS
-# The metrics each family's sequences are read for (a user task's family: its own one).
-FAMILY_METRICS = {
+# The metrics each eval set's sequences are read for (a user task's eval set: its own one).
+EVAL_SET_METRICS = {
     LOSS_PROSE: (LOSS_PROSE, KL_PROSE),
     LOSS_REPEATED: (LOSS_REPEATED,),
     SV_LOGIT_DIFF: (SV_LOGIT_DIFF, SV_PROB),
     CORPUS: (CORPUS, KL_CORPUS),
     ENCODER: ENCODER_METRICS,
 }
-KL_OF = {LOSS_PROSE: KL_PROSE, CORPUS: KL_CORPUS}  # family -> its KL metric
-PROB_OF = {SV_LOGIT_DIFF: SV_PROB}  # family -> the probability read from its logit difference
+KL_OF = {LOSS_PROSE: KL_PROSE, CORPUS: KL_CORPUS}  # eval set -> its KL metric
+PROB_OF = {SV_LOGIT_DIFF: SV_PROB}  # eval set -> the probability read from its logit difference
 # The KL metrics compare with the intact model (as embedding_cosine does): the removable share
 # (how much can be removed) reads the first of them the run measured.
 BEHAVIOUR_METRICS = (KL_CORPUS, KL_PROSE, "embedding_cosine")
 
 
-def family_metrics(family: str) -> tuple[str, ...]:
-    """The metrics a family's sequences are read for."""
-    return FAMILY_METRICS.get(family, (family,))
+def eval_set_metrics(eval_set: str) -> tuple[str, ...]:
+    """The metrics an eval set's sequences are read for."""
+    return EVAL_SET_METRICS.get(eval_set, (eval_set,))
 
 
 # +1: the metric grows when the model gets worse (a loss); -1: it shrinks (a margin).

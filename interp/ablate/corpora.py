@@ -3,7 +3,7 @@
 - the sweep's corpus (split 0, every round of the sequential sweep; :func:`stage_corpus`), batched
   within the memory the passes may take (:func:`fit_memory`);
 - the estimator's corpus (:func:`estimator_corpus`): the sweep's sequences and more of each
-  built-in family, so that a ranking that chooses the exactly-ablated heads rests on thousands
+  built-in eval set, so that a ranking that chooses the exactly-ablated heads rests on thousands
   of scored positions and not on the sweep's few sentences;
 - split 1, held out for the pruning curve (``stage_corpus(..., split=1)``).
 
@@ -29,7 +29,7 @@ from interp.ablate.catalogue import (
     LOSS_REPEATED,
     SV_LOGIT_DIFF,
     SV_PROB,
-    family_metrics,
+    eval_set_metrics,
 )
 from interp.ablate.config import AblateConfig
 from interp.ablate.evaluation import (
@@ -69,14 +69,15 @@ def stage_metrics(model: LoadedModel, cfg: AblateConfig) -> tuple[str, ...]:
     return tuple(chosen)
 
 
-def family_counts(
+def eval_set_counts(
     model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...], split: int = 0
 ) -> dict[str, int]:
-    """Sequences of each built-in family the corpus of ``split`` asks for (``n_prose``, ``n_repeated``, ``n_syntax``)."""
+    """Sequences of each built-in eval set the corpus of ``split`` asks for (``n_prose``,
+    ``n_repeated``, ``n_syntax``)."""
     wants = {
-        family
-        for family in (LOSS_PROSE, LOSS_REPEATED, SV_LOGIT_DIFF)
-        if set(family_metrics(family)) & set(metrics)
+        eval_set
+        for eval_set in (LOSS_PROSE, LOSS_REPEATED, SV_LOGIT_DIFF)
+        if set(eval_set_metrics(eval_set)) & set(metrics)
     }
     rounds_ = (
         cfg.max_rounds if split == 0 else 1
@@ -95,7 +96,7 @@ def stage_corpus(
     split: int = 0,
     counts: dict[str, int] | None = None,
 ) -> EvalCorpus:
-    """The evaluation corpus of ``split``, with the built-in families' ``counts`` where given."""
+    """The evaluation corpus of ``split``, with the built-in eval sets' ``counts`` where given."""
     wants = set(metrics)
     user = (
         read_eval_corpus(cfg.eval_corpus)
@@ -104,7 +105,7 @@ def stage_corpus(
     )
     corpus = build_corpus(
         model,
-        **(counts or family_counts(model, cfg, metrics, split)),
+        **(counts or eval_set_counts(model, cfg, metrics, split)),
         repeated_lengths=cfg.repeated_lengths,
         seed=cfg.seed,
         max_tokens=cfg.tokens_per_pass,
@@ -127,21 +128,21 @@ def estimator_corpus(
     model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...], corpus: EvalCorpus
 ) -> EvalCorpus:
     """The corpus the stage's estimator reads: ``corpus`` (the exact sweep's) and more sequences of
-    each built-in family, drawn the same way (the first ones are ``corpus``'s), until every metric
-    has ``estimator_positions`` scored positions or its family has no more: prose stops at the
+    each built-in eval set, drawn the same way (the first ones are ``corpus``'s), until every metric
+    has ``estimator_positions`` scored positions or its eval set has no more: prose stops at the
     lines of its half, and the user's corpus and tasks are in ``corpus`` whole already."""
-    counts = family_counts(model, cfg, metrics)
+    counts = eval_set_counts(model, cfg, metrics)
     most = {
         "n_prose": len(prose_subset(MAX_GENERATED).sentences)
-    }  # generated families: up to MAX_GENERATED
+    }  # generated eval sets: up to MAX_GENERATED
     wide = corpus
     for _ in range(GROWTH_STEPS):
-        scored = {family: int(n.sum()) for family, n in _family_tokens(wide).items()}
+        scored = {eval_set: int(n.sum()) for eval_set, n in _eval_set_tokens(wide).items()}
         grown = {
             name: min(
                 _grown(
                     count,
-                    scored.get(_FAMILY_OF[name][model.causal], 0),
+                    scored.get(_EVAL_SET_OF[name][model.causal], 0),
                     cfg.estimator_positions or 0,
                 ),
                 most.get(name, MAX_GENERATED),
@@ -156,7 +157,7 @@ def estimator_corpus(
         bigger = stage_corpus(model, cfg, metrics, counts=counts)
         if (
             bigger.n_tokens == wide.n_tokens
-        ):  # every family that falls short has no further sequence
+        ):  # every eval set that falls short has no further sequence
             break
         wide = bigger
     if cfg.estimator == "attribution":  # integrated gradients keeps no per-sequence gradient sums
@@ -174,7 +175,7 @@ def estimator_corpus(
 GROWTH_STEPS = (
     4  # each step aims at the target from the positions per sequence seen; sv drops a few sentences
 )
-_FAMILY_OF = {
+_EVAL_SET_OF = {
     "n_prose": {True: LOSS_PROSE, False: ENCODER},
     "n_repeated": {True: LOSS_REPEATED},
     "n_syntax": {True: SV_LOGIT_DIFF},
@@ -183,28 +184,29 @@ _FAMILY_OF = {
 
 def _grown(count: int, scored: int, target: int) -> int:
     """Sequences that should hold ``target`` scored positions where ``count`` held ``scored`` (2% over,
-    since a family may drop some of its new sequences); ``count`` where none of them was scorable."""
+    since an eval set may drop some of its new sequences); ``count`` where none of them was
+    scorable."""
     if scored >= target or not scored:  # none fits this model: more of the same would not either
         return count
     return math.ceil(count * target / scored * 1.02)
 
 
-def _family_tokens(corpus: EvalCorpus) -> dict[str, Any]:
-    """family -> scored positions per sequence (of its first metric)."""
+def _eval_set_tokens(corpus: EvalCorpus) -> dict[str, Any]:
+    """eval set -> scored positions per sequence (of its first metric)."""
     scored = sequence_tokens(corpus)
-    return {family: scored[family_metrics(family)[0]] for family in corpus.sizes}
+    return {eval_set: scored[eval_set_metrics(eval_set)[0]] for eval_set in corpus.sizes}
 
 
 def corpus_facts(corpus: EvalCorpus) -> dict[str, dict[str, int]]:
-    """family -> its sequences and scored positions, as the manifest records them."""
-    scored = _family_tokens(corpus)
+    """eval set -> its sequences and scored positions, as the manifest records them."""
+    scored = _eval_set_tokens(corpus)
     return {
         f: {"n_sequences": n, "n_scored": int(scored[f].sum())} for f, n in corpus.sizes.items()
     }
 
 
 def _asked(cfg: AblateConfig, metric: str) -> int:
-    """How many evaluation sequences the config asks for ``metric``'s family."""
+    """How many evaluation sequences the config asks for ``metric``'s eval set."""
     return getattr(
         cfg,
         {LOSS_REPEATED: "n_repeated", SV_LOGIT_DIFF: "n_syntax", SV_PROB: "n_syntax"}.get(
@@ -215,7 +217,7 @@ def _asked(cfg: AblateConfig, metric: str) -> int:
 
 def measurable(metrics: tuple[str, ...], corpus: EvalCorpus, cfg: AblateConfig) -> tuple[str, ...]:
     """The metrics the corpus has sequences for. One whose sequences were asked for but none fits
-    (a short context or a small vocabulary can empty a family) is dropped with a warning."""
+    (a short context or a small vocabulary can empty an eval set) is dropped with a warning."""
     sizes = metric_sizes(corpus.sizes)
     empty = [m for m in metrics if not sizes.get(m)]
     unfit = [m for m in empty if _asked(cfg, m)]

@@ -1,8 +1,8 @@
 # Over 400 lines: the evaluation corpus from sequences to batches, in one place.
 """The evaluation corpus of the ablate stage: which sequences, which positions each metric reads.
 
-Causal LMs get three families, each batched on its own (so that a resampled head output always
-comes from a sequence of the same family):
+Causal LMs get three eval sets, each batched on its own (so that a resampled head output always
+comes from a sequence of the same eval set):
 
 - ``loss_prose``: every second line of the shipped prose corpus (lines 1, 3, 5, ... counted from
   0), the first ``n_prose`` of them; every next-token prediction inside a line is scored.
@@ -14,12 +14,12 @@ comes from a sequence of the same family):
   Sentences whose two forms share their first sub-token, or whose verb merges with the prefix
   when tokenized, are dropped.
 
-Encoders get one family: prose lines (the same subset) as sentence A, and for each a view B
+Encoders get one eval set: prose lines (the same subset) as sentence A, and for each a view B
 with about a fifth of its word tokens deleted (seeded), which ``retrieval_margin`` needs; both
 sit in the same batch.
 
 A user's own sequences (``--eval-corpus FILE``, :func:`read_eval_corpus`) add a fourth causal
-family, ``loss_corpus``: every next-token prediction inside a sequence is scored, as for prose;
+eval set, ``loss_corpus``: every next-token prediction inside a sequence is scored, as for prose;
 an encoder takes them instead of the prose lines.
 
 Split 1 is a second corpus of the same make-up with no sequence in common: the even prose
@@ -54,13 +54,13 @@ class EvalItem:
     """One sequence and the positions its metric reads (causal) or its view partner (encoder)."""
 
     tokens: torch.Tensor  # long [pos]
-    family: str
-    index: int  # position within its family's list: the unit the bootstrap resamples
+    eval_set: str
+    index: int  # position within its eval set's list: the unit the bootstrap resamples
     rows: torch.Tensor  # long [row]: positions whose logits are read (empty for encoders)
     targets: torch.Tensor  # long [row]: the next token (loss) or the correct verb form (sv)
     wrong: torch.Tensor | None = None  # long [row]: the wrong verb form (sv only)
     is_view: bool = False  # encoder: the word-deleted copy of sentence ``index``
-    score: Any = None  # a user task's metric (interp.ablate.tasks); None: the family's own
+    score: Any = None  # a user task's metric (interp.ablate.tasks); None: the eval set's own
     fields: dict[str, int | float] = field(
         default_factory=dict
     )  # a task's per-sequence data (Task.fields)
@@ -68,9 +68,9 @@ class EvalItem:
 
 @dataclass
 class EvalBatch:
-    """A padded batch of one family. Shapes use: batch, pos, row (a scored position)."""
+    """A padded batch of one eval set. Shapes use: batch, pos, row (a scored position)."""
 
-    family: str
+    eval_set: str
     tokens: torch.Tensor  # long [batch, pos]
     attention_mask: torch.Tensor  # long [batch, pos]
     index: torch.Tensor  # long [batch]: EvalItem.index
@@ -80,7 +80,7 @@ class EvalBatch:
     row_pos: torch.Tensor  # long [row]
     row_target: torch.Tensor  # long [row]
     row_wrong: torch.Tensor | None  # long [row] (sv only)
-    score: Any = None  # a user task's metric (interp.ablate.tasks); None: the family's own
+    score: Any = None  # a user task's metric (interp.ablate.tasks); None: the eval set's own
     row_fields: dict[str, torch.Tensor] = field(
         default_factory=dict
     )  # a task's fields, one value per row
@@ -97,7 +97,7 @@ class EvalBatch:
 class EvalCorpus:
     items: list[EvalItem]
     batches: list[EvalBatch]
-    sizes: dict[str, int]  # family -> number of sequences (the bootstrap's unit)
+    sizes: dict[str, int]  # eval set -> number of sequences (the bootstrap's unit)
 
     @property
     def n_tokens(self) -> int:
@@ -230,12 +230,12 @@ def scorable(items: list[EvalItem], vocab_out: int) -> list[EvalItem]:
         if it.wrong is not None:
             keep &= it.wrong < vocab_out
         dropped += int((~keep).sum())
-        if it.family == SV_LOGIT_DIFF and not bool(keep.all()):
-            continue  # its one row cannot be read: the sentence leaves the family
+        if it.eval_set == SV_LOGIT_DIFF and not bool(keep.all()):
+            continue  # its one row cannot be read: the sentence leaves the eval set
         out.append(
             EvalItem(
                 it.tokens,
-                it.family,
+                it.eval_set,
                 it.index,
                 it.rows[keep],
                 it.targets[keep],
@@ -255,19 +255,19 @@ def scorable(items: list[EvalItem], vocab_out: int) -> list[EvalItem]:
 
 
 def _renumbered(items: list[EvalItem]) -> list[EvalItem]:
-    """Indices 0..n-1 within each family again, after sequences were dropped."""
+    """Indices 0..n-1 within each eval set again, after sequences were dropped."""
     seen: dict[str, int] = {}
     for it in items:
-        it.index = seen.setdefault(it.family, 0)
-        seen[it.family] += 1
+        it.index = seen.setdefault(it.eval_set, 0)
+        seen[it.eval_set] += 1
     return items
 
 
-def _loss_item(seq: ProbeSequence, family: str, index: int, start: int) -> EvalItem:
+def _loss_item(seq: ProbeSequence, eval_set: str, index: int, start: int) -> EvalItem:
     """Score predictions made at positions >= start of every ordinary (non-special) next token."""
     pos = torch.arange(start, len(seq) - 1)
     pos = pos[~seq.is_special[pos + 1]]
-    return EvalItem(seq.tokens, family, index, pos, seq.tokens[pos + 1])
+    return EvalItem(seq.tokens, eval_set, index, pos, seq.tokens[pos + 1])
 
 
 def _sv_items(aligner: Aligner, n: int, seed: int) -> list[EvalItem]:
@@ -352,13 +352,13 @@ def encoder_items(
 
 
 def make_batches(items: list[EvalItem], max_tokens: int, pad_id: int) -> list[EvalBatch]:
-    """Bucket each family by length under ``max_tokens`` padded tokens; encoder views travel
+    """Bucket each eval set by length under ``max_tokens`` padded tokens; encoder views travel
     with their sentence. A batch never holds a single sequence when avoidable (resampling
     needs a donor)."""
     batches: list[EvalBatch] = []
-    for family in dict.fromkeys(it.family for it in items):
-        mine = [it for it in items if it.family == family and not it.is_view]
-        views = {it.index: it for it in items if it.family == family and it.is_view}
+    for eval_set in dict.fromkeys(it.eval_set for it in items):
+        mine = [it for it in items if it.eval_set == eval_set and not it.is_view]
+        views = {it.index: it for it in items if it.eval_set == eval_set and it.is_view}
         # Views double the batch: budget the pair by its longer member.
         lengths = [
             max(len(it.tokens), len(views[it.index].tokens)) if views else len(it.tokens)
@@ -369,7 +369,7 @@ def make_batches(items: list[EvalItem], max_tokens: int, pad_id: int) -> list[Ev
         for group in groups:
             members = [mine[i] for i in group]
             members += [views[it.index] for it in members if it.index in views]
-            batches.append(_pad(family, members, pad_id))
+            batches.append(_pad(eval_set, members, pad_id))
     return batches
 
 
@@ -416,7 +416,7 @@ def _no_singletons(groups: list[list[int]]) -> list[list[int]]:
     return out
 
 
-def _pad(family: str, members: list[EvalItem], pad_id: int) -> EvalBatch:
+def _pad(eval_set: str, members: list[EvalItem], pad_id: int) -> EvalBatch:
     n, width = len(members), max(len(it.tokens) for it in members)
     tokens = torch.full((n, width), pad_id, dtype=torch.long)
     mask = torch.zeros((n, width), dtype=torch.long)
@@ -427,7 +427,7 @@ def _pad(family: str, members: list[EvalItem], pad_id: int) -> EvalBatch:
     cat = lambda xs: torch.cat(xs) if xs else torch.zeros(0, dtype=torch.long)  # noqa: E731
     is_view = torch.tensor([it.is_view for it in members])
     return EvalBatch(
-        family=family,
+        eval_set=eval_set,
         tokens=tokens,
         attention_mask=mask,
         index=torch.tensor([it.index for it in members]),
@@ -436,7 +436,7 @@ def _pad(family: str, members: list[EvalItem], pad_id: int) -> EvalBatch:
         row_batch=cat([torch.full((len(it.rows),), i) for i, it in rows]),
         row_pos=cat([it.rows for _, it in rows]),
         row_target=cat([it.targets for _, it in rows]),
-        row_wrong=cat([it.wrong for _, it in rows]) if family == SV_LOGIT_DIFF else None,
+        row_wrong=cat([it.wrong for _, it in rows]) if eval_set == SV_LOGIT_DIFF else None,
         score=members[0].score,
         row_fields=_row_fields(members),
     )
@@ -483,7 +483,7 @@ def build_corpus(
 
     ``split`` picks one of two disjoint halves of the same size and make-up: 0 measures the
     effects (and so orders the pruning curve), 1 is held out to measure the pruning curve.
-    ``user``: the user's sequences (:func:`read_eval_corpus`), the ``loss_corpus`` family;
+    ``user``: the user's sequences (:func:`read_eval_corpus`), the ``loss_corpus`` eval set;
     ``tasks``: user metrics defined in Python (:mod:`interp.ablate.tasks`), causal LMs only.
     """
     if split not in (0, 1):
@@ -505,5 +505,5 @@ def build_corpus(
     pad = model.tokenizer.pad_token_id or 0
     sizes: dict[str, int] = {}
     for it in items:
-        sizes[it.family] = max(sizes.get(it.family, 0), it.index + 1)
+        sizes[it.eval_set] = max(sizes.get(it.eval_set, 0), it.index + 1)
     return EvalCorpus(items, make_batches(items, max_tokens, pad), sizes)

@@ -1,6 +1,6 @@
 """Effect metrics: pure functions from a pass's readout to per-sequence sums.
 
-Every metric is a ratio ``sum(num) / sum(den)`` over its family's sequences, so that the
+Every metric is a ratio ``sum(num) / sum(den)`` over its eval set's sequences, so that the
 bootstrap can resample sequences and recompute it exactly: for a loss, ``num`` is a sequence's
 summed next-token loss and ``den`` its number of scored tokens (a token-weighted mean); for the
 others ``den`` is 1 (a mean over sequences). ``den`` never depends on the ablation.
@@ -40,24 +40,24 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from interp.ablate.catalogue import ENCODER, KL_OF, PROB_OF, SV_LOGIT_DIFF, family_metrics
+from interp.ablate.catalogue import ENCODER, KL_OF, PROB_OF, SV_LOGIT_DIFF, eval_set_metrics
 from interp.ablate.evaluation import EvalBatch
 
-__all__ = ["PerSeq", "batch_metrics", "family_metrics", "metric_sizes"]
+__all__ = ["PerSeq", "batch_metrics", "eval_set_metrics", "metric_sizes"]
 
 
 @dataclass
 class PerSeq:
     """One metric's contribution from one batch: ``num``/``den`` for sequences ``index``."""
 
-    index: torch.Tensor  # long [seq]: EvalItem.index within the metric's family
+    index: torch.Tensor  # long [seq]: EvalItem.index within the metric's eval set
     num: torch.Tensor  # float [seq]
     den: torch.Tensor  # float [seq]
 
 
 def metric_sizes(sizes: dict[str, int]) -> dict[str, int]:
-    """Corpus family sizes -> metric name -> number of sequences it is measured on."""
-    return {m: n for family, n in sizes.items() for m in family_metrics(family)}
+    """Eval-set sizes -> metric name -> number of sequences it is measured on."""
+    return {m: n for eval_set, n in sizes.items() for m in eval_set_metrics(eval_set)}
 
 
 def batch_metrics(
@@ -65,14 +65,14 @@ def batch_metrics(
 ) -> dict[str, PerSeq]:
     """The metrics a batch carries, from one pass's readout (``clean``: the intact readout,
     which ``embedding_cosine`` compares against; the readout itself when it is the intact one)."""
-    if batch.family == ENCODER:
+    if batch.eval_set == ENCODER:
         return encoder_metrics(readout, batch, readout if clean is None else clean)
     value = causal_values(readout, batch)
-    out = {batch.family: _per_seq(value, batch)}
-    if batch.family in KL_OF:
-        out[KL_OF[batch.family]] = kl_metric(readout, batch, clean)
-    if batch.family in PROB_OF:  # each row's logit difference -> P(correct | one of the two)
-        out[PROB_OF[batch.family]] = _per_seq(torch.sigmoid(value), batch)
+    out = {batch.eval_set: _per_seq(value, batch)}
+    if batch.eval_set in KL_OF:
+        out[KL_OF[batch.eval_set]] = kl_metric(readout, batch, clean)
+    if batch.eval_set in PROB_OF:  # each row's logit difference -> P(correct | one of the two)
+        out[PROB_OF[batch.eval_set]] = _per_seq(torch.sigmoid(value), batch)
     return out
 
 
@@ -106,7 +106,7 @@ def causal_values(logits: torch.Tensor, batch: EvalBatch) -> torch.Tensor:
     if batch.score is not None:  # a user task: higher = worse, one value per scored row
         fields = {name: values.to(logits.device) for name, values in batch.row_fields.items()}
         value = batch.score(logits, batch.row_target.to(logits.device), **fields).to(logits.dtype)
-    elif batch.family == SV_LOGIT_DIFF:
+    elif batch.eval_set == SV_LOGIT_DIFF:
         if batch.row_wrong is None:
             raise ValueError("an agreement batch carries each row's wrong verb")
         value = target - logits[rows, batch.row_wrong.to(logits.device)]

@@ -7,7 +7,7 @@ the top-k selection judged least important), so a head that only the repeated-to
 is not thrown out early because prose does not need it. The order comes from the evaluation
 corpus (split 0); the curve is measured on the held-out split 1 (no sequence in common), so
 heads whose removal happened to help the ranking sequences do not make pruning look free. A
-metric's curve runs only on its own family's batches, so per-metric orders cost no more
+metric's curve runs only on its own eval set's batches, so per-metric orders cost no more
 forwards than one shared order.
 
 **Resolution where it matters.** Step 0 is the intact model; then a grid (one head per step up
@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 
 from interp.ablate.evaluation import EvalBatch, EvalCorpus
 from interp.ablate.forward import Ablator
-from interp.ablate.metrics import batch_metrics, family_metrics, metric_sizes
+from interp.ablate.metrics import batch_metrics, eval_set_metrics, metric_sizes
 from interp.ablate.removable import EFFECT_ORDER, TOLERANCES, removable_index, share_interval
 from interp.ablate.stats import bootstrap_weights
 from interp.ablate.sweep import chunks, pass_size
@@ -87,7 +87,7 @@ class Removals:
             means,
             max_tokens,
         )
-        self.batches = [b for b in corpus.batches if metric in family_metrics(b.family)]
+        self.batches = [b for b in corpus.batches if metric in eval_set_metrics(b.eval_set)]
         size = metric_sizes(corpus.sizes)[metric]
         self.den = np.zeros(size)
         self.num: dict[object, np.ndarray] = {}  # key -> [seq]

@@ -1,10 +1,10 @@
 """A sequential exact sweep: spend tokens where a head's effect is not yet settled.
 
-The evaluation corpus is cut into ``rounds`` of the same make-up (each family's sequences in
-index order: round ``r`` holds the ``r``-th slice of every family). Round 0 is ablated for every
+The evaluation corpus is cut into ``rounds`` of the same make-up (each eval set's sequences in
+index order: round ``r`` holds the ``r``-th slice of every eval set). Round 0 is ablated for every
 chosen head; after each round every (head, metric) effect is recomputed with its bootstrap
 interval over the sequences it has seen (:func:`interp.ablate.stats.effects_from_sums`), and
-only the heads whose effect is still open on some metric of a family get that family's next
+only the heads whose effect is still open on some metric of an eval set get that eval set's next
 round. An effect is *settled* (:func:`settled`) when its 95% interval decides it against the
 pruning tolerance (wholly above, wholly below, or wholly within +-tolerance; see
 ``vs_tolerance``) and, for a head that matters (above), when the interval is also tight:
@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from interp.ablate.evaluation import EvalCorpus, make_batches
-from interp.ablate.metrics import family_metrics
+from interp.ablate.metrics import eval_set_metrics
 
 REL_PRECISION = 0.10  # an important head's interval half-width, relative to its effect
 ABS_PRECISION = 0.01  # ... or this much absolute (nats, logits), whichever is larger
@@ -45,8 +45,8 @@ def rounds(
     pad_id: int,
     whole: frozenset[str] = frozenset(),
 ) -> list[EvalCorpus]:
-    """``corpus`` cut into ``n_rounds`` corpora of the same make-up (every family's index order
-    sliced evenly; sequence indices kept, so the rounds share one SumStore). The families in
+    """``corpus`` cut into ``n_rounds`` corpora of the same make-up (every eval set's index order
+    sliced evenly; sequence indices kept, so the rounds share one SumStore). The eval sets in
     ``whole`` (the user's own sequences: an evaluation corpus, a task, which are not made
     ``n_rounds`` times as large as the built-in ones are) stay whole in round 0."""
     if n_rounds <= 1:
@@ -54,17 +54,17 @@ def rounds(
     per = {f: n + 1 if f in whole else math.ceil(n / n_rounds) for f, n in corpus.sizes.items()}
     out = []
     for r in range(n_rounds):
-        items = [it for it in corpus.items if it.index // per[it.family] == r]
+        items = [it for it in corpus.items if it.index // per[it.eval_set] == r]
         if items:
             out.append(EvalCorpus(items, make_batches(items, max_tokens, pad_id), corpus.sizes))
     return out
 
 
-def family_part(corpus: EvalCorpus, family: str) -> EvalCorpus:
-    """The batches of one family (a batch holds one family)."""
+def eval_set_part(corpus: EvalCorpus, eval_set: str) -> EvalCorpus:
+    """The batches of one eval set (a batch holds one eval set)."""
     return EvalCorpus(
-        [it for it in corpus.items if it.family == family],
-        [b for b in corpus.batches if b.family == family],
+        [it for it in corpus.items if it.eval_set == eval_set],
+        [b for b in corpus.batches if b.eval_set == eval_set],
         corpus.sizes,
     )
 
@@ -77,9 +77,9 @@ def settled(effects: pd.DataFrame) -> pd.Series:
     return decided & ((effects["vs_tolerance"] != "above") | precise)
 
 
-def open_heads(effects: pd.DataFrame, family: str) -> set[Head]:
-    """Heads with an unsettled effect on some metric of ``family`` (any ablation kind)."""
-    rows = effects[effects["metric"].isin(family_metrics(family))]
+def open_heads(effects: pd.DataFrame, eval_set: str) -> set[Head]:
+    """Heads with an unsettled effect on some metric of ``eval_set`` (any ablation kind)."""
+    rows = effects[effects["metric"].isin(eval_set_metrics(eval_set))]
     rows = rows[~settled(rows)]
     return {(int(layer), int(head)) for layer, head in zip(rows["layer"], rows["head"])}
 
@@ -100,26 +100,27 @@ def sequential_sweep(
     effects: Callable[[], pd.DataFrame],
     deadline: float | None = None,
 ) -> tuple[list[dict[str, int]], str]:
-    """Run ``sweep(corpus, heads)`` round by round on the heads still open per family, starting no
+    """Run ``sweep(corpus, heads)`` round by round on the heads still open per eval set, starting no
     round after ``deadline`` (``time.perf_counter()`` seconds; round 0 always runs). Returns, per
-    round, the number of heads each family's sweep ran (what the manifest records), and what
+    round, the number of heads each eval set's sweep ran (what the manifest records), and what
     stopped the rounds for the heads still open: ``rounds`` or ``budget``."""
     log: list[dict[str, int]] = []
-    todo = {family: list(heads) for family in parts[0].sizes}
+    todo = {eval_set: list(heads) for eval_set in parts[0].sizes}
     for r, part in enumerate(parts):
         if r and deadline is not None and time.perf_counter() > deadline:
             return log, BUDGET
         ran = {}
-        for family in part.sizes:
-            chosen = sorted(todo.get(family, []))
-            if chosen and any(b.family == family for b in part.batches):
-                sweep(family_part(part, family), chosen)
-                ran[family] = len(chosen)
+        for eval_set in part.sizes:
+            chosen = sorted(todo.get(eval_set, []))
+            if chosen and any(b.eval_set == eval_set for b in part.batches):
+                sweep(eval_set_part(part, eval_set), chosen)
+                ran[eval_set] = len(chosen)
         log.append(ran)
         if r + 1 < len(parts):
             table = effects()
             todo = {
-                family: sorted(open_heads(table, family) & set(heads)) for family in parts[0].sizes
+                eval_set: sorted(open_heads(table, eval_set) & set(heads))
+                for eval_set in parts[0].sizes
             }
             if not any(todo.values()):
                 break

@@ -275,12 +275,12 @@ class AblateRecord(StageRecord):
     timings: dict[str, float]  # seconds per step, plus per-head and per-pass figures
     corpus: dict[
         str, dict[str, int]
-    ]  # the exact sweep's corpus: per family, sequences and scored positions
+    ]  # the exact sweep's corpus: per eval set, sequences and scored positions
     n_tokens: int  # tokens of that corpus
     metrics: list[str]  # the metrics measured
     exact_heads: int  # heads ablated exactly
     layer_reuse: bool  # whether every sweep reused the layers below the ablated head
-    rounds: list[dict[str, int]]  # per round of the sequential sweep, the heads it ran per family
+    rounds: list[dict[str, int]]  # per round of the sequential sweep, the heads it ran per eval set
     executor: dict[str, Any]  # where the sweep ran: the executor, its workers, each shard's time
     removable: dict[str, Any]  # per metric and tolerance, the share of heads removable (interval)
     never_exact: list[str]  # the heads with estimates only, as L{layer}H{head}
@@ -371,7 +371,7 @@ def _exact(
     progress: bool,
 ) -> tuple[pd.DataFrame, bool, list[dict[str, int]]]:
     """Exact effect rows of ``heads``, whether layer reuse held, and the heads each round ran per
-    family (one round unless ``max_rounds > 1``: then :mod:`interp.ablate.sequential`); each
+    eval set (one round unless ``max_rounds > 1``: then :mod:`interp.ablate.sequential`); each
     sweep's shards run on ``executor`` (:mod:`interp.executors.work`), their sums merged here."""
     store = SumStore(metric_sizes(corpus.sizes))
     if not heads:
@@ -385,7 +385,8 @@ def _exact(
     def table() -> pd.DataFrame:
         return effects_from_sums(store, "exact", cfg.n_bootstrap, cfg.seed, tokens)
 
-    # the built-in families were made max_rounds times as large (stage_corpus); the user's sequences were not
+    # the built-in eval sets were made max_rounds times as large (stage_corpus); the user's
+    # sequences were not
     whole = frozenset(corpus.sizes) - (
         {LOSS_PROSE, LOSS_REPEATED, SV_LOGIT_DIFF} | ({ENCODER} if not cfg.eval_corpus else set())
     )

@@ -1,7 +1,7 @@
 """Per-sequence sums -> effect rows with paired bootstrap confidence intervals.
 
 Each metric is a ratio of sums over sequences (see :mod:`interp.ablate.metrics`). A
-bootstrap resample draws the family's sequences with replacement and recomputes baseline and
+bootstrap resample draws the eval set's sequences with replacement and recomputes baseline and
 ablated metric on the *same* draw, so the interval is for the paired difference: it is narrow
 when a head changes every sequence a little in the same direction, even if the sequences
 themselves vary a lot. The same draws serve every head of a metric.
@@ -17,7 +17,7 @@ import torch
 
 from interp.ablate.catalogue import ENCODER, ORIENTATION
 from interp.ablate.evaluation import EvalCorpus
-from interp.ablate.metrics import PerSeq, family_metrics, metric_sizes
+from interp.ablate.metrics import PerSeq, eval_set_metrics, metric_sizes
 from interp.errors import RunError
 
 Condition = tuple[str, int, int]  # (ablation kind, layer, head)
@@ -144,9 +144,9 @@ def sequence_tokens(corpus: EvalCorpus) -> dict[str, np.ndarray]:
     encoder's embedding reads every token, of the sentence and of its view)."""
     out = {m: np.zeros(n, dtype=np.int64) for m, n in metric_sizes(corpus.sizes).items()}
     for item in corpus.items:
-        for metric in family_metrics(item.family):
+        for metric in eval_set_metrics(item.eval_set):
             out[metric][item.index] += (
-                len(item.tokens) if item.family == ENCODER else len(item.rows)
+                len(item.tokens) if item.eval_set == ENCODER else len(item.rows)
             )
     return out
 

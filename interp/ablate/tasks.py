@@ -1,7 +1,7 @@
 """Your own metric for the ablate stage, in Python: sequences, the positions it reads, what it
 computes from the logits there, the data each sequence carries, and the positions it names.
 
-A :class:`Task` is a metric family of its own, measured beside the built-in ones (and first, so
+A :class:`Task` is an eval set of its own, measured beside the built-in ones (and first, so
 that it orders the pruning curve)::
 
     def logit_diff(logits, tokens):  # logits [row, vocab] at the task's positions, tokens [row] that follow

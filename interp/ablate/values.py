@@ -6,10 +6,10 @@ position:
 
 - ``zero``: the slice is set to 0. Simple, but pushes the model off its input distribution.
 - ``mean``: the head's mean output over the evaluation corpus: one ``[d_head]`` vector per
-  head, the average over every valid token of every evaluation sequence (all families pooled,
+  head, the average over every valid token of every evaluation sequence (all eval sets pooled,
   not per position). Removes what the head says about *this* input, keeps its constant part.
 - ``resample``: the head's output on another sequence of the same batch (a fixed derangement:
-  the next sequence in the length-sorted batch, same family, see ``corpus.derangement``),
+  the next sequence in the length-sorted batch, same eval set, see ``corpus.derangement``),
   taken from the intact model. Positions the donor does not have (it is shorter), and
   sequences without a donor, fall back to the mean.
 - ``sink``: what the head would output with all of its attention on the first position (BOS /

@@ -152,7 +152,7 @@ class FeatureContext:
     arc_gold: Int[Tensor, " arc"]
     arc_slot: Int[Tensor, " arc"]  # index into syntactic_features()
 
-    def family_gate(self, feature: str) -> Bool[Tensor, " batch"]:
+    def kind_gate(self, feature: str) -> Bool[Tensor, " batch"]:
         """Which sequences this feature reads."""
         ids = torch.tensor([PROBE_KINDS.index(f) for f in probe_kinds_of(feature)])
         return torch.isin(self.batch.kind, ids)
@@ -245,7 +245,7 @@ def _sums(
 
 def _rows(ctx: FeatureContext, feature: str) -> Float[Tensor, " batch"]:
     """Every query row (valid position) of the sequences the feature reads: raw's denominator."""
-    return (ctx.batch.valid & ctx.family_gate(feature)[:, None]).sum(-1).double()
+    return (ctx.batch.valid & ctx.kind_gate(feature)[:, None]).sum(-1).double()
 
 
 def _detection_mass(
@@ -253,7 +253,7 @@ def _detection_mass(
 ) -> Float[Tensor, "batch head"]:
     """detect_head's numerator: the mass on a detection pattern ``targets`` summed over every query
     row of the sequences the feature reads (valid keys only: padding is no key)."""
-    rows = ctx.batch.valid & ctx.family_gate(feature)[:, None]
+    rows = ctx.batch.valid & ctx.kind_gate(feature)[:, None]
     cells = targets & rows[:, :, None] & ctx.batch.valid[:, None, :]
     return torch.einsum("bhqk,bqk->bh", pattern, cells.to(pattern.dtype)).double()
 
@@ -289,7 +289,7 @@ def _shifted(mask: Bool[Tensor, "batch q"], offset: int) -> Bool[Tensor, "batch 
 
 def _queries(ctx: FeatureContext, feature: str) -> Bool[Tensor, "batch q"]:
     """The content queries of the sequences the feature reads."""
-    return ctx.content & ctx.family_gate(feature)[:, None]
+    return ctx.content & ctx.kind_gate(feature)[:, None]
 
 
 # --- mask-based features ----------------------------------------------------------------

@@ -53,18 +53,16 @@ COMBINING = ("Mn", "Me")
 
 @functools.cache
 def token_fonts() -> tuple[str, ...]:
-    """The font families token labels are drawn in: those of :data:`WIDE_FONTS` installed, in order."""
+    """The fonts token labels are drawn in: those of :data:`WIDE_FONTS` installed, in order."""
     installed = {entry.name for entry in font_manager.fontManager.ttflist}
     return tuple(name for name in WIDE_FONTS if name in installed) or ("DejaVu Sans",)
 
 
 @functools.cache
-def _charmap(family: str) -> frozenset[int]:
-    """The code points a font family draws (empty when its file cannot be read)."""
+def _charmap(font: str) -> frozenset[int]:
+    """The code points a font draws (empty when its file cannot be read)."""
     try:
-        path = font_manager.findfont(
-            font_manager.FontProperties(family=family), fallback_to_default=False
-        )
+        path = font_manager.findfont(font_manager.FontProperties(font), fallback_to_default=False)
         return frozenset(FT2Font(path).get_charmap())
     except (ValueError, RuntimeError, OSError):
         return frozenset()
@@ -72,7 +70,7 @@ def _charmap(family: str) -> frozenset[int]:
 
 def drawable(ch: str, fonts: tuple[str, ...] | None = None) -> bool:
     """Whether a font of the chain (default :func:`token_fonts`) has a glyph for ``ch``."""
-    return any(ord(ch) in _charmap(family) for family in (fonts or token_fonts()))
+    return any(ord(ch) in _charmap(font) for font in (fonts or token_fonts()))
 
 
 def _visible(ch: str, first: bool, fonts: tuple[str, ...]) -> str:

@@ -315,7 +315,7 @@ def test_strongest_head_by_raw_share_where_the_table_has_it():
     ]
 
 
-def test_each_role_is_shown_on_the_family_its_feature_reads():
+def test_each_role_is_shown_on_the_probe_kind_its_feature_reads():
     from interp.collect.features import FEATURE_PROBE_KINDS, position_name
     from interp.probes.base import NATURAL, SYNTAX
     from interp.roles import LOOKS, ROLES

@@ -221,10 +221,12 @@ def test_causal_corpus_scores_the_right_positions(llama):
     assert set(corpus.sizes) == {"loss_prose", LOSS_REPEATED, SV_LOGIT_DIFF}
     tok = llama.tokenizer
     for batch in corpus.batches:
-        if batch.family == LOSS_REPEATED:  # [BOS] r r with |r| = 6: predictions from position 7 on
+        if (
+            batch.eval_set == LOSS_REPEATED
+        ):  # [BOS] r r with |r| = 6: predictions from position 7 on
             assert sorted(set(batch.row_pos.tolist())) == list(range(7, 12))
             assert torch.equal(batch.row_target, batch.tokens[batch.row_batch, batch.row_pos + 1])
-        if batch.family == SV_LOGIT_DIFF:
+        if batch.eval_set == SV_LOGIT_DIFF:
             assert torch.equal(
                 batch.row_pos, batch.valid.sum(1)[batch.row_batch] - 1
             )  # last prefix token
@@ -256,7 +258,7 @@ def test_behaviour_metrics_read_the_intact_distribution(llama):
     the sigmoid of each sentence's logit difference."""
     ablator = Ablator(llama)
     corpus = small_corpus(llama)
-    prose = next(b for b in corpus.batches if b.family == "loss_prose")
+    prose = next(b for b in corpus.batches if b.eval_set == "loss_prose")
     clean = ablator.clean(prose).readout
     intact = batch_metrics(clean, prose)
     assert (intact["kl_prose"].num == 0).all()
@@ -271,7 +273,7 @@ def test_behaviour_metrics_read_the_intact_distribution(llama):
     got = batch_metrics(other, prose, clean)["kl_prose"].num
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-6)
     assert (got > 0).all()
-    sv = next(b for b in corpus.batches if b.family == SV_LOGIT_DIFF)
+    sv = next(b for b in corpus.batches if b.eval_set == SV_LOGIT_DIFF)
     per = batch_metrics(ablator.clean(sv).readout, sv)
     assert torch.equal(per["sv_prob"].den, per[SV_LOGIT_DIFF].den)
     torch.testing.assert_close(per["sv_prob"].num, torch.sigmoid(per[SV_LOGIT_DIFF].num))

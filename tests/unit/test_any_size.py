@@ -104,8 +104,10 @@ def test_a_model_with_fewer_logits_than_ids_scores_only_tokens_it_can_predict():
         if batch.row_wrong is not None:
             assert (batch.row_wrong < 300).all()
         assert sorted(set(batch.index.tolist())) == batch.index.sort().values.unique().tolist()
-    for family, n in corpus.sizes.items():  # sequences renumbered 0..n-1 after the dropped ones
-        indices = sorted(i for b in corpus.batches if b.family == family for i in b.index.tolist())
+    for eval_set, n in corpus.sizes.items():  # sequences renumbered 0..n-1 after the dropped ones
+        indices = sorted(
+            i for b in corpus.batches if b.eval_set == eval_set for i in b.index.tolist()
+        )
         assert indices == list(range(n))
 
 

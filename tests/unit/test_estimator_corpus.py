@@ -35,9 +35,9 @@ def test_the_estimator_reads_the_sweep_corpus_and_more_up_to_its_positions(llama
     facts = corpus_facts(wide)
     assert all(facts[f]["n_scored"] >= 500 for f in metrics)
     assert all(facts[f]["n_scored"] > corpus_facts(narrow)[f]["n_scored"] for f in metrics)
-    for family in metrics:  # the sweep's sequences come first, in order
-        first = [it.tokens.tolist() for it in narrow.items if it.family == family]
-        assert [it.tokens.tolist() for it in wide.items if it.family == family][
+    for eval_set in metrics:  # the sweep's sequences come first, in order
+        first = [it.tokens.tolist() for it in narrow.items if it.eval_set == eval_set]
+        assert [it.tokens.tolist() for it in wide.items if it.eval_set == eval_set][
             : len(first)
         ] == first
     assert (
@@ -100,9 +100,9 @@ def test_an_estimator_corpus_beyond_the_memory_is_one_line():
         memory.check_estimator_terms(30, 9, 64, 4000, resample=True, available=2**30)
 
 
-def test_a_family_with_no_scorable_sequence_does_not_grow():
+def test_an_eval_set_with_no_scorable_sequence_does_not_grow():
     from interp.ablate.corpora import _grown
 
     assert _grown(16, 0, 4000) == 16  # nothing fits: drawing 4000x as many would not help
     assert _grown(16, 4000, 4000) == 16
-    assert _grown(10, 100, 1000) == 102  # 10x, and 2% over for the sentences a family drops
+    assert _grown(10, 100, 1000) == 102  # 10x, and 2% over for the sentences an eval set drops

@@ -52,7 +52,7 @@ def test_the_path_start_is_first_order_attribution(llama, kind):
         per = batch_metrics(clean.readout, batch)
         for layer, head in ((0, 1), (2, 3)):
             for metric, p in per.items():
-                if metric not in attr.store:  # no gradient: read beside the family's own metric
+                if metric not in attr.store:  # no gradient: read beside the eval set's own metric
                     continue
                 ours = float(terms[layer, :, head].sum())
                 sums = attr.store[metric]

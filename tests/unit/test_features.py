@@ -223,7 +223,7 @@ def test_duplicate_and_induction_on_a_repeated_sequence():
     assert base(ind) == pytest.approx((1 / 3 + 1 / 4 + 1 / 5) / 3)
 
 
-def test_no_repeats_no_positions_and_family_gating():
+def test_no_repeats_no_positions_and_kind_gating():
     natural = seq([1, 10, 11, 10, 11])  # repeats, but natural text is not read by induction
     norepeat = seq([1, 10, 11, 12], kind=REPEATED)
     batch = make_batch([natural, norepeat], [0, 1], causal=True, pad_id=0)

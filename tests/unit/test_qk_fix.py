@@ -117,7 +117,7 @@ def test_graddrop_is_the_gradient_with_one_blocks_writes_frozen(llama):
     means = head_means(ablator, corpus)
     batch = corpus.batches[0]
     passed = ablator.run_for_estimates(batch, residual=True)
-    metric = batch_metrics(passed.readout, batch)[batch.family].num.sum()
+    metric = batch_metrics(passed.readout, batch)[batch.eval_set].num.sum()
     grads = torch.autograd.grad(metric, passed.z + passed.resid, retain_graph=True)
     n = llama.n_layers
     dz = {"mean": changes(llama, batch, passed, means)}
@@ -150,7 +150,7 @@ def test_graddrop_is_the_gradient_with_one_blocks_writes_frozen(llama):
                 ],
                 1,
             )
-        m = batch_metrics(readout, batch)[batch.family].num.sum()
+        m = batch_metrics(readout, batch)[batch.eval_set].num.sum()
         g = torch.autograd.grad(m, frozen_z[:block])
         for layer in range(block):
             want = (g[layer] * dz["mean"][layer]).sum((1, 3))

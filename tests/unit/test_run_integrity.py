@@ -352,7 +352,7 @@ def test_a_head_whose_ablation_is_nan_on_one_batch_stops_the_stage(monkeypatch):
     def poisoned(kind, heads, batch, *args, **kwargs):
         """L1H2's mean ablation, NaN on the first sequence of the prose batch only."""
         edits = real(kind, heads, batch, *args, **kwargs)
-        if heads != [(1, 2)] or batch.family != "loss_prose":
+        if heads != [(1, 2)] or batch.eval_set != "loss_prose":
             return edits
         n, pos = batch.tokens.shape
         out = []

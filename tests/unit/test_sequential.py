@@ -26,7 +26,7 @@ BASE = AblateConfig(
 )
 
 
-def test_rounds_slice_every_family_evenly(llama):
+def test_rounds_slice_every_eval_set_evenly(llama):
     corpus = build_corpus(llama, 6, 6, (6,), 8, 0, 512)
     parts = rounds(corpus, 2, 512, 0)
     assert len(parts) == 2 and rounds(corpus, 1, 512, 0) == [corpus]
@@ -34,19 +34,19 @@ def test_rounds_slice_every_family_evenly(llama):
     for r, part in enumerate(parts):
         assert set(part.sizes) == set(corpus.sizes)
         for item in part.items:
-            assert item.index // -(-corpus.sizes[item.family] // 2) == r
-            seen.add((item.family, item.index))
-        assert {b.family for b in part.batches} == set(corpus.sizes)
-    assert seen == {(it.family, it.index) for it in corpus.items}
+            assert item.index // -(-corpus.sizes[item.eval_set] // 2) == r
+            seen.add((item.eval_set, item.index))
+        assert {b.eval_set for b in part.batches} == set(corpus.sizes)
+    assert seen == {(it.eval_set, it.index) for it in corpus.items}
 
 
 def test_the_users_own_sequences_stay_whole_in_round_zero(llama):
     corpus = build_corpus(llama, 6, 6, (6,), 8, 0, 512)
     parts = rounds(corpus, 3, 512, 0, whole=frozenset({"loss_prose"}))
-    prose = [[it.index for it in part.items if it.family == "loss_prose"] for part in parts]
+    prose = [[it.index for it in part.items if it.eval_set == "loss_prose"] for part in parts]
     assert sorted(prose[0]) == list(range(corpus.sizes["loss_prose"])) and not any(prose[1:])
     assert all(
-        any(it.family == "loss_repeated" for it in part.items) for part in parts
+        any(it.eval_set == "loss_repeated" for it in part.items) for part in parts
     )  # the rest still sliced
 
 
