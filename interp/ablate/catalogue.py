@@ -15,9 +15,12 @@ KINDS: tuple[Kind, ...] = get_args(Kind)
 # Estimators of every head's effect (the ``estimator`` of their effects rows), the default first:
 # the one that agreed best with exact ablation on the packaged models (benchmarks/estimators.py).
 # attribution: first-order attribution patching (interp.ablate.attribution);
-# integrated: integrated gradients over the clean -> ablated path (interp.ablate.integrated).
-Estimator = Literal["attribution", "integrated"]
+# integrated: integrated gradients over the clean -> ablated path (interp.ablate.integrated);
+# atp_star: AtP*, attribution with the QK fix and GradDrop (interp.ablate.atp_star).
+Estimator = Literal["attribution", "integrated", "atp_star"]
 ESTIMATORS: tuple[Estimator, ...] = get_args(Estimator)
+# The estimators --top-k ranks heads by besides the stage's own (attribution first: it gives the means)
+SECOND_OPINIONS: tuple[Estimator, ...] = ("attribution", "integrated")
 
 # Causal-LM eval sets: each names its evaluation sequences and its first metric (an eval set
 # of prose or of the user's sequences also carries a KL metric, agreement its probability).

@@ -36,6 +36,10 @@ QUICK_BUDGET = 60.0  # quick mode: seconds of exact sweep before no further roun
 # own corpus: the minutes go to the exact rounds instead (docs/concepts/effects.md).
 ESTIMATOR_POSITIONS = 4000
 QUICK_ESTIMATOR_POSITIONS = 200
+# AtP*'s QK fix and GradDrop cost several passes per token (interp.ablate.atp_star): they read the
+# first sequences of each eval set only, and the rest of them take the same correction per position.
+QK_POSITIONS = 300
+GRADDROP_POSITIONS = 50
 QUICK_IG_STEPS = 2  # quick mode's second opinion: integrated gradients over 2 path points (recall as 4 on the toys)
 MAX_ROUNDS = (
     1000  # rounds of the sequential sweep: each adds sequences, so this is far beyond any budget
@@ -87,11 +91,19 @@ class AblateConfig(Placement):
     attribution: bool = option(default=True)
     """estimate every head with the estimator (always on with top_k)"""
     estimator: Estimator = option(default=ESTIMATORS[0])
-    """how every head's effect is estimated"""
+    """how every head's effect is estimated: attribution (first order), integrated (integrated
+    gradients) or atp_star (attribution with the QK fix and GradDrop: it sees effects that run
+    through a later head's attention)"""
     estimator_positions: int | None = option(default=None, ge=0, le=MAX_INT)
     """scored positions per metric the estimator reads at least: the exact sweep's sequences and more of each built-in
     metric's (prose stops at the lines its half holds; your own corpus and tasks are read whole); 0: the exact sweep's
     corpus; default: 4000 with --top-k, 200 with --quick, 0 for a full sweep (every head is measured exactly)"""
+    qk_positions: int = option(default=QK_POSITIONS, ge=0, le=MAX_INT)
+    """atp_star: scored positions per metric on which the QK fix is computed (the first sequences;
+    the others take the same correction per position); 0: none"""
+    graddrop_positions: int = option(default=GRADDROP_POSITIONS, ge=0, le=MAX_INT)
+    """atp_star: scored positions per metric on which the GradDrop score is computed (about
+    n_layers / 2 extra backward passes per batch); 0: none"""
     ig_steps: int = option(default=4, ge=1, le=MAX_INT)
     """integrated gradients: path points (one forward + backward each)"""
     audit: int | None = option(default=None, ge=1, le=MAX_INT)

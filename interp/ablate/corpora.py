@@ -34,6 +34,7 @@ from interp.ablate.catalogue import (
 from interp.ablate.config import AblateConfig
 from interp.ablate.evaluation import (
     EvalCorpus,
+    EvalItem,
     build_corpus,
     make_batches,
     prose_subset,
@@ -277,3 +278,22 @@ def fit_memory(
         return cfg, corpus
     cfg = dataclasses.replace(cfg, max_tokens_per_batch=budget)
     return cfg, stage_corpus(model, cfg, metrics)
+
+
+def in_tiers(
+    corpus: EvalCorpus, bounds: list[dict[str, int]], max_tokens: int, pad_id: int
+) -> EvalCorpus:
+    """``corpus`` batched again so that no batch mixes tiers: each of ``bounds`` (metric's sequences
+    -> how many of the first ones) closes a tier, a wider one after a narrower; the tiers' batches
+    come first, in order, the other sequences' after them. AtP* computes its QK fix and GradDrop on
+    the first sequences only and carries what they find to the rest."""
+    edges = [*bounds, dict(corpus.sizes)]
+
+    def tier(eval_set: str, index: int) -> int:
+        return next(i for i, edge in enumerate(edges) if index < edge.get(eval_set, 0))
+
+    groups: dict[int, list[EvalItem]] = {}
+    for item in corpus.items:
+        groups.setdefault(tier(item.eval_set, item.index), []).append(item)
+    batches = [b for i in sorted(groups) for b in make_batches(groups[i], max_tokens, pad_id)]
+    return EvalCorpus(corpus.items, batches, corpus.sizes)

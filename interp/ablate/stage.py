@@ -48,13 +48,21 @@ from typing import Any
 import pandas as pd
 import torch
 
+from interp.ablate import atp_star
 from interp.ablate.attribution import attribute
-from interp.ablate.catalogue import ENCODER, ESTIMATORS, LOSS_PROSE, LOSS_REPEATED, SV_LOGIT_DIFF
+from interp.ablate.catalogue import (
+    ENCODER,
+    LOSS_PROSE,
+    LOSS_REPEATED,
+    SECOND_OPINIONS,
+    SV_LOGIT_DIFF,
+)
 from interp.ablate.config import AblateConfig
 from interp.ablate.corpora import (
     corpus_facts,
     estimator_corpus,
     fit_memory,
+    in_tiers,
     measurable,
     scorable,
     stage_corpus,
@@ -183,10 +191,11 @@ def _measure(
         with _timed(timings, "estimator_corpus"):
             wide = estimator_corpus(ablator.model, cfg, metrics, corpus)
         facts["estimator_corpus"] = corpus_facts(wide)
-        # top_k ranks heads by every estimator (attribution first: it also gives the means); the stage's own
-        # estimator reads the wide corpus, the others (a second opinion on the ranking) the exact sweep's
+        # top_k ranks heads by the second opinions too (attribution first: it also gives the means); the
+        # stage's own estimator reads the wide corpus, the others the exact sweep's
         frames = []
-        for name in ESTIMATORS if cfg.top_k is not None else (cfg.estimator,):
+        names = (*SECOND_OPINIONS, cfg.estimator) if cfg.top_k is not None else (cfg.estimator,)
+        for name in dict.fromkeys(names):
             with _timed(timings, name):
                 frame, means = _estimate(
                     ablator, wide if name == cfg.estimator else corpus, cfg, name, means, progress
@@ -355,6 +364,14 @@ def _estimate(
         ), attr.means
     if means is None and set(cfg.ablations) & {"mean", "resample"}:
         means = head_means(ablator, corpus)
+    if estimator == atp_star.NAME:
+        tiers = atp_star.tiers_for(corpus, cfg.qk_positions, cfg.graddrop_positions)
+        narrow = {f: min(tiers.qk[f], tiers.graddrop[f]) for f in corpus.sizes}
+        wide = {f: max(tiers.qk[f], tiers.graddrop[f]) for f in corpus.sizes}
+        pad = ablator.model.tokenizer.pad_token_id or 0
+        tiered = in_tiers(corpus, [narrow, wide], cfg.tokens_per_pass, pad)
+        star = atp_star.estimate(ablator, tiered, cfg.ablations, means, tiers, cfg.seed, progress)
+        return atp_star.rows(star, tiered, cfg.n_bootstrap, cfg.seed), means
     store = integrate(ablator, corpus, cfg.ablations, means, cfg.ig_steps, progress)
     return effects_from_sums(
         store, "integrated", cfg.n_bootstrap, cfg.seed, sequence_tokens(corpus)
@@ -456,6 +473,8 @@ def _finish_effects(frames: list[pd.DataFrame | None], metrics: tuple[str, ...])
     effects = pd.concat(frames, ignore_index=True)
     effects = effects[effects["metric"].isin(metrics)]
     effects = effects.astype({"layer": int, "head": int})
+    if "graddrop" not in effects:  # only AtP* computes it; the table always has the column
+        effects = effects.assign(graddrop=float("nan"))
     effects = effects.sort_values(
         ["estimator", "ablation", "metric", "layer", "head"], kind="stable"
     )

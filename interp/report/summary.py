@@ -86,10 +86,12 @@ def choose_effect(effects: pd.DataFrame | None, exact_only: bool = False) -> Eff
 
 
 def estimator_of(effects: pd.DataFrame) -> str:
-    """The estimator whose rows the report shows: the first of ``ESTIMATORS`` (the default first)
-    that the table holds (a ``--top-k`` run holds both)."""
+    """The estimator whose rows the report shows: AtP* where the table holds it (it was the
+    stage's own estimator, and it sees through attention), else the first of ``ESTIMATORS`` (the
+    default first) that it holds (a ``--top-k`` run holds several)."""
     estimated = effects.loc[effects["estimator"] != "exact", "estimator"]
-    return _first_present(ESTIMATORS, estimated) if len(estimated) else ESTIMATORS[0]
+    preferred = tuple(sorted(ESTIMATORS, key=lambda name: name != "atp_star"))
+    return _first_present(preferred, estimated) if len(estimated) else ESTIMATORS[0]
 
 
 def head_effects(effects: pd.DataFrame, choice: EffectChoice) -> pd.DataFrame:

@@ -62,3 +62,28 @@ def test_quick_finds_the_previous_token_and_the_induction_head(toy):
     assert (pairs.loc[excludes, "vs_exact"] == "outside").all() and (
         pairs.loc[~excludes, "vs_exact"] == "inside"
     ).all()
+
+
+@pytest.mark.slow
+def test_atp_star_ranks_the_previous_token_head_first_or_second(toy):
+    """AtP* as the stage's estimator: the QK fix recomputes the induction head's softmax when the
+    previous-token head's output moves its keys, so the head that first-order attribution ranks
+    last is among AtP*'s top two on repeated tokens; every estimate carries its GradDrop score."""
+    probes = CollectConfig(suites=("repeated",), n_repeated=48, n_bootstrap=10)
+    features = collect(toy, probes, suites=[], progress=False).features
+    previous = best_head(features, "previous_token", 0)
+    cfg = AblateConfig(
+        ablations=("mean",),
+        metrics=("loss_repeated",),
+        estimator="atp_star",
+        estimator_positions=1000,
+        max_rounds=1,
+        prune=False,
+        threads=1,
+    )
+    out = ablate(toy, cfg, progress=False)
+    star = out.effects[out.effects["estimator"] == "atp_star"]
+    order = star.assign(size=star["delta"].abs()).sort_values("size", ascending=False)
+    assert previous in list(zip(order["layer"], order["head"]))[:2]
+    assert star["graddrop"].notna().all() and (star["graddrop"] >= 0).all()
+    assert out.summary["estimator"] == "atp_star"

@@ -100,7 +100,7 @@ def test_exact_rows_carry_the_estimate(result):
     }
 
 
-@pytest.mark.parametrize("estimator", ["integrated", "attribution"])
+@pytest.mark.parametrize("estimator", ["integrated", "attribution", "atp_star"])
 def test_top_k_runs_exact_ablation_on_the_top_heads_and_an_audit_sample(llama, estimator):
     out = ablate(
         llama,
@@ -111,7 +111,8 @@ def test_top_k_runs_exact_ablation_on_the_top_heads_and_an_audit_sample(llama, e
     )
     exact = out.effects[out.effects["estimator"] == "exact"]
     estimated = out.effects[out.effects["estimator"] != "exact"]
-    assert set(estimated["estimator"]) == {"attribution", "integrated"}  # top_k ranks by both
+    # top_k ranks by the second opinions and the stage's own estimator
+    assert set(estimated["estimator"]) == {"attribution", "integrated", estimator}
     # the top 1 of every (estimator, metric): their union
     best = {
         (
@@ -140,6 +141,26 @@ def test_top_k_runs_exact_ablation_on_the_top_heads_and_an_audit_sample(llama, e
     np.testing.assert_array_equal(
         merged["estimate_x"], merged["delta_y"]
     )  # the estimate column is the chosen one's
+
+
+def test_atp_star_batches_never_mix_tiers(llama):
+    """The QK tier's batches come first and hold only its sequences: what it finds is carried to
+    the sequences after it (interp.ablate.atp_star)."""
+    from interp.ablate.corpora import in_tiers, stage_corpus
+
+    corpus = stage_corpus(llama, SMALL, CAUSAL_METRICS)
+    bounds = [{f: 1 for f in corpus.sizes}, {f: 3 for f in corpus.sizes}]
+    tiered = in_tiers(corpus, bounds, CPU_TOKENS_PER_PASS, 0)
+    tiers = [
+        max(0 if int(i) < 1 else 1 if int(i) < 3 else 2 for i in b.index) for b in tiered.batches
+    ]
+    assert tiers == sorted(tiers)
+    for batch, tier in zip(tiered.batches, tiers):
+        low = {0: 0, 1: 1, 2: 3}[tier]
+        assert all(low <= int(i) for i in batch.index)
+    assert sorted((b.eval_set, int(i)) for b in tiered.batches for i in b.index) == sorted(
+        (b.eval_set, int(i)) for b in corpus.batches for i in b.index
+    )
 
 
 def test_metrics_can_be_restricted(llama):
