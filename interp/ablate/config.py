@@ -28,6 +28,11 @@ CPU_TOKENS_PER_PASS = (
 DEFAULT_ROUNDS = (
     3  # the sequential sweep is on by default: heads still open after a round get new sequences
 )
+# The precision rule of the exact rounds (interp.ablate.sequential): an important head's interval
+# half-width, relative to its effect (--precision), or this much absolute (nats, logits), whichever
+# is larger
+REL_PRECISION = 0.10
+ABS_PRECISION = 0.01
 QUICK_BUDGET = 60.0  # quick mode: seconds of exact sweep before no further round starts
 # Scored positions per metric the stage's estimator reads where it chooses the heads that are ablated exactly
 # (--top-k): enough that its ranking is not sampling noise. Attribution's cost grows with the tokens read, and
@@ -115,6 +120,11 @@ class AblateConfig(Placement):
     time_budget: float | None = option(default=300.0, gt=0, le=1e9)
     """seconds the exact sweep may spend before no further round starts (round 0 always runs in full; in Python,
     None: no limit)"""
+    precision: float = option(default=REL_PRECISION, gt=0, le=1, allow_inf_nan=False)
+    """the precision rule of the exact rounds: a head that matters, or ranks among the 20 largest
+    effects of a metric, goes on to the next round until its interval's half-width is at most
+    max(P x |effect|, 0.01) (0 < P <= 1); with more --max-rounds and --time-budget, a smaller P
+    buys narrower intervals, and each row's precision column says whether it was met"""
     heads_per_pass: int | None = option(default=None, ge=1, le=MAX_INT)
     """heads of a layer per forward (stacked batch copies); default: all that fit"""
     prune: bool = option(default=True)

@@ -7,8 +7,9 @@ interval over the sequences it has seen (:func:`interp.ablate.stats.effects_from
 only the heads whose effect is still open on some metric of an eval set get that eval set's next
 round. An effect is *settled* (:func:`settled`) when its 95% interval decides it against the
 pruning tolerance (wholly above, wholly below, or wholly within +-tolerance; see
-``vs_tolerance``) and, for a head that matters (above), when the interval is also tight:
-half-width at most ``max(REL_PRECISION * |delta|, ABS_PRECISION)``. Heads that are clearly
+``vs_tolerance``) and, for a head that matters (above) or ranks among the ``TOP`` (20) largest
+|effects| of its metric, when the interval is also tight: half-width at most
+``max(P * |delta|, ABS_PRECISION)``, ``P`` = ``REL_PRECISION`` (10%) or ``--precision``. Heads that are clearly
 irrelevant stop after one round; heads near the tolerance or important but imprecise go on,
 up to the last round, or until the stage's time budget for the sweep is spent (no round starts
 after it; round 0 always runs in full). Each row's ``n_tokens`` says how many tokens its effect
@@ -29,11 +30,11 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from interp.ablate.config import ABS_PRECISION, REL_PRECISION
 from interp.ablate.evaluation import EvalCorpus, make_batches
 from interp.ablate.metrics import eval_set_metrics
 
-REL_PRECISION = 0.10  # an important head's interval half-width, relative to its effect
-ABS_PRECISION = 0.01  # ... or this much absolute (nats, logits), whichever is larger
+TOP = 20  # the largest effects of each metric are held to the same rule, whatever their decision
 
 Head = tuple[int, int]
 
@@ -69,28 +70,34 @@ def eval_set_part(corpus: EvalCorpus, eval_set: str) -> EvalCorpus:
     )
 
 
-def settled(effects: pd.DataFrame) -> pd.Series:
-    """Per effects row: is the effect settled (see module docstring)?"""
+def settled(effects: pd.DataFrame, rel: float = REL_PRECISION) -> pd.Series:
+    """Per effects row: is the effect settled (see module docstring)? ``rel``: the relative
+    precision asked of a head that matters or ranks among the ``TOP`` largest of its metric."""
     half = (effects["ci_high"] - effects["ci_low"]) / 2
-    precise = half <= np.maximum(REL_PRECISION * effects["delta"].abs(), ABS_PRECISION)
+    precise = half <= np.maximum(rel * effects["delta"].abs(), ABS_PRECISION)
     decided = effects["vs_tolerance"] != "undecided"
-    return decided & ((effects["vs_tolerance"] != "above") | precise)
+    size = effects["delta"].abs()
+    rank = size.groupby([effects["ablation"], effects["metric"]]).rank(
+        ascending=False, method="first"
+    )
+    needs = (effects["vs_tolerance"] == "above") | (rank <= TOP)
+    return decided & (~needs | precise)
 
 
-def open_heads(effects: pd.DataFrame, eval_set: str) -> set[Head]:
+def open_heads(effects: pd.DataFrame, eval_set: str, rel: float = REL_PRECISION) -> set[Head]:
     """Heads with an unsettled effect on some metric of ``eval_set`` (any ablation kind)."""
     rows = effects[effects["metric"].isin(eval_set_metrics(eval_set))]
-    rows = rows[~settled(rows)]
+    rows = rows[~settled(rows, rel)]
     return {(int(layer), int(head)) for layer, head in zip(rows["layer"], rows["head"])}
 
 
 MET, ROUNDS, BUDGET = "met", "rounds", "budget"  # the effects table's ``precision``
 
 
-def precision(effects: pd.DataFrame, stopped_by: str) -> pd.DataFrame:
+def precision(effects: pd.DataFrame, stopped_by: str, rel: float = REL_PRECISION) -> pd.DataFrame:
     """Exact rows with ``precision``: ``met`` where the effect is settled, else why the rounds
     stopped before it was (``rounds``: the last round ran; ``budget``: the time budget ran out)."""
-    return effects.assign(precision=np.where(settled(effects), MET, stopped_by))
+    return effects.assign(precision=np.where(settled(effects, rel), MET, stopped_by))
 
 
 def sequential_sweep(
@@ -99,6 +106,7 @@ def sequential_sweep(
     sweep: Callable[[EvalCorpus, list[Head]], None],
     effects: Callable[[], pd.DataFrame],
     deadline: float | None = None,
+    rel: float = REL_PRECISION,
 ) -> tuple[list[dict[str, int]], str]:
     """Run ``sweep(corpus, heads)`` round by round on the heads still open per eval set, starting no
     round after ``deadline`` (``time.perf_counter()`` seconds; round 0 always runs). Returns, per
@@ -119,7 +127,7 @@ def sequential_sweep(
         if r + 1 < len(parts):
             table = effects()
             todo = {
-                eval_set: sorted(open_heads(table, eval_set) & set(heads))
+                eval_set: sorted(open_heads(table, eval_set, rel) & set(heads))
                 for eval_set in parts[0].sizes
             }
             if not any(todo.values()):

@@ -419,8 +419,8 @@ def _exact(
         log, stopped_by = [dict.fromkeys(corpus.sizes, len(heads))], ROUNDS
     else:
         deadline = None if cfg.time_budget is None else time.perf_counter() + cfg.time_budget
-        log, stopped_by = sequential_sweep(parts, heads, sweep, table, deadline)
-    return precision(table(), stopped_by), all(reused), log
+        log, stopped_by = sequential_sweep(parts, heads, sweep, table, deadline, cfg.precision)
+    return precision(table(), stopped_by, cfg.precision), all(reused), log
 
 
 def _pruning(

@@ -271,6 +271,11 @@ CASES: dict[str, Callable] = {
     "compare --out is a folder": compare_out(
         lambda tmp: (tmp / "dir.html").mkdir() or tmp / "dir.html"
     ),
+    # options
+    "--precision 0": run_with("--precision", "0"),
+    "--precision negative": run_with("--precision", "-0.1"),
+    "--precision NaN": run_with("--precision", "nan"),
+    "--precision above 1": run_with("--precision", "1.5"),
     # resume
     "--resume on a missing run": run_with("--name", "never-made", "--resume"),
     "--resume without --name": run_with("--resume"),

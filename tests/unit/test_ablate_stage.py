@@ -452,6 +452,11 @@ def test_removable_fraction():
         dict(n_bootstrap=5),
         dict(threads=0),
         dict(audit=0),
+        dict(precision=0.0),
+        dict(precision=-0.1),
+        dict(precision=float("nan")),
+        dict(precision=float("inf")),
+        dict(precision=1.5),
     ],
 )
 def test_config_validation(bad):

@@ -58,6 +58,7 @@ def test_settled_needs_a_decision_and_precision_where_the_head_matters():
             "ci_high": [1.05, 1.5, 0.004, 0.03, 0.7],
             "vs_tolerance": ["above", "above", "within", "undecided", "undecided"],
             "metric": "loss_prose",
+            "ablation": "mean",
             "layer": 0,
             "head": [0, 1, 2, 3, 4],
         }
@@ -65,6 +66,33 @@ def test_settled_needs_a_decision_and_precision_where_the_head_matters():
     assert settled(rows).tolist() == [True, False, True, False, False]
     assert open_heads(rows, "loss_prose") == {(0, 1), (0, 3), (0, 4)}
     assert open_heads(rows, "sv_logit_diff") == set()
+
+
+def test_the_largest_effects_of_a_metric_must_be_precise_whatever_their_decision():
+    """25 heads whose removal helps (below the tolerance), each interval decided but wide: the
+    20 largest of each metric and kind go on, the 5 smallest stop; a tighter --precision holds
+    a head that the default 10% lets stop."""
+    delta = -np.arange(1.0, 26.0)  # -1 .. -25
+    rows = pd.DataFrame(
+        {
+            "delta": delta,
+            "ci_low": delta - 0.5,
+            "ci_high": delta + 0.5,
+            "vs_tolerance": "below",
+            "metric": "loss_repeated",
+            "ablation": "mean",
+            "layer": 0,
+            "head": range(25),
+        }
+    )
+    # half-width 0.5: within 10% of |delta| from 5 on, so every one of the top 20 is precise
+    assert settled(rows).tolist() == [True] * 5 + [True] * 20
+    wide = rows.assign(ci_low=delta - 3.0, ci_high=delta + 3.0)  # within 10% from 30 on: never
+    assert settled(wide).tolist() == [True] * 5 + [False] * 20
+    zero = rows.assign(ablation="zero")  # each kind has its own top 20
+    assert settled(pd.concat([wide, zero])).tolist() == [True] * 5 + [False] * 20 + [True] * 25
+    # 0.5 <= 0.02 x |delta| from |delta| = 25 on: at 2%, only the largest is precise
+    assert settled(rows, 0.02).tolist() == [True] * 5 + [False] * 19 + [True]
 
 
 def test_sequential_sweep_spends_tokens_on_open_heads_only(llama):
@@ -115,6 +143,9 @@ def test_precision_marks_settled_rows_met():
             "ci_low": [0.95, 0.5],
             "ci_high": [1.05, 1.5],
             "vs_tolerance": ["above", "above"],
+            "metric": "loss_prose",
+            "ablation": "mean",
         }
     )
     assert precision(rows, "budget")["precision"].tolist() == ["met", "budget"]
+    assert precision(rows, "rounds", 0.01)["precision"].tolist() == ["rounds", "rounds"]
