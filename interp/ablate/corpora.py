@@ -80,13 +80,21 @@ def eval_set_counts(
         for eval_set in (LOSS_PROSE, LOSS_REPEATED, SV_LOGIT_DIFF)
         if set(eval_set_metrics(eval_set)) & set(metrics)
     }
-    rounds_ = (
-        cfg.max_rounds if split == 0 else 1
-    )  # split 0 holds every round of the sequential sweep
+    rounds_ = cfg.n_rounds if split == 0 else 1  # split 0 holds every round of the sequential sweep
     return {
         "n_prose": rounds_ * cfg.n_prose if (not model.causal or LOSS_PROSE in wants) else 0,
         "n_repeated": rounds_ * cfg.n_repeated if LOSS_REPEATED in wants else 0,
         "n_syntax": rounds_ * cfg.n_syntax if SV_LOGIT_DIFF in wants else 0,
+    }
+
+
+def asked_sizes(model: LoadedModel, cfg: AblateConfig) -> dict[str, int]:
+    """Built-in eval set -> the sequences split 0 asks of it over every round of the exact sweep
+    (an eval set may hold fewer: prose has so many lines)."""
+    return {
+        eval_sets[model.causal]: cfg.n_rounds * getattr(cfg, name)
+        for name, eval_sets in _EVAL_SET_OF.items()
+        if model.causal in eval_sets
     }
 
 

@@ -14,7 +14,10 @@ irrelevant stop after one round; heads near the tolerance or important but impre
 up to the last round, or until the stage's time budget for the sweep is spent (no round starts
 after it; round 0 always runs in full). Each row's ``n_tokens`` says how many tokens its effect
 rests on, and ``precision`` whether it met the rule (``met``) or what stopped it first
-(``rounds``, ``budget``).
+(``rounds``, ``budget``, or ``corpus``: its eval set had no further sequence, as the bounded prose
+lines or the user's own sequences). ``--precise`` runs the rounds with no time budget, up to
+``PRECISE_ROUNDS``, until no effect is open. Every round ends with one line on stderr: the heads
+still open and the scored positions read so far per eval set, and the seconds since round 0.
 
 This is a racing design, not a fixed-size test: the intervals of heads that stop early are
 slightly optimistic (stopping when the interval looks settled favours intervals that happen to
@@ -24,8 +27,10 @@ be narrow), the usual price of racing; the undecided share that remains is repor
 from __future__ import annotations
 
 import math
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -33,10 +38,21 @@ import pandas as pd
 from interp.ablate.config import ABS_PRECISION, REL_PRECISION
 from interp.ablate.evaluation import EvalCorpus, make_batches
 from interp.ablate.metrics import eval_set_metrics
+from interp.ablate.stats import sequence_tokens
 
 TOP = 20  # the largest effects of each metric are held to the same rule, whatever their decision
 
 Head = tuple[int, int]
+
+
+@dataclass
+class Rounds:
+    """Where a sequential sweep stands after a round: what the next one needs besides the sums
+    (:mod:`interp.ablate.round_state` keeps both in the run directory)."""
+
+    next_round: int
+    log: list[dict[str, int]]  # per round, the heads each eval set's sweep ran
+    read: dict[str, int]  # eval set -> scored positions its sweeps read so far
 
 
 def rounds(
@@ -45,14 +61,22 @@ def rounds(
     max_tokens: int,
     pad_id: int,
     whole: frozenset[str] = frozenset(),
+    asked: Mapping[str, int] | None = None,
 ) -> list[EvalCorpus]:
     """``corpus`` cut into ``n_rounds`` corpora of the same make-up (every eval set's index order
     sliced evenly; sequence indices kept, so the rounds share one SumStore). The eval sets in
     ``whole`` (the user's own sequences: an evaluation corpus, a task, which are not made
-    ``n_rounds`` times as large as the built-in ones are) stay whole in round 0."""
+    ``n_rounds`` times as large as the built-in ones are) stay whole in round 0. ``asked``: the
+    sequences the rounds asked of an eval set; one that holds fewer (prose has so many lines)
+    keeps the slices of its size and runs out before the last round. Rounds left with no
+    sequence are dropped."""
     if n_rounds <= 1:
         return [corpus]
-    per = {f: n + 1 if f in whole else math.ceil(n / n_rounds) for f, n in corpus.sizes.items()}
+    asked = asked or {}
+    per = {
+        f: n + 1 if f in whole else math.ceil(max(n, asked.get(f, 0)) / n_rounds)
+        for f, n in corpus.sizes.items()
+    }
     out = []
     for r in range(n_rounds):
         items = [it for it in corpus.items if it.index // per[it.eval_set] == r]
@@ -91,13 +115,37 @@ def open_heads(effects: pd.DataFrame, eval_set: str, rel: float = REL_PRECISION)
     return {(int(layer), int(head)) for layer, head in zip(rows["layer"], rows["head"])}
 
 
-MET, ROUNDS, BUDGET = "met", "rounds", "budget"  # the effects table's ``precision``
+MET, ROUNDS, BUDGET, CORPUS = (
+    "met",
+    "rounds",
+    "budget",
+    "corpus",
+)  # the effects table's ``precision``
 
 
-def precision(effects: pd.DataFrame, stopped_by: str, rel: float = REL_PRECISION) -> pd.DataFrame:
+def precision(
+    effects: pd.DataFrame,
+    stopped_by: str,
+    rel: float = REL_PRECISION,
+    spent: frozenset[str] = frozenset(),
+) -> pd.DataFrame:
     """Exact rows with ``precision``: ``met`` where the effect is settled, else why the rounds
-    stopped before it was (``rounds``: the last round ran; ``budget``: the time budget ran out)."""
-    return effects.assign(precision=np.where(settled(effects, rel), MET, stopped_by))
+    stopped before it was (``corpus``: its eval set, one of ``spent``, had no further sequence;
+    ``rounds``: the last round ran; ``budget``: the time budget ran out)."""
+    out_of = [m for eval_set in spent for m in eval_set_metrics(eval_set)]
+    why = np.where(effects["metric"].isin(out_of), CORPUS, stopped_by)
+    return effects.assign(precision=np.where(settled(effects, rel), MET, why))
+
+
+def spent_eval_sets(parts: list[EvalCorpus], ran: int) -> frozenset[str]:
+    """The eval sets whose sequences ran out in the first ``ran`` rounds of ``parts`` while later
+    rounds had sequences of others: an open effect of theirs could not get more."""
+    last = {
+        eval_set: max(r for r, part in enumerate(parts) if eval_set_part(part, eval_set).batches)
+        for eval_set in parts[0].sizes
+        if any(eval_set_part(part, eval_set).batches for part in parts)
+    }
+    return frozenset(f for f, r in last.items() if r < ran and r < len(parts) - 1)
 
 
 def sequential_sweep(
@@ -107,29 +155,63 @@ def sequential_sweep(
     effects: Callable[[], pd.DataFrame],
     deadline: float | None = None,
     rel: float = REL_PRECISION,
+    begun: Rounds | None = None,
+    after_round: Callable[[Rounds], None] | None = None,
 ) -> tuple[list[dict[str, int]], str]:
     """Run ``sweep(corpus, heads)`` round by round on the heads still open per eval set, starting no
-    round after ``deadline`` (``time.perf_counter()`` seconds; round 0 always runs). Returns, per
-    round, the number of heads each eval set's sweep ran (what the manifest records), and what
-    stopped the rounds for the heads still open: ``rounds`` or ``budget``."""
-    log: list[dict[str, int]] = []
+    round after ``deadline`` (``time.perf_counter()`` seconds; the first round always runs), with a
+    line on stderr after each round (:func:`round_line`), after ``after_round`` has been handed
+    where the sweep stands. ``begun``: a stopped sweep's rounds, whose sums ``effects`` already
+    reads; the sweep continues with its next round. Returns, per round, the number of heads each
+    eval set's sweep ran (what the manifest records), and what stopped the rounds for the heads
+    still open: ``rounds`` or ``budget``."""
+    log: list[dict[str, int]] = list(begun.log) if begun else []
+    read = dict(begun.read) if begun else dict.fromkeys(parts[0].sizes, 0)
+    first = begun.next_round if begun else 0
     todo = {eval_set: list(heads) for eval_set in parts[0].sizes}
+    if first:
+        todo = _still_open(effects(), heads, parts[0].sizes, rel)
+    start = time.perf_counter()
     for r, part in enumerate(parts):
-        if r and deadline is not None and time.perf_counter() > deadline:
+        if r < first:
+            continue
+        if not any(todo.values()):
+            break
+        if r > first and deadline is not None and time.perf_counter() > deadline:
             return log, BUDGET
         ran = {}
+        scored = _eval_set_positions(part)
         for eval_set in part.sizes:
             chosen = sorted(todo.get(eval_set, []))
             if chosen and any(b.eval_set == eval_set for b in part.batches):
                 sweep(eval_set_part(part, eval_set), chosen)
                 ran[eval_set] = len(chosen)
+                read[eval_set] += scored[eval_set]
         log.append(ran)
-        if r + 1 < len(parts):
-            table = effects()
-            todo = {
-                eval_set: sorted(open_heads(table, eval_set, rel) & set(heads))
-                for eval_set in parts[0].sizes
-            }
-            if not any(todo.values()):
-                break
+        todo = _still_open(effects(), heads, parts[0].sizes, rel)
+        if after_round is not None:
+            after_round(Rounds(r + 1, log, read))
+        print(round_line(r, len(parts), todo, read, time.perf_counter() - start), file=sys.stderr)
     return log, ROUNDS
+
+
+def _still_open(
+    table: pd.DataFrame, heads: list[Head], eval_sets: Mapping[str, int], rel: float
+) -> dict[str, list[Head]]:
+    """eval set -> the chosen heads with an effect on it still open."""
+    return {f: sorted(open_heads(table, f, rel) & set(heads)) for f in eval_sets}
+
+
+def round_line(
+    r: int, n_rounds: int, todo: dict[str, list[Head]], read: dict[str, int], seconds: float
+) -> str:
+    """The progress line after round ``r`` (counted from 0) of ``n_rounds``: per eval set, the
+    heads still open and the scored positions its sweeps have read so far."""
+    each = ", ".join(f"{f} {len(todo[f])} open ({read[f]} positions)" for f in todo)
+    return f"ablate: round {r + 1} of {n_rounds} after {seconds:.0f} s: {each}"
+
+
+def _eval_set_positions(part: EvalCorpus) -> dict[str, int]:
+    """eval set -> scored positions of its sequences in ``part`` (of its first metric)."""
+    scored = sequence_tokens(part)  # zero for the sequences of other rounds
+    return {f: int(scored[eval_set_metrics(f)[0]].sum()) for f in part.sizes}

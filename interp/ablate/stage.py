@@ -40,7 +40,7 @@ import copy
 import dataclasses
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from interp.ablate import atp_star
+from interp.ablate import atp_star, round_state
 from interp.ablate.attribution import attribute
 from interp.ablate.catalogue import (
     ENCODER,
@@ -59,6 +59,7 @@ from interp.ablate.catalogue import (
 )
 from interp.ablate.config import AblateConfig
 from interp.ablate.corpora import (
+    asked_sizes,
     corpus_facts,
     estimator_corpus,
     fit_memory,
@@ -76,7 +77,14 @@ from interp.ablate.metrics import metric_sizes
 from interp.ablate.pruning import Removals, metric_curve, pruning_order, role_rows
 from interp.ablate.removable import improved
 from interp.ablate.selection import annotate, audit_summary, choose, flag_estimates, never_exact
-from interp.ablate.sequential import ROUNDS, precision, rounds, sequential_sweep
+from interp.ablate.sequential import (
+    ROUNDS,
+    Rounds,
+    precision,
+    rounds,
+    sequential_sweep,
+    spent_eval_sets,
+)
 from interp.ablate.stats import SumStore, effects_from_sums, sequence_tokens
 from interp.ablate.surprises import role_effects, surprises
 from interp.ablate.task_attention import task_attention
@@ -122,9 +130,12 @@ def ablate(
     config: AblateConfig = AblateConfig(),
     progress: bool = True,
     roles: pd.DataFrame | None = None,
+    state_dir: Path | None = None,
 ) -> AblateResult:
     """Measure every head's effect (exact and/or estimated) and the pruning curves; with a
-    ``roles`` table, also the curves that remove every head of one role."""
+    ``roles`` table, also the curves that remove every head of one role. With ``state_dir`` (a
+    run directory), the exact sweep keeps its state there after each round and continues a
+    stopped sweep of the same config and corpus (:mod:`interp.ablate.round_state`)."""
     grow = (
         config.max_tokens_per_batch is None and model.device != "cpu"
     )  # an accelerator's memory sets the pass
@@ -153,7 +164,7 @@ def ablate(
         _done(progress, f"thread count ({threads})", timings["threads"])
         with stage_threads(threads.n):
             effects, pruning, found = _measure(
-                ablator, corpus, cfg, metrics, roles, timings, progress, threads.n
+                ablator, corpus, cfg, metrics, roles, timings, progress, threads.n, state_dir
             )
     summary = {
         "corpus": corpus_facts(corpus),
@@ -183,6 +194,7 @@ def _measure(
     timings: dict[str, float],
     progress: bool,
     threads: int,
+    state_dir: Path | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """Estimates, the exact sweep and the pruning curves: (effects, pruning, summary facts:
     exact heads, layer reuse, removable shares with their intervals)."""
@@ -216,7 +228,9 @@ def _measure(
         cfg, ablator.model, threads, cfg.dtype, model.n_layers, {SWEEP.name: ablator}
     )
     with _timed(timings, "exact"), placed as executor:
-        exact, reused, log = _exact(ablator, corpus, heads, cfg, means, executor, progress)
+        exact, reused, log = _exact(
+            ablator, corpus, heads, cfg, means, executor, progress, state_dir
+        )
     timings["exact_per_head"] = timings["exact"] / max(len(heads) * len(cfg.ablations), 1)
     _done(progress, f"exact sweep {len(heads)} heads", timings["exact"])
     primary = None if estimates is None else estimates[estimates["estimator"] == cfg.estimator]
@@ -312,8 +326,11 @@ def run_stage(
     The classify stage runs after this one (its task roles read these effects), so the curves
     that remove every head of one role read the roles the shipped classifier gives from what the
     run has measured so far (features, weights): :func:`pruning_roles`."""
-    result = ablate(loaded(model, "ablate"), config, progress, roles=pruning_roles(run_dir))
+    result = ablate(
+        loaded(model, "ablate"), config, progress, roles=pruning_roles(run_dir), state_dir=run_dir
+    )
     write(run_dir, result)
+    round_state.remove(run_dir)  # the tables hold what the rounds measured
     timings = {k: round(v, 3) for k, v in result.timings.items()}
     return AblateRecord(timings=timings, **result.summary)
 
@@ -386,10 +403,12 @@ def _exact(
     means: torch.Tensor | None,
     executor: Executor,
     progress: bool,
+    state_dir: Path | None = None,
 ) -> tuple[pd.DataFrame, bool, list[dict[str, int]]]:
     """Exact effect rows of ``heads``, whether layer reuse held, and the heads each round ran per
-    eval set (one round unless ``max_rounds > 1``: then :mod:`interp.ablate.sequential`); each
-    sweep's shards run on ``executor`` (:mod:`interp.executors.work`), their sums merged here."""
+    eval set (one round unless ``max_rounds > 1``: then :mod:`interp.ablate.sequential`, its
+    state kept in ``state_dir`` after each round, where given); each sweep's shards run on
+    ``executor`` (:mod:`interp.executors.work`), their sums merged here."""
     store = SumStore(metric_sizes(corpus.sizes))
     if not heads:
         return pd.DataFrame(columns=EFFECTS.names), False, []
@@ -409,18 +428,50 @@ def _exact(
     )
     parts = rounds(
         corpus,
-        cfg.max_rounds,
+        cfg.n_rounds,
         cfg.tokens_per_pass,
         ablator.model.tokenizer.pad_token_id or 0,
         whole,
+        asked_sizes(ablator.model, cfg),
     )
     if len(parts) == 1:
         sweep(corpus, heads)
         log, stopped_by = [dict.fromkeys(corpus.sizes, len(heads))], ROUNDS
     else:
         deadline = None if cfg.time_budget is None else time.perf_counter() + cfg.time_budget
-        log, stopped_by = sequential_sweep(parts, heads, sweep, table, deadline, cfg.precision)
-    return precision(table(), stopped_by, cfg.precision), all(reused), log
+        begun, after_round = _kept_rounds(state_dir, ablator, cfg, heads, corpus, store, reused)
+        log, stopped_by = sequential_sweep(
+            parts, heads, sweep, table, deadline, cfg.precision, begun, after_round
+        )
+    spent = spent_eval_sets(parts, len(log))
+    return precision(table(), stopped_by, cfg.precision, spent), all(reused), log
+
+
+def _kept_rounds(
+    state_dir: Path | None,
+    ablator: Ablator,
+    cfg: AblateConfig,
+    heads: list[tuple[int, int]],
+    corpus: EvalCorpus,
+    store: SumStore,
+    reused: list[bool],
+) -> tuple[Rounds | None, Callable[[Rounds], None] | None]:
+    """A stopped sweep's rounds from ``state_dir`` (its sums loaded into ``store``, its layer
+    reuse into ``reused``), and the callback that keeps the state there after each round; (None,
+    None) without a ``state_dir``."""
+    if state_dir is None:
+        return None, None
+    model = ablator.model
+    dtype = str(next(model.bridge.parameters()).dtype)
+    key = round_state.sweep_key(cfg, (model.n_layers, model.n_heads), dtype, heads, corpus)
+    found = round_state.load(state_dir, key, store)
+    if found is not None:
+        reused.append(found[1])
+
+    def keep(rounds: Rounds) -> None:
+        round_state.save(state_dir, key, store, rounds, all(reused))
+
+    return (found[0] if found else None), keep
 
 
 def _pruning(

@@ -85,11 +85,16 @@ def _notes(summary: dict[str, Any]) -> list[C.Text]:
     notes += [C.Text(text, "note") for text in summary.get("measurement_notes") or []]
     if summary.get("estimator_reads"):
         notes.append(C.Text(summary["estimator_reads"], "note"))
-    open_ = [r for r in summary.get("precision") or [] if r.get("rounds", 0) + r.get("budget", 0)]
+    open_ = [
+        r
+        for r in summary.get("precision") or []
+        if r.get("rounds", 0) + r.get("budget", 0) + r.get("corpus", 0)
+    ]
     if open_:
         parts = [
             f"{r['metric']} ({r['ablation']}): {r.get('met', 0)} met, {r.get('budget', 0)} stopped by the time "
             f"budget, {r.get('rounds', 0)} by the last round"
+            + (f", {r['corpus']} by the end of its sequences" if r.get("corpus") else "")
             for r in open_
         ]
         notes.append(
@@ -99,7 +104,7 @@ def _notes(summary: dict[str, Any]) -> list[C.Text]:
                 "effects table's precision column): "
                 + "; ".join(parts)
                 + ". Raise --time-budget or "
-                "--max-rounds for more.",
+                "--max-rounds for more, or ask for --precise.",
                 "note",
             )
         )

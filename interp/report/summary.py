@@ -353,7 +353,7 @@ def estimate_misses(effects: pd.DataFrame | None) -> list[str]:
 
 def precision_counts(effects: pd.DataFrame | None) -> list[dict[str, Any]]:
     """Per (ablation, metric) of the exact rows: how many effects met the precision rule and how
-    many the rounds or the time budget left open (the effects table's ``precision``)."""
+    many the rounds, the time budget or the end of an eval set left open (the effects table's ``precision``)."""
     if effects is None or "precision" not in effects.columns:
         return []
     exact = effects[(effects["estimator"] == "exact") & effects["precision"].notna()]

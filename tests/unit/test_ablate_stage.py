@@ -12,7 +12,7 @@ import torch
 from tiny_models import N_HEADS, N_LAYERS, tiny_native
 
 from interp.ablate.catalogue import CAUSAL_METRICS
-from interp.ablate.config import CPU_TOKENS_PER_PASS
+from interp.ablate.config import CPU_TOKENS_PER_PASS, DEFAULT_BUDGET, DEFAULT_ROUNDS
 from interp.ablate.pruning import step_sizes
 from interp.ablate.removable import removable_fraction
 from interp.ablate.stage import AblateConfig, ablate, role_effects, surprises
@@ -230,7 +230,12 @@ def test_without_progress_bars_each_finished_phase_prints_one_line(llama, capsys
         dataclasses.replace(SMALL, ablations=("zero",), top_k=1, prune_step=0.5),
         progress=False,
     )
-    lines = capsys.readouterr().err.splitlines()
+    # besides the line per round of the exact sweep (tests/unit/test_precise.py)
+    lines = [
+        line
+        for line in capsys.readouterr().err.splitlines()
+        if not line.startswith("ablate: round ")
+    ]
     assert all(
         re.fullmatch(r"ablate: .+ done in \d+ s", line)
         for line in lines
@@ -471,10 +476,11 @@ def test_quick_mode_resolution():
     )  # 2% per list
     assert q.ig_steps == 2 and q.estimator_positions == 200
     assert AblateConfig().for_quick().resolved(12).top_k == 5
-    filled = dict(max_tokens_per_batch=CPU_TOKENS_PER_PASS, estimator_positions=0)
+    sweep = dict(max_rounds=DEFAULT_ROUNDS, time_budget=DEFAULT_BUDGET)
+    filled = dict(max_tokens_per_batch=CPU_TOKENS_PER_PASS, estimator_positions=0, **sweep)
     assert AblateConfig().resolved(270) == AblateConfig(**filled)  # filled in
     assert AblateConfig(max_tokens_per_batch=512).resolved(270) == AblateConfig(
-        max_tokens_per_batch=512, estimator_positions=0
+        max_tokens_per_batch=512, estimator_positions=0, **sweep
     )
 
 

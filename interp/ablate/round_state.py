@@ -1,0 +1,157 @@
+"""The exact sweep's state between rounds, kept in the run directory so that a stopped sweep
+continues where it was (``interp run --resume``, ``interp ablate RUN_DIR``).
+
+After each round of the sequential sweep (:mod:`interp.ablate.sequential`) the stage writes
+``ablate_rounds.npz`` atomically (:func:`interp.pipeline.rundir.write_bytes`): the per-sequence
+sums of every condition so far (:class:`interp.ablate.stats.SumStore`, float64, bit for bit),
+the round log, the next round's index, and a key made of the resolved config, the model's shape
+and dtype and every token of the corpus. A rerun with the same key loads the sums and starts at
+the next round, so its table equals one of a sweep that was never stopped; a state with another
+key (another config, corpus or model) is ignored with one line on stderr, never mixed in. The
+stage removes the file once its tables are written.
+
+Stored format (``numpy.savez_compressed``, plain arrays, no pickles)::
+
+    version      int                     FORMAT_VERSION
+    key          str                     sha256 of the config, model and corpus
+    next_round   int                     the round the sweep continues with
+    log          str                     JSON: per round, the heads each eval set's sweep ran
+    read         str                     JSON: eval set -> scored positions read so far
+    reused       bool                    whether every sweep so far reused the layers below
+    metrics      str     [metric]
+    base_M, den_M             float64 [sequence]     the intact model's sums of metric M
+    measured_M                bool    [sequence]
+    conditions_M              int     [condition, 3] (kind index, layer, head)
+    ablated_M                 float64 [condition, sequence]
+    nonfinite_M               bool    [condition, sequence]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from interp.ablate.catalogue import KINDS
+from interp.ablate.evaluation import EvalCorpus
+from interp.ablate.sequential import Head, Rounds
+from interp.ablate.stats import SumStore
+from interp.errors import first_line
+from interp.pipeline import rundir
+
+FILE = "ablate_rounds.npz"
+FORMAT_VERSION = 1
+
+
+def sweep_key(
+    config: Any, shape: tuple[int, int], dtype: str, heads: list[Head], corpus: EvalCorpus
+) -> str:
+    """The state's key: the resolved config (``dataclasses.asdict``), the model's shape and
+    dtype, the heads swept, and every sequence of the corpus (eval set, index, tokens, scored
+    rows)."""
+    digest = hashlib.sha256()
+    settings = {
+        "config": dataclasses.asdict(config),
+        "shape": shape,
+        "dtype": dtype,
+        "heads": heads,
+    }
+    digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
+    for item in corpus.items:
+        digest.update(f"{item.eval_set}:{item.index}:".encode())
+        digest.update(np.asarray(item.tokens).astype(np.int64).tobytes())
+        digest.update(np.asarray(item.rows).astype(np.int64).tobytes())
+    return digest.hexdigest()
+
+
+def save(run_dir: Path, key: str, store: SumStore, rounds: Rounds, reused: bool) -> None:
+    """Write the state atomically into ``run_dir`` (replacing the last round's); ``reused``:
+    whether every sweep so far reused the layers below the ablated head."""
+    arrays: dict[str, Any] = {
+        "version": np.int64(FORMAT_VERSION),
+        "key": np.array(key),
+        "next_round": np.int64(rounds.next_round),
+        "log": np.array(json.dumps(rounds.log)),
+        "read": np.array(json.dumps(rounds.read)),
+        "reused": np.bool_(reused),
+        "metrics": np.array(list(store), dtype=str),
+    }
+    for i, sums in enumerate(store.values()):
+        conditions = list(sums.ablated)
+        arrays |= {
+            f"base_{i}": sums.base.numpy(),
+            f"den_{i}": sums.den.numpy(),
+            f"measured_{i}": sums.measured.numpy(),
+            f"conditions_{i}": np.array(
+                [(KINDS.index(kind), layer, head) for kind, layer, head in conditions],
+                dtype=np.int64,
+            ).reshape(-1, 3),
+            f"ablated_{i}": np.stack([sums.ablated[c].numpy() for c in conditions])
+            if conditions
+            else np.zeros((0, sums.size)),
+            f"nonfinite_{i}": np.stack(
+                [
+                    sums.nonfinite.get(c, torch.zeros(sums.size, dtype=torch.bool)).numpy()
+                    for c in conditions
+                ]
+            )
+            if conditions
+            else np.zeros((0, sums.size), dtype=bool),
+        }
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    rundir.write_bytes(Path(run_dir) / FILE, buffer.getvalue())
+
+
+def load(run_dir: Path, key: str, store: SumStore) -> tuple[Rounds, bool] | None:
+    """The state of a stopped sweep with this ``key`` and whether its sweeps reused the layers
+    below, its sums put into the empty ``store``; None (with one line on stderr when a state was
+    there) when there is none to continue."""
+    path = Path(run_dir) / FILE
+    head = ("version", "key", "next_round", "log", "read", "reused", "metrics")
+    try:
+        arrays = rundir.read_archive(path, head, FORMAT_VERSION)
+        if arrays is None:
+            return None
+        if str(arrays["key"]) != key or sorted(map(str, arrays["metrics"])) != sorted(store):
+            _ignored(path, "another config, corpus or model")
+            return None
+        fields = tuple(f"{name}_{i}" for i in range(len(arrays["metrics"])) for name in _PER_METRIC)
+        arrays |= rundir.read_archive(path, head + fields, FORMAT_VERSION) or {}
+    except ValueError as exc:
+        _ignored(path, f"unreadable: {first_line(exc)}")
+        return None
+    for i, metric in enumerate(map(str, arrays["metrics"])):
+        sums = store[metric]
+        sums.base = torch.from_numpy(arrays[f"base_{i}"].copy())
+        sums.den = torch.from_numpy(arrays[f"den_{i}"].copy())
+        sums.measured = torch.from_numpy(arrays[f"measured_{i}"].copy())
+        for j, (kind, layer, head_) in enumerate(arrays[f"conditions_{i}"].tolist()):
+            condition = (KINDS[kind], layer, head_)
+            sums.ablated[condition] = torch.from_numpy(arrays[f"ablated_{i}"][j].copy())
+            bad = arrays[f"nonfinite_{i}"][j]
+            if bad.any():
+                sums.nonfinite[condition] = torch.from_numpy(bad.copy())
+    rounds = Rounds(
+        int(arrays["next_round"]), json.loads(str(arrays["log"])), json.loads(str(arrays["read"]))
+    )
+    return rounds, bool(arrays["reused"])
+
+
+_PER_METRIC = ("base", "den", "measured", "conditions", "ablated", "nonfinite")
+
+
+def remove(run_dir: Path) -> None:
+    """Delete the state (the stage finished: its tables hold what the rounds measured)."""
+    (Path(run_dir) / FILE).unlink(missing_ok=True)
+
+
+def _ignored(path: Path, why: str) -> None:
+    print(f"ablate: {path} is not used ({why}): the exact sweep starts at round 1", file=sys.stderr)
