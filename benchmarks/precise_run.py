@@ -33,13 +33,13 @@ from scaling import arch_of, block_flops, unembed_flops  # noqa: E402
 
 from interp.ablate.config import AblateConfig  # noqa: E402
 from interp.ablate.corpora import stage_corpus  # noqa: E402
+from interp.ablate.sequential import TOP  # noqa: E402
 from interp.model.load import load_model  # noqa: E402
 
 SCRIPT = "benchmarks/precise_run.py"
 SECTION = "precise_run"
 NAME = "precise"
 GPU_RATE = 300e12  # FLOP/s: benchmarks/scaling.py's assumed effective bf16 rate of one GPU
-TOP = 20  # the precision rule's largest effects per metric (interp.ablate.sequential.TOP)
 SEGMENTS = "precise_segments.json"
 
 
@@ -72,11 +72,10 @@ def tokens_per_row(model, metrics: tuple[str, ...]) -> dict[str, tuple[float, fl
     return {k: (t / rows, t / n) for k, (t, rows, n) in out.items()}
 
 
-def exact_flops(model, effects: pd.DataFrame, metrics: tuple[str, ...]) -> float:
+def exact_flops(model, effects: pd.DataFrame, ratio: dict[str, tuple[float, float]]) -> float:
     """FLOPs of the exact rounds: every head rerun from its layer on the positions it rests on,
     per eval set (one metric each: its metrics share the sequences), the metric read on them."""
     a = arch_of(model)
-    ratio = tokens_per_row(model, metrics)
     rows = effects[(effects["estimator"] == "exact") & (effects["ablation"] == "mean")]
     total = 0.0
     for eval_set, (per_row, width) in ratio.items():
@@ -90,11 +89,10 @@ def exact_flops(model, effects: pd.DataFrame, metrics: tuple[str, ...]) -> float
     return total
 
 
-def estimator_flops(model, manifest: dict) -> float:
+def estimator_flops(model, manifest: dict, ratio: dict[str, tuple[float, float]]) -> float:
     """Attribution over the estimator's corpus: one forward and one backward, about 3 forwards."""
     a = arch_of(model)
     ablate = manifest["stages"]["ablate"]
-    ratio = tokens_per_row(model, tuple(ablate["metrics"]))
     corpus = ablate.get("estimator_corpus") or ablate["corpus"]
     total = 0.0
     for eval_set, (per_row, width) in ratio.items():
@@ -127,9 +125,10 @@ def summary(model_name: str, out: Path) -> str:
             f"| {int(rows['n_tokens'].max())} |"
         )
     model = load_model(model_name)
+    ratio = tokens_per_row(model, tuple(ablate["metrics"]))
     exact_pf, estimate_pf = (
-        exact_flops(model, effects, tuple(ablate["metrics"])) / 1e15,
-        estimator_flops(model, manifest) / 1e15,
+        exact_flops(model, effects, ratio) / 1e15,
+        estimator_flops(model, manifest, ratio) / 1e15,
     )
     gpu = (exact_pf + estimate_pf) * 1e15 / GPU_RATE
     stages = ", ".join(f"{k} {v['seconds']:.0f} s" for k, v in manifest["stages"].items())
