@@ -22,6 +22,10 @@ Measured blocks:
 - ``scaling`` (docs/how-to/scaling.md): the predictions of
   ``benchmarks/sections/scaling-the-cost-model-checked.md`` (written by benchmarks/scaling.py),
   whose whole text is also the block ``scaling`` of ``benchmarks/SCALING.md``.
+- ``precise`` (README.md and docs/concepts/precision.md): the time of ``--precise`` on the default
+  model, how many of each metric's 20 largest effects it got to the precision rule, and the cost
+  model's one-GPU figure, from ``benchmarks/sections/precise_run.md`` (written
+  by benchmarks/precise_run.py).
 
 Reference blocks, made from the code (tools/reference.py):
 
@@ -170,6 +174,28 @@ def scaling_predictions(root: Path) -> str:
     return f"Predicted by `benchmarks/scaling.py` ({stamp}; the model and its checks: `benchmarks/SCALING.md`): {predictions}"
 
 
+PRECISE = "benchmarks/sections/precise_run.md"
+PRECISION_PAGE = "docs/concepts/precision.md"
+
+
+def precise(root: Path) -> str:
+    """How long ``--precise`` took on the default model, its per-metric precision table and what the
+    cost model predicts on one GPU, as benchmarks/precise_run.py wrote them, with its date."""
+    text = _read(root, PRECISE)
+    stamp = (
+        next(line for line in text.splitlines() if line.startswith("_")).strip("_").split(";")[0]
+    )
+    paragraphs = text.split("\n\n")
+    run = next(p for p in paragraphs if p.startswith("`interp run"))
+    per_metric = next(p for p in paragraphs if p.startswith("Per metric"))
+    table = next(p for p in paragraphs if p.startswith("| metric"))
+    cost = next(p for p in paragraphs if p.startswith("Cost model"))
+    return (
+        f"Measured by `benchmarks/precise_run.py` ({stamp}; also in `benchmarks/RESULTS.md`, "
+        f'"precise_run"): {run}\n\n{per_metric}\n\n{table}\n\n{cost}'
+    )
+
+
 DOC_BLOCKS = (
     Block(
         GETTING_STARTED,
@@ -203,6 +229,8 @@ DOC_BLOCKS = (
     Block(
         SCALING_PAGE, "scaling", f"{SCALING}, written by benchmarks/scaling.py", scaling_predictions
     ),
+    Block("README.md", "precise", f"{PRECISE}, written by benchmarks/precise_run.py", precise),
+    Block(PRECISION_PAGE, "precise", f"{PRECISE}, written by benchmarks/precise_run.py", precise),
     Block(
         "benchmarks/SCALING.md", "scaling", f"{SCALING}, written by benchmarks/scaling.py", scaling
     ),

@@ -55,6 +55,7 @@ def checkout(tmp_path) -> Path:
     copy = tmp_path / "checkout"
     shutil.copytree(ROOT / "docs", copy / "docs")
     for name in (
+        "README.md",
         "benchmarks/RESULTS.md",
         "benchmarks/SCALING.md",
         "analyses/RESULTS.md",
