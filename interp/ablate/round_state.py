@@ -24,6 +24,17 @@ Stored format (``numpy.savez_compressed``, plain arrays, no pickles)::
     conditions_M              int     [condition, 3] (kind index, layer, head)
     ablated_M                 float64 [condition, sequence]
     nonfinite_M               bool    [condition, sequence]
+
+Beside it, ``ablate_estimate.npz`` keeps the estimate step's result (interp.ablate.estimate): its
+effect rows and the heads' means, under a key of the config, the model's shape and dtype and both
+corpora it read. A resumed stage with the same key reuses them instead of estimating again; the
+stage removes it with the sweep's state::
+
+    version      int                     ESTIMATE_VERSION
+    key          str                     sha256 of the config, model and corpora
+    rows         uint8   [byte]          the estimate rows, a Parquet file's bytes
+    has_means    bool
+    means        float32 [layer, head, d_head]   (empty when has_means is False)
 """
 
 from __future__ import annotations
@@ -37,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 
 from interp.ablate.catalogue import KINDS
@@ -48,6 +60,8 @@ from interp.pipeline import rundir
 
 FILE = "ablate_rounds.npz"
 FORMAT_VERSION = 1
+ESTIMATE_FILE = "ablate_estimate.npz"
+ESTIMATE_VERSION = 1
 
 
 def sweep_key(
@@ -148,10 +162,56 @@ def load(run_dir: Path, key: str, store: SumStore) -> tuple[Rounds, bool] | None
 _PER_METRIC = ("base", "den", "measured", "conditions", "ablated", "nonfinite")
 
 
+def estimate_key(config: Any, shape: tuple[int, int], dtype: str, corpora: list[EvalCorpus]) -> str:
+    """The kept estimate's key: :func:`sweep_key` of each corpus it read, no heads."""
+    parts = "".join(sweep_key(config, shape, dtype, [], corpus) for corpus in corpora)
+    return hashlib.sha256(parts.encode()).hexdigest()
+
+
+def save_estimate(run_dir: Path, key: str, rows: pd.DataFrame, means: torch.Tensor | None) -> None:
+    """Keep the estimate step's rows and means in ``run_dir`` (atomically)."""
+    table = io.BytesIO()
+    rows.to_parquet(table, index=False)
+    arrays = {
+        "version": np.int64(ESTIMATE_VERSION),
+        "key": np.array(key),
+        "rows": np.frombuffer(table.getvalue(), dtype=np.uint8),
+        "has_means": np.bool_(means is not None),
+        "means": means.detach().cpu().numpy() if means is not None else np.zeros(0, np.float32),
+    }
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    rundir.write_bytes(Path(run_dir) / ESTIMATE_FILE, buffer.getvalue())
+
+
+def load_estimate(
+    run_dir: Path, key: str, device: str | torch.device
+) -> tuple[pd.DataFrame, torch.Tensor | None] | None:
+    """(rows, means on ``device``) of a kept estimate with this ``key``; None (with one line on
+    stderr when one was there) when there is none to reuse."""
+    path = Path(run_dir) / ESTIMATE_FILE
+    try:
+        arrays = rundir.read_archive(
+            path, ("version", "key", "rows", "has_means", "means"), ESTIMATE_VERSION
+        )
+        if arrays is None:
+            return None
+        if str(arrays["key"]) != key:
+            _ignored(path, "another config, corpus or model", "the estimate runs again")
+            return None
+        rows = pd.read_parquet(io.BytesIO(arrays["rows"].tobytes()))
+    except (ValueError, OSError) as exc:
+        _ignored(path, f"unreadable: {first_line(exc)}", "the estimate runs again")
+        return None
+    means = torch.from_numpy(arrays["means"].copy()).to(device) if arrays["has_means"] else None
+    return rows, means
+
+
 def remove(run_dir: Path) -> None:
-    """Delete the state (the stage finished: its tables hold what the rounds measured)."""
-    (Path(run_dir) / FILE).unlink(missing_ok=True)
+    """Delete the state and the kept estimate (the stage finished: its tables hold them)."""
+    for name in (FILE, ESTIMATE_FILE):
+        (Path(run_dir) / name).unlink(missing_ok=True)
 
 
-def _ignored(path: Path, why: str) -> None:
-    print(f"ablate: {path} is not used ({why}): the exact sweep starts at round 1", file=sys.stderr)
+def _ignored(path: Path, why: str, then: str = "the exact sweep starts at round 1") -> None:
+    print(f"ablate: {path} is not used ({why}): {then}", file=sys.stderr)

@@ -15,7 +15,8 @@ Steps, each with a progress bar (with the bars off, one line on stderr as each f
    it agrees best with exact ablation on the packaged models, benchmarks/estimators.py) or by
    integrated gradients over the clean -> ablated path (:mod:`interp.ablate.integrated`,
    ``ig_steps`` passes; it sees through a saturated downstream softmax, which attribution
-   cannot); rows with ``estimator`` the estimator's name. With ``top_k`` both run.
+   cannot); rows with ``estimator`` the estimator's name. With ``top_k`` both run
+   (:mod:`interp.ablate.estimate`, which keeps the estimate for a resumed sweep).
 2. **exact** (:mod:`interp.ablate.sweep`): every head (or, with ``top_k``, each estimator's
    top k on each metric, their union, ties included, plus a random audit sample,
    :mod:`interp.ablate.selection`; the heads left out are listed in the summary)
@@ -38,7 +39,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -48,32 +48,29 @@ from typing import Any
 import pandas as pd
 import torch
 
-from interp.ablate import atp_star, round_state
-from interp.ablate.attribution import attribute
+from interp.ablate import round_state
 from interp.ablate.catalogue import (
     ENCODER,
     LOSS_PROSE,
     LOSS_REPEATED,
-    SECOND_OPINIONS,
     SV_LOGIT_DIFF,
 )
 from interp.ablate.config import AblateConfig
 from interp.ablate.corpora import (
     asked_sizes,
     corpus_facts,
-    estimator_corpus,
     fit_memory,
-    in_tiers,
     measurable,
     scorable,
     stage_corpus,
     stage_metrics,
 )
+from interp.ablate.estimate import estimate_heads
 from interp.ablate.evaluation import EvalCorpus, read_eval_corpus
 from interp.ablate.executor import SWEEP, SweepJob, sweep_with
 from interp.ablate.forward import Ablator
-from interp.ablate.integrated import integrate
 from interp.ablate.metrics import metric_sizes
+from interp.ablate.phases import done, timed
 from interp.ablate.pruning import Removals, metric_curve, pruning_order, role_rows
 from interp.ablate.removable import improved
 from interp.ablate.selection import annotate, audit_summary, choose, flag_estimates, never_exact
@@ -88,7 +85,6 @@ from interp.ablate.sequential import (
 from interp.ablate.stats import SumStore, effects_from_sums, sequence_tokens
 from interp.ablate.surprises import role_effects, surprises
 from interp.ablate.task_attention import task_attention
-from interp.ablate.values import MeanAccumulator
 from interp.classify.evidence import Evidence
 from interp.classify.stage import classify
 from interp.errors import RunError
@@ -142,13 +138,13 @@ def ablate(
     cfg = config.resolved(model.n_layers * model.n_heads)
     metrics = stage_metrics(model, cfg)
     timings: dict[str, float] = {}
-    with _timed(timings, "total"), _in_dtype(model, cfg.dtype) as m:
-        with _timed(timings, "corpus"):
+    with timed(timings, "total"), _in_dtype(model, cfg.dtype) as m:
+        with timed(timings, "corpus"):
             corpus = stage_corpus(m, cfg, metrics)
             cfg, corpus = fit_memory(m, cfg, metrics, corpus, grow)
         metrics = scorable(measurable(metrics, corpus, cfg), corpus, m)
-        _done(progress, f"evaluation corpus {corpus.n_tokens} tokens", timings["corpus"])
-        with _timed(
+        done(progress, f"evaluation corpus {corpus.n_tokens} tokens", timings["corpus"])
+        with timed(
             timings, "task_attention"
         ):  # where heads attend between the tasks' named positions
             attention = task_attention(
@@ -159,9 +155,9 @@ def ablate(
                 cfg.tokens_per_pass,
             )
         ablator = Ablator(m)
-        with _timed(timings, "threads"):
+        with timed(timings, "threads"):
             threads = choose_threads(cfg.threads)
-        _done(progress, f"thread count ({threads})", timings["threads"])
+        done(progress, f"thread count ({threads})", timings["threads"])
         with stage_threads(threads.n):
             effects, pruning, found = _measure(
                 ablator, corpus, cfg, metrics, roles, timings, progress, threads.n, state_dir
@@ -198,28 +194,10 @@ def _measure(
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """Estimates, the exact sweep and the pruning curves: (effects, pruning, summary facts:
     exact heads, layer reuse, removable shares with their intervals)."""
-    estimates, means, facts = None, None, {}
-    if cfg.attribution or cfg.top_k is not None:
-        with _timed(timings, "estimator_corpus"):
-            wide = estimator_corpus(ablator.model, cfg, metrics, corpus)
-        facts["estimator_corpus"] = corpus_facts(wide)
-        # top_k ranks heads by the second opinions too (attribution first: it also gives the means); the
-        # stage's own estimator reads the wide corpus, the others the exact sweep's
-        frames = []
-        names = (*SECOND_OPINIONS, cfg.estimator) if cfg.top_k is not None else (cfg.estimator,)
-        for name in dict.fromkeys(names):
-            with _timed(timings, name):
-                frame, means = _estimate(
-                    ablator, wide if name == cfg.estimator else corpus, cfg, name, means, progress
-                )
-            _done(progress, f"{name} estimate", timings[name])
-            frames.append(frame)
-        estimates = pd.concat(frames, ignore_index=True)
+    estimated = estimate_heads(ablator, corpus, cfg, metrics, timings, progress, state_dir)
+    estimates, means = estimated.rows, estimated.means
+    if estimates is not None:
         check_measured(estimates)
-    elif set(cfg.ablations) & {"mean", "resample"}:
-        with _timed(timings, "means"):
-            means = head_means(ablator, corpus)
-        _done(progress, "head means", timings["means"])
     model = ablator.model
     every = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
     chosen = choose(every, estimates, cfg.top_k, cfg.audit, cfg.ablations[0], metrics, cfg.seed)
@@ -227,12 +205,12 @@ def _measure(
     placed = open_executor(
         cfg, ablator.model, threads, cfg.dtype, model.n_layers, {SWEEP.name: ablator}
     )
-    with _timed(timings, "exact"), placed as executor:
+    with timed(timings, "exact"), placed as executor:
         exact, reused, log = _exact(
             ablator, corpus, heads, cfg, means, executor, progress, state_dir
         )
     timings["exact_per_head"] = timings["exact"] / max(len(heads) * len(cfg.ablations), 1)
-    _done(progress, f"exact sweep {len(heads)} heads", timings["exact"])
+    done(progress, f"exact sweep {len(heads)} heads", timings["exact"])
     primary = None if estimates is None else estimates[estimates["estimator"] == cfg.estimator]
     effects = _finish_effects(
         [flag_estimates(estimates, exact), annotate(exact, primary, chosen)], metrics
@@ -240,14 +218,14 @@ def _measure(
     check_measured(effects)
     pruning, shares = pd.DataFrame(columns=PRUNING.names), dict[str, Any]()
     if cfg.prune:
-        with _timed(timings, "pruning"):
+        with timed(timings, "pruning"):
             pruning, shares = _pruning(ablator, effects, cfg, metrics, means, roles, progress)
-        _done(progress, f"pruning {len(shares)} metric(s)", timings["pruning"])
+        done(progress, f"pruning {len(shares)} metric(s)", timings["pruning"])
     return (
         effects,
         pruning,
         {
-            **facts,
+            **estimated.facts,
             "exact_heads": len(heads),
             "layer_reuse": reused,
             "rounds": log,
@@ -353,46 +331,7 @@ def pruning_roles(run_dir: Path) -> pd.DataFrame | None:
     ).roles
 
 
-def head_means(ablator: Ablator, corpus: EvalCorpus) -> torch.Tensor:
-    """Every head's mean z over the valid positions of the corpus: ``[layer, head, d_head]``."""
-    acc = MeanAccumulator()
-    for batch in corpus.batches:
-        acc.add(ablator.clean(batch, keep_z=True).z, batch.valid)
-    return acc.means()
-
-
 # --- helpers -------------------------------------------------------------------------------
-
-
-def _estimate(
-    ablator: Ablator,
-    corpus: EvalCorpus,
-    cfg: AblateConfig,
-    estimator: str,
-    means: torch.Tensor | None,
-    progress: bool,
-) -> tuple[pd.DataFrame, torch.Tensor | None]:
-    """Every head's estimated effect rows (``estimator`` the estimator's name) and the heads' means
-    (None where no kind needs them and no estimator computed them anyway)."""
-    if estimator == "attribution":
-        attr = attribute(ablator, corpus, cfg.ablations, progress)
-        return effects_from_sums(
-            attr.store, "attribution", cfg.n_bootstrap, cfg.seed, sequence_tokens(corpus)
-        ), attr.means
-    if means is None and set(cfg.ablations) & {"mean", "resample"}:
-        means = head_means(ablator, corpus)
-    if estimator == atp_star.NAME:
-        tiers = atp_star.tiers_for(corpus, cfg.qk_positions, cfg.graddrop_positions)
-        narrow = {f: min(tiers.qk[f], tiers.graddrop[f]) for f in corpus.sizes}
-        wide = {f: max(tiers.qk[f], tiers.graddrop[f]) for f in corpus.sizes}
-        pad = ablator.model.tokenizer.pad_token_id or 0
-        tiered = in_tiers(corpus, [narrow, wide], cfg.tokens_per_pass, pad)
-        star = atp_star.estimate(ablator, tiered, cfg.ablations, means, tiers, cfg.seed, progress)
-        return atp_star.rows(star, tiered, cfg.n_bootstrap, cfg.seed), means
-    store = integrate(ablator, corpus, cfg.ablations, means, cfg.ig_steps, progress)
-    return effects_from_sums(
-        store, "integrated", cfg.n_bootstrap, cfg.seed, sequence_tokens(corpus)
-    ), means
 
 
 def _exact(
@@ -530,22 +469,6 @@ def _finish_effects(frames: list[pd.DataFrame | None], metrics: tuple[str, ...])
         ["estimator", "ablation", "metric", "layer", "head"], kind="stable"
     )
     return EFFECTS.validate(EFFECTS.finite(effects.reset_index(drop=True)))
-
-
-def _done(progress: bool, what: str, seconds: float) -> None:
-    """With the progress bars off (``interp ... -q``), one line per finished phase on stderr,
-    so that a long stage is not silent (with bars on, the bars say it)."""
-    if not progress:
-        print(f"ablate: {what} done in {seconds:.0f} s", file=sys.stderr, flush=True)
-
-
-@contextlib.contextmanager
-def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
-    start = time.perf_counter()
-    try:
-        yield
-    finally:
-        timings[name] = time.perf_counter() - start
 
 
 @contextlib.contextmanager

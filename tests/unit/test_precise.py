@@ -188,3 +188,74 @@ def test_the_state_of_another_config_is_not_used(llama, tmp_path, monkeypatch, c
         rundir.read_table(tmp_path / "fresh", "effects"),
         check_exact=True,
     )
+
+
+ESTIMATED = dataclasses.replace(RESUMED, attribution=True)
+
+
+def test_a_resumed_sweep_keeps_the_estimate_of_the_stopped_run(
+    llama, tmp_path, monkeypatch, capsys
+):
+    from interp.ablate import estimate, round_state
+    from interp.ablate.stage import run_stage
+    from interp.pipeline import rundir
+
+    (tmp_path / "whole").mkdir()
+    run_stage(tmp_path / "whole", llama, ESTIMATED, progress=False)
+    stopped = tmp_path / "stopped"
+    stopped.mkdir()
+    with monkeypatch.context() as patch:
+        stop_after(patch, 2)
+        with pytest.raises(Stop):
+            run_stage(stopped, llama, ESTIMATED, progress=False)
+    assert (stopped / round_state.ESTIMATE_FILE).exists()
+    capsys.readouterr()
+    with monkeypatch.context() as patch:
+
+        def again(*args, **kwargs):
+            raise AssertionError("the kept estimate was computed again")
+
+        patch.setattr(estimate, "estimator_rows", again)
+        run_stage(stopped, llama, ESTIMATED, progress=False)
+    err = capsys.readouterr().err
+    assert (
+        f"the attribution estimate of the stopped run is kept ({round_state.ESTIMATE_FILE})" in err
+    )
+    assert not (stopped / round_state.ESTIMATE_FILE).exists()
+    assert not (stopped / round_state.FILE).exists()
+    pd.testing.assert_frame_equal(
+        rundir.read_table(stopped, "effects"),
+        rundir.read_table(tmp_path / "whole", "effects"),
+        check_exact=True,
+    )
+
+
+@pytest.mark.parametrize("damage", ["another config", "unreadable"])
+def test_an_estimate_that_is_not_this_runs_is_estimated_again(
+    llama, tmp_path, monkeypatch, capsys, damage
+):
+    from interp.ablate import round_state
+    from interp.ablate.stage import run_stage
+    from interp.pipeline import rundir
+
+    with monkeypatch.context() as patch:
+        stop_after(patch, 1)
+        with pytest.raises(Stop):
+            run_stage(tmp_path, llama, ESTIMATED, progress=False)
+    config = ESTIMATED
+    if damage == "another config":
+        config = dataclasses.replace(ESTIMATED, n_bootstrap=ESTIMATED.n_bootstrap + 1)
+    else:
+        (tmp_path / round_state.ESTIMATE_FILE).write_bytes(b"not an archive")
+    capsys.readouterr()
+    run_stage(tmp_path, llama, config, progress=False)
+    err = capsys.readouterr().err
+    assert f"{round_state.ESTIMATE_FILE} is not used ({damage}" in err
+    assert "the estimate runs again" in err
+    (tmp_path / "fresh").mkdir()
+    run_stage(tmp_path / "fresh", llama, config, progress=False)
+    pd.testing.assert_frame_equal(
+        rundir.read_table(tmp_path, "effects"),
+        rundir.read_table(tmp_path / "fresh", "effects"),
+        check_exact=True,
+    )
