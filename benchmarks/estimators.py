@@ -19,12 +19,15 @@ selection's rule is measured too: a head's score is its best percentile of |esti
 either that attribution or integrated gradients (4 steps, on the sweep's corpus), so a head
 that either estimator ranks high is chosen (no Spearman: it ranks, it does not estimate).
 
-Models: planted (hand-set weights: a previous-token head feeding two induction heads that copy), the
+Models: planted (hand-set weights: a previous-token head feeding two induction heads that copy),
+the planted indirect-object circuit and three random variants of it (interp.synthetic.circuit:
+an inhibitor composing into one or two movers, a negative mover and decoys, measured on their
+task ``ioi`` beside the built-in metrics), the
 toy trained on text with repeats (interp.synthetic.toy: a layer-0 previous-token head feeding
 layer-1 induction heads), three models trained on the induction task (interp.synthetic.trained,
 seeds 0-2), MiniLM-L6 (encoder: only retrieval_margin has a gradient) and SmolLM2-135M.
 
-Usage: ``python benchmarks/estimators.py [--models toy,trained,planted,minilm,smollm2] [--positions N] [--no-write]``
+Usage: ``python benchmarks/estimators.py [--models planted,circuits,toy,trained,minilm,smollm2] [--positions N] [--no-write]``
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from interp.executors.threads import stage_threads  # noqa: E402
 SCRIPT = "benchmarks/estimators.py"
 STEPS = (1, 2, 4, 8)
 SELECTORS = ("wide", "integrated/4")  # what --top-k ranks heads by (interp.ablate.selection)
+CIRCUIT_SEEDS = (0, 1, 2)  # random variants of the planted indirect-object circuit
 AFFORDABLE = 3_000_000  # heads x tokens: exact ablation on the wide corpus as well, where it takes minutes at most
 
 
@@ -61,6 +65,19 @@ def recall(exact: pd.Series, estimate: pd.Series, top: int, window: int) -> floa
     best = set(exact.abs().sort_values(ascending=False, kind="stable").index[:top])
     seen = set(estimate.abs().sort_values(ascending=False, kind="stable").index[:window])
     return len(best & seen) / len(best)
+
+
+def missed(exact: pd.Series, estimate: pd.Series, top: int, window: int) -> str:
+    """The ``top`` largest |exact| heads not among the ``window`` largest |estimate|, each as
+    ``L{layer}H{head} exact/estimate (rank of its |estimate|)``; '' when none is missed."""
+    best = exact.abs().sort_values(ascending=False, kind="stable").index[:top]
+    rank = estimate.abs().rank(ascending=False, method="first")
+    return ", ".join(
+        f"L{layer}H{head} {exact[key]:.3f}/{estimate[key]:.3f} ({int(rank[key])})"
+        for key in best
+        if rank[key] > window
+        for _, layer, head in [key]
+    )
 
 
 def sizes(n_heads: int) -> tuple[int, int]:
@@ -81,6 +98,7 @@ def measure(name: str, model, cfg: AblateConfig, kind: str, positions: int) -> l
         cfg.n_syntax,
         cfg.seed,
         cfg.max_tokens_per_batch,
+        tasks=cfg.tasks,
     )
     ablator = Ablator(model)
     heads = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
@@ -171,6 +189,9 @@ def measure(name: str, model, cfg: AblateConfig, kind: str, positions: int) -> l
                     "estimator": method,
                     "top_in_window": f"{top} in {window}",
                     "recall": recall(part["exact"], part[method], top, window),
+                    "missed": missed(part["exact"], part[method], top, window)
+                    if method != combined
+                    else "",
                     "spearman": part["exact"].rank().corr(part[method].rank())
                     if method != combined
                     else float("nan"),
@@ -185,32 +206,42 @@ def measure(name: str, model, cfg: AblateConfig, kind: str, positions: int) -> l
 
 
 def models(names: list[str]):
-    """(name, LoadedModel) in the order asked, each built or loaded when its turn comes."""
+    """(name, LoadedModel, tasks) in the order asked, each built or loaded when its turn comes."""
     for name in names:
         if name == "planted":
             from interp.synthetic.planted import Planted, planted_model
 
             copy = Planted("induction", "copy")  # induction heads that copy: a real circuit
-            yield (
-                "planted",
-                planted_model({(1, 0): copy, (1, 1): copy, (0, 1): "previous_token"}),
-            )
+            plan = {(1, 0): copy, (1, 1): copy, (0, 1): "previous_token"}
+            yield "planted", planted_model(plan), ()
+        elif name == "circuits":
+            yield from circuits()
         elif name == "toy":
             from interp.synthetic.toy import toy_cached
 
-            yield "toy (prev -> induction)", toy_cached(progress=False).model
+            yield "toy (prev -> induction)", toy_cached(progress=False).model, ()
         elif name == "trained":
             from interp.synthetic.trained import trained
 
             for seed in (0, 1, 2):
-                yield f"induction task, seed {seed}", trained("induction", seed).model
+                yield f"induction task, seed {seed}", trained("induction", seed).model, ()
         else:
             from interp.model.load import load_model
 
-            yield (
-                {"minilm": "minilm-l6", "smollm2": "smollm2-135m"}[name],
-                load_model({"minilm": "minilm-l6", "smollm2": "smollm2-135m"}[name]),
-            )
+            packaged = {"minilm": "minilm-l6", "smollm2": "smollm2-135m"}[name]
+            yield packaged, load_model(packaged), ()
+
+
+def circuits():
+    """The planted indirect-object circuit and variants of it, each with its task
+    (interp.synthetic.circuit: an inhibitor composing into movers, a negative mover, decoys)."""
+    from interp.synthetic.circuit import planted_circuit, random_circuit
+
+    circuit = planted_circuit()
+    yield "IOI circuit, planted", circuit.model, (circuit.task,)
+    for seed in CIRCUIT_SEEDS:
+        circuit = random_circuit(seed)
+        yield f"IOI circuit, seed {seed}", circuit.model, (circuit.task,)
 
 
 def summarise(results: pd.DataFrame) -> pd.DataFrame:
@@ -230,7 +261,7 @@ def summarise(results: pd.DataFrame) -> pd.DataFrame:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", default="planted,toy,trained,minilm,smollm2")
+    parser.add_argument("--models", default="planted,circuits,toy,trained,minilm,smollm2")
     parser.add_argument(
         "--kind", default=AblateConfig().ablations[0], help="ablation kind  [default: the stage's]"
     )
@@ -247,8 +278,9 @@ def main() -> None:
     cfg = AblateConfig(max_tokens_per_batch=CPU_TOKENS_PER_PASS)
     rows = []
     with stage_threads(torch.get_num_threads()):
-        for name, model in models(args.models.split(",")):
-            measured = measure(name, model, cfg, args.kind, args.positions)
+        for name, model, tasks in models(args.models.split(",")):
+            asked = dataclasses.replace(cfg, tasks=tasks)
+            measured = measure(name, model, asked, args.kind, args.positions)
             rows += measured
             print(pd.DataFrame(measured).round(3).to_string(index=False), flush=True)
             del model
@@ -268,7 +300,8 @@ def main() -> None:
         f"{args.kind.capitalize()} ablation on the ablate stage's default evaluation corpus (one round); exact = "
         "every head ablated alone. `tokens`: the tokens the estimator read (the exact sweep read the first ones). "
         "recall: share of the `top` heads with the largest exact |delta| among the estimator's `window` largest "
-        "|estimates| (10 in 30; a quarter in a half of the heads for models under 60 heads). "
+        "|estimates| (10 in 30; a quarter in a half of the heads for models under 60 heads); `missed`: each of "
+        "those heads the estimator left out of its window, as exact/estimated delta (rank of its |estimate|). "
         "`integrated/k`: integrated gradients over the clean -> ablated path, k path points. "
         "`recall_wide`: the same recall against exact effects measured on the wide corpus (the one the "
         f"{args.positions}-position attribution read), where that costs at most {AFFORDABLE:,} heads x tokens "
