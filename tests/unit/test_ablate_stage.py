@@ -300,10 +300,10 @@ def test_pruning_curve_steps_one_head_at_a_time(result, llama):
 
 @pytest.mark.parametrize("kind", ["zero", "mean", "resample"])
 def test_stacked_pruning_steps_equal_one_step_per_pass(llama, kind):
+    from interp.ablate.estimate import head_means
     from interp.ablate.evaluation import build_corpus
     from interp.ablate.forward import Ablator
     from interp.ablate.pruning import Removals
-    from interp.ablate.estimate import head_means
 
     corpus = build_corpus(
         llama, n_prose=4, n_repeated=2, repeated_lengths=(6,), n_syntax=4, seed=0, max_tokens=512

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from interp.ablate import atp_star, graddrop, qk_check, qk_fix
+from interp.ablate.estimate import head_means
 from interp.ablate.evaluation import build_corpus
 from interp.ablate.forward import Ablator
 from interp.ablate.metrics import batch_metrics
-from interp.ablate.estimate import head_means
 from interp.ablate.values import replacement
 from interp.model import lens
 
