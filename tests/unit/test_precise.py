@@ -8,6 +8,7 @@ import re
 
 import pandas as pd
 import pytest
+from small_sweep import SMALL_SWEEP
 
 from interp.ablate.catalogue import eval_set_metrics
 from interp.ablate.config import DEFAULT_BUDGET, DEFAULT_ROUNDS, PRECISE_ROUNDS
@@ -17,17 +18,7 @@ from interp.ablate.stage import AblateConfig, ablate
 from interp.pipeline.options import RunOptions
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-BASE = AblateConfig(
-    ablations=("zero",),
-    n_prose=3,
-    n_repeated=3,
-    repeated_lengths=(6,),
-    n_syntax=4,
-    n_bootstrap=100,
-    threads=1,
-    attribution=False,
-    prune=False,
-)
+BASE = SMALL_SWEEP
 LINE = re.compile(r"ablate: round (\d+) of (\d+) after \d+ s: (.*)")
 
 

@@ -7,23 +7,14 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
+from small_sweep import SMALL_SWEEP
 
 from interp.ablate.evaluation import build_corpus
 from interp.ablate.sequential import open_heads, rounds, settled
-from interp.ablate.stage import AblateConfig, ablate
+from interp.ablate.stage import ablate
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-BASE = AblateConfig(
-    ablations=("zero",),
-    n_prose=3,
-    n_repeated=3,
-    repeated_lengths=(6,),
-    n_syntax=4,
-    n_bootstrap=100,
-    threads=1,
-    attribution=False,
-    prune=False,
-)
+BASE = SMALL_SWEEP
 
 
 def test_rounds_slice_every_eval_set_evenly(llama):
