@@ -69,7 +69,7 @@ def estimate_heads(
     facts = {"estimator_corpus": corpus_facts(wide)}
     key = None
     if state_dir is not None:
-        key = _key(ablator, cfg, corpus, wide)
+        key = round_state.estimate_key(cfg, ablator.model, [corpus, wide])
         kept = round_state.load_estimate(state_dir, key, ablator.model.device)
         if kept is not None:
             print(
@@ -133,11 +133,3 @@ def head_means(ablator: Ablator, corpus: EvalCorpus) -> torch.Tensor:
     for batch in corpus.batches:
         acc.add(ablator.clean(batch, keep_z=True).z, batch.valid)
     return acc.means()
-
-
-def _key(ablator: Ablator, cfg: AblateConfig, corpus: EvalCorpus, wide: EvalCorpus) -> str:
-    """The kept estimate's key: the config, the model's shape and dtype, and both corpora (the
-    second opinions read the sweep's)."""
-    model = ablator.model
-    dtype = str(next(model.bridge.parameters()).dtype)
-    return round_state.estimate_key(cfg, (model.n_layers, model.n_heads), dtype, [corpus, wide])

@@ -56,6 +56,7 @@ from interp.ablate.evaluation import EvalCorpus
 from interp.ablate.sequential import Head, Rounds
 from interp.ablate.stats import SumStore
 from interp.errors import first_line
+from interp.model.load import LoadedModel
 from interp.pipeline import rundir
 
 FILE = "ablate_rounds.npz"
@@ -64,17 +65,15 @@ ESTIMATE_FILE = "ablate_estimate.npz"
 ESTIMATE_VERSION = 1
 
 
-def sweep_key(
-    config: Any, shape: tuple[int, int], dtype: str, heads: list[Head], corpus: EvalCorpus
-) -> str:
+def sweep_key(config: Any, model: LoadedModel, heads: list[Head], corpus: EvalCorpus) -> str:
     """The state's key: the resolved config (``dataclasses.asdict``), the model's shape and
     dtype, the heads swept, and every sequence of the corpus (eval set, index, tokens, scored
     rows)."""
     digest = hashlib.sha256()
     settings = {
         "config": dataclasses.asdict(config),
-        "shape": shape,
-        "dtype": dtype,
+        "shape": (model.n_layers, model.n_heads),
+        "dtype": str(next(model.bridge.parameters()).dtype),
         "heads": heads,
     }
     digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
@@ -162,9 +161,9 @@ def load(run_dir: Path, key: str, store: SumStore) -> tuple[Rounds, bool] | None
 _PER_METRIC = ("base", "den", "measured", "conditions", "ablated", "nonfinite")
 
 
-def estimate_key(config: Any, shape: tuple[int, int], dtype: str, corpora: list[EvalCorpus]) -> str:
+def estimate_key(config: Any, model: LoadedModel, corpora: list[EvalCorpus]) -> str:
     """The kept estimate's key: :func:`sweep_key` of each corpus it read, no heads."""
-    parts = "".join(sweep_key(config, shape, dtype, [], corpus) for corpus in corpora)
+    parts = "".join(sweep_key(config, model, [], corpus) for corpus in corpora)
     return hashlib.sha256(parts.encode()).hexdigest()
 
 

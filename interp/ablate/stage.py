@@ -400,9 +400,7 @@ def _kept_rounds(
     None) without a ``state_dir``."""
     if state_dir is None:
         return None, None
-    model = ablator.model
-    dtype = str(next(model.bridge.parameters()).dtype)
-    key = round_state.sweep_key(cfg, (model.n_layers, model.n_heads), dtype, heads, corpus)
+    key = round_state.sweep_key(cfg, ablator.model, heads, corpus)
     found = round_state.load(state_dir, key, store)
     if found is not None:
         reused.append(found[1])
