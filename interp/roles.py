@@ -7,7 +7,8 @@ A head is both where it looks and what it writes, so roles come in three kinds:
 - ``looks`` (where its attention goes): every such role but ``first_token`` describes what a
   head does with its *non-sink* attention (see interp.collect.features); ``first_token`` is kept
   for heads whose attention off the first position is too little to do anything else
-  (interp.classify.primary);
+  (interp.classify.primary); ``mixed`` has no feature of its own: it is a blend of the others
+  (interp.classify.mixture);
 - ``writes`` (what its output does, read from its weights and its output size,
   interp.weights): ``copying``, ``copy_suppression``, ``successor``, and ``inactive`` for a
   head that attends but writes almost nothing;
@@ -85,6 +86,13 @@ ROLES: dict[str, Role] = {
         ),
         Role("broad", "broad", "spreads attention evenly over the context; averages", "#e377c2"),
         Role(
+            "mixed",
+            None,
+            "splits its attention among two or more archetypes, none dominant (the roles table's "
+            "components names them with their shares)",
+            "#8c6d31",
+        ),
+        Role(
             "copying",
             "copying",
             "writes the token it attends to: its OV circuit maps a token to itself through the "
@@ -154,7 +162,10 @@ FEATURE_GROUP_PREFIX: dict[str, str] = {"syntactic": "syntactic:", "positional":
 ROLE_NAMES: tuple[str, ...] = tuple(ROLES)  # every label a head can carry
 NO_ROLE: tuple[str, ...] = (UNEXPLAINED, UNMEASURED)  # labels that name no archetype
 NAMED_ROLES: tuple[str, ...] = tuple(name for name in ROLES if name not in NO_ROLE)
-LOOKS: tuple[str, ...] = tuple(r.name for r in ROLES.values() if r.kind == "looks")
+# where a head looks, each measured by a feature of its own (mixed is a blend of them)
+LOOKS: tuple[str, ...] = tuple(
+    r.name for r in ROLES.values() if r.kind == "looks" and r.feature is not None
+)
 WRITES: tuple[str, ...] = tuple(r.name for r in ROLES.values() if r.kind == "writes")
 TASK: tuple[str, ...] = tuple(r.name for r in ROLES.values() if r.kind == "task")
 # where a head looks, named by the attention classifier and the sink rule (or unexplained): each

@@ -17,11 +17,12 @@ the evidence supports, in this order, and ``evidence`` names what decided it:
    attention role; the sink shows in ``sink_mass`` anyway). ``first_token`` stays primary
    whatever the weights say: such a head writes its sink's value, whatever its circuit would
    do with the rest.
-4. What it writes (``weights``), when where it looks is ``broad`` or ``unexplained`` (or was not
-   measured): a head whose attention matches no archetype but whose OV circuit copies is a
-   copying head, with ``broad`` (or the classifier's second role) as its second role.
-5. Otherwise where it looks: ``broad`` (``attention``), or ``unexplained`` / ``unmeasured`` when
-   no evidence suffices (``evidence`` NaN).
+4. What it writes (``weights``), when where it looks is ``broad``, ``mixed`` or ``unexplained``
+   (or was not measured): a head whose attention matches no single archetype but whose OV circuit
+   copies is a copying head, with ``broad`` or ``mixed`` (or the classifier's second role) as its
+   second role.
+5. Otherwise where it looks: ``broad`` or ``mixed`` (``attention``), or ``unexplained`` /
+   ``unmeasured`` when no evidence suffices (``evidence`` NaN).
 
 ``confidence`` is the deciding evidence's: the attention classifier's probability, the write
 classifier's, 1 for a rule (the sink rule, ``inactive``, an inhibitor), and for a mover or
@@ -35,9 +36,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from interp.classify.mixture import MIXED
 from interp.roles import UNEXPLAINED, UNMEASURED
 
-WEAK_LOOKS = ("broad", UNEXPLAINED, UNMEASURED)  # what a write role outranks
+WEAK_LOOKS = ("broad", MIXED, UNEXPLAINED, UNMEASURED)  # what a write role outranks
+NAMED_WEAK = ("broad", MIXED)  # weak, yet a role: kept as the second role
 NO_SECOND = (UNEXPLAINED, UNMEASURED)
 SINK_ROLE = "first_token"
 
@@ -90,7 +93,7 @@ def combine(
             )
             decided = (t["task_role"], confidence, also if _named(also) else np.nan, "task")
         elif look in WEAK_LOOKS and _named(write):
-            also = look if look == "broad" else second[i]
+            also = look if look in NAMED_WEAK else second[i]
             decided = (write, w_conf[i], also, "weights")
         else:
             also = write if _named(write) else second[i]

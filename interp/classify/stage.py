@@ -23,7 +23,10 @@ whose role could be decided by features the run did not measure is ``unmeasured`
    keeps its primary role.
 5. What was not measured (a probe suite skipped or not asked for, NaN attention) is named per
    head, and a label it could have overturned becomes ``unmeasured`` (interp.classify.unmeasured).
-6. Unexplained heads are clustered by attention profile; recurring groups are described.
+6. A head still ``unexplained`` in which detectors fitted on planted blends find two archetypes
+   or more, each holding a fifth of its attention, is ``mixed``, its blend in ``components``
+   (interp.classify.mixture).
+7. Unexplained heads are clustered by attention profile; recurring groups are described.
 
 ``interp classify RUN_DIR [--refit]`` calls :func:`run_stage`.
 """
@@ -44,6 +47,7 @@ from interp.classify.config import ClassifyConfig
 from interp.classify.estimator import HeadRoleClassifier
 from interp.classify.evidence import Evidence, with_evidence
 from interp.classify.matrix import SINK_MASS, head_frames, head_matrix, table_arrays
+from interp.classify.mixture import default_detectors, name_mixtures
 from interp.classify.primary import label_heads
 from interp.classify.reference import REFERENCE_VERSION
 from interp.classify.reference.fit import default_classifier, default_writer, load_classifier
@@ -240,6 +244,7 @@ def classify(
         roles["stability"] = _stability(clf, features, replicates, list(names), shares, primary)
     ok = measured_mask(features, matrix.index)
     roles = suite_sinks(mark(roles, features, matrix, clf, ok, causal), sinks)
+    roles = name_mixtures(roles, matrix, default_detectors())
     has_weights = evidence is not None and evidence.weights is not None
     roles, _ = with_evidence(roles, evidence, writer or (default_writer() if has_weights else None))
     roles = ROLES_TABLE.validate(roles.sort_values(["layer", "head"]).reset_index(drop=True))
