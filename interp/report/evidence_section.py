@@ -40,6 +40,7 @@ COLUMNS = (
     "second_role",
     "evidence",
     "looks",
+    "components",
     "writes",
     "task_role",
     "output_size",

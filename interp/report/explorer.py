@@ -137,9 +137,9 @@ def _text(value: Any) -> str | None:
 
 def head_facts(run: RunTables) -> dict[str, dict[str, Any]]:
     """``"layer.head"`` -> role, confidence, second role, stability, sink mass, what was not
-    measured, where it looks, what it writes, what decided its role, its task role, the features
-    furthest above their baseline (feature, raw share: how much of all its attention goes there,
-    value, baseline), its weight evidence (score, value, null 2.5% and 97.5%), its composition
+    measured, where it looks (a mixed head's components too), what it writes, what decided its
+    role, its task role, the features furthest above their baseline (feature, raw share: how much
+    of all its attention goes there, value, baseline), its weight evidence (score, value, null 2.5% and 97.5%), its composition
     partners (:func:`composition_partners`) and the effect per metric (exact where measured)."""
     facts: dict[str, dict[str, Any]] = {}
 
@@ -156,6 +156,7 @@ def head_facts(run: RunTables) -> dict[str, dict[str, Any]]:
                 sink=_num(r.get("sink_mass")),
                 unmeasured=_text(r.get("unmeasured")),
                 looks=_text(r.get("looks")),
+                components=_text(r.get("components")),
                 writes=_text(r.get("writes")),
                 evidence=_text(r.get("evidence")),
                 task_role=_text(r.get("task_role")),

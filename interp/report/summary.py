@@ -410,7 +410,10 @@ def head_table(roles: pd.DataFrame | None, effects: pd.DataFrame | None) -> pd.D
     column each, of the ablation :func:`choose_effect` picks) when the run has exact effects.
     A head of one role can matter for one metric only (a previous-token head for repeated text),
     so no single metric stands for all."""
-    base_cols = ["layer", "head", "role", "confidence", "second_role", "stability", "sink_mass"]
+    base_cols = [
+        "layer", "head", "role", "confidence", "second_role", "components", "stability",
+        "sink_mass",
+    ]  # fmt: skip
     table = (
         roles[[c for c in base_cols if c in roles.columns]].copy() if roles is not None else None
     )

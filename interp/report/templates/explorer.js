@@ -52,7 +52,7 @@
     if (facts.sink !== null && facts.sink !== undefined) role.push("sink mass " + fmt(facts.sink, 2));
     if (facts.unmeasured) role.push("not measured: " + facts.unmeasured);
     if (facts.evidence) role.push("decided by " + facts.evidence);
-    if (facts.looks) role.push("looks: " + facts.looks);
+    if (facts.looks) role.push("looks: " + facts.looks + (facts.components ? " (" + facts.components + ")" : ""));
     if (facts.writes) role.push("writes: " + facts.writes);
     if (facts.output_size !== null && facts.output_size !== undefined) role.push("output size " + fmt(facts.output_size, 3) + " of the residual stream");
     if (facts.task_role) role.push("on task " + facts.task + ": " + facts.task_role + (facts.task_key ? " (attends to " + facts.task_key + ")" : "") + (facts.partner ? ", composes into " + facts.partner : ""));
