@@ -103,8 +103,8 @@ def _notes(summary: dict[str, Any]) -> list[C.Text]:
                 "against the 1% tolerance and, for a head that matters, is within 10% of its effect; the "
                 "effects table's precision column): "
                 + "; ".join(parts)
-                + ". Raise --time-budget or "
-                "--max-rounds for more, or ask for --precise.",
+                + ". "
+                + precision_advice(open_),
                 "note",
             )
         )
@@ -166,6 +166,26 @@ def _role_pruning_table(by_role: pd.DataFrame) -> C.Table:
         percent_columns=tuple(wide.columns[2:]),
         intervals={m: (f"{m} low", f"{m} high") for m in metrics},
     )
+
+
+def precision_advice(rows: list[dict]) -> str:
+    """What would give the open effects more precision, from what stopped them: a time budget
+    (which a --precise run does not have), the last round, or the end of an eval set's sequences
+    (where more rounds cannot help)."""
+    advice = []
+    if any(r.get("budget", 0) for r in rows):
+        advice.append(
+            "raise --time-budget, or ask for --precise (rounds until every effect is met)"
+        )
+    if any(r.get("rounds", 0) for r in rows):
+        advice.append("raise --max-rounds")
+    if any(r.get("corpus", 0) for r in rows):
+        advice.append(
+            "an effect stopped by the end of its sequences needs a larger evaluation set, not "
+            "more rounds (your own text: --eval-corpus FILE)"
+        )
+    text = "; ".join(advice)
+    return text[:1].upper() + text[1:] + "."
 
 
 def _exact_note(never: list[str], shape: tuple[int, int]) -> str:

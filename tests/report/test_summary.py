@@ -406,3 +406,18 @@ def test_the_pruning_headline_reads_the_kl_curve():
     assert (
         cards[2].label == "prunable within 1% / 5% of loss_prose (improves as heads go: see below)"
     )
+
+
+def test_precision_advice_follows_what_stopped_the_effects():
+    from interp.report.document import precision_advice
+
+    budget = {"metric": "m", "ablation": "mean", "met": 3, "budget": 2}
+    assert precision_advice([budget]) == (
+        "Raise --time-budget, or ask for --precise (rounds until every effect is met)."
+    )
+    # a --precise run has no time budget: no advice to ask for what it already is
+    ended = [{"rounds": 1}, {"corpus": 4}]
+    assert precision_advice(ended) == (
+        "Raise --max-rounds; an effect stopped by the end of its sequences needs a larger "
+        "evaluation set, not more rounds (your own text: --eval-corpus FILE)."
+    )
