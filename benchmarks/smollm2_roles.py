@@ -41,7 +41,17 @@ TEMPLATES = (
     "When {io} and {s} went to the store, {s} gave a drink to {io}",
     "When {io} and {s} went to the park, {s} gave a ball to {io}",
 )
-SHOWN = ["layer", "head", "delta", "role", "second_role", "evidence", "looks", "writes"]
+SHOWN = [
+    "layer",
+    "head",
+    "delta",
+    "role",
+    "second_role",
+    "evidence",
+    "looks",
+    "components",
+    "writes",
+]
 
 
 def top_heads(run, metric: str, top: int = TOP) -> pd.DataFrame:
@@ -71,6 +81,7 @@ def default_section(run_dir: Path) -> str:
                 "unexplained by where they look alone": int(
                     (heads["looks"] == "unexplained").sum()
                 ),
+                "mixed": int((heads["role"] == "mixed").sum()),
                 "named by what they write": int((heads["evidence"] == "weights").sum()),
                 "inactive": int((heads["role"] == "inactive").sum()),
             }
