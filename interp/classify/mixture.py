@@ -120,14 +120,25 @@ def describe(holds: np.ndarray, shares: np.ndarray) -> str:
     return " + ".join(f"{BLEND_ROLES[j]} {shares[j]:.2f}" for j in order)
 
 
+def _measured(roles: pd.DataFrame) -> np.ndarray:
+    """bool [head]: every feature the detectors read was measured (the roles table's
+    ``unmeasured`` names none of them): a role whose probes were skipped could be a component, and
+    its imputed "no preference" is not what the detectors were fitted on."""
+    if "unmeasured" not in roles.columns:
+        return np.ones(len(roles), dtype=bool)
+    missing = roles["unmeasured"].fillna("").astype(str).str.split()
+    return np.array([not set(names) & set(FEATURES) for names in missing], dtype=bool)
+
+
 def name_mixtures(roles: pd.DataFrame, matrix: pd.DataFrame, detectors: Detectors) -> pd.DataFrame:
     """The roles table with ``components`` (a mixed head's blend, else NaN), and ``role``
-    ``mixed`` where an ``unexplained`` head is a blend (its confidence the least sure of its
-    components' probabilities, its second role only the sink's). ``matrix``: the head matrix
+    ``mixed`` where an ``unexplained`` head whose features were all measured is a blend (its
+    confidence the least sure of its components' probabilities, its second role only the
+    sink's). ``matrix``: the head matrix
     (index (layer, head), COLUMNS), the rows of ``roles`` in any order."""
     out = roles.copy()
     out["components"] = pd.Series(np.nan, index=out.index, dtype=object)
-    candidates = np.flatnonzero(out["role"].to_numpy() == UNEXPLAINED)
+    candidates = np.flatnonzero((out["role"].to_numpy() == UNEXPLAINED) & _measured(out))
     if len(candidates) == 0:
         return out
     keys = pd.MultiIndex.from_arrays(

@@ -88,6 +88,24 @@ def test_an_unexplained_head_with_two_roles_becomes_mixed():
     assert out.loc[1, "confidence"] == 0.8 and out.loc[1, "second_role"] == "delimiter"
 
 
+def test_a_head_whose_blend_features_were_not_measured_stays_unexplained():
+    matrix = head_matrix({(0, 0): {"delimiter": 0.4, "local": 0.3}, (0, 1): {"local": 0.4}})
+    matrix.loc[(0, 1), "current_token"] = 0.5
+    roles = pd.DataFrame(
+        {
+            "layer": [0, 0],
+            "head": [0, 1],
+            "role": ["unexplained", "unexplained"],
+            "confidence": [0.6, 0.6],
+            "second_role": [np.nan, np.nan],
+            # without repeated tokens a copy role could be one of its parts; syntax is no part
+            "unmeasured": ["duplicate_token induction", "syntactic"],
+        }
+    )
+    out = name_mixtures(roles, matrix, own_feature_detectors())
+    assert out["role"].tolist() == ["unexplained", MIXED]
+
+
 def test_what_a_mixed_head_writes_outranks_it_and_it_stays_the_second_role():
     looks = pd.DataFrame(
         {
