@@ -1,4 +1,4 @@
-# Over 400 lines: the stage's steps (estimate, exact rounds, pruning) and its record, in order.
+# Over 400 lines: the exact rounds and the stage's record (estimate and pruning have modules).
 """Ablate stage: how much does the model need each attention head?
 
 Each query head's output (``hook_z``) is replaced, alone, by its corpus mean (the default), zero
@@ -22,11 +22,12 @@ Steps, each with a progress bar (with the bars off, one line on stderr as each f
    :mod:`interp.ablate.selection`; the heads left out are listed in the summary)
    ablated and the model rerun from that head's layer on; with ``max_rounds > 1`` in rounds,
    only heads whose effect is not yet settled going on (:mod:`interp.ablate.sequential`).
-3. **pruning** (:mod:`interp.ablate.pruning`): per metric, heads removed cumulatively in
-   that metric's order, least important first (by the effects above), measured on a held-out
-   corpus of the same make-up, to one head near the 1% / 5% crossings; the share of heads
-   removable within each (either side of the intact value), with intervals, and how much a
-   metric improved where it did; and every head of one role removed at once.
+3. **pruning** (:mod:`interp.ablate.prune`, its curves :mod:`interp.ablate.pruning`'s): per
+   metric, heads removed cumulatively in that metric's order, least important first (by the
+   effects above), measured on a held-out corpus of the same make-up, to one head near the
+   1% / 5% crossings; the share of heads removable within each (either side of the intact
+   value), with intervals, and how much a metric improved where it did; and every head of one
+   role removed at once.
 
 A task that names positions (:mod:`interp.ablate.tasks`) also gets the ``task_attention`` table:
 every head's attention between its named positions (:mod:`interp.ablate.task_attention`).
@@ -71,7 +72,7 @@ from interp.ablate.executor import SWEEP, SweepJob, sweep_with
 from interp.ablate.forward import Ablator
 from interp.ablate.metrics import metric_sizes
 from interp.ablate.phases import done, timed
-from interp.ablate.pruning import Removals, metric_curve, pruning_order, role_rows
+from interp.ablate.prune import prune
 from interp.ablate.removable import improved
 from interp.ablate.selection import annotate, audit_summary, choose, flag_estimates, never_exact
 from interp.ablate.sequential import (
@@ -219,7 +220,7 @@ def _measure(
     pruning, shares = pd.DataFrame(columns=PRUNING.names), dict[str, Any]()
     if cfg.prune:
         with timed(timings, "pruning"):
-            pruning, shares = _pruning(ablator, effects, cfg, metrics, means, roles, progress)
+            pruning, shares = prune(ablator, effects, cfg, metrics, means, roles, progress)
         done(progress, f"pruning {len(shares)} metric(s)", timings["pruning"])
     return (
         effects,
@@ -409,49 +410,6 @@ def _kept_rounds(
         round_state.save(state_dir, key, store, rounds, all(reused))
 
     return (found[0] if found else None), keep
-
-
-def _pruning(
-    ablator: Ablator,
-    effects: pd.DataFrame,
-    cfg: AblateConfig,
-    metrics: tuple[str, ...],
-    means: torch.Tensor | None,
-    roles: pd.DataFrame | None,
-    progress: bool,
-) -> tuple[pd.DataFrame, dict]:
-    """Each metric's pruning curve in its own order (primary ablation kind), measured on the
-    held-out split (split 1, see corpus.py), then every role's heads removed at once: (the
-    ``pruning`` rows, metric -> tolerance -> removable share with its bootstrap interval)."""
-    model = ablator.model
-    held_out = stage_corpus(model, cfg, metrics, split=1)
-    heads = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
-    by_role = _heads_by_role(roles)
-    frames, shares = [], {}
-    for metric in measurable(metrics, held_out, cfg):
-        removals = Removals(
-            ablator, held_out, metric, cfg.ablations[0], means, cfg.max_tokens_per_batch
-        )
-        order = pruning_order(effects, heads, metric, cfg.ablations[0])
-        curve, shares[metric] = metric_curve(
-            removals, order, cfg.prune_step, cfg.n_bootstrap, cfg.seed, progress
-        )
-        frames += [curve, role_rows(removals, by_role, len(heads), cfg.n_bootstrap, cfg.seed)]
-    frames = [f for f in frames if len(f)]
-    pruning = (
-        pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=PRUNING.names)
-    )
-    return pruning, shares
-
-
-def _heads_by_role(roles: pd.DataFrame | None) -> dict[str, list[tuple[int, int]]]:
-    """Primary role -> its heads, from a roles table (empty without one)."""
-    if roles is None or roles.empty:
-        return {}
-    return {
-        str(role): sorted(zip(group["layer"].astype(int), group["head"].astype(int)))
-        for role, group in roles.groupby("role")
-    }
 
 
 def _finish_effects(frames: list[pd.DataFrame | None], metrics: tuple[str, ...]) -> pd.DataFrame:
