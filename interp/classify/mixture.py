@@ -134,8 +134,8 @@ def name_mixtures(roles: pd.DataFrame, matrix: pd.DataFrame, detectors: Detector
     """The roles table with ``components`` (a mixed head's blend, else NaN), and ``role``
     ``mixed`` where an ``unexplained`` head whose features were all measured is a blend (its
     confidence the least sure of its components' probabilities, its second role only the
-    sink's). ``matrix``: the head matrix
-    (index (layer, head), COLUMNS), the rows of ``roles`` in any order."""
+    sink's). ``matrix``: the head matrix (index (layer, head), COLUMNS), the rows of ``roles``
+    in any order."""
     out = roles.copy()
     out["components"] = pd.Series(np.nan, index=out.index, dtype=object)
     candidates = np.flatnonzero((out["role"].to_numpy() == UNEXPLAINED) & _measured(out))
