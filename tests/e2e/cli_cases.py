@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -80,12 +81,34 @@ SMALL = [
 LONG_COLLECT = ["--n-syntax", "4000", "--n-repeated", "2000"]
 
 
+SENT = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # what the tests send to a run
+
+
+def _default_signals() -> None:
+    for s in SENT:
+        signal.signal(s, signal.SIG_DFL)
+
+
 def interp_process(*args: str, **popen) -> subprocess.Popen:
-    """``python -m interp ARGS`` as a process of its own (default signal handling)."""
+    """``python -m interp ARGS`` as a process of its own (default signal handling). A test run
+    under ``nohup`` or started as a background job inherits SIGHUP or SIGINT ignored, which a
+    run keeps ignored by design (interp.console): the child starts with them at their default,
+    as from a terminal."""
     popen.setdefault("stdout", subprocess.PIPE)
     popen.setdefault("stderr", subprocess.PIPE)
+    also = popen.pop("preexec_fn", None)
+
+    def before_exec() -> None:
+        _default_signals()
+        if also is not None:
+            also()
+
     return subprocess.Popen(
-        [sys.executable, "-m", "interp", *args], env=ENV, restore_signals=True, **popen
+        [sys.executable, "-m", "interp", *args],
+        env=ENV,
+        restore_signals=True,
+        preexec_fn=before_exec,
+        **popen,
     )
 
 
