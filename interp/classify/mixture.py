@@ -46,7 +46,6 @@ BACKGROUND = "background"
 BLEND_ROLES: tuple[str, ...] = tuple(c for c in COLUMNS if c not in ("syntactic", "broad"))
 COMPONENTS: tuple[str, ...] = BLEND_ROLES + (BACKGROUND,)
 FEATURES: tuple[str, ...] = tuple(c for c in COLUMNS if c != "syntactic")
-COPY_ROLES = ("duplicate_token", "induction")
 CLEAR = 0.2  # the share at which a role counts as part of a head
 MIN_PROBABILITY = 0.5
 MIXTURE_FILE = "mixture.json"

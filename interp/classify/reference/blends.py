@@ -21,7 +21,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from interp.classify.mixture import BACKGROUND, BLEND_ROLES, COMPONENTS, COPY_ROLES
+from interp.classify.mixture import BACKGROUND, BLEND_ROLES, COMPONENTS
 from interp.classify.reference import bank as B
 
 BLEND_SIZES = (2, 2, 3, 3, 4)
@@ -42,7 +42,7 @@ def _blend(s: B._Sampler, rng: random.Random) -> tuple[B.HeadSpec, dict[str, flo
     roles = [r for r in s.roles if r in BLEND_ROLES]
     k = rng.choice(BLEND_SIZES)
     picked = rng.sample(roles, k)
-    while "current_token" in picked and set(picked) & set(COPY_ROLES):
+    while "current_token" in picked and set(picked) & set(B.COPY_ROLES):
         picked = rng.sample(roles, k)
     mix = np.random.default_rng(rng.randrange(2**31)).dirichlet([1.5] * k)
     rest = rng.uniform(0.0, 0.7) if rng.random() < 0.7 else 0.0
