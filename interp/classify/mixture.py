@@ -30,6 +30,7 @@ so the detectors learn to read such a head as the copy role alone.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib.resources import files
@@ -119,7 +120,36 @@ def describe(holds: np.ndarray, shares: np.ndarray) -> str:
     return " + ".join(f"{BLEND_ROLES[j]} {shares[j]:.2f}" for j in order)
 
 
-def _measured(roles: pd.DataFrame) -> np.ndarray:
+def blend_key(roles: Iterable[str]) -> str:
+    """``'mixed:delimiter+local'``: which roles a blend holds, in catalogue order, whatever their
+    shares. Two readings of a head are the same blend when their keys are equal."""
+    held = set(roles)
+    return f"{MIXED}:" + "+".join(r for r in BLEND_ROLES if r in held)
+
+
+def component_roles(components: str) -> list[str]:
+    """The roles a ``components`` cell names (``'delimiter 0.41 + local 0.24'`` -> both)."""
+    return [part.split()[0] for part in components.split(" + ")]
+
+
+def relabel_blends(
+    labels: np.ndarray, features: np.ndarray, eligible: np.ndarray, detectors: Detectors
+) -> np.ndarray:
+    """``labels`` (str [head]) with every ``eligible`` (bool [head]) ``unexplained`` head whose
+    finite features [head, FEATURES] are a blend relabelled with its :func:`blend_key`: the
+    reading :func:`name_mixtures` gives, on another draw of the features (stability)."""
+    out = np.asarray(labels).astype(object)
+    rows = np.asarray(features, dtype=float)
+    finite = np.isfinite(rows).all(1)
+    where = np.flatnonzero((out == UNEXPLAINED) & np.asarray(eligible, dtype=bool) & finite)
+    if len(where):
+        mixed, holds, _ = blend_claims(rows[where], detectors)
+        for i, held in zip(where[mixed], holds[mixed]):
+            out[i] = blend_key(np.array(BLEND_ROLES)[held])
+    return out.astype(str)
+
+
+def mixture_eligible(roles: pd.DataFrame) -> np.ndarray:
     """bool [head]: every feature the detectors read was measured (the roles table's
     ``unmeasured`` names none of them): a role whose probes were skipped could be a component, and
     its imputed "no preference" is not what the detectors were fitted on."""
@@ -137,7 +167,7 @@ def name_mixtures(roles: pd.DataFrame, matrix: pd.DataFrame, detectors: Detector
     in any order."""
     out = roles.copy()
     out["components"] = pd.Series(np.nan, index=out.index, dtype=object)
-    candidates = np.flatnonzero((out["role"].to_numpy() == UNEXPLAINED) & _measured(out))
+    candidates = np.flatnonzero((out["role"].to_numpy() == UNEXPLAINED) & mixture_eligible(out))
     if len(candidates) == 0:
         return out
     keys = pd.MultiIndex.from_arrays(

@@ -19,13 +19,13 @@ whose role could be decided by features the run did not measure is ``unmeasured`
    scored by the same feature code as real heads.
 3. The sink rule (interp.classify.primary): that name is the primary role wherever the
    head's attention off the sink is substantial; a head with too little is ``first_token``.
-4. Stability: the share of bootstrap replicates (``feature_replicates.npz``) on which the head
-   keeps its primary role.
-5. What was not measured (a probe suite skipped or not asked for, NaN attention) is named per
+4. What was not measured (a probe suite skipped or not asked for, NaN attention) is named per
    head, and a label it could have overturned becomes ``unmeasured`` (interp.classify.unmeasured).
-6. A head still ``unexplained`` in which detectors fitted on planted blends find two archetypes
+5. A head still ``unexplained`` in which detectors fitted on planted blends find two archetypes
    or more, each holding a fifth of its attention, is ``mixed``, its blend in ``components``
    (interp.classify.mixture).
+6. Stability: the share of bootstrap replicates (``feature_replicates.npz``) on which the head
+   keeps its role of where it looks (a mixed head: the same roles in its blend).
 7. Unexplained heads are clustered by attention profile; recurring groups are described.
 
 ``interp classify RUN_DIR [--refit]`` calls :func:`run_stage`.
@@ -46,13 +46,13 @@ from interp.classify.clusters import cluster_unexplained
 from interp.classify.config import ClassifyConfig
 from interp.classify.estimator import HeadRoleClassifier
 from interp.classify.evidence import Evidence, with_evidence
-from interp.classify.matrix import SINK_MASS, head_frames, head_matrix, table_arrays
+from interp.classify.matrix import SINK_MASS, head_frames, head_matrix
 from interp.classify.mixture import default_detectors, name_mixtures
 from interp.classify.primary import label_heads
 from interp.classify.reference import REFERENCE_VERSION
 from interp.classify.reference.fit import default_classifier, default_writer, load_classifier
 from interp.classify.reference.fit import refit as refit_reference
-from interp.classify.stability import grid, stability
+from interp.classify.stability import head_stability
 from interp.classify.unmeasured import mark
 from interp.collect.config import FEATURES_VERSION
 from interp.collect.measured import measured_mask
@@ -235,16 +235,18 @@ def classify(
         clf = copy.deepcopy(clf).set_params(second_min_lift=config.second_min_lift)
     matrix, shares = head_frames(features)
     roles = roles_table(clf, matrix, shares)
-    if replicates is not None:
-        if names is None:
-            raise ValueError("replicates need their feature names: pass names=...")
-        if config.max_replicates is not None:
-            replicates = replicates[: config.max_replicates]
-        primary = pd.Series(roles["role"].to_numpy(), index=matrix.index)
-        roles["stability"] = _stability(clf, features, replicates, list(names), shares, primary)
+    if replicates is not None and names is None:
+        raise ValueError("replicates need their feature names: pass names=...")
     ok = measured_mask(features, matrix.index)
     roles = suite_sinks(mark(roles, features, matrix, clf, ok, causal), sinks)
-    roles = name_mixtures(roles, matrix, default_detectors())
+    detectors = default_detectors()
+    roles = name_mixtures(roles, matrix, detectors)
+    if replicates is not None and names is not None:
+        if config.max_replicates is not None:
+            replicates = replicates[: config.max_replicates]
+        roles["stability"] = head_stability(
+            clf, features, replicates, list(names), shares, roles, detectors
+        )
     has_weights = evidence is not None and evidence.weights is not None
     roles, _ = with_evidence(roles, evidence, writer or (default_writer() if has_weights else None))
     roles = ROLES_TABLE.validate(roles.sort_values(["layer", "head"]).reset_index(drop=True))
@@ -257,36 +259,6 @@ def classify(
     )
     summary, confusion = role_summary(roles, truth)
     return ClassifyResult(roles, clusters, summary, confusion)
-
-
-def _stability(
-    clf: HeadRoleClassifier,
-    features: pd.DataFrame,
-    replicates: np.ndarray,
-    names: list[str],
-    sinks: pd.DataFrame,
-    primary: pd.Series,
-) -> np.ndarray:
-    """Stability of every head's primary role on the replicates (features in ``names`` order)."""
-    if replicates.ndim != 4:
-        raise ValueError(
-            f"replicates must be [replicate, layer, feature, head], got shape {replicates.shape}"
-        )
-    arrays = table_arrays(features)
-    where = {name: i for i, name in enumerate(arrays.names)}
-    take = np.array([where.get(n, -1) for n in names], dtype=int)
-
-    def reorder(
-        a: np.ndarray,
-    ) -> np.ndarray:  # [..., table feature] -> [..., names feature], NaN where absent
-        return np.where(take >= 0, a[..., np.maximum(take, 0)], np.nan)
-
-    n_layers, n_heads = replicates.shape[1], replicates.shape[3]
-    base = grid(reorder(arrays.baselines), arrays.index, n_layers, n_heads)
-    sink_grid = grid(sinks.to_numpy(dtype=float), sinks.index, n_layers, n_heads)
-    return stability(
-        clf, replicates, names, base, reorder(arrays.counts), primary, sink_grid
-    ).to_numpy()
 
 
 def read_replicates(run_dir: Path) -> tuple[np.ndarray | None, list[str] | None]:

@@ -290,6 +290,30 @@ def test_stability_exact_share():
     )
 
 
+def lifted(**lifts: float) -> dict[str, float]:
+    """Raw feature values whose lifts over BASELINES are ``lifts`` (mass features)."""
+    return {f: BASELINES[f] + lift * (1 - BASELINES[f]) for f, lift in lifts.items()}
+
+
+def test_a_mixed_head_is_stable_where_the_same_roles_hold():
+    blend = lifted(delimiter=0.4, local=0.3, previous_token=0.2) | {"broad": 0.75}
+    table = features_table({(0, 0): blend})
+    # 5 replicates as the data; 2 with more on the window (the same blend, other shares); 3 with
+    # more on the previous token (delimiter + previous_token: another blend, still unexplained to
+    # the classifier alone)
+    local = lifted(local=0.35)["local"]
+    previous = lifted(previous_token=0.35)["previous_token"]
+    jitter = {
+        (0, 0, "local"): np.array([blend["local"]] * 8 + [local] * 2),
+        (0, 0, "previous_token"): np.array([blend["previous_token"]] * 7 + [previous] * 3),
+    }
+    reps, names = _replicates(table, 10, jitter)
+    roles = classify(table, reps, names).roles
+    assert roles["role"].iloc[0] == "mixed"
+    assert roles["components"].iloc[0] == "delimiter 0.37 + local 0.26"
+    assert roles["stability"].iloc[0] == pytest.approx(0.7)
+
+
 def test_stability_without_replicates_is_nan():
     primary = pd.Series(
         ["broad"], index=pd.MultiIndex.from_tuples([(0, 0)], names=["layer", "head"])

@@ -16,9 +16,12 @@ from interp.classify.mixture import (
     MIXED,
     MIXTURE_FILE,
     Detectors,
+    blend_key,
+    component_roles,
     default_detectors,
     expand,
     name_mixtures,
+    relabel_blends,
 )
 from interp.classify.reference import REFERENCE_VERSION
 from interp.classify.reference.blends import build_blends, spec_shares
@@ -86,6 +89,32 @@ def test_an_unexplained_head_with_two_roles_becomes_mixed():
     assert out.loc[3, "confidence"] == pytest.approx(sigmoid(1.5))
     assert out.loc[[1, 2, 4], "components"].isna().all()
     assert out.loc[1, "confidence"] == 0.8 and out.loc[1, "second_role"] == "delimiter"
+
+
+def test_a_blend_is_known_by_its_roles_in_catalogue_order():
+    assert blend_key(["local", "delimiter"]) == "mixed:delimiter+local"
+    assert component_roles("delimiter 0.41 + local 0.24") == ["delimiter", "local"]
+    assert blend_key(component_roles("local 0.30 + previous_token 0.21")) == (
+        "mixed:previous_token+local"
+    )
+
+
+def test_replicates_read_blends_only_where_the_data_could_be_one():
+    rows = head_matrix(
+        {
+            (0, 0): {"delimiter": 0.4, "local": 0.3},  # a blend
+            (0, 1): {"local": 0.5},  # one role: stays unexplained
+            (0, 2): {"delimiter": 0.4, "local": 0.3},  # named by the classifier
+            (0, 3): {"delimiter": 0.4, "local": 0.3},  # not eligible (features unmeasured)
+            (0, 4): {"delimiter": np.nan, "local": 0.3, "current_token": 0.5},  # NaN
+        }
+    )[list(FEATURES)].to_numpy()
+    labels = np.array(["unexplained", "unexplained", "local", "unexplained", "unexplained"])
+    eligible = np.array([True, True, True, False, True])
+    out = relabel_blends(labels, rows, eligible, own_feature_detectors())
+    assert out.tolist() == [
+        "mixed:delimiter+local", "unexplained", "local", "unexplained", "unexplained"
+    ]  # fmt: skip
 
 
 def test_a_head_whose_blend_features_were_not_measured_stays_unexplained():
