@@ -109,7 +109,7 @@ class HeadSpec:
         )
 
 
-class _Sampler:
+class Sampler:
     """Draws component variants for one mask; the syntax slots are those with enough arcs."""
 
     def __init__(self, rng: random.Random, causal: bool, slots: dict[int, float]):
@@ -213,9 +213,11 @@ def _pair_labels(first: str, other: str) -> tuple[str, str]:
     return first, other
 
 
-def _spec(
-    s: _Sampler, comps: list, weights: list[float], label: str, second: str | None, template: str
+def make_spec(
+    s: Sampler, comps: list, weights: list[float], label: str, second: str | None, template: str
 ) -> HeadSpec:
+    """A head of components ``comps`` (the sampler's variants) with mean ``weights`` (normalised),
+    the sampler's per-query wobble and entry jitter, and its labels."""
     total = sum(weights)
     return HeadSpec(
         tuple(comps),
@@ -232,7 +234,7 @@ def sample_specs(
     rng: random.Random, causal: bool, slots: dict[int, float], per_role: int = 40
 ) -> list[HeadSpec]:
     """The bank's head specs for one mask (see the module docstring for the templates)."""
-    s = _Sampler(rng, causal, slots)
+    s = Sampler(rng, causal, slots)
     specs: list[HeadSpec] = []
     roles = [r for r in s.roles if r != "broad"]
     # Clark's syntactic score is an argmax: see the module docstring on syntax.
@@ -240,7 +242,7 @@ def sample_specs(
     for r in roles:
         for _ in range(per_role):
             w = rng.uniform(0.2, 1.0)
-            specs.append(_spec(s, [s.role(r), s.diffuse()], [w, 1 - w], r, None, "diffuse"))
+            specs.append(make_spec(s, [s.role(r), s.diffuse()], [w, 1 - w], r, None, "diffuse"))
     for _ in range(per_role * 2):
         comps, weights = [s.diffuse()], [1.0]
         if rng.random() < 0.6:
@@ -248,14 +250,14 @@ def sample_specs(
                 s.role(rng.choice(minor)) if rng.random() < 0.85 or not slots else s.chance_syntax()
             )
             weights.append(rng.uniform(0.0, 0.15))
-        specs.append(_spec(s, comps, weights, "broad", None, "diffuse"))
+        specs.append(make_spec(s, comps, weights, "broad", None, "diffuse"))
     for r in roles:
         for _ in range(per_role):
             # the role beside a BOS sink of any weight: renormalised away, so the label is the role
             w = rng.uniform(0.05, 0.9)
             u = rng.uniform(0.0, 0.15) if rng.random() < 0.4 else 0.0
             specs.append(
-                _spec(
+                make_spec(
                     s,
                     [s.role(r), ("first", ()), s.role("broad")],
                     [w * (1 - u), 1 - w, w * u],
@@ -269,7 +271,7 @@ def sample_specs(
     ):  # sinks whose leftover attention meets syntax by chance
         w = rng.uniform(0.5, 0.95)
         specs.append(
-            _spec(s, [("first", ()), s.chance_syntax()], [w, 1 - w], UNEXPLAINED, None, "sink")
+            make_spec(s, [("first", ()), s.chance_syntax()], [w, 1 - w], UNEXPLAINED, None, "sink")
         )
     for r in roles:
         for _ in range(per_role // 2):
@@ -277,7 +279,7 @@ def sample_specs(
             w = rng.uniform(0.5, 0.85)
             label, second = _pair_labels(r, r2)
             specs.append(
-                _spec(
+                make_spec(
                     s,
                     [s.role(r), s.role(r2)],
                     [w, 1 - w],
@@ -288,7 +290,7 @@ def sample_specs(
             )
         for _ in range(per_role // 2):
             w = rng.uniform(0.5, 1.0)
-            specs.append(_spec(s, [s.role(r), s.null()], [w, 1 - w], r, None, "noisy"))
+            specs.append(make_spec(s, [s.role(r), s.null()], [w, 1 - w], r, None, "noisy"))
     for _ in range(per_role * 7):
         comps, weights = [s.null()], [1.0]
         if rng.random() < 0.3:
@@ -307,7 +309,7 @@ def sample_specs(
         elif extra < 0.85 and slots:
             comps.append(s.chance_syntax())
             weights.append(rng.uniform(0.2, 1.0) * sum(weights))
-        specs.append(_spec(s, comps, weights, UNEXPLAINED, None, "null_head"))
+        specs.append(make_spec(s, comps, weights, UNEXPLAINED, None, "null_head"))
     for _ in range(per_role * 2):
         k = rng.choice([3, 3, 4])
         while True:
@@ -319,7 +321,9 @@ def sample_specs(
             COPY_ROLES
         ):  # that pair is one copy head
             picked = rng.sample(minor, k)
-        specs.append(_spec(s, [s.role(r) for r in picked], list(mix), UNEXPLAINED, None, "several"))
+        specs.append(
+            make_spec(s, [s.role(r) for r in picked], list(mix), UNEXPLAINED, None, "several")
+        )
     return specs
 
 

@@ -38,7 +38,7 @@ KIND_ROLES = {
 }
 
 
-def _blend(s: B._Sampler, rng: random.Random) -> tuple[B.HeadSpec, dict[str, float]]:
+def _blend(s: B.Sampler, rng: random.Random) -> tuple[B.HeadSpec, dict[str, float]]:
     roles = [r for r in s.roles if r in BLEND_ROLES]
     k = rng.choice(BLEND_SIZES)
     picked = rng.sample(roles, k)
@@ -56,7 +56,7 @@ def _blend(s: B._Sampler, rng: random.Random) -> tuple[B.HeadSpec, dict[str, flo
         sink = rng.uniform(0.05, 0.9)
         comps.append(("first", ()))
         weights.append(sink / (1 - sink))
-    return B._spec(s, comps, weights, "blend", None, "blend"), truth
+    return B.make_spec(s, comps, weights, "blend", None, "blend"), truth
 
 
 def build_blends(seed: int, per_mask: int = 300) -> pd.DataFrame:
@@ -66,7 +66,7 @@ def build_blends(seed: int, per_mask: int = 300) -> pd.DataFrame:
     for m, mask in enumerate(B.MASKS):
         causal = mask == "causal"
         rng = random.Random(seed * 1000 + 500 + m)  # apart from the bank's own streams
-        s = B._Sampler(rng, causal, B.syntax_slots(causal, seed))
+        s = B.Sampler(rng, causal, B.syntax_slots(causal, seed))
         drawn = [_blend(s, rng) for _ in range(per_mask)]
         specs = [spec for spec, _ in drawn]
         scored = B.score_specs(specs, causal, seed).reset_index(drop=True)
