@@ -89,12 +89,14 @@ def eval_set_counts(
 
 
 def asked_sizes(model: LoadedModel, cfg: AblateConfig) -> dict[str, int]:
-    """Built-in eval set -> the sequences split 0 asks of it over every round of the exact sweep
-    (an eval set may hold fewer: prose has so many lines)."""
+    """Bounded built-in eval set (prose: the shipped lines run out) -> the sequences split 0 asks
+    of it over every round of the exact sweep; it may hold fewer. The generated sets (repeated
+    tokens, agreement prefixes) are made as large as the rounds ask, less the few the model
+    cannot score, and are not listed: they fill every round (interp.ablate.sequential.rounds)."""
     return {
         eval_sets[model.causal]: cfg.n_rounds * getattr(cfg, name)
         for name, eval_sets in _EVAL_SET_OF.items()
-        if model.causal in eval_sets
+        if name in BOUNDED and model.causal in eval_sets
     }
 
 
@@ -184,6 +186,7 @@ def estimator_corpus(
 GROWTH_STEPS = (
     4  # each step aims at the target from the positions per sequence seen; sv drops a few sentences
 )
+BOUNDED = ("n_prose",)  # built-in eval sets read from a shipped file, not generated
 _EVAL_SET_OF = {
     "n_prose": {True: LOSS_PROSE, False: ENCODER},
     "n_repeated": {True: LOSS_REPEATED},

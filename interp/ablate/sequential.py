@@ -26,7 +26,6 @@ be narrow), the usual price of racing; the undecided share that remains is repor
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -36,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from interp.ablate.config import ABS_PRECISION, REL_PRECISION
-from interp.ablate.evaluation import EvalCorpus, make_batches
+from interp.ablate.evaluation import EvalCorpus, EvalItem, make_batches
 from interp.ablate.metrics import eval_set_metrics
 from interp.ablate.stats import sequence_tokens
 
@@ -64,22 +63,27 @@ def rounds(
     asked: Mapping[str, int] | None = None,
 ) -> list[EvalCorpus]:
     """``corpus`` cut into ``n_rounds`` corpora of the same make-up (every eval set's index order
-    sliced evenly; sequence indices kept, so the rounds share one SumStore). The eval sets in
-    ``whole`` (the user's own sequences: an evaluation corpus, a task, which are not made
-    ``n_rounds`` times as large as the built-in ones are) stay whole in round 0. ``asked``: the
-    sequences the rounds asked of an eval set; one that holds fewer (prose has so many lines)
-    keeps the slices of its size and runs out before the last round. Rounds left with no
-    sequence are dropped."""
+    sliced evenly: sequence i of n in round i * n_rounds // n; sequence indices kept, so the
+    rounds share one SumStore). The eval sets in ``whole`` (the user's own sequences: an
+    evaluation corpus, a task, which are not made ``n_rounds`` times as large as the built-in
+    ones are) stay whole in round 0. ``asked``: the sequences the rounds asked of a bounded eval
+    set; one that holds fewer (prose has so many lines) keeps the slices of its size and runs
+    out before the last round. A generated set, made for the rounds, fills every round even
+    where it lost a few sequences the model could not score. Rounds left with no sequence are
+    dropped."""
     if n_rounds <= 1:
         return [corpus]
     asked = asked or {}
-    per = {
-        f: n + 1 if f in whole else math.ceil(max(n, asked.get(f, 0)) / n_rounds)
-        for f, n in corpus.sizes.items()
-    }
+    span = {f: max(n, asked.get(f, 0), 1) for f, n in corpus.sizes.items()}
+
+    def round_of(item: EvalItem) -> int:
+        if item.eval_set in whole:
+            return 0
+        return item.index * n_rounds // span[item.eval_set]
+
     out = []
     for r in range(n_rounds):
-        items = [it for it in corpus.items if it.index // per[it.eval_set] == r]
+        items = [it for it in corpus.items if round_of(it) == r]
         if items:
             out.append(EvalCorpus(items, make_batches(items, max_tokens, pad_id), corpus.sizes))
     return out

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from small_sweep import SMALL_SWEEP
 
-from interp.ablate.evaluation import build_corpus
-from interp.ablate.sequential import open_heads, rounds, settled
+from interp.ablate.evaluation import EvalCorpus, build_corpus, make_batches
+from interp.ablate.sequential import open_heads, rounds, settled, spent_eval_sets
 from interp.ablate.stage import ablate
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -25,10 +25,22 @@ def test_rounds_slice_every_eval_set_evenly(llama):
     for r, part in enumerate(parts):
         assert set(part.sizes) == set(corpus.sizes)
         for item in part.items:
-            assert item.index // -(-corpus.sizes[item.eval_set] // 2) == r
+            assert item.index * 2 // corpus.sizes[item.eval_set] == r
             seen.add((item.eval_set, item.index))
         assert {b.eval_set for b in part.batches} == set(corpus.sizes)
     assert seen == {(it.eval_set, it.index) for it in corpus.items}
+
+
+def test_a_generated_set_fills_every_round_though_it_lost_a_few(llama):
+    # 5 agreement prefixes left of those made for 4 rounds (the model could not score the rest):
+    # slices of 2 would leave the last round without any, and call the set spent
+    corpus = build_corpus(llama, 6, 6, (6,), 8, 0, 512)
+    kept = [it for it in corpus.items if it.eval_set != "sv_logit_diff" or it.index < 5]
+    five = EvalCorpus(kept, make_batches(kept, 512, 0), {**corpus.sizes, "sv_logit_diff": 5})
+    parts = rounds(five, 4, 512, 0)
+    held = [sum(it.eval_set == "sv_logit_diff" for it in part.items) for part in parts]
+    assert held == [2, 1, 1, 1]
+    assert spent_eval_sets(parts, 4) == frozenset()
 
 
 def test_the_users_own_sequences_stay_whole_in_round_zero(llama):
