@@ -60,7 +60,9 @@ from interp.model.load import LoadedModel
 from interp.pipeline import rundir
 
 FILE = "ablate_rounds.npz"
-FORMAT_VERSION = 1
+# 2: the rounds slice sequence i of n into round i * rounds // n (interp.ablate.sequential.rounds);
+# a state of 1 was read under other slices, so continuing it could read a sequence twice
+FORMAT_VERSION = 2
 ESTIMATE_FILE = "ablate_estimate.npz"
 ESTIMATE_VERSION = 1
 
