@@ -33,7 +33,7 @@ from scaling import arch_of, block_flops, unembed_flops  # noqa: E402
 
 from interp.ablate.config import AblateConfig  # noqa: E402
 from interp.ablate.corpora import stage_corpus  # noqa: E402
-from interp.ablate.sequential import TOP  # noqa: E402
+from interp.ablate.settle import TOP  # noqa: E402
 from interp.model.load import load_model  # noqa: E402
 
 SCRIPT = "benchmarks/precise_run.py"

@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 from _results import write_section  # noqa: E402
 
-from interp.ablate.sequential import TOP as TOP_PRECISE  # noqa: E402
+from interp.ablate.settle import TOP as TOP_PRECISE  # noqa: E402
 
 SCRIPT = "benchmarks/run_time.py"
 MODELS = ("smollm2-135m", "minilm-l6")

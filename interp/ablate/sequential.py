@@ -34,12 +34,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from interp.ablate.config import ABS_PRECISION, REL_PRECISION
+from interp.ablate.config import REL_PRECISION
 from interp.ablate.evaluation import EvalCorpus, EvalItem, make_batches
 from interp.ablate.metrics import eval_set_metrics
+from interp.ablate.settle import settled
 from interp.ablate.stats import sequence_tokens
-
-TOP = 20  # the largest effects of each metric are held to the same rule, whatever their decision
 
 Head = tuple[int, int]
 
@@ -96,20 +95,6 @@ def eval_set_part(corpus: EvalCorpus, eval_set: str) -> EvalCorpus:
         [b for b in corpus.batches if b.eval_set == eval_set],
         corpus.sizes,
     )
-
-
-def settled(effects: pd.DataFrame, rel: float = REL_PRECISION) -> pd.Series:
-    """Per effects row: is the effect settled (see module docstring)? ``rel``: the relative
-    precision asked of a head that matters or ranks among the ``TOP`` largest of its metric."""
-    half = (effects["ci_high"] - effects["ci_low"]) / 2
-    precise = half <= np.maximum(rel * effects["delta"].abs(), ABS_PRECISION)
-    decided = effects["vs_tolerance"] != "undecided"
-    size = effects["delta"].abs()
-    rank = size.groupby([effects["ablation"], effects["metric"]]).rank(
-        ascending=False, method="first"
-    )
-    needs = (effects["vs_tolerance"] == "above") | (rank <= TOP)
-    return decided & (~needs | precise)
 
 
 def open_heads(effects: pd.DataFrame, eval_set: str, rel: float = REL_PRECISION) -> set[Head]:

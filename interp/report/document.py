@@ -171,7 +171,8 @@ def _role_pruning_table(by_role: pd.DataFrame) -> C.Table:
 def precision_advice(rows: list[dict]) -> str:
     """What would give the open effects more precision, from what stopped them: a time budget
     (which a --precise run does not have), the last round, or the end of an eval set's sequences
-    (where more rounds cannot help)."""
+    (where more rounds cannot help); and, where more rounds can help, how many times its
+    positions the effect furthest from the rule needs (``more_positions``)."""
     advice = []
     if any(r.get("budget", 0) for r in rows):
         advice.append(
@@ -185,7 +186,16 @@ def precision_advice(rows: list[dict]) -> str:
             "more rounds (your own text: --eval-corpus FILE)"
         )
     text = "; ".join(advice)
-    return text[:1].upper() + text[1:] + "."
+    text = text[:1].upper() + text[1:] + "."
+    needs = [r for r in rows if r.get("more_positions")]
+    if needs:
+        text += (
+            " At the rate an interval narrows (as one over the square root of the positions), "
+            "the open effect furthest from the rule, per metric, needs about "
+            + ", ".join(f"{r['more_positions']:.1f}x ({r['metric']})" for r in needs)
+            + " the positions it rests on."
+        )
+    return text
 
 
 def _exact_note(never: list[str], shape: tuple[int, int]) -> str:

@@ -21,8 +21,10 @@ import numpy as np
 import pandas as pd
 
 from interp.ablate.catalogue import BEHAVIOUR_METRICS, ESTIMATORS, ORIENTATION
+from interp.ablate.config import REL_PRECISION
 from interp.ablate.removable import effect_curve, improved, removable_fraction
 from interp.ablate.selection import never_exact
+from interp.ablate.settle import positions_needed
 from interp.pipeline.results import RunTables
 from interp.pipeline.stages import STAGES
 from interp.roles import ROLES, UNEXPLAINED, UNMEASURED
@@ -351,17 +353,27 @@ def estimate_misses(effects: pd.DataFrame | None) -> list[str]:
     ]
 
 
-def precision_counts(effects: pd.DataFrame | None) -> list[dict[str, Any]]:
+def precision_counts(
+    effects: pd.DataFrame | None, rel: float = REL_PRECISION
+) -> list[dict[str, Any]]:
     """Per (ablation, metric) of the exact rows: how many effects met the precision rule and how
-    many the rounds, the time budget or the end of an eval set left open (the effects table's ``precision``)."""
+    many the rounds, the time budget or the end of an eval set left open (the effects table's
+    ``precision``); where the rounds or the budget left an effect the rule holds to its
+    precision too wide, ``more_positions``: the most times the positions it rests on that one of
+    them needs (interp.ablate.sequential.positions_needed, ``rel`` the run's precision)."""
     if effects is None or "precision" not in effects.columns:
         return []
     exact = effects[(effects["estimator"] == "exact") & effects["precision"].notna()]
     counts = exact.groupby(["ablation", "metric"])["precision"].value_counts().unstack(fill_value=0)
-    return [
-        {"ablation": kind, "metric": metric, **{k: int(v) for k, v in row.items()}}
-        for (kind, metric), row in counts.iterrows()
-    ]
+    needed = positions_needed(exact, rel).where(exact["precision"].isin(["rounds", "budget"]))
+    most = needed.groupby([exact["ablation"], exact["metric"]]).max()
+    out = []
+    for (kind, metric), row in counts.iterrows():
+        entry = {"ablation": kind, "metric": metric, **{k: int(v) for k, v in row.items()}}
+        if pd.notna(most.get((kind, metric))):
+            entry["more_positions"] = float(most[(kind, metric)])
+        out.append(entry)
+    return out
 
 
 def role_pruning_table(
@@ -432,6 +444,14 @@ def head_table(roles: pd.DataFrame | None, effects: pd.DataFrame | None) -> pd.D
     return table.sort_values(["layer", "head"]).reset_index(drop=True)
 
 
+def run_precision(manifest: dict) -> float:
+    """The relative precision the run's exact rounds asked for (``--precision``)."""
+    ablate = (manifest.get("stages") or {}).get("ablate") or {}
+    config = ablate.get("resolved_config") or ablate.get("config") or {}
+    value = config.get("precision")
+    return float(value) if isinstance(value, int | float) else REL_PRECISION
+
+
 def report_summary(run: RunTables) -> dict[str, Any]:
     """Everything the report's summary section shows, as plain data (what the PDF prints too)."""
     manifest = run.manifest
@@ -456,7 +476,7 @@ def report_summary(run: RunTables) -> dict[str, Any]:
         "exact_effect": None,
         "never_exact": unmeasured_heads(run.effects, n_layers, n_heads),
         "estimate_misses": estimate_misses(run.effects),
-        "precision": precision_counts(run.effects),
+        "precision": precision_counts(run.effects, run_precision(manifest)),
         "measurement_notes": measurement_notes(manifest, run.roles),
         "estimator_reads": estimator_reads(manifest),
     }

@@ -421,3 +421,34 @@ def test_precision_advice_follows_what_stopped_the_effects():
         "Raise --max-rounds; an effect stopped by the end of its sequences needs a larger "
         "evaluation set, not more rounds (your own text: --eval-corpus FILE)."
     )
+    short = [{"metric": "loss_repeated", "rounds": 3, "more_positions": 2.94}]
+    assert precision_advice(short) == (
+        "Raise --max-rounds. At the rate an interval narrows (as one over the square root of the "
+        "positions), the open effect furthest from the rule, per metric, needs about 2.9x "
+        "(loss_repeated) the positions it rests on."
+    )
+
+
+def test_precision_counts_say_how_many_more_positions_the_widest_open_effect_needs():
+    effects = pd.DataFrame(
+        {
+            "layer": 0,
+            "head": [0, 1, 2, 3],
+            "ablation": "mean",
+            "metric": "loss_repeated",
+            "estimator": "exact",
+            "delta": [1.0, 2.0, 1.0, 0.5],
+            "ci_low": [0.95, 1.4, 0.7, 0.3],
+            "ci_high": [1.05, 2.6, 1.3, 0.7],
+            "vs_tolerance": "above",
+            # head 2 is as wide as head 1 needs, but its prose ran out: more rounds cannot help
+            "precision": ["met", "rounds", "corpus", "rounds"],
+        }
+    )
+    (row,) = S.precision_counts(effects)
+    assert (row["met"], row["rounds"], row["corpus"]) == (1, 2, 1)
+    # head 1: (0.6 / 0.2)^2 = 9; head 3: (0.2 / 0.05)^2 = 16
+    assert row["more_positions"] == pytest.approx(16.0)
+    (loose,) = S.precision_counts(effects, rel=0.2)
+    # head 1: (0.6 / 0.4)^2 = 2.25; head 3: (0.2 / 0.1)^2 = 4
+    assert loose["more_positions"] == pytest.approx(4.0)

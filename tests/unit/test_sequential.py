@@ -11,6 +11,7 @@ from small_sweep import SMALL_SWEEP
 
 from interp.ablate.evaluation import EvalCorpus, build_corpus, make_batches
 from interp.ablate.sequential import open_heads, rounds, settled, spent_eval_sets
+from interp.ablate.settle import positions_needed
 from interp.ablate.stage import ablate
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -69,6 +70,10 @@ def test_settled_needs_a_decision_and_precision_where_the_head_matters():
     assert settled(rows).tolist() == [True, False, True, False, False]
     assert open_heads(rows, "loss_prose") == {(0, 1), (0, 3), (0, 4)}
     assert open_heads(rows, "sv_logit_diff") == set()
+    # only the decided head that is not yet precise has a need: (0.5 / 0.1)^2 its positions
+    need = positions_needed(rows)
+    assert need[1] == pytest.approx(25.0) and need.drop(1).isna().all()
+    assert positions_needed(rows, 0.25)[1] == pytest.approx(4.0)  # (0.5 / 0.25)^2
 
 
 def test_the_largest_effects_of_a_metric_must_be_precise_whatever_their_decision():

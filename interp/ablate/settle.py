@@ -1,0 +1,47 @@
+"""The precision rule of the exact rounds, on an effects table alone (pandas, no model), so that
+the report can read it as the sweep (interp.ablate.sequential) applies it: an effect is settled
+when its interval decides it against the tolerance and, where the rule holds it to a precision (a
+head that matters, or one of the ``TOP`` largest of its metric), its half-width is at most
+``max(P * |delta|, ABS_PRECISION)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from interp.ablate.config import ABS_PRECISION, REL_PRECISION
+
+TOP = 20  # the largest effects of each metric are held to the same rule, whatever their decision
+
+
+def _half_widths(effects: pd.DataFrame, rel: float) -> tuple[pd.Series, pd.Series, pd.Series]:
+    """Per effects row: (its interval's half-width, the half-width the rule allows, whether the
+    rule asks it of the row: a head that matters or ranks among the ``TOP`` of its metric)."""
+    half = (effects["ci_high"] - effects["ci_low"]) / 2
+    allowed = np.maximum(rel * effects["delta"].abs(), ABS_PRECISION)
+    size = effects["delta"].abs()
+    rank = size.groupby([effects["ablation"], effects["metric"]]).rank(
+        ascending=False, method="first"
+    )
+    needs = (effects["vs_tolerance"] == "above") | (rank <= TOP)
+    return half, allowed, needs
+
+
+def settled(effects: pd.DataFrame, rel: float = REL_PRECISION) -> pd.Series:
+    """Per effects row: is the effect settled (see module docstring)? ``rel``: the relative
+    precision asked of a head that matters or ranks among the ``TOP`` largest of its metric."""
+    half, allowed, needs = _half_widths(effects, rel)
+    decided = effects["vs_tolerance"] != "undecided"
+    return decided & (~needs | (half <= allowed))
+
+
+def positions_needed(effects: pd.DataFrame, rel: float = REL_PRECISION) -> pd.Series:
+    """Per effects row that the rule holds to its precision, decided against the tolerance but
+    not yet that precise: how many times the positions it rests on would bring its half-width
+    within the rule, at the rate an interval narrows (as one over the square root of the
+    positions): (half-width / allowed half-width) squared. NaN on every other row (an undecided
+    effect's need depends on how near the tolerance its true value lies)."""
+    half, allowed, needs = _half_widths(effects, rel)
+    wanting = needs & (effects["vs_tolerance"] != "undecided") & (half > allowed)
+    return ((half / allowed) ** 2).where(wanting)
