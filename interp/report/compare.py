@@ -1,8 +1,9 @@
 """Two runs of one shape compared head by head (``interp compare RUN_A RUN_B``): what changed for
 each head both runs have, from their tables alone.
 
-- :func:`role_differences`: the heads whose primary role differs, with what decided it in each run
-  (the roles table's ``evidence``: attention, weights, output, task) where the runs say;
+- :func:`role_differences`: the heads whose primary role differs (or, both ``mixed``, whose blends
+  hold other roles), with what decided it in each run (the roles table's ``evidence``:
+  attention, weights, output, task) and the blends, where the runs say;
 - :func:`score_differences`: every matching head's role and confidence in both runs, the role
   score that moved most (``score_<role>`` of the roles table) and the feature whose lift
   (``value - baseline`` of the features table) moved most, each with its change B - A; the heads
@@ -19,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from interp.classify.mixture import MIXED, blend_key, component_roles
 from interp.pipeline.results import RunTables
 from interp.report import summary as S
 
@@ -28,13 +30,22 @@ SCORE_PREFIX = "score_"
 
 def role_differences(roles_a: pd.DataFrame, roles_b: pd.DataFrame) -> pd.DataFrame:
     """Heads whose primary role differs: layer, head, role_a, confidence_a, role_b, confidence_b,
-    and evidence_a, evidence_b where both tables have the column (an older run has not)."""
+    and evidence_a, evidence_b and components_a, components_b where both tables have the column
+    (an older run has not). A head ``mixed`` in both runs differs when its blends hold other
+    roles (their shares aside): the label is the same, what it says is not."""
     cols = ["layer", "head", "role", "confidence"]
-    if "evidence" in roles_a.columns and "evidence" in roles_b.columns:
-        cols.append("evidence")
+    cols += [c for c in ("evidence", "components") if c in roles_a and c in roles_b]
     both = roles_a[cols].merge(roles_b[cols], on=KEYS, how="outer", suffixes=("_a", "_b"))
     differs = both["role_a"].fillna("(none)") != both["role_b"].fillna("(none)")
+    if "components" in cols:
+        blend_a, blend_b = (both[f"components_{r}"].map(_blend) for r in "ab")
+        differs |= (both["role_a"] == MIXED) & (both["role_b"] == MIXED) & (blend_a != blend_b)
     return both[differs].sort_values(KEYS).reset_index(drop=True)
+
+
+def _blend(components: object) -> str:
+    """A components cell's roles, in catalogue order ('' where none)."""
+    return blend_key(component_roles(components)) if isinstance(components, str) else ""
 
 
 def largest_move(

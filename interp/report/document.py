@@ -371,7 +371,9 @@ def compare_document(
     """Two runs' role maps, the heads whose primary role differs (``diff``), and what changed for
     every matching head: ``scores`` and ``effects`` (:mod:`interp.report.compare`)."""
     counted = (
-        f"Heads whose primary role differs: {len(diff)} of {n_heads}." if diff is not None else None
+        f"Heads whose primary role differs (mixed in both: whose blend does): {len(diff)} of {n_heads}."
+        if diff is not None
+        else None
     )
     sections = [
         C.section(

@@ -24,6 +24,7 @@ from matplotlib.figure import Figure
 from interp.pipeline.results import RunTables
 from interp.report import content as C
 from interp.report import summary as S
+from interp.report.compare import role_differences
 from interp.report.figures import role_colour, save
 
 DEPTHS = ("early", "middle", "late")  # relative depth in thirds of the model's layers
@@ -61,48 +62,23 @@ def role_shares(runs: dict[str, RunTables]) -> pd.DataFrame:
 
 
 def role_changes(runs: dict[str, RunTables], model_of: dict[str, str]) -> pd.DataFrame:
-    """Heads whose primary role differs between two runs of the same model."""
-    rows = []
+    """Heads whose primary role differs between two runs of the same model (or, ``mixed`` in
+    both, whose blends hold other roles: :func:`interp.report.compare.role_differences`), with
+    both blends where the runs have them."""
+    columns = ["model", "run_a", "run_b", "layer", "head", "role_a", "confidence_a", "role_b"]
+    columns += ["confidence_b", "components_a", "components_b"]
+    frames = []
     labels = [label for label, run in runs.items() if run.roles is not None and not run.roles.empty]
     for i, a in enumerate(labels):
         for b in labels[i + 1 :]:
-            if model_of[a] != model_of[b]:
-                continue
-            keys = ["layer", "head"]
             roles_a, roles_b = runs[a].roles, runs[b].roles
-            if roles_a is None or roles_b is None:  # labels holds runs with roles only
+            if model_of[a] != model_of[b] or roles_a is None or roles_b is None:
                 continue
-            joined = roles_a[keys + ["role", "confidence"]].merge(
-                roles_b[keys + ["role", "confidence"]], on=keys, suffixes=("_a", "_b")
-            )
-            for r in joined[joined["role_a"] != joined["role_b"]].itertuples(index=False):
-                rows.append(
-                    {
-                        "model": model_of[a],
-                        "run_a": a,
-                        "run_b": b,
-                        "layer": r.layer,
-                        "head": r.head,
-                        "role_a": r.role_a,
-                        "confidence_a": r.confidence_a,
-                        "role_b": r.role_b,
-                        "confidence_b": r.confidence_b,
-                    }
-                )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "model",
-            "run_a",
-            "run_b",
-            "layer",
-            "head",
-            "role_a",
-            "confidence_a",
-            "role_b",
-            "confidence_b",
-        ],
-    )
+            diff = role_differences(roles_a, roles_b)
+            frames.append(diff.assign(model=model_of[a], run_a=a, run_b=b))
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(frames, ignore_index=True).reindex(columns=columns)
 
 
 def _shown_effects(run: RunTables) -> tuple[pd.DataFrame | None, S.EffectChoice | None]:

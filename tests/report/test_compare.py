@@ -29,7 +29,7 @@ def test_lists_the_one_head_that_differs(make_fake_run, tmp_path):
 
     html = compare_runs(a, b, tmp_path / "out" / "compare.html").read_text(encoding="utf-8")
     assert html.count('src="data:image/png;base64,') == 2
-    assert "Heads whose primary role differs: 1 of 12." in html
+    assert "Heads whose primary role differs (mixed in both: whose blend does): 1 of 12." in html
     rows = re.findall(
         r"<tr><td class=\"num\" data-sort=\"[^\"]*\">(\d+)</td><td class=\"num\" data-sort=\"[^\"]*\">(\d+)</td>",
         html.split('id="diff-table"', 1)[1].split("</table>", 1)[0],
@@ -211,3 +211,34 @@ def test_role_differences_say_which_evidence_decided_in_each_run():
         ""
     ).values.tolist() == [[0, "unexplained", "", "copy_suppression", "weights"]]
     assert "evidence_a" not in role_differences(a.drop(columns="evidence"), b).columns
+
+
+def test_a_mixed_head_whose_blend_holds_other_roles_differs():
+    import pandas as pd
+
+    a = pd.DataFrame(
+        {
+            "layer": 0,
+            "head": [0, 1, 2],
+            "role": ["mixed", "mixed", "mixed"],
+            "confidence": 0.8,
+            "components": [
+                "delimiter 0.41 + local 0.24",
+                "local 0.30 + current_token 0.20",
+                "local 0.30 + previous_token 0.21",
+            ],
+        }
+    )
+    # head 0: other shares, the same roles; head 1: another blend; head 2: the same
+    b = a.assign(
+        components=[
+            "local 0.35 + delimiter 0.30",
+            "local 0.30 + previous_token 0.22",
+            "local 0.30 + previous_token 0.21",
+        ]
+    )
+    diff = role_differences(a, b)
+    assert diff[["head", "components_a", "components_b"]].values.tolist() == [
+        [1, "local 0.30 + current_token 0.20", "local 0.30 + previous_token 0.22"]
+    ]
+    assert role_differences(a.drop(columns="components"), b).empty  # an older run: no blends
