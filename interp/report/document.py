@@ -193,7 +193,8 @@ def precision_advice(rows: list[dict]) -> str:
             " At the rate an interval narrows (as one over the square root of the positions), "
             "the open effect furthest from the rule, per metric, needs about "
             + ", ".join(f"{r['more_positions']:.1f}x ({r['metric']})" for r in needs)
-            + " the positions it rests on."
+            + " the positions it rests on; where that is more than its eval set holds (the built-in "
+            "prose has so many lines), only a larger evaluation set gives it."
         )
     return text
 

@@ -425,7 +425,8 @@ def test_precision_advice_follows_what_stopped_the_effects():
     assert precision_advice(short) == (
         "Raise --max-rounds. At the rate an interval narrows (as one over the square root of the "
         "positions), the open effect furthest from the rule, per metric, needs about 2.9x "
-        "(loss_repeated) the positions it rests on."
+        "(loss_repeated) the positions it rests on; where that is more than its eval set holds "
+        "(the built-in prose has so many lines), only a larger evaluation set gives it."
     )
 
 
