@@ -144,8 +144,9 @@ def relabel_blends(
     where = np.flatnonzero((out == UNEXPLAINED) & np.asarray(eligible, dtype=bool) & finite)
     if len(where):
         mixed, holds, _ = blend_claims(rows[where], detectors)
+        roles = np.array(BLEND_ROLES)
         for i, held in zip(where[mixed], holds[mixed]):
-            out[i] = blend_key(np.array(BLEND_ROLES)[held])
+            out[i] = blend_key(roles[held])
     return out.astype(str)
 
 

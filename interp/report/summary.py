@@ -360,7 +360,7 @@ def precision_counts(
     many the rounds, the time budget or the end of an eval set left open (the effects table's
     ``precision``); where the rounds or the budget left an effect the rule holds to its
     precision too wide, ``more_positions``: the most times the positions it rests on that one of
-    them needs (interp.ablate.sequential.positions_needed, ``rel`` the run's precision)."""
+    them needs (interp.ablate.settle.positions_needed, ``rel`` the run's precision)."""
     if effects is None or "precision" not in effects.columns:
         return []
     exact = effects[(effects["estimator"] == "exact") & effects["precision"].notna()]
