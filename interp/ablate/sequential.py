@@ -5,7 +5,9 @@ index order: round ``r`` holds the ``r``-th slice of every eval set). Round 0 is
 chosen head; after each round every (head, metric) effect is recomputed with its bootstrap
 interval over the sequences it has seen (:func:`interp.ablate.stats.effects_from_sums`), and
 only the heads whose effect is still open on some metric of an eval set get that eval set's next
-round. An effect is *settled* (:func:`settled`) when its 95% interval decides it against the
+round; while an effect that contends for a place among the ``TOP`` (20) largest of its metric
+is open (:func:`interp.ablate.settle.contending`), only those heads do, so that a time budget
+goes first to the effects a reader looks at and the others wait. An effect is *settled* (:func:`settled`) when its 95% interval decides it against the
 pruning tolerance (wholly above, wholly below, or wholly within +-tolerance; see
 ``vs_tolerance``) and, for a head that matters (above) or ranks among the ``TOP`` (20) largest
 |effects| of its metric, when the interval is also tight: half-width at most
@@ -17,7 +19,8 @@ rests on, and ``precision`` whether it met the rule (``met``) or what stopped it
 (``rounds``, ``budget``, or ``corpus``: its eval set had no further sequence, as the bounded prose
 lines or the user's own sequences). ``--precise`` runs the rounds with no time budget, up to
 ``PRECISE_ROUNDS``, until no effect is open. Every round ends with one line on stderr: the heads
-still open and the scored positions read so far per eval set, and the seconds since round 0.
+still open, how many the next round runs and the scored positions read so far per eval set, and
+the seconds since round 0.
 
 This is a racing design, not a fixed-size test: the intervals of heads that stop early are
 slightly optimistic (stopping when the interval looks settled favours intervals that happen to
@@ -37,7 +40,7 @@ import pandas as pd
 from interp.ablate.config import REL_PRECISION
 from interp.ablate.evaluation import EvalCorpus, EvalItem, make_batches
 from interp.ablate.metrics import eval_set_metrics
-from interp.ablate.settle import settled
+from interp.ablate.settle import contending, settled
 from interp.ablate.stats import sequence_tokens
 
 Head = tuple[int, int]
@@ -97,10 +100,14 @@ def eval_set_part(corpus: EvalCorpus, eval_set: str) -> EvalCorpus:
     )
 
 
-def open_heads(effects: pd.DataFrame, eval_set: str, rel: float = REL_PRECISION) -> set[Head]:
-    """Heads with an unsettled effect on some metric of ``eval_set`` (any ablation kind)."""
+def open_heads(
+    effects: pd.DataFrame, eval_set: str, rel: float = REL_PRECISION, first: bool = False
+) -> set[Head]:
+    """Heads with an unsettled effect on some metric of ``eval_set`` (any ablation kind); with
+    ``first``, only those whose unsettled effect contends for a place among the largest
+    (:func:`interp.ablate.settle.contending`)."""
     rows = effects[effects["metric"].isin(eval_set_metrics(eval_set))]
-    rows = rows[~settled(rows, rel)]
+    rows = rows[~settled(rows, rel) & (contending(rows) if first else True)]
     return {(int(layer), int(head)) for layer, head in zip(rows["layer"], rows["head"])}
 
 
@@ -159,7 +166,7 @@ def sequential_sweep(
     first = begun.next_round if begun else 0
     todo = {eval_set: list(heads) for eval_set in parts[0].sizes}
     if first:
-        todo = _still_open(effects(), heads, parts[0].sizes, rel)
+        todo = next_heads(effects(), heads, _left(parts, first), rel)
     start = time.perf_counter()
     for r, part in enumerate(parts):
         if r < first:
@@ -177,26 +184,51 @@ def sequential_sweep(
                 ran[eval_set] = len(chosen)
                 read[eval_set] += scored[eval_set]
         log.append(ran)
-        todo = _still_open(effects(), heads, parts[0].sizes, rel)
+        table = effects()
+        todo = next_heads(table, heads, _left(parts, r + 1), rel)
         if after_round is not None:
             after_round(Rounds(r + 1, log, read))
-        print(round_line(r, len(parts), todo, read, time.perf_counter() - start), file=sys.stderr)
+        still = {f: len(open_heads(table, f, rel) & set(heads)) for f in read}
+        line = round_line(r, len(parts), todo, still, read, time.perf_counter() - start)
+        print(line, file=sys.stderr)
     return log, ROUNDS
 
 
-def _still_open(
-    table: pd.DataFrame, heads: list[Head], eval_sets: Mapping[str, int], rel: float
+def _left(parts: list[EvalCorpus], r: int) -> list[str]:
+    """The eval sets with sequences in round ``r`` or later."""
+    return [f for f in parts[0].sizes if any(eval_set_part(p, f).batches for p in parts[r:])]
+
+
+def next_heads(
+    table: pd.DataFrame, heads: list[Head], eval_sets: list[str], rel: float
 ) -> dict[str, list[Head]]:
-    """eval set -> the chosen heads with an effect on it still open."""
-    return {f: sorted(open_heads(table, f, rel) & set(heads)) for f in eval_sets}
+    """eval set -> the chosen heads that its next round runs: while any effect that contends for
+    a place among the largest of its metric is open, only the heads with such an effect (on any
+    eval set: the budget goes first to the effects a reader looks at); then every head with an
+    effect still open. ``eval_sets``: those with sequences left; the others get no round."""
+    for first in (True, False):
+        todo = {f: sorted(open_heads(table, f, rel, first) & set(heads)) for f in eval_sets}
+        if any(todo.values()):
+            return todo
+    return todo
 
 
 def round_line(
-    r: int, n_rounds: int, todo: dict[str, list[Head]], read: dict[str, int], seconds: float
+    r: int,
+    n_rounds: int,
+    todo: dict[str, list[Head]],
+    still: dict[str, int],
+    read: dict[str, int],
+    seconds: float,
 ) -> str:
     """The progress line after round ``r`` (counted from 0) of ``n_rounds``: per eval set, the
-    heads still open and the scored positions its sweeps have read so far."""
-    each = ", ".join(f"{f} {len(todo[f])} open ({read[f]} positions)" for f in todo)
+    heads still open, how many of them the next round runs (none where the eval set has no
+    sequence left), and the scored positions its sweeps have read so far."""
+    each = ", ".join(
+        f"{f} {still[f]} open, {len(todo[f]) if f in todo else 'no sequences left'}"
+        f"{' next' if f in todo else ''} ({read[f]} positions)"
+        for f in still
+    )
     return f"ablate: round {r + 1} of {n_rounds} after {seconds:.0f} s: {each}"
 
 

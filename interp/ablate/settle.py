@@ -2,7 +2,8 @@
 the report can read it as the sweep (interp.ablate.sequential) applies it: an effect is settled
 when its interval decides it against the tolerance and, where the rule holds it to a precision (a
 head that matters, or one of the ``TOP`` largest of its metric), its half-width is at most
-``max(P * |delta|, ABS_PRECISION)``.
+``max(P * |delta|, ABS_PRECISION)``. Where the rounds are too few to settle every effect, they
+go first to the effects that contend for a place among the ``TOP`` (:func:`contending`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,17 @@ def settled(effects: pd.DataFrame, rel: float = REL_PRECISION) -> pd.Series:
     half, allowed, needs = _half_widths(effects, rel)
     decided = effects["vs_tolerance"] != "undecided"
     return decided & (~needs | (half <= allowed))
+
+
+def contending(effects: pd.DataFrame) -> pd.Series:
+    """Per effects row: could its effect rank among the ``TOP`` largest |effects| of its metric
+    and ablation kind? True where its interval reaches as far from zero as the ``TOP``-th largest
+    |delta|: the heads ranked there now, and those whose rank the interval leaves open."""
+    size = effects["delta"].abs()
+    group = [effects["ablation"], effects["metric"]]
+    bar = size.groupby(group).transform(lambda s: s.nlargest(TOP).min())
+    reach = np.maximum(effects["ci_low"].abs(), effects["ci_high"].abs())
+    return reach >= bar
 
 
 def positions_needed(effects: pd.DataFrame, rel: float = REL_PRECISION) -> pd.Series:

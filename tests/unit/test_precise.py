@@ -60,12 +60,14 @@ def test_each_round_prints_the_heads_left_and_the_positions_read(llama, capsys):
     assert [(int(m[1]), int(m[2])) for m in lines] == [
         (r + 1, 3) for r in range(len(out.summary["rounds"]))
     ]
-    found = re.findall(r"(\w+) (\d+) open \((\d+) positions\)", lines[-1][3])
-    assert {f for f, _, _ in found} == set(out.summary["corpus"])
+    each = r"(\w+) (\d+) open, (?:(\d+) next|no sequences left) \((\d+) positions\)"
+    found = re.findall(each, lines[-1][3])
+    assert {f for f, *_ in found} == set(out.summary["corpus"])
     exact = out.effects
-    for eval_set, left, read in found:
+    for eval_set, left, going, read in found:
         first = eval_set_metrics(eval_set)[0]
         assert int(left) == len(open_heads(exact, eval_set))
+        assert int(going or 0) <= int(left)
         assert int(read) == exact.loc[exact["metric"] == first, "n_tokens"].max()
 
 

@@ -10,8 +10,8 @@ import pytest
 from small_sweep import SMALL_SWEEP
 
 from interp.ablate.evaluation import EvalCorpus, build_corpus, make_batches
-from interp.ablate.sequential import open_heads, rounds, settled, spent_eval_sets
-from interp.ablate.settle import positions_needed
+from interp.ablate.sequential import next_heads, open_heads, rounds, settled, spent_eval_sets
+from interp.ablate.settle import contending, positions_needed
 from interp.ablate.stage import ablate
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -157,3 +157,67 @@ def test_precision_marks_settled_rows_met():
     )
     assert precision(rows, "budget")["precision"].tolist() == ["met", "budget"]
     assert precision(rows, "rounds", 0.01)["precision"].tolist() == ["rounds", "rounds"]
+
+
+def _below(widen: float) -> pd.DataFrame:
+    """25 heads (layer 0) whose removal helps loss_repeated by 1 .. 25, intervals +-``widen``."""
+    delta = -np.arange(1.0, 26.0)
+    return pd.DataFrame(
+        {
+            "delta": delta,
+            "ci_low": delta - widen,
+            "ci_high": delta + widen,
+            "vs_tolerance": "below",
+            "metric": "loss_repeated",
+            "ablation": "mean",
+            "layer": 0,
+            "head": range(25),
+        }
+    )
+
+
+def _agreement() -> pd.DataFrame:
+    """21 heads (layer 1) on sv_logit_diff: 20 large and precise, one tiny and undecided."""
+    delta = np.r_[np.arange(1.0, 21.0), 0.001]
+    return pd.DataFrame(
+        {
+            "delta": delta,
+            "ci_low": np.r_[delta[:20] - 0.01, -0.02],
+            "ci_high": np.r_[delta[:20] + 0.01, 0.02],
+            "vs_tolerance": ["above"] * 20 + ["undecided"],
+            "metric": "sv_logit_diff",
+            "ablation": "mean",
+            "layer": 1,
+            "head": range(21),
+        }
+    )
+
+
+def test_an_effect_contends_where_its_interval_reaches_the_twentieth_largest():
+    # the 20th largest |delta| is 6; an interval of +-3 reaches it from |delta| = 3 on
+    assert contending(_below(3.0)).tolist() == [False, False] + [True] * 23
+    assert contending(_below(0.5)).tolist() == [False] * 5 + [True] * 20
+    # the tiny undecided head cannot reach the 20th largest (1.0); fewer than 20: all contend
+    assert contending(_agreement()).tolist() == [True] * 20 + [False]
+    assert contending(_agreement().head(3)).all()
+
+
+def test_the_next_round_runs_the_contending_open_heads_first():
+    heads = [(0, h) for h in range(25)] + [(1, h) for h in range(21)]
+    sets = ["loss_repeated", "sv_logit_diff"]
+    wide = pd.concat([_below(3.0), _agreement()], ignore_index=True)
+    # the top 20 of loss_repeated are open and contend: the undecided sv head waits
+    assert next_heads(wide, heads, sets, 0.1) == {
+        "loss_repeated": [(0, h) for h in range(5, 25)],
+        "sv_logit_diff": [],
+    }
+    # once they are precise, every open head goes on
+    tight = pd.concat([_below(0.5), _agreement()], ignore_index=True)
+    assert next_heads(tight, heads, sets, 0.1) == {"loss_repeated": [], "sv_logit_diff": [(1, 20)]}
+    # an eval set with no sequence left holds no round back
+    assert next_heads(wide, heads, ["sv_logit_diff"], 0.1) == {"sv_logit_diff": [(1, 20)]}
+    # only the chosen heads run
+    assert next_heads(wide, heads[:6], sets, 0.1) == {
+        "loss_repeated": [(0, 5)],
+        "sv_logit_diff": [],
+    }
