@@ -25,15 +25,23 @@ QUICK_PRUNE_STEP = 0.1
 CPU_TOKENS_PER_PASS = (
     2048  # the ablate stage's pass on a CPU, and where an accelerator's pass starts growing
 )
-DEFAULT_ROUNDS = (
-    3  # the sequential sweep is on by default: heads still open after a round get new sequences
-)
+# The sequential sweep is on by default: heads still open after a round get new sequences, those
+# whose effect contends for the 20 largest of a metric first (interp.ablate.sequential). Its
+# rounds are as large as the default corpus, and the time budget, not this count, ends them: on
+# SmolLM2 the largest effects need 5 to 100 times the positions of 3 rounds (the projection of
+# interp.ablate.settle.positions_needed), and prose holds 33 rounds of lines.
+DEFAULT_ROUNDS = 50
+# The estimators and the heads' means read the sequences of the first rounds only: a pass over a
+# corpus made for every round would cost what the rounds cost.
+ESTIMATE_ROUNDS = 3
 # The precision rule of the exact rounds (interp.ablate.sequential): an important head's interval
 # half-width, relative to its effect (--precision), or this much absolute (nats, logits), whichever
 # is larger
 REL_PRECISION = 0.10
 ABS_PRECISION = 0.01
-QUICK_BUDGET = 60.0  # quick mode: seconds of exact sweep before no further round starts
+# quick mode: seconds of exact sweep before no further round starts, what its rounds took on
+# SmolLM2 when they were 3 (benchmarks/run_time.py): --quick stays within its 3 minutes
+QUICK_BUDGET = 35.0
 # Scored positions per metric the stage's estimator reads where it chooses the heads that are ablated exactly
 # (--top-k): enough that its ranking is not sampling noise. Attribution's cost grows with the tokens read, and
 # sv_logit_diff reads one position per sentence, so --quick reads fewer, to stay within its 3 minutes
@@ -51,10 +59,10 @@ MAX_ROUNDS = (
 )
 DEFAULT_BUDGET = 300.0  # seconds of exact sweep before no further round starts
 # --precise: rounds of the exact sweep, with no time budget, until no effect is open. An interval's
-# half-width shrinks as one over the square root of the sequences it rests on; the default SmolLM2
-# run's largest effects end their 3 rounds at about four times the 10% asked of them (L1H4 on
-# loss_repeated: 1.93 [1.19, 2.67]), so they need about 16 x 3 = 48 rounds; 100 leaves room for
-# the smaller effects among the top 20. Each round is as large as the default corpus, so the built-in
+# half-width shrinks as one over the square root of the sequences it rests on; SmolLM2's largest
+# effects end 3 rounds at about four times the 10% asked of them (L1H4 on loss_repeated: 1.93
+# [1.19, 2.67]), so they need about 16 x 3 = 48 rounds; 100 leaves room for the smaller effects
+# among the top 20. Each round is as large as the default corpus, so the built-in
 # eval sets are made 100 times as large (prose stops earlier: its lines are bounded, and its open
 # effects then say ``corpus``).
 PRECISE_ROUNDS = 100
@@ -125,8 +133,8 @@ class AblateConfig(Placement):
     many as the top ones"""
     max_rounds: int | None = option(default=None, ge=1, le=MAX_ROUNDS)
     """exact sweep in up to this many rounds of new evaluation sequences: after each, only heads whose effect is not
-    yet settled (interval vs the tolerance, precision) go on; 1: one sweep of every chosen head; default: 3, 100
-    with --precise"""
+    yet settled (interval vs the tolerance, precision) go on, those contending for the 20 largest of a metric first;
+    1: one sweep of every chosen head; default: 50 (the time budget ends a default run first), 100 with --precise"""
     time_budget: float | None = option(default=None, gt=0, le=1e9)
     """seconds the exact sweep may spend before no further round starts (round 0 always runs in full); default: 300,
     no limit with --precise"""
@@ -148,7 +156,7 @@ class AblateConfig(Placement):
     n_bootstrap: int = option(default=1000, ge=10, le=MAX_INT)
     """bootstrap replicates of the effect intervals"""
     quick: bool = option(default=False, cli=False)
-    """sized by --quick (:meth:`for_quick`: small evaluation corpus, a 60 s time budget for its rounds, 10% pruning
+    """sized by --quick (:meth:`for_quick`: small evaluation corpus, a 35 s time budget for its rounds, 10% pruning
     steps); then exact ablation only of the top 2% (at least 5) per metric and estimator, estimated on 200 positions
     per metric"""
     seed: int = option(default=0, ge=0, le=MAX_INT)

@@ -31,7 +31,7 @@ from interp.ablate.catalogue import (
     SV_PROB,
     eval_set_metrics,
 )
-from interp.ablate.config import AblateConfig
+from interp.ablate.config import ESTIMATE_ROUNDS, AblateConfig
 from interp.ablate.evaluation import (
     EvalCorpus,
     EvalItem,
@@ -135,14 +135,32 @@ def stage_corpus(
     return corpus
 
 
+def opening_corpus(
+    model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...], corpus: EvalCorpus
+) -> EvalCorpus:
+    """The first ``ESTIMATE_ROUNDS`` rounds' worth of the exact sweep's ``corpus`` (the same
+    sequences: the built-in eval sets are drawn in one order whatever their size), which the
+    estimators and the heads' means read: the sweep's corpus is made for all of its rounds, and
+    a pass over it all would cost what the rounds themselves cost."""
+    if cfg.n_rounds <= ESTIMATE_ROUNDS:
+        return corpus
+    return stage_corpus(model, _opening(cfg), metrics)
+
+
+def _opening(cfg: AblateConfig) -> AblateConfig:
+    """``cfg`` with no more rounds than the opening corpus holds."""
+    return dataclasses.replace(cfg, max_rounds=min(cfg.n_rounds, ESTIMATE_ROUNDS))
+
+
 def estimator_corpus(
     model: LoadedModel, cfg: AblateConfig, metrics: tuple[str, ...], corpus: EvalCorpus
 ) -> EvalCorpus:
-    """The corpus the stage's estimator reads: ``corpus`` (the exact sweep's) and more sequences of
+    """The corpus the stage's estimator reads: ``corpus`` (the exact sweep's opening rounds,
+    :func:`opening_corpus`) and more sequences of
     each built-in eval set, drawn the same way (the first ones are ``corpus``'s), until every metric
     has ``estimator_positions`` scored positions or its eval set has no more: prose stops at the
     lines of its half, and the user's corpus and tasks are in ``corpus`` whole already."""
-    counts = eval_set_counts(model, cfg, metrics)
+    counts = eval_set_counts(model, _opening(cfg), metrics)
     most = {
         "n_prose": len(prose_subset(MAX_GENERATED).sentences)
     }  # generated eval sets: up to MAX_GENERATED

@@ -3,9 +3,10 @@
 The stage's estimator (``cfg.estimator``: first-order attribution, :mod:`interp.ablate.attribution`;
 integrated gradients, :mod:`interp.ablate.integrated`; or AtP*, :mod:`interp.ablate.atp_star`)
 reads the wide estimator corpus (:func:`interp.ablate.corpora.estimator_corpus`); with ``top_k``
-the second opinions run too, on the exact sweep's corpus. Attribution's forward pass also gives
-every head's mean output, which mean and resample ablation need; without an estimator the means
-take a pass of their own.
+the second opinions run too, on the opening rounds of the exact sweep's corpus
+(:func:`interp.ablate.corpora.opening_corpus`). Attribution's forward pass also gives every
+head's mean output, which mean and resample ablation need; without an estimator the means take a
+pass of their own over those opening rounds.
 
 In a run directory the estimate is kept beside the exact sweep's state
 (:func:`interp.ablate.round_state.save_estimate`), so that a stopped sweep resumed with the same
@@ -27,7 +28,7 @@ from interp.ablate import atp_star, round_state
 from interp.ablate.attribution import attribute
 from interp.ablate.catalogue import SECOND_OPINIONS
 from interp.ablate.config import AblateConfig
-from interp.ablate.corpora import corpus_facts, estimator_corpus, in_tiers
+from interp.ablate.corpora import corpus_facts, estimator_corpus, in_tiers, opening_corpus
 from interp.ablate.evaluation import EvalCorpus
 from interp.ablate.forward import Ablator
 from interp.ablate.integrated import integrate
@@ -57,6 +58,7 @@ def estimate_heads(
     """Every head's estimated effect (when ``cfg`` asks for an estimate: ``attribution`` or
     ``top_k``) and the means the ablation kinds need; with ``state_dir``, a kept estimate of the
     same config, model and corpora is reused and a new one is kept there."""
+    corpus = opening_corpus(ablator.model, cfg, metrics, corpus)
     if not (cfg.attribution or cfg.top_k is not None):
         means = None
         if set(cfg.ablations) & {"mean", "resample"}:

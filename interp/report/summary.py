@@ -530,11 +530,17 @@ def measurement_notes(manifest: dict[str, Any], roles: pd.DataFrame | None) -> l
 
 def estimator_reads(manifest: dict[str, Any]) -> str | None:
     """One line saying what the estimates rest on, where the estimator read more than the exact
-    sweep (``--top-k``, ``--quick``: the manifest's ``stages.ablate.estimator_corpus``); None where
-    both read the same sequences."""
+    sweep's corpus holds on some metric (``--top-k``, ``--quick``: the manifest's
+    ``stages.ablate.estimator_corpus``); None elsewhere (a full sweep's estimator reads the first
+    of the sequences its rounds read)."""
     ablate = (manifest.get("stages") or {}).get("ablate") or {}
     wide, sweep = ablate.get("estimator_corpus") or {}, ablate.get("corpus") or {}
-    if not wide or wide == sweep:
+    more = [
+        name
+        for name, facts in wide.items()
+        if facts["n_scored"] > (sweep.get(name) or {}).get("n_scored", 0)
+    ]
+    if not more:
         return None
     parts = ", ".join(
         f"{name} {facts['n_scored']} ({(sweep.get(name) or {}).get('n_scored', 0)})"

@@ -375,6 +375,15 @@ def test_the_estimators_own_corpus_is_stated_only_where_it_is_larger():
         is None
     )
     assert S.estimator_reads({"stages": {"ablate": {"corpus": sweep}}}) is None
+    # a sweep's corpus made for many rounds, its estimator on the first of them: nothing more read
+    made = {
+        f: {"n_sequences": 10 * n["n_sequences"], "n_scored": 10 * n["n_scored"]}
+        for f, n in sweep.items()
+    }
+    assert (
+        S.estimator_reads({"stages": {"ablate": {"corpus": made, "estimator_corpus": sweep}}})
+        is None
+    )
     assert S.estimator_reads({}) is None
 
 

@@ -202,7 +202,7 @@ def test_a_model_with_one_output_logit_is_one_line_naming_the_metric():
         with pytest.raises(
             ConfigError, match=r"^metric loss_prose has no position to score: .* 1 output logit"
         ) as err:
-            ablate(model, dataclasses.replace(SMALL, n_syntax=0), progress=False)
+            ablate(model, dataclasses.replace(SMALL, n_syntax=0, max_rounds=3), progress=False)
     assert "\n" not in str(err.value)
     with pytest.raises(
         ConfigError, match="^no evaluation sequence for sv_logit_diff fits this model and tokenizer"

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def test_the_estimator_reads_the_sweep_corpus_and_more_up_to_its_positions(llama):
     from interp.ablate.corpora import corpus_facts, estimator_corpus, stage_corpus
 
-    cfg = dataclasses.replace(SMALL, estimator_positions=500).resolved(
+    cfg = dataclasses.replace(SMALL, estimator_positions=500, max_rounds=3).resolved(
         N
     )  # the sweep has 356 prose positions
     metrics = ("loss_prose", "loss_repeated", "sv_logit_diff")
@@ -72,10 +72,24 @@ def test_estimate_rows_count_the_estimator_corpus_positions(llama):
     integrated = (
         out.effects[out.effects["estimator"] == "integrated"].groupby("metric")["n_tokens"].max()
     )
-    sweep = out.summary["corpus"]
+    # the second opinions read the opening rounds of the sweep's corpus, made for all 50 rounds
+    from interp.ablate.corpora import corpus_facts, opening_corpus, stage_corpus
+
+    cfg = config.resolved(N)
+    assert cfg.max_rounds == 50
+    metrics = tuple(out.summary["metrics"])
+    sweep = stage_corpus(llama, cfg, metrics)
+    opening = corpus_facts(opening_corpus(llama, cfg, metrics, sweep))
     assert {m: int(n) for m, n in integrated.items()} == {
-        m: sweep[m]["n_scored"] for m in integrated.index
+        m: opening[m]["n_scored"] for m in integrated.index
     }
+    made = out.summary["corpus"]
+    assert all(opening[m]["n_scored"] < made[m]["n_scored"] for m in integrated.index)
+    first = opening_corpus(llama, cfg, metrics, sweep)
+    for eval_set in integrated.index:  # the sweep's first sequences, the same ones
+        ours = [it.tokens.tolist() for it in first.items if it.eval_set == eval_set]
+        made_for_all = [it.tokens.tolist() for it in sweep.items if it.eval_set == eval_set]
+        assert ours == made_for_all[: len(ours)]
 
 
 def test_the_estimator_positions_default_to_where_the_estimator_chooses():
