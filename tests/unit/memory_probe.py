@@ -49,8 +49,9 @@ def collect_case(model, kwargs: dict) -> tuple[float, object]:
 
 def ablate_case(model, kwargs: dict) -> tuple[float, object]:
     from interp import AblateConfig
-    from interp.ablate.corpora import stage_corpus, stage_metrics
+    from interp.ablate.corpora import asked_sizes, opening_corpus, stage_corpus, stage_metrics
     from interp.ablate.pruning import step_sizes
+    from interp.ablate.sequential import rounds
     from interp.ablate.stage import ablate
     from interp.ablate.sweep import pass_size
     from interp.model import memory
@@ -59,7 +60,13 @@ def ablate_case(model, kwargs: dict) -> tuple[float, object]:
     config = AblateConfig(threads=1, **kwargs)
     config = config.for_quick() if quick else config
     cfg = config.resolved(model.n_layers * model.n_heads)
-    corpus = stage_corpus(model, cfg, stage_metrics(model, cfg))
+    metrics = stage_metrics(model, cfg)
+    corpus = stage_corpus(model, cfg, metrics)
+    # the passes the stage makes: the estimator's on the opening rounds, the sweep's round by round
+    pad = model.tokenizer.pad_token_id or 0
+    parts = rounds(corpus, cfg.n_rounds, cfg.tokens_per_pass, pad, asked=asked_sizes(model, cfg))
+    batches = [*opening_corpus(model, cfg, metrics, corpus).batches]
+    batches += [b for part in parts for b in part.batches]
     steps = len(step_sizes(model.n_layers * model.n_heads, cfg.prune_step)) if cfg.prune else 0
     most = max(cfg.heads_per_pass or model.n_heads, steps)
     shapes = [
@@ -69,7 +76,7 @@ def ablate_case(model, kwargs: dict) -> tuple[float, object]:
             len(b.row_batch),
             min(most, pass_size(b, None, cfg.max_tokens_per_batch)),
         )
-        for b in corpus.batches
+        for b in batches
     ]
     return memory.ablate_peak(memory.Shape.of(model), shapes), lambda: ablate(
         model, config, progress=False

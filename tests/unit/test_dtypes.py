@@ -29,7 +29,7 @@ def tables(tmp_path_factory):
         ).features
         effects = ablate(
             model,
-            AblateConfig(n_prose=4, n_repeated=4, n_syntax=8, prune=False, threads=1),
+            AblateConfig(n_prose=4, n_repeated=4, n_syntax=8, prune=False, threads=1, max_rounds=1),
             progress=False,
         ).effects
         found[dtype] = features, effects

@@ -30,7 +30,7 @@ QUICK = {
         "n_syntax": 8,
         "n_bootstrap": 200,
         "ig_steps": 2,
-        "time_budget": 60.0,
+        "time_budget": 35.0,
         "prune_step": 0.1,
     },
 }
