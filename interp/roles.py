@@ -8,7 +8,8 @@ A head is both where it looks and what it writes, so roles come in three kinds:
   head does with its *non-sink* attention (see interp.collect.features); ``first_token`` is kept
   for heads whose attention off the first position is too little to do anything else
   (interp.classify.primary); ``mixed`` has no feature of its own: it is a blend of the others
-  (interp.classify.mixture);
+  (interp.classify.mixture); ``frequent_token`` is named by a rule on its feature where the
+  classifier finds no archetype (interp.classify.frequent);
 - ``writes`` (what its output does, read from its weights and its output size,
   interp.weights): ``copying``, ``copy_suppression``, ``successor``, and ``inactive`` for a
   head that attends but writes almost nothing;
@@ -36,6 +37,9 @@ class Role:
     description: str
     colour: str
     kind: str | None = "looks"  # looks | writes | task; None: names no role
+    # named by a rule on its feature once the classifier has called a head unexplained, not a
+    # column of the classifier (interp.classify.frequent)
+    by_rule: bool = False
 
 
 UNEXPLAINED = "unexplained"
@@ -54,6 +58,14 @@ ROLES: dict[str, Role] = {
             "#ff7f0e",
         ),
         Role("delimiter", "delimiter", "piles weight on punctuation and [SEP]", "#ffbb78"),
+        Role(
+            "frequent_token",
+            "frequent_token",
+            "piles weight on the corpus's commonest token types (the, of, punctuation, newlines) "
+            "wherever they stand",
+            "#c49c94",
+            by_rule=True,
+        ),
         Role(
             "duplicate_token",
             "duplicate_token",
@@ -164,7 +176,7 @@ NO_ROLE: tuple[str, ...] = (UNEXPLAINED, UNMEASURED)  # labels that name no arch
 NAMED_ROLES: tuple[str, ...] = tuple(name for name in ROLES if name not in NO_ROLE)
 # where a head looks, each measured by a feature of its own (mixed is a blend of them)
 LOOKS: tuple[str, ...] = tuple(
-    r.name for r in ROLES.values() if r.kind == "looks" and r.feature is not None
+    r.name for r in ROLES.values() if r.kind == "looks" and r.feature is not None and not r.by_rule
 )
 WRITES: tuple[str, ...] = tuple(r.name for r in ROLES.values() if r.kind == "writes")
 TASK: tuple[str, ...] = tuple(r.name for r in ROLES.values() if r.kind == "task")

@@ -9,7 +9,8 @@ and moves far less under resampling than the role features); a head's stability 
 of replicates that give it the same primary role as the full data. Given the mixture detectors,
 a replicate reads blends as the full data does (interp.classify.mixture): a ``mixed`` head keeps
 its role on a replicate only where the same roles hold (shares aside), and an ``unexplained`` head
-that reads as a blend there has not kept its own. A head near a decision boundary, or one whose
+that reads as a blend there has not kept its own; so it is with the frequent-token rule
+(interp.classify.frequent). A head near a decision boundary, or one whose
 features rest on few positions, scores low.
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from interp.classify import frequent
 from interp.classify.estimator import HeadRoleClassifier
 from interp.classify.matrix import COLUMNS, SINK_COLUMNS, matrix_from_arrays, table_arrays
 from interp.classify.mixture import (
@@ -74,7 +76,8 @@ def replicate_labels(
         allowed = np.ones(heads, dtype=bool) if eligible is None else np.asarray(eligible, bool)
         tiled_ok = np.broadcast_to(allowed[None], values.shape[:3]).reshape(-1)
         labels = relabel_blends(labels, flat[list(FEATURES)].to_numpy(), tiled_ok, detectors)
-    return labels.reshape(values.shape[:3])
+        labels = frequent.relabel(labels, frequent.lifts(values, names, baselines).reshape(-1))
+    return np.asarray(labels).astype(str).reshape(values.shape[:3])
 
 
 def stability(

@@ -46,6 +46,7 @@ from interp.classify.clusters import cluster_unexplained
 from interp.classify.config import ClassifyConfig
 from interp.classify.estimator import HeadRoleClassifier
 from interp.classify.evidence import Evidence, with_evidence
+from interp.classify.frequent import name_frequent
 from interp.classify.matrix import SINK_MASS, head_frames, head_matrix
 from interp.classify.mixture import default_detectors, name_mixtures
 from interp.classify.primary import label_heads
@@ -240,7 +241,7 @@ def classify(
     ok = measured_mask(features, matrix.index)
     roles = suite_sinks(mark(roles, features, matrix, clf, ok, causal), sinks)
     detectors = default_detectors()
-    roles = name_mixtures(roles, matrix, detectors)
+    roles = name_frequent(name_mixtures(roles, matrix, detectors), features)
     if replicates is not None and names is not None:
         if config.max_replicates is not None:
             replicates = replicates[: config.max_replicates]

@@ -12,8 +12,8 @@ from interp.executors.placement import Placement
 # syntactic baseline also takes word positions and word forms; 3: features read the attention
 # renormalised over the non-sink keys, broad over the content keys, duplicate_token and
 # induction set the query itself aside, local needs content beyond its window, positional
-# features, a sink_mass column).
-FEATURES_VERSION = 3
+# features, a sink_mass column; 4: frequent_token).
+FEATURES_VERSION = 4
 SUITES = ("prose", "repeated", "syntax")
 # Generated probes are held in memory until collected (text, tokens, word spans: a few kB each),
 # and a forward pass costs about 1 s per 100 tokens on a small CPU: 100,000 generated sentences are

@@ -93,6 +93,7 @@ FEATURE_PROBE_KINDS: dict[str, tuple[str, ...]] = {
     "next_token": TEXT,
     "first_token": TEXT + (REPEATED,),
     "delimiter": TEXT,
+    "frequent_token": TEXT,
     "duplicate_token": (REPEATED,),
     "induction": (REPEATED,),
     "local": TEXT,
@@ -383,6 +384,13 @@ def delimiter(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
     return _mask_feature(pattern, ctx, targets, "delimiter")
 
 
+def frequent_token(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
+    """Mass on keys of the corpus's most frequent token types (interp.probes.frequent: function
+    words and punctuation) other than q, over queries that can see one."""
+    keys = ctx.batch.frequent_rank >= 0
+    return _mask_feature(pattern, ctx, _open_keys(ctx) & keys[:, None, :], "frequent_token")
+
+
 def duplicate_token(pattern: Pattern, ctx: FeatureContext) -> FeatureSums:
     """Mass on earlier keys holding the same token as q, over queries that have such a copy.
 
@@ -516,6 +524,7 @@ MASS_FEATURES: dict[str, Callable[[Pattern, FeatureContext], FeatureSums]] = {
     "next_token": next_token,
     "first_token": first_token,
     "delimiter": delimiter,
+    "frequent_token": frequent_token,
     "duplicate_token": duplicate_token,
     "induction": induction,
     "local": local,

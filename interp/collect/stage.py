@@ -44,6 +44,7 @@ from interp.pipeline.contract import StageRecord, loaded
 from interp.probes.align import Aligner
 from interp.probes.base import ProbeSequence, Suite
 from interp.probes.batch import bucket
+from interp.probes.frequent import frequent_types, mark_frequent
 from interp.probes.readers import read_corpus
 
 
@@ -70,6 +71,8 @@ class CollectResult:
     )  # suites asked for but skipped -> why (interp.probes.align)
     threads: int = 1  # the torch threads collection ran with (interp.executors.threads)
     executor: dict[str, Any] = field(default_factory=dict)  # where its shards ran, for the manifest
+    # the corpus's frequent token types, commonest first, as text (interp.probes.frequent)
+    frequent_types: list[str] = field(default_factory=list)
 
 
 def build_suites(config: CollectConfig) -> list[Suite]:
@@ -107,6 +110,7 @@ def user_suite(path: str, sentences: list, taken: AbstractSet[str] = frozenset()
 def encode_all(
     model: LoadedModel, config: CollectConfig, suites: list[Suite]
 ) -> tuple[list[ProbeSequence], Aligner]:
+    """Every probe sequence for this model, its tokens of the frequent types marked."""
     aligner = Aligner(model, config.max_seq_len)
     seqs: list[ProbeSequence] = []
     for suite in suites:
@@ -115,6 +119,7 @@ def encode_all(
         seqs += aligner.repeated(config.n_repeated, config.repeated_lengths, config.seed)
     if not seqs:
         raise CorpusError("no probe sequences: choose at least one suite or corpus")
+    mark_frequent(seqs, unknown=model.tokenizer.unk_token_id)
     return seqs, aligner
 
 
@@ -178,6 +183,8 @@ def collect(
     (:mod:`interp.collect.shards`), the shards' sums merged in shard order."""
     suites = build_suites(config) if suites is None else suites
     seqs, aligner = encode_all(model, config, suites)
+    unknown = model.tokenizer.unk_token_id
+    frequent = [model.tokenizer.decode([t]) for t in frequent_types(seqs, unknown=unknown)]
     relations = tuple(aligner.relations)
     treebanks = Treebanks.of(seqs, relations, config.pool_syntax)
     groups = bucket(seqs, batch_budget(model, config, seqs, relations, len(treebanks.corpora)))
@@ -231,6 +238,7 @@ def collect(
         dict(aligner.skipped),
         threads.n,
         executor.record(),
+        frequent,
     )
 
 
@@ -283,6 +291,8 @@ class CollectRecord(StageRecord):
     skipped_suites: dict[str, str]  # probe suites asked for but skipped -> why
     threads: int  # torch threads collection ran on (interp.executors.threads)
     executor: dict[str, Any]  # where its shards ran: the executor, its workers, each shard's time
+    # the frequent token types the frequent_token features read, commonest first
+    frequent_types: list[str] = field(default_factory=list)
 
 
 def run_stage(
@@ -298,5 +308,9 @@ def run_stage(
     if result.exemplars is not None:
         write_exemplars(run_dir, result.exemplars)
     return CollectRecord(
-        list(result.syntactic_corpora), dict(result.skipped), result.threads, result.executor
+        list(result.syntactic_corpora),
+        dict(result.skipped),
+        result.threads,
+        result.executor,
+        result.frequent_types,
     )

@@ -74,9 +74,14 @@ class ProbeSequence:
     word_pos: torch.Tensor = field(default=None)  # type: ignore[assignment]  # long [word]: the word's token
     arcs: torch.Tensor = field(default=None)  # type: ignore[assignment]  # long [arc, 3]: dep, head, relation
     source: str = ""
+    # long [pos]: the rank of the token's type among the corpus's most frequent types (0: the
+    # commonest; interp.probes.frequent), -1 for any other token; all -1 until the corpus marks it
+    frequent_rank: torch.Tensor = field(default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         n = len(self.tokens)
+        if self.frequent_rank is None:
+            self.frequent_rank = torch.full((n,), -1, dtype=torch.long)
         if self.word_of_token is None:
             self.word_of_token = torch.full((n,), -1, dtype=torch.long)
         if self.word_pos is None:

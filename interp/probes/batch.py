@@ -29,6 +29,13 @@ class ProbeBatch:
     arcs: list[torch.Tensor]  # per sequence, long [arc, 3]
     index: Int[torch.Tensor, " batch"]  # position of each sequence in the corpus list
     causal: bool
+    # rank among the corpus's most frequent token types, -1 for others and padding
+    # (interp.probes.frequent); None: none marked
+    frequent_rank: Int[torch.Tensor, "batch pos"] = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.frequent_rank is None:
+            self.frequent_rank = torch.full_like(self.tokens, -1)
 
     @property
     def lengths(self) -> torch.Tensor:
@@ -47,10 +54,12 @@ def make_batch(
     valid = torch.zeros((n, width), dtype=torch.bool)
     is_delim = torch.zeros((n, width), dtype=torch.bool)
     is_special = torch.zeros((n, width), dtype=torch.bool)
+    frequent_rank = torch.full((n, width), -1, dtype=torch.long)
     word_of_token = torch.full((n, width), -1, dtype=torch.long)
     for i, s in enumerate(seqs):
         m = len(s)
         tokens[i, :m], valid[i, :m] = s.tokens, True
+        frequent_rank[i, :m] = s.frequent_rank
         is_delim[i, :m], is_special[i, :m], word_of_token[i, :m] = (
             s.is_delim,
             s.is_special,
@@ -68,6 +77,7 @@ def make_batch(
         [s.arcs for s in seqs],
         torch.tensor(index),
         causal,
+        frequent_rank,
     )
 
 

@@ -36,6 +36,7 @@ BASELINES = {
     "next_token": np.nan,
     "first_token": 0.1,
     "delimiter": 0.15,
+    "frequent_token": 0.4,
     "duplicate_token": 0.05,
     "induction": 0.05,
     "local": 0.3,

@@ -335,6 +335,13 @@ def _head_pattern(spec: HeadSpec, ctx, gen: torch.Generator, cache: dict) -> tor
 def score_specs(specs: list[HeadSpec], causal: bool, seed: int = 0, **corpus) -> pd.DataFrame:
     """The feature matrix (and sink mass) of synthetic heads, one row per spec, in order, through the
     real feature code."""
+    matrix, sinks = head_frames(score_table(specs, causal, seed, **corpus))
+    return matrix.join(sinks[[SINK_MASS]]).reset_index(drop=True).iloc[: len(specs)]
+
+
+def score_table(specs: list[HeadSpec], causal: bool, seed: int = 0, **corpus) -> pd.DataFrame:
+    """The features table of synthetic heads (no bootstrap intervals): spec ``i`` is layer
+    ``i // CHUNK``, head ``i % CHUNK``; the last layer is padded with broad heads."""
     seqs, relations = synthetic_sequences(causal, seed, **corpus)
     ctxs = []
     for group in bucket(seqs, 2048):
@@ -354,8 +361,7 @@ def score_specs(specs: list[HeadSpec], causal: bool, seed: int = 0, **corpus) ->
             acc.add_layer(
                 c, torch.stack([_head_pattern(s, ctx, gen, cache) for s in chunk], 1), ctx
             )
-    matrix, sinks = head_frames(acc.table())
-    return matrix.join(sinks[[SINK_MASS]]).reset_index(drop=True).iloc[: len(specs)]
+    return acc.table()
 
 
 def syntax_slots(

@@ -225,6 +225,20 @@ def token_class(ctx: FeatureContext, modulus: int, residue: int, fallback: str =
     return _targets(ctx, keys.expand_as(ctx.allowed), fallback)
 
 
+def frequent(ctx: FeatureContext, sigma: float, seed: int, fallback: str = "bos") -> Tensor:
+    """On the keys of the corpus's frequent token types (interp.probes.frequent) other than q,
+    each type weighted by its own log-normal preference exp(sigma * N(0, 1)) drawn from ``seed``
+    (a real head favours some of them: ``.`` over ``the``), else the fallback."""
+    width = ctx.allowed.shape[-1]
+    frequent_keys = (ctx.batch.frequent_rank >= 0)[:, None, :]
+    keys = frequent_keys & ctx.allowed & ~torch.eye(width, dtype=torch.bool)
+    vocab = int(ctx.batch.tokens.max()) + 1
+    taste = torch.exp(sigma * torch.randn(vocab, generator=torch.Generator().manual_seed(seed)))
+    mass = keys * taste[ctx.batch.tokens][:, None, :]
+    total = mass.sum(-1, keepdim=True)
+    return torch.where(total > 0, mass / total.clamp(min=1e-30), _fallback(ctx, fallback))
+
+
 def dirichlet(ctx: FeatureContext, alpha: float, gen: torch.Generator) -> Tensor:
     """Random: each query draws its attention from Dirichlet(alpha) over the keys it sees."""
     mass = torch._standard_gamma(torch.full(ctx.allowed.shape, float(alpha)), generator=gen)
@@ -267,6 +281,7 @@ DETERMINISTIC: dict[str, Builder] = {
     "position": position,
     "far_offset": far_offset,
     "token_class": token_class,
+    "frequent": frequent,
 }
 RANDOM: dict[str, Builder] = {"dirichlet": dirichlet, "random_logits": random_logits}
 

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import torch
 
 from interp.probes.base import NATURAL, REPEATED, SYNTAX, ProbeSequence
+from interp.probes.frequent import mark_frequent
 from interp.probes.grammar import generate_syntax
 
 BOS, SEP, PAD = 0, 1, 2
@@ -123,4 +124,5 @@ def synthetic_sequences(
                     [not w[0].isalnum() and w[0] != "_" for w in words],
                 )
             )
+    mark_frequent(seqs)
     return seqs, tuple(relations)
