@@ -82,6 +82,7 @@ def default_section(run_dir: Path) -> str:
                     (heads["looks"] == "unexplained").sum()
                 ),
                 "mixed": int((heads["role"] == "mixed").sum()),
+                "frequent_token": int((heads["role"] == "frequent_token").sum()),
                 "named by what they write": int((heads["evidence"] == "weights").sum()),
                 "inactive": int((heads["role"] == "inactive").sum()),
             }
