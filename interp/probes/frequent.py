@@ -60,6 +60,10 @@ def mark_frequent(
     """Set every sequence's ``frequent_rank`` (the rank of an ordinary token's type among
     :func:`frequent_types`, -1 for every other token) and return those types, commonest first."""
     chosen = frequent_types(seqs, share, unknown)
+    if not chosen:  # no text probes (repeated tokens only): nothing to mark
+        for s in seqs:
+            s.frequent_rank = torch.full((len(s),), -1, dtype=torch.long)
+        return chosen
     ids = torch.tensor(chosen, dtype=torch.long)
     for s in seqs:
         match = (s.tokens[:, None] == ids[None, :]) & ~s.is_special[:, None]

@@ -36,6 +36,12 @@ def test_marking_ranks_the_frequent_types_but_never_a_special_token():
     assert s.frequent_rank.tolist() == [-1, 0, 1, 0, -1, 1]
 
 
+def test_a_corpus_without_text_marks_nothing():
+    noise = seq([1, 3, 3, 4], kind=REPEATED)
+    assert mark_frequent([noise]) == []
+    assert noise.frequent_rank.tolist() == [-1, -1, -1, -1]
+
+
 def test_unknown_tokens_are_no_type_of_the_text():
     s = seq([1, 0, 0, 0, 5, 6, 5])  # 0: the tokenizer's unknown id
     assert frequent_types([s], share=0.4, unknown=0) == [5]  # 2 of the 3 known tokens
