@@ -175,7 +175,7 @@ def metric_curve(
         for tol in TOLERANCES:
             while True:
                 counts = removals.counts()
-                cut = removable_index(removals.values(counts), tol)
+                cut = removable_index(removals.values(counts), tol, removals.metric)
                 if cut + 1 >= len(counts) or counts[cut + 1] - counts[cut] <= 1:
                     break
                 mid = (counts[cut] + counts[cut + 1]) // 2
@@ -200,7 +200,10 @@ def metric_curve(
         }
         for i, k in enumerate(counts)
     ]
-    shares = {f"{tol:.0%}": share_interval(counts, n, values, boot, tol) for tol in TOLERANCES}
+    shares = {
+        f"{tol:.0%}": share_interval(counts, n, values, boot, tol, removals.metric)
+        for tol in TOLERANCES
+    }
     return pd.DataFrame(rows), shares
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from interp.ablate.catalogue import ORIENTATION
+from interp.ablate.catalogue import BEHAVIOUR_METRICS, ORIENTATION
 
 TOLERANCES = (0.01, 0.05)  # how far from intact (relative, either side) a pruned model may get
 EFFECT_ORDER = (
@@ -31,39 +31,58 @@ def effect_curve(pruning: pd.DataFrame, metric: str) -> pd.DataFrame:
     return rows.sort_values(["fraction_removed", "heads_removed"])
 
 
-def relative_change(values: np.ndarray) -> np.ndarray:
-    """Each step's change from step 0, relative to |step 0| (absolute where step 0 is 0)."""
-    scale = abs(values[0]) if abs(values[0]) > 1e-12 else 1.0
-    return (values - values[0]) / scale
+def change_scale(metric: str, start: float) -> float:
+    """What a change of ``metric`` from its intact value ``start`` is measured against: 1 (an
+    absolute change) for a metric that compares with the intact model (a KL divergence,
+    embedding_cosine), which is 0 there by definition; else ``|start|``, or 1 where that is 0.
+    By the metric, not by ``start``: a pass over other batches leaves such a metric rounding
+    away from 0 (1e-8 nats), and as a scale that would make every step a huge change."""
+    if metric in BEHAVIOUR_METRICS or abs(start) <= 1e-12:
+        return 1.0
+    return abs(start)
 
 
-def removable_index(values: np.ndarray, tolerance: float) -> int:
+def relative_change(values: np.ndarray, metric: str) -> np.ndarray:
+    """Each step's change from step 0, relative to it (:func:`change_scale`)."""
+    return (values - values[0]) / change_scale(metric, float(values[0]))
+
+
+def removable_index(values: np.ndarray, tolerance: float, metric: str) -> int:
     """Index of the last step whose every predecessor, and itself, is within ``tolerance`` of
-    step 0 on either side (``values`` in removal order; relative, or absolute when step 0 is 0)."""
-    over = np.nonzero(np.abs(relative_change(values)) > tolerance)[0]
+    step 0 on either side (``values`` of ``metric`` in removal order; relative, or absolute
+    where :func:`change_scale` says so)."""
+    over = np.nonzero(np.abs(relative_change(values, metric)) > tolerance)[0]
     return int(over[0] - 1) if len(over) else len(values) - 1
 
 
 def share_interval(
-    counts: list[int], n_heads: int, values: np.ndarray, boot: np.ndarray, tolerance: float
+    counts: list[int],
+    n_heads: int,
+    values: np.ndarray,
+    boot: np.ndarray,
+    tolerance: float,
+    metric: str,
 ) -> dict[str, float]:
     """The removable share at ``tolerance`` of a curve measured at head ``counts`` (``values``
     ``[step]``), with its 95% percentile interval: the same rule applied to each bootstrap
     draw of the curve (``boot`` ``[step, draw]``, resampled sequences)."""
-    drawn = [counts[removable_index(boot[:, d], tolerance)] / n_heads for d in range(boot.shape[1])]
+    drawn = [
+        counts[removable_index(boot[:, d], tolerance, metric)] / n_heads
+        for d in range(boot.shape[1])
+    ]
     low, high = np.nanquantile(drawn, [0.025, 0.975])
     return {
-        "share": counts[removable_index(values, tolerance)] / n_heads,
+        "share": counts[removable_index(values, tolerance, metric)] / n_heads,
         "ci_low": float(low),
         "ci_high": float(high),
     }
 
 
-def improvement(values: np.ndarray, sign: float) -> tuple[float, int]:
-    """(by, index): the largest relative improvement over step 0 along the curve and the step
-    where it is reached; (0.0, 0) when no step is better than intact. ``sign``: +1 if a larger
-    value is worse (a loss), -1 if a smaller one is."""
-    better = -sign * relative_change(values)
+def improvement(values: np.ndarray, sign: float, metric: str) -> tuple[float, int]:
+    """(by, index): the largest relative improvement over step 0 along ``metric``'s curve and
+    the step where it is reached; (0.0, 0) when no step is better than intact. ``sign``: +1 if
+    a larger value is worse (a loss), -1 if a smaller one is."""
+    better = -sign * relative_change(values, metric)
     if not np.any(better > 0):
         return 0.0, 0
     index = int(np.nanargmax(better))
@@ -74,13 +93,14 @@ def removable_fraction(pruning: pd.DataFrame, metric: str, tolerance: float) -> 
     """Largest share of heads removed while ``metric`` stays within ``tolerance`` of the intact value.
 
     Relative to the intact value (``0.01``: the loss moves by at most 1%, up or down); for a
-    metric whose intact value is 0 (``embedding_cosine``), an absolute change. "Stays": every
+    metric that compares with the intact model (a KL divergence, ``embedding_cosine``), an
+    absolute change (:func:`change_scale`). "Stays": every
     step up to that share is within tolerance, so a lucky step after a collapse does not count.
     """
     curve = effect_curve(pruning, metric).dropna(subset=["value"])
     if curve.empty:
         return float("nan")
-    index = removable_index(curve["value"].to_numpy(dtype=float), tolerance)
+    index = removable_index(curve["value"].to_numpy(dtype=float), tolerance, metric)
     return float(curve["fraction_removed"].iloc[index])
 
 
@@ -94,7 +114,9 @@ def improved(
     if curve.empty:
         return None
     by, index = improvement(
-        curve["value"].to_numpy(dtype=float), ORIENTATION.get(metric, 1) if sign is None else sign
+        curve["value"].to_numpy(dtype=float),
+        ORIENTATION.get(metric, 1) if sign is None else sign,
+        metric,
     )
     return (
         {"by": by, "at": float(curve["fraction_removed"].iloc[index])} if by > tolerance else None

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from interp.ablate.catalogue import ENCODER, ORIENTATION
+from interp.ablate.catalogue import BEHAVIOUR_METRICS, ENCODER, ORIENTATION
 from interp.ablate.evaluation import EvalCorpus
 from interp.ablate.metrics import PerSeq, eval_set_metrics, metric_sizes
 from interp.errors import RunError
@@ -246,18 +246,20 @@ def _paired(
     return delta, lo, hi
 
 
-def tolerance_of(baseline: pd.Series) -> pd.Series:
+def tolerance_of(baseline: pd.Series, metric: pd.Series) -> pd.Series:
     """The effect a head may have and still count as removable: ``TOLERANCE`` of the intact
-    metric, or that much absolute where the intact metric is 0 (embedding_cosine)."""
+    ``metric``, or that much absolute for a metric that compares with the intact model (a KL
+    divergence, embedding_cosine: 0 there by definition) or whose intact value is 0
+    (the rule of :func:`interp.ablate.removable.change_scale`)."""
     scale = baseline.abs()
-    return TOLERANCE * scale.where(scale > 1e-12, 1.0)
+    return TOLERANCE * scale.where((scale > 1e-12) & ~metric.isin(BEHAVIOUR_METRICS), 1.0)
 
 
 def decisions(effects: pd.DataFrame) -> pd.DataFrame:
     """``effects`` with ``tolerance``, ``vs_zero`` (above | below | undecided: does the 95%
     interval exclude zero, and on which side) and ``vs_tolerance`` (above | within | below |
     undecided: is the interval wholly beyond +tolerance, inside +-tolerance, beyond -tolerance)."""
-    tol = tolerance_of(effects["baseline"])
+    tol = tolerance_of(effects["baseline"], effects["metric"])
     lo, hi = effects["ci_low"], effects["ci_high"]
     vs_zero = np.select([lo > 0, hi < 0], ["above", "below"], "undecided")
     vs_tol = np.select(

@@ -13,6 +13,7 @@ from typing import Any, TypeGuard
 
 import pandas as pd
 
+from interp.ablate.catalogue import BEHAVIOUR_METRICS
 from interp.pipeline.contract import ReportSection, Stage
 from interp.pipeline.results import RunTables
 from interp.report import content as C
@@ -158,12 +159,15 @@ def role_pruning_wide(by_role: pd.DataFrame) -> pd.DataFrame:
 
 
 def _role_pruning_table(by_role: pd.DataFrame) -> C.Table:
+    """The role-pruning rows, one column per metric: a percentage of the intact value, or, for a
+    metric that compares with the intact model (a KL divergence), its absolute change."""
     wide = role_pruning_wide(by_role)
     metrics = [c for c in wide.columns[2:] if not c.endswith((" low", " high"))]
+    relative = [m for m in metrics if m not in BEHAVIOUR_METRICS]
     return C.table(
         wide,
         "role-pruning",
-        percent_columns=tuple(wide.columns[2:]),
+        percent_columns=tuple(c for m in relative for c in (m, f"{m} low", f"{m} high")),
         intervals={m: (f"{m} low", f"{m} high") for m in metrics},
     )
 
@@ -249,8 +253,9 @@ def _summary_section(summary: dict[str, Any]) -> C.Section | None:
             "How much can be pruned",
             C.Text(
                 "Largest share of heads removed (least important first) while the metric stays within 1% "
-                "or 5% of the intact model on either side, measured on held-out sequences, not the ones that "
-                "ranked the heads; in parentheses: its 95% interval over resampled sequences."
+                "or 5% of the intact model on either side (a KL divergence from it: within 0.01 or 0.05 nats per "
+                "token), measured on held-out sequences, not the ones that ranked the heads; in parentheses: its "
+                "95% interval over resampled sequences."
             )
             if prunable is not None
             else None,
@@ -261,7 +266,9 @@ def _summary_section(summary: dict[str, Any]) -> C.Section | None:
         "Removing one role's heads",
         C.Text(
             "Every head of one primary role ablated at once, on the held-out sequences: how much worse each metric "
-            "gets, relative to the intact model (negative: better), with its 95% interval in parentheses."
+            "gets, relative to the intact model (negative: better), with its 95% interval in parentheses; a metric "
+            "that compares with the intact model, which is 0 there (a KL divergence, the embedding's cosine "
+            "distance), as its absolute change (KL: nats per token)."
         )
         if by_role is not None
         else None,

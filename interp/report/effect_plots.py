@@ -19,6 +19,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from interp.ablate.removable import change_scale
 from interp.report import summary as S
 from interp.report.figures import (
     SavedFigure,
@@ -387,7 +388,7 @@ def _pruning_panel(
         x=x, y=steps["value"], errorbar=None, marker="o", markersize=3, color="#333333", ax=ax
     )
     start, sign = float(steps["value"].iloc[0]), S.worse_sign(metric, effects)
-    scale = abs(start) if abs(start) > 1e-12 else 1.0  # a metric that starts at 0: absolute change
+    scale = change_scale(metric, start)  # a metric compared with the intact model: absolute
     for tol, style in zip(S.TOLERANCES, (":", "--")):
         level = start + sign * tol * scale
         ax.axhline(level, color="#d62728", linestyle=style, linewidth=1)

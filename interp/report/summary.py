@@ -22,7 +22,7 @@ import pandas as pd
 
 from interp.ablate.catalogue import BEHAVIOUR_METRICS, ESTIMATORS, ORIENTATION
 from interp.ablate.config import REL_PRECISION
-from interp.ablate.removable import effect_curve, improved, removable_fraction
+from interp.ablate.removable import change_scale, effect_curve, improved, removable_fraction
 from interp.ablate.selection import never_exact
 from interp.ablate.settle import positions_needed
 from interp.pipeline.results import RunTables
@@ -258,7 +258,7 @@ def degradation(pruning: pd.DataFrame, metric: str, effects: pd.DataFrame | None
     if rows.empty:
         return rows.assign(worse=pd.Series(dtype=float))
     start = float(rows["value"].iloc[0])
-    scale = abs(start) if abs(start) > 1e-12 else 1.0
+    scale = change_scale(metric, start)
     return rows.assign(worse=worse_sign(metric, effects) * (rows["value"] - start) / scale)
 
 
@@ -391,7 +391,7 @@ def role_pruning_table(
         if curve.empty:
             continue
         start, sign = float(curve["value"].iloc[0]), worse_sign(r.metric, effects)
-        scale = abs(start) if abs(start) > 1e-12 else 1.0
+        scale = change_scale(r.metric, start)
         bounds = sorted(sign * (v - start) / scale for v in (r.ci_low, r.ci_high))
         rows.append(
             {

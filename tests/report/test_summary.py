@@ -356,6 +356,39 @@ def test_role_pruning_table_reads_the_role_rows():
     assert S.role_pruning_table(pruning.drop(columns="removed_by"), None) is None
 
 
+def test_role_pruning_states_a_divergence_from_the_intact_model_in_its_own_units():
+    """KL is 0 at the intact model (1e-8 after rounding): a role's KL is its change in nats, and
+    the report's table prints it as a number, not as a percentage of the intact value."""
+    kl = pruning_frame("kl_prose", [1e-8, 0.004, 0.03]).assign(
+        ci_low=np.nan, ci_high=np.nan, removed_by="effect"
+    )
+    role = pd.DataFrame(
+        {
+            "fraction_removed": [0.5],
+            "heads_removed": [1],
+            "metric": ["kl_prose"],
+            "value": [0.15],
+            "last_removed": ["L0H1"],
+            "ci_low": [0.12],
+            "ci_high": [0.2],
+            "removed_by": ["role:copying"],
+        }
+    )
+    loss = pruning_frame("loss_prose", [2.0, 2.1]).assign(removed_by="effect")
+    loss_role = role.assign(metric="loss_prose", value=2.5, ci_low=2.3, ci_high=2.7)
+    table = S.role_pruning_table(pd.concat([kl, role, loss, loss_role]), None)
+    kl_row = table[table["metric"] == "kl_prose"].iloc[0]
+    assert [kl_row["worse"], kl_row["worse_low"], kl_row["worse_high"]] == pytest.approx(
+        [0.15, 0.12, 0.2], abs=1e-7
+    )
+    from interp.report.document import _role_pruning_table
+
+    shown = _role_pruning_table(table)
+    cells = dict(zip(shown.columns, (c.text for c in shown.rows[0])))
+    assert cells["loss_prose"] == "25% (15% … 35%)"
+    assert cells["kl_prose"] == "0.15 (0.12 … 0.2)"
+
+
 def test_the_estimators_own_corpus_is_stated_only_where_it_is_larger():
     sweep = {
         "loss_prose": {"n_sequences": 9, "n_scored": 137},
@@ -393,7 +426,8 @@ def test_the_pruning_headline_reads_the_kl_curve():
     pr = pd.concat(
         [
             pruning_frame("loss_prose", [2.0, 1.9, 1.5, 1.2]),  # improves by 40%
-            pruning_frame("kl_prose", [0.0, 0.004, 0.03, 0.4]),
+            # the intact step of a real curve rounds away from 0 (a pass over other batches)
+            pruning_frame("kl_prose", [1e-8, 0.004, 0.03, 0.4]),
         ]
     )
     table = S.prunable_table(pr, None).to_dict("records")

@@ -8,6 +8,7 @@ import pytest
 
 from interp.ablate.pruning import Removals, metric_curve, step_sizes
 from interp.ablate.removable import (
+    change_scale,
     effect_curve,
     improved,
     improvement,
@@ -36,17 +37,33 @@ class Scripted(Removals):
 
 def test_removable_index_takes_the_last_step_before_the_first_crossing():
     values = np.array([2.0, 2.0, 2.01, 2.3, 2.0])  # the lucky last step does not count
-    assert removable_index(values, 0.01) == 2
-    assert removable_index(values, 0.2) == 4
-    assert removable_index(np.array([1.0, 0.5]), 0.1) == 0  # a margin that shrinks by 50%
-    assert removable_index(np.array([0.0, 0.05]), 0.1) == 1  # intact 0: an absolute change
+    assert removable_index(values, 0.01, "loss_prose") == 2
+    assert removable_index(values, 0.2, "loss_prose") == 4
+    margin = np.array([1.0, 0.5])  # a margin that shrinks by 50%
+    assert removable_index(margin, 0.1, "sv_logit_diff") == 0
+    assert removable_index(np.array([0.0, 0.05]), 0.1, "loss_corpus") == 1  # intact 0: absolute
+
+
+def test_a_divergence_from_the_intact_model_is_an_absolute_change():
+    # the KL of a pass over other batches rounds away from 0: as a scale, 1e-8 nats would make
+    # 0.005 nats a 500,000-fold change and no step removable
+    kl = np.array([1e-8, 3e-8, 0.005, 0.009, 0.03, 0.2])
+    assert removable_index(kl, 0.01, "kl_prose") == 3  # within 0.01 nats up to 0.009
+    assert removable_index(kl, 0.05, "kl_prose") == 4
+    assert removable_index(kl, 0.01, "kl_corpus") == 3
+    assert removable_index(kl, 0.01, "loss_prose") == 0  # another metric: 3e-8 is +200%
+    assert change_scale("kl_prose", 1e-8) == 1.0
+    assert change_scale("embedding_cosine", 0.3) == 1.0
+    assert change_scale("loss_prose", 4.0) == 4.0
+    assert change_scale("sv_logit_diff", -2.0) == 2.0
+    assert change_scale("loss_prose", 0.0) == 1.0
 
 
 def test_within_the_tolerance_means_on_both_sides():
     # a loss that falls 0.5%, then 2% (better than intact), then rises: 2% better is not "within 1%"
     values = np.array([2.0, 1.99, 1.96, 1.98, 2.5])
-    assert removable_index(values, 0.01) == 1
-    assert removable_index(values, 0.05) == 3
+    assert removable_index(values, 0.01, "loss_repeated") == 1
+    assert removable_index(values, 0.05, "loss_repeated") == 3
     curve = pd.DataFrame(
         {
             "fraction_removed": [0.0, 0.25, 0.5, 0.75, 1.0],
@@ -58,14 +75,15 @@ def test_within_the_tolerance_means_on_both_sides():
     assert removable_fraction(curve, "loss_repeated", 0.01) == 0.25
     assert removable_fraction(curve, "loss_repeated", 0.05) == 0.75
     # the improvement is stated instead: 2% better at half the heads (a loss: lower is better)
-    assert improvement(values, 1) == (pytest.approx(0.02), 2)
+    assert improvement(values, 1, "loss_repeated") == (pytest.approx(0.02), 2)
     assert improved(curve, "loss_repeated") == {"by": pytest.approx(0.02), "at": 0.5}
     assert improved(curve, "loss_repeated", tolerance=0.05) is None  # not past 5%
     # a logit difference that rises is the better direction there
     sv = curve.assign(metric="sv_logit_diff", value=[1.0, 1.3, 1.2, 0.9, 0.1])
-    assert improvement(sv["value"].to_numpy(), -1) == (pytest.approx(0.3), 1)
+    assert improvement(sv["value"].to_numpy(), -1, "sv_logit_diff") == (pytest.approx(0.3), 1)
     assert improved(sv, "sv_logit_diff") == {"by": pytest.approx(0.3), "at": 0.25}
-    assert improvement(np.array([2.0, 2.1, 2.2]), 1) == (0.0, 0)  # never better: nothing to state
+    never = np.array([2.0, 2.1, 2.2])
+    assert improvement(never, 1, "loss_prose") == (0.0, 0)  # never better: nothing to state
 
 
 def test_the_removable_share_has_a_bootstrap_interval():
@@ -81,7 +99,7 @@ def test_the_removable_share_has_a_bootstrap_interval():
             [3.0, 3.0, 3.0, 3.0],
         ]
     )
-    out = share_interval(counts, n, values, boot, 0.01)
+    out = share_interval(counts, n, values, boot, 0.01, "loss_prose")
     assert out["share"] == 0.5
     assert out["ci_low"] == pytest.approx(np.quantile([0.25, 0.5, 0.5, 0.75], 0.025))  # 0.26875
     assert out["ci_high"] == pytest.approx(np.quantile([0.25, 0.5, 0.5, 0.75], 0.975))  # 0.73125
@@ -89,7 +107,7 @@ def test_the_removable_share_has_a_bootstrap_interval():
     # a draw whose curve improves past 1% stops there too (both sides)
     better = boot.copy()
     better[1, :] = 1.97
-    assert share_interval(counts, n, values, better, 0.01)["ci_high"] == 0.0
+    assert share_interval(counts, n, values, better, 0.01, "loss_prose")["ci_high"] == 0.0
 
 
 def test_bisection_finds_the_crossing_to_one_head():
