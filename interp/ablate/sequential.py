@@ -133,14 +133,16 @@ def precision(
     return effects.assign(precision=np.where(settled(effects, rel), MET, why))
 
 
+def last_rounds(parts: list[EvalCorpus]) -> dict[str, int]:
+    """eval set -> the last round of ``parts`` that holds a sequence of it (an eval set with no
+    sequence in any round is left out)."""
+    return {b.eval_set: r for r, part in enumerate(parts) for b in part.batches}
+
+
 def spent_eval_sets(parts: list[EvalCorpus], ran: int) -> frozenset[str]:
     """The eval sets whose sequences ran out in the first ``ran`` rounds of ``parts`` while later
     rounds had sequences of others: an open effect of theirs could not get more."""
-    last = {
-        eval_set: max(r for r, part in enumerate(parts) if eval_set_part(part, eval_set).batches)
-        for eval_set in parts[0].sizes
-        if any(eval_set_part(part, eval_set).batches for part in parts)
-    }
+    last = last_rounds(parts)
     return frozenset(f for f, r in last.items() if r < ran and r < len(parts) - 1)
 
 
@@ -165,8 +167,9 @@ def sequential_sweep(
     read = dict(begun.read) if begun else dict.fromkeys(parts[0].sizes, 0)
     first = begun.next_round if begun else 0
     todo = {eval_set: list(heads) for eval_set in parts[0].sizes}
+    last = last_rounds(parts)
     if first:
-        todo = next_heads(effects(), heads, _left(parts, first), rel)
+        todo = next_heads(effects(), heads, _left(parts[0], last, first), rel)
     start = time.perf_counter()
     for r, part in enumerate(parts):
         if r < first:
@@ -185,7 +188,7 @@ def sequential_sweep(
                 read[eval_set] += scored[eval_set]
         log.append(ran)
         table = effects()
-        todo = next_heads(table, heads, _left(parts, r + 1), rel)
+        todo = next_heads(table, heads, _left(parts[0], last, r + 1), rel)
         if after_round is not None:
             after_round(Rounds(r + 1, log, read))
         still = {f: len(open_heads(table, f, rel) & set(heads)) for f in read}
@@ -194,9 +197,10 @@ def sequential_sweep(
     return log, ROUNDS
 
 
-def _left(parts: list[EvalCorpus], r: int) -> list[str]:
-    """The eval sets with sequences in round ``r`` or later."""
-    return [f for f in parts[0].sizes if any(eval_set_part(p, f).batches for p in parts[r:])]
+def _left(first: EvalCorpus, last: dict[str, int], r: int) -> list[str]:
+    """The eval sets (in ``first`` round's order) with sequences in round ``r`` or later, from
+    each one's ``last`` round (:func:`last_rounds`)."""
+    return [f for f in first.sizes if last.get(f, -1) >= r]
 
 
 def next_heads(

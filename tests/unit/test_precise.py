@@ -13,7 +13,14 @@ from small_sweep import SMALL_SWEEP
 from interp.ablate.catalogue import eval_set_metrics
 from interp.ablate.config import DEFAULT_BUDGET, DEFAULT_ROUNDS, PRECISE_ROUNDS
 from interp.ablate.evaluation import build_corpus
-from interp.ablate.sequential import open_heads, precision, rounds, settled, spent_eval_sets
+from interp.ablate.sequential import (
+    last_rounds,
+    open_heads,
+    precision,
+    rounds,
+    settled,
+    spent_eval_sets,
+)
 from interp.ablate.stage import AblateConfig, ablate
 from interp.pipeline.options import RunOptions
 
@@ -94,6 +101,7 @@ def test_an_eval_set_that_runs_out_says_corpus(llama):
         False,
     ]
     assert spent_eval_sets(parts, 1) == spent_eval_sets(parts, 3) == {"loss_prose"}
+    assert last_rounds(parts) == {"loss_prose": 0, "loss_repeated": 2, "sv_logit_diff": 2}
     assert spent_eval_sets(rounds(corpus, 3, 512, 0), 3) == frozenset()
     rows = pd.DataFrame(
         {
