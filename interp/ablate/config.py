@@ -226,7 +226,8 @@ class AblateConfig(Placement):
 
     @property
     def n_rounds(self) -> int:
-        """Rounds of the exact sweep: ``max_rounds``, else 3 (100 under ``precise``)."""
+        """Rounds of the exact sweep: ``max_rounds``, else ``DEFAULT_ROUNDS`` (``PRECISE_ROUNDS``
+        under ``precise``)."""
         return self.max_rounds or (PRECISE_ROUNDS if self.precise else DEFAULT_ROUNDS)
 
     def resolved(self, n_heads: int) -> AblateConfig:
