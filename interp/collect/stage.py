@@ -44,7 +44,7 @@ from interp.pipeline.contract import StageRecord, loaded
 from interp.probes.align import Aligner
 from interp.probes.base import ProbeSequence, Suite
 from interp.probes.batch import bucket
-from interp.probes.frequent import frequent_types, mark_frequent
+from interp.probes.frequent import mark_frequent
 from interp.probes.readers import read_corpus
 
 
@@ -109,8 +109,9 @@ def user_suite(path: str, sentences: list, taken: AbstractSet[str] = frozenset()
 
 def encode_all(
     model: LoadedModel, config: CollectConfig, suites: list[Suite]
-) -> tuple[list[ProbeSequence], Aligner]:
-    """Every probe sequence for this model, its tokens of the frequent types marked."""
+) -> tuple[list[ProbeSequence], Aligner, list[int]]:
+    """Every probe sequence for this model, its tokens of the frequent types marked, the aligner
+    that encoded them, and those types (token ids, commonest first)."""
     aligner = Aligner(model, config.max_seq_len)
     seqs: list[ProbeSequence] = []
     for suite in suites:
@@ -119,8 +120,8 @@ def encode_all(
         seqs += aligner.repeated(config.n_repeated, config.repeated_lengths, config.seed)
     if not seqs:
         raise CorpusError("no probe sequences: choose at least one suite or corpus")
-    mark_frequent(seqs, unknown=model.tokenizer.unk_token_id)
-    return seqs, aligner
+    frequent = mark_frequent(seqs, unknown=model.tokenizer.unk_token_id)
+    return seqs, aligner, frequent
 
 
 def corpus_summary(seqs: list[ProbeSequence]) -> dict[str, dict[str, Any]]:
@@ -182,9 +183,8 @@ def collect(
     """Gather every head's features over the probe suites in one streaming pass, shard by shard
     (:mod:`interp.collect.shards`), the shards' sums merged in shard order."""
     suites = build_suites(config) if suites is None else suites
-    seqs, aligner = encode_all(model, config, suites)
-    unknown = model.tokenizer.unk_token_id
-    frequent = [model.tokenizer.decode([t]) for t in frequent_types(seqs, unknown=unknown)]
+    seqs, aligner, frequent_ids = encode_all(model, config, suites)
+    frequent = [model.tokenizer.decode([t]) for t in frequent_ids]
     relations = tuple(aligner.relations)
     treebanks = Treebanks.of(seqs, relations, config.pool_syntax)
     groups = bucket(seqs, batch_budget(model, config, seqs, relations, len(treebanks.corpora)))

@@ -37,7 +37,7 @@ def collect_case(model, kwargs: dict) -> tuple[float, object]:
     from interp.probes.batch import bucket
 
     config = CollectConfig(**kwargs)
-    seqs, aligner = encode_all(model, config, build_suites(config))
+    seqs, aligner, _ = encode_all(model, config, build_suites(config))
     groups = [(len(g), max(len(seqs[i]) for i in g)) for g in bucket(seqs, config.cpu_batch_tokens)]
     relations = tuple(aligner.relations)
     n_features = accumulated_columns(

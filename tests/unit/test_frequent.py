@@ -8,9 +8,11 @@ import pytest
 from feature_inputs import REPEATED, seq
 from test_features import base, mean, onehot
 
+from interp import CollectConfig
 from interp.classify.frequent import FREQUENT, lifts, name_frequent, relabel
 from interp.classify.reference.frequent_heads import figures, measure
 from interp.collect.features import context, frequent_token
+from interp.collect.stage import build_suites, collect, encode_all
 from interp.probes.batch import make_batch
 from interp.probes.frequent import frequent_types, mark_frequent
 
@@ -46,6 +48,16 @@ def test_unknown_tokens_are_no_type_of_the_text():
     s = seq([1, 0, 0, 0, 5, 6, 5])  # 0: the tokenizer's unknown id
     assert frequent_types([s], share=0.4, unknown=0) == [5]  # 2 of the 3 known tokens
     assert frequent_types([s], share=0.4) == [0]
+
+
+def test_collect_records_the_types_it_marked(llama):
+    config = CollectConfig(n_syntax=8, n_repeated=2, max_sentences=8, n_bootstrap=10, threads=1)
+    seqs, _, marked = encode_all(llama, config, build_suites(config))
+    assert marked == frequent_types(seqs, unknown=llama.tokenizer.unk_token_id) and marked
+    ranked = {int(t): int(r) for q in seqs for t, r in zip(q.tokens, q.frequent_rank) if r >= 0}
+    assert sorted(ranked, key=ranked.get) == marked  # each marked token carries its type's rank
+    result = collect(llama, config, progress=False)
+    assert result.frequent_types == [llama.tokenizer.decode([t]) for t in marked]
 
 
 def test_feature_mass_and_baseline_on_the_frequent_keys():
