@@ -27,7 +27,7 @@ PRE_SINK_COMMIT = "0c6a858"
 MODELS = ("smollm2-135m", "minilm-l6")
 # These analyses run as scripts (python analyses/NAME.py): the results helpers are in benchmarks/.
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _results import write_section  # noqa: E402
+from _results import regenerate, write_section  # noqa: E402,F401  (regenerate: for packaged.py)
 
 RESULTS = ROOT / "analyses" / "RESULTS.md"
 HEADER = "# Analyses\n\nEach section is written by the script it names; rerun the script to refresh it.\n"

@@ -25,8 +25,9 @@ import sys
 
 import numpy as np
 import pandas as pd
-from _results import regenerate  # noqa: E402  (benchmarks/, which _runs puts on the path)
-from _runs import CACHE, MODELS, ROOT, md, write  # noqa: E402
+
+# _runs puts benchmarks/ (the results helpers) on the path: nothing may import them before it
+from _runs import CACHE, MODELS, ROOT, md, regenerate, write  # noqa: E402
 
 from interp.ablate.removable import removable_summary  # noqa: E402
 from interp.pipeline.results import RunTables, load_run  # noqa: E402
