@@ -94,8 +94,8 @@ def removable_fraction(pruning: pd.DataFrame, metric: str, tolerance: float) -> 
 
     Relative to the intact value (``0.01``: the loss moves by at most 1%, up or down); for a
     metric that compares with the intact model (a KL divergence, ``embedding_cosine``), an
-    absolute change (:func:`change_scale`). "Stays": every
-    step up to that share is within tolerance, so a lucky step after a collapse does not count.
+    absolute change (:func:`change_scale`). "Stays": every step up to that share is within
+    tolerance, so a lucky step after a collapse does not count.
     """
     curve = effect_curve(pruning, metric).dropna(subset=["value"])
     if curve.empty:
