@@ -226,14 +226,27 @@ def test_decisions_against_zero_and_the_tolerance():
 
     frame = pd.DataFrame(
         {
-            "baseline": [2.0, 2.0, 2.0, 2.0, 0.0],
-            "ci_low": [0.03, 0.005, -0.01, -0.5, 0.001],
-            "ci_high": [0.05, 0.015, 0.01, -0.03, 0.005],
+            "metric": ["loss_prose"] * 4 + ["embedding_cosine", "kl_prose"],
+            # a KL divergence is 0 at the intact model; rounding leaves 1e-9: still absolute
+            "baseline": [2.0, 2.0, 2.0, 2.0, 0.0, 1e-9],
+            "ci_low": [0.03, 0.005, -0.01, -0.5, 0.001, 0.002],
+            "ci_high": [0.05, 0.015, 0.01, -0.03, 0.005, 0.004],
         }
     )
     out = decisions(frame)
-    assert out["tolerance"].tolist() == pytest.approx([0.02, 0.02, 0.02, 0.02, 0.01])
-    assert out["vs_zero"].tolist() == ["above", "above", "undecided", "below", "above"]
-    assert out["vs_tolerance"].tolist() == ["above", "within", "within", "below", "within"]
-    straddle = decisions(pd.DataFrame({"baseline": [2.0], "ci_low": [0.01], "ci_high": [0.03]}))
+    assert out["tolerance"].tolist() == pytest.approx([0.02, 0.02, 0.02, 0.02, 0.01, 0.01])
+    assert out["vs_zero"].tolist() == ["above", "above", "undecided", "below", "above", "above"]
+    assert out["vs_tolerance"].tolist() == [
+        "above",
+        "within",
+        "within",
+        "below",
+        "within",
+        "within",
+    ]
+    straddle = decisions(
+        pd.DataFrame(
+            {"metric": ["loss_prose"], "baseline": [2.0], "ci_low": [0.01], "ci_high": [0.03]}
+        )
+    )
     assert straddle["vs_tolerance"].item() == "undecided"
