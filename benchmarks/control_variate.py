@@ -89,20 +89,20 @@ def main() -> None:
     seconds = {"attribution": time.perf_counter() - start}
     heads = [(la, he) for la in range(model.n_layers) for he in range(model.n_heads)]
     first = rounds(corpus, ROUNDS, cfg.tokens_per_pass, model.tokenizer.pad_token_id or 0)[0]
-    ranking = SumStore(metric_sizes(corpus.sizes))
-    start = time.perf_counter()
-    exact_sweep(
-        ablator,
-        first,
-        ranking,
-        heads,
-        (KIND,),
-        attr.means,
-        None,
-        cfg.tokens_per_pass,
-        progress=False,
-    )
-    seconds["rank on round 1"] = time.perf_counter() - start
+
+    def sweep(part, chosen: list[tuple[int, int]], label: str) -> SumStore:
+        """Mean-ablate ``chosen`` exactly on ``part``, timed under ``label``; the sums over the
+        whole corpus's sequences (NaN where ``part`` has none)."""
+        store = SumStore(metric_sizes(corpus.sizes))
+        start = time.perf_counter()
+        exact_sweep(
+            ablator, part, store, chosen, (KIND,), attr.means, None, cfg.tokens_per_pass,
+            progress=False,
+        )  # fmt: skip
+        seconds[label] = time.perf_counter() - start
+        return store
+
+    ranking = sweep(first, heads, "rank on round 1")
     top = {}
     for metric in METRICS:
         sums = ranking[metric]
@@ -113,20 +113,7 @@ def main() -> None:
         }
         top[metric] = sorted(heads, key=lambda h: -size[h])[:TOP]
     chosen = sorted({h for hs in top.values() for h in hs})
-    store = SumStore(metric_sizes(corpus.sizes))
-    start = time.perf_counter()
-    exact_sweep(
-        ablator,
-        corpus,
-        store,
-        chosen,
-        (KIND,),
-        attr.means,
-        None,
-        cfg.tokens_per_pass,
-        progress=False,
-    )
-    seconds[f"exact, {len(chosen)} heads"] = time.perf_counter() - start
+    store = sweep(corpus, chosen, f"exact, {len(chosen)} heads")
     rows = []
     for metric in METRICS:
         sums, est = store[metric], attr.store[metric]
