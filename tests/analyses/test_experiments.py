@@ -166,11 +166,17 @@ def run(module: str, out: Path, cache: Path, *extra: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory) -> Path:
+def quick_run(tmp_path_factory) -> tuple[Path, Path]:
+    """(results folder, model cache) of one ``python -m analyses --quick``."""
     out, cache = tmp_path_factory.mktemp("results"), tmp_path_factory.mktemp("cache")
     printed = run("analyses", out, cache)
     assert f"{len(ORDER)} experiment(s) in" in printed
-    return out
+    return out, cache
+
+
+@pytest.fixture(scope="module")
+def results(quick_run) -> Path:
+    return quick_run[0]
 
 
 # Tables whose rows are the finding itself: a quick run's barely trained models may name no role.
@@ -211,8 +217,9 @@ def test_the_experiments_section_is_generated_from_the_write_ups(results):
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_pruning_quick_with_smollm2(tmp_path):
-    run("analyses.pruning", tmp_path / "out", tmp_path / "cache", "--smollm")
+def test_pruning_quick_with_smollm2(quick_run, tmp_path):
+    # the quick run's cache: its trained models are reused, not trained again
+    run("analyses.pruning", tmp_path / "out", quick_run[1], "--smollm")
     removable = pd.read_csv(tmp_path / "out" / "pruning" / "removable.csv")
     smollm = removable[removable["family"] == "smollm2"]
     assert set(smollm["metric"]) == {"loss_prose"} and (smollm["n_heads_total"] == 270).all()
