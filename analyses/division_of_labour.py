@@ -25,7 +25,8 @@ import pandas as pd
 from _runs import write  # noqa: E402
 
 from interp import load_run  # noqa: E402
-from interp.report.summary import choose_effect, head_effects, prunable_table, role_counts  # noqa: E402
+from interp.report.pruning_summary import prunable_table  # noqa: E402
+from interp.report.summary import choose_effect, head_effects, role_counts  # noqa: E402
 
 CAUSAL_ROLES = ("induction", "previous_token")
 

@@ -23,7 +23,7 @@ from typing import ClassVar
 import pandas as pd
 
 from interp.report.figures import SavedFigure, role_colour
-from interp.report.summary import fmt, percent
+from interp.report.formatting import fmt, percent
 
 NUMERIC_KINDS = "iufb"
 

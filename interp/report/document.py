@@ -17,6 +17,8 @@ from interp.ablate.catalogue import BEHAVIOUR_METRICS
 from interp.pipeline.contract import ReportSection, Stage
 from interp.pipeline.results import RunTables
 from interp.report import content as C
+from interp.report import formatting as F
+from interp.report import pruning_summary as P
 from interp.report import summary as S
 
 SUMMARY = "summary"  # the report's own first section: the stages' sections follow it
@@ -42,18 +44,18 @@ def _cards(summary: dict[str, Any]) -> C.Cards:
     if summary["role_counts"]:
         named = sum(r["heads"] for r in summary["role_counts"] if r["role"] != "unexplained")
         cards.append(C.Card(str(named), "heads with a named role"))
-        cards.append(C.Card(S.percent(summary["share_unexplained"]), "share unexplained"))
-    top = S.headline(summary["prunable"])
+        cards.append(C.Card(F.percent(summary["share_unexplained"]), "share unexplained"))
+    top = P.headline(summary["prunable"])
     if top is not None:
         kept = _kept_label(top["metric"])
-        cards.append(C.Card(f"{S.percent(top['within_1%'])} / {S.percent(top['within_5%'])}", kept))
+        cards.append(C.Card(f"{F.percent(top['within_1%'])} / {F.percent(top['within_5%'])}", kept))
     for row in summary["prunable"] or []:
         if row is top:
             continue
-        better = " (improves as heads go: see below)" if S.improved_row(row) else ""
+        better = " (improves as heads go: see below)" if P.improved_row(row) else ""
         cards.append(
             C.Card(
-                f"{S.percent(row['within_1%'])} / {S.percent(row['within_5%'])}",
+                f"{F.percent(row['within_1%'])} / {F.percent(row['within_5%'])}",
                 f"prunable within 1% / 5% of {row['metric']}{better}",
             )
         )
@@ -80,7 +82,7 @@ def _notes(summary: dict[str, Any]) -> list[C.Text]:
         )
         for missing in summary["not_run"]
     ]
-    notes += [C.Text(text, "note") for text in S.improvement_notes(summary["prunable"])]
+    notes += [C.Text(text, "note") for text in P.improvement_notes(summary["prunable"])]
     if summary.get("never_exact"):
         notes.append(C.Text(_exact_note(summary["never_exact"], summary["shape"]), "note"))
     notes += [C.Text(text, "note") for text in summary.get("measurement_notes") or []]
@@ -127,7 +129,7 @@ def _notes(summary: dict[str, Any]) -> list[C.Text]:
 
 def _prunable_table(prunable: pd.DataFrame) -> C.Table:
     """metric, then per tolerance the prunable share with its interval in one cell."""
-    keys = [f"within_{t:.0%}" for t in S.TOLERANCES]
+    keys = [f"within_{t:.0%}" for t in P.TOLERANCES]
     frame = prunable[["metric", *(f"{k}{end}" for k in keys for end in ("", "_low", "_high"))]]
     frame = frame.rename(columns=lambda c: c.replace("within_", "within "))
     return C.table(

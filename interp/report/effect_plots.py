@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from interp.ablate.removable import change_scale
+from interp.report import pruning_summary as P
 from interp.report import summary as S
 from interp.report.figures import (
     SavedFigure,
@@ -387,18 +388,18 @@ def _pruning_panel(
     sns.lineplot(
         x=x, y=steps["value"], errorbar=None, marker="o", markersize=3, color="#333333", ax=ax
     )
-    start, sign = float(steps["value"].iloc[0]), S.worse_sign(metric, effects)
+    start, sign = float(steps["value"].iloc[0]), P.worse_sign(metric, effects)
     scale = change_scale(metric, start)  # a metric compared with the intact model: absolute
-    for tol, style in zip(S.TOLERANCES, (":", "--")):
+    for tol, style in zip(P.TOLERANCES, (":", "--")):
         level = start + sign * tol * scale
         ax.axhline(level, color="#d62728", linestyle=style, linewidth=1)
         ax.axhline(
             start - sign * tol * scale, color="#d62728", linestyle=style, linewidth=1, alpha=0.4
         )  # "within": both sides
-        share = S.prunable_share(pruning, metric, tol)
+        share = P.prunable_share(pruning, metric, tol)
         # The widest tolerance is labelled on its far side, the others toward the start: lines a
         # few percent apart then never get overlapping labels.
-        up = (sign > 0) == (tol == max(S.TOLERANCES))
+        up = (sign > 0) == (tol == max(P.TOLERANCES))
         ax.annotate(
             f"±{tol:.0%}: {share:.0%} of heads prunable",
             (0.01, level),
@@ -428,7 +429,7 @@ def _pruning_figure(pruning: pd.DataFrame, effects: pd.DataFrame | None) -> Figu
         sharey=False,
     )
     for metric, ax in grid.axes_dict.items():
-        steps = S.degradation(pruning, metric, effects)
+        steps = P.degradation(pruning, metric, effects)
         if not steps.empty:
             with warnings.catch_warnings():  # an all-NaN CI column is simply not drawn
                 warnings.simplefilter("ignore", RuntimeWarning)

@@ -19,6 +19,7 @@ from interp.classify import clusters as K
 from interp.pipeline.results import RunTables
 from interp.report import content as C
 from interp.report import effect_plots as E
+from interp.report import formatting as F
 from interp.report import plots
 from interp.report import summary as S
 from interp.report.exemplar_plots import exemplars_of, plot_exemplars
@@ -167,13 +168,13 @@ def provenance(run: RunTables, figures: Path) -> C.Section | None:
     keys = ("created", "seed", "git_hash", "machine", "python")
     path = S.model_path(run.manifest)
     pairs: list[tuple[str, object]] = [("model", path)] if path else []  # the title shows its stem
-    pairs += [(k, S.fmt(prov.get(k)) or "unknown") for k in keys if k in prov]
+    pairs += [(k, F.fmt(prov.get(k)) or "unknown") for k in keys if k in prov]
     pairs += [
         (k, v)
         for k, v in prov.items()
         if k not in keys and k != "versions" and not isinstance(v, (dict, list))
     ]
-    versions = [(k, S.fmt(v) or "not installed") for k, v in (prov.get("versions") or {}).items()]
+    versions = [(k, F.fmt(v) or "not installed") for k, v in (prov.get("versions") or {}).items()]
     stages = dict(run.manifest.get("stages") or {})
     stage_rows = pd.DataFrame(
         [

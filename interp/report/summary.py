@@ -1,4 +1,3 @@
-# Over 400 lines: every number the report states, so figures, HTML and PDF agree.
 """What the report says in numbers: the pandas side of the report stage.
 
 Pure functions from a run's tables to small frames and a summary dict; plots, the HTML page and
@@ -12,21 +11,19 @@ ablation and metric present in the preference orders below.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from interp.ablate.catalogue import BEHAVIOUR_METRICS, ESTIMATORS, ORIENTATION
+from interp.ablate.catalogue import ESTIMATORS
 from interp.ablate.config import REL_PRECISION
-from interp.ablate.removable import change_scale, effect_curve, improved, removable_fraction
 from interp.ablate.selection import never_exact
 from interp.ablate.settle import positions_needed
 from interp.pipeline.results import RunTables
 from interp.pipeline.stages import STAGES
+from interp.report.pruning_summary import prunable_table, role_pruning_table
 from interp.roles import ROLES, UNEXPLAINED, UNMEASURED
 
 # Mean ablation keeps the head's average output, so it measures what the head adds on top of
@@ -43,7 +40,6 @@ METRIC_PREFERENCE = (
     "sv_prob",
     "retrieval_margin",
 )
-TOLERANCES = (0.01, 0.05)
 
 
 @dataclass(frozen=True)
@@ -236,103 +232,6 @@ def role_counts(roles: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def worse_sign(metric: str, effects: pd.DataFrame | None) -> float:
-    """+1 if a larger value of ``metric`` means a worse model (a loss), -1 if smaller is worse.
-
-    Read from the effects table, whose delta is oriented so that positive means worse:
-    sign(delta / (ablated - baseline)). Without effects rows, the metric's known orientation;
-    for a metric the toolkit does not know, a larger value is taken as worse (right for losses).
-    """
-    if effects is not None and not effects.empty:
-        rows = effects[effects["metric"] == metric]
-        moved = rows["ablated"] - rows["baseline"]
-        ratio = (rows["delta"] / moved)[moved.abs() > 1e-12].dropna()
-        if not ratio.empty:
-            return float(np.sign(ratio.median())) or 1.0
-    return float(ORIENTATION.get(metric, 1))
-
-
-def degradation(pruning: pd.DataFrame, metric: str, effects: pd.DataFrame | None) -> pd.DataFrame:
-    """The metric's pruning steps in order, with ``worse`` = relative change for the worse vs step 0."""
-    rows = effect_curve(pruning, metric).dropna(subset=["value"])
-    if rows.empty:
-        return rows.assign(worse=pd.Series(dtype=float))
-    start = float(rows["value"].iloc[0])
-    scale = change_scale(metric, start)
-    return rows.assign(worse=worse_sign(metric, effects) * (rows["value"] - start) / scale)
-
-
-def prunable_share(pruning: pd.DataFrame, metric: str, tolerance: float) -> float:
-    """Largest fraction of heads removed while the metric stays within ``tolerance`` of step 0,
-    on either side (the ablate stage's own rule)."""
-    return removable_fraction(pruning, metric, tolerance)
-
-
-def prunable_table(
-    pruning: pd.DataFrame | None,
-    effects: pd.DataFrame | None,
-    removable: dict[str, Any] | None = None,
-) -> pd.DataFrame | None:
-    """One row per pruning metric: metric; per tolerance, the prunable share ``within_1%`` and
-    its 95% interval ``within_1%_low`` .. ``within_1%_high``; ``improved_by`` / ``improved_at``:
-    how much better than intact the metric got, at its best step, and with what share of heads
-    removed (NaN unless by more than the tightest tolerance).
-
-    The interval is the ablate stage's bootstrap over held-out sequences (``removable``: its
-    record in the manifest, metric -> "1%" -> share, ci_low, ci_high); it is used only where
-    the stage's share is the table's (NaN for a run made under another rule)."""
-    if pruning is None or pruning.empty:
-        return None
-    rows = []
-    present = pruning["metric"].dropna().astype(str).unique()
-    for metric in sorted(present, key=lambda m: (m not in BEHAVIOUR_METRICS, m)):
-        row: dict[str, Any] = {"metric": metric}
-        for tol in TOLERANCES:
-            key = f"within_{tol:.0%}"
-            row[key] = prunable_share(pruning, metric, tol)
-            stated = ((removable or {}).get(metric) or {}).get(f"{tol:.0%}") or {}
-            same = isinstance(stated.get("share"), (int, float)) and math.isclose(
-                stated["share"], row[key]
-            )
-            row[f"{key}_low"] = float(stated.get("ci_low", np.nan)) if same else np.nan
-            row[f"{key}_high"] = float(stated.get("ci_high", np.nan)) if same else np.nan
-        better = improved(pruning, metric, worse_sign(metric, effects), TOLERANCES[0])
-        row["improved_by"], row["improved_at"] = (
-            (better["by"], better["at"]) if better else (np.nan, np.nan)
-        )
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def headline(prunable: list[dict[str, Any]] | None) -> dict[str, Any] | None:
-    """The row of "how much of the model can be removed": the KL divergence from the intact
-    model (the user's corpus first, then prose), which only the intact model minimises, so a
-    damaged model that grows confident in another way cannot look prunable; the first row
-    where a run has no KL curve (an encoder: its embedding's distance from the intact one)."""
-    rows = prunable or []
-    for metric in BEHAVIOUR_METRICS:
-        found = [r for r in rows if r["metric"] == metric]
-        if found:
-            return found[0]
-    return rows[0] if rows else None
-
-
-def improved_row(row: dict[str, Any]) -> bool:
-    """Whether a prunable row's metric got better than the intact model as heads went."""
-    return isinstance(row.get("improved_by"), float) and not math.isnan(row["improved_by"])
-
-
-def improvement_notes(prunable: list[dict[str, Any]] | None) -> list[str]:
-    """One plain sentence per metric that got better than the intact model as heads were removed."""
-    return [
-        f"{r['metric']} improves as heads are removed: {percent(r['improved_by'])} better than the intact model "
-        f"with {small_percent(r['improved_at'])} of the heads removed. The prunable shares count only steps within "
-        f"{' / '.join(f'±{t:.0%}' for t in TOLERANCES)} of the intact model, on either side."
-        for r in prunable or []
-        if isinstance(r.get("improved_by"), float) and not math.isnan(r["improved_by"])
-    ]
-
-
 def unmeasured_heads(effects: pd.DataFrame | None, n_layers: int, n_heads: int) -> list[str] | None:
     """The heads the effects table has no exact row for (``L{layer}H{head}``): their effects are
     estimates only. None without an effects table or a known head shape."""
@@ -374,36 +273,6 @@ def precision_counts(
             entry["more_positions"] = float(most[(kind, metric)])
         out.append(entry)
     return out
-
-
-def role_pruning_table(
-    pruning: pd.DataFrame | None, effects: pd.DataFrame | None
-) -> pd.DataFrame | None:
-    """One row per (role, metric) whose heads the ablate stage removed all at once: role, heads,
-    metric, and ``worse`` (relative change for the worse against the intact model, with its
-    interval ``worse_low``..``worse_high``). None for a table without role rows."""
-    if pruning is None or pruning.empty or "removed_by" not in pruning.columns:
-        return None
-    by_role = pruning[pruning["removed_by"].fillna("").astype(str).str.startswith("role:")]
-    rows = []
-    for r in by_role.itertuples():
-        curve = degradation(pruning, r.metric, effects)
-        if curve.empty:
-            continue
-        start, sign = float(curve["value"].iloc[0]), worse_sign(r.metric, effects)
-        scale = change_scale(r.metric, start)
-        bounds = sorted(sign * (v - start) / scale for v in (r.ci_low, r.ci_high))
-        rows.append(
-            {
-                "role": r.removed_by.removeprefix("role:"),
-                "heads": int(r.heads_removed),
-                "metric": r.metric,
-                "worse": sign * (r.value - start) / scale,
-                "worse_low": bounds[0],
-                "worse_high": bounds[1],
-            }
-        )
-    return pd.DataFrame(rows) if rows else None
 
 
 def metric_order(metrics: pd.Series) -> list[str]:
@@ -550,37 +419,3 @@ def estimator_reads(manifest: dict[str, Any]) -> str | None:
         f"The estimates that chose the exactly-ablated heads read more sequences than the exact sweep: scored "
         f"positions on each metric's sequences, the exact sweep's in brackets: {parts}."
     )
-
-
-# --- values as text (shared by the HTML and the PDF) ---------------------------------------
-
-
-def fmt(value: Any) -> str:
-    """A cell's text: '' for missing, integers as is, floats to 3 significant digits."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
-        return ""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int) or (
-        isinstance(value, float) and value.is_integer() and abs(value) < 1e6
-    ):
-        return str(int(value))
-    if isinstance(value, float):
-        return f"{value:.3g}" if abs(value) >= 1e-3 else f"{value:.2e}"
-    return str(value)
-
-
-def small_percent(value: float | None) -> str:
-    """A share that may be a single head of hundreds: one decimal below 1% (0.4%, not 0%)."""
-    if isinstance(value, float) and 0 < value < 0.01:
-        return f"{value:.1%}"
-    return percent(value)
-
-
-def percent(value: float | None) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    text = f"{value:.0%}"
-    return "0%" if text == "-0%" else text  # a change that rounds to nothing has no sign

@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from interp.report import formatting as F
+from interp.report import pruning_summary as P
 from interp.report import summary as S
 
 
@@ -29,7 +31,7 @@ def effects_frame(rows):
 
 
 def test_a_share_of_one_head_in_hundreds_is_not_shown_as_none():
-    from interp.report.summary import small_percent
+    from interp.report.formatting import small_percent
 
     assert (
         small_percent(1 / 270) == "0.4%"
@@ -76,26 +78,26 @@ def pruning_frame(metric, values):
 def test_prunable_share_stops_at_the_first_step_past_tolerance():
     # loss: 0.5% worse, 0.9% worse, 3% worse, then back to 0.5% (a lucky step that must not count)
     pr = pruning_frame("loss_prose", [2.0, 2.01, 2.018, 2.06, 2.01])
-    assert S.prunable_share(pr, "loss_prose", 0.01) == pytest.approx(0.5)
-    assert S.prunable_share(pr, "loss_prose", 0.05) == pytest.approx(1.0)
+    assert P.prunable_share(pr, "loss_prose", 0.01) == pytest.approx(0.5)
+    assert P.prunable_share(pr, "loss_prose", 0.05) == pytest.approx(1.0)
 
 
 def test_prunable_table_states_the_interval_and_an_improvement():
     # a logit difference rises 0.6%, then 4.4%, then falls 11% below intact: effects say lower is worse
     pr = pruning_frame("sv_logit_diff", [0.90, 0.9054, 0.9396, 0.80])
     eff = effects_frame([(0, 0, "mean", "sv_logit_diff", 0.9, 0.8, 0.1, 0.11, 0.05, 0.15, "exact")])
-    assert S.worse_sign("sv_logit_diff", eff) == -1
-    assert S.prunable_share(pr, "sv_logit_diff", 0.01) == pytest.approx(
+    assert P.worse_sign("sv_logit_diff", eff) == -1
+    assert P.prunable_share(pr, "sv_logit_diff", 0.01) == pytest.approx(
         1 / 3
     )  # 4.4% better is not within 1%
-    assert S.prunable_share(pr, "sv_logit_diff", 0.05) == pytest.approx(2 / 3)
+    assert P.prunable_share(pr, "sv_logit_diff", 0.05) == pytest.approx(2 / 3)
     stage = {
         "sv_logit_diff": {
             "1%": {"share": 1 / 3, "ci_low": 0.0, "ci_high": 2 / 3},
             "5%": {"share": 1.0, "ci_low": 0.5, "ci_high": 1.0},
         }
     }  # 5%: another rule's share
-    table = S.prunable_table(pr, eff, stage)
+    table = P.prunable_table(pr, eff, stage)
     assert table.columns.tolist() == [
         "metric",
         "within_1%",
@@ -113,17 +115,17 @@ def test_prunable_table_states_the_interval_and_an_improvement():
         row["within_5%_high"]
     )  # the stage said otherwise
     assert row["improved_by"] == pytest.approx(0.044) and row["improved_at"] == pytest.approx(2 / 3)
-    assert S.improvement_notes(table.to_dict("records")) == [
+    assert P.improvement_notes(table.to_dict("records")) == [
         "sv_logit_diff improves as heads are removed: 4% better than the intact model with 67% of the heads removed. "
         "The prunable shares count only steps within ±1% / ±5% of the intact model, on either side."
     ]
     assert math.isnan(
-        S.prunable_table(pr, eff).iloc[0]["within_1%_low"]
+        P.prunable_table(pr, eff).iloc[0]["within_1%_low"]
     )  # no manifest record: no interval
-    worse = S.prunable_table(pruning_frame("loss_prose", [2.0, 2.01, 2.5]), None)
+    worse = P.prunable_table(pruning_frame("loss_prose", [2.0, 2.01, 2.5]), None)
     assert (
         math.isnan(worse.iloc[0]["improved_by"])
-        and S.improvement_notes(worse.to_dict("records")) == []
+        and P.improvement_notes(worse.to_dict("records")) == []
     )
 
 
@@ -210,7 +212,7 @@ def test_head_shape_from_manifest_else_tables():
 
 
 def test_fmt():
-    assert [S.fmt(v) for v in (None, float("nan"), np.int64(3), 2.0, 0.12345, 1e-5, True, "x")] == [
+    assert [F.fmt(v) for v in (None, float("nan"), np.int64(3), 2.0, 0.12345, 1e-5, True, "x")] == [
         "",
         "",
         "3",
@@ -223,9 +225,9 @@ def test_fmt():
 
 
 def test_orientation_without_effects_comes_from_the_metric():
-    assert S.worse_sign("sv_logit_diff", None) == -1
-    assert S.worse_sign("loss_prose", None) == 1
-    assert S.worse_sign("made_up_metric", None) == 1
+    assert P.worse_sign("sv_logit_diff", None) == -1
+    assert P.worse_sign("loss_prose", None) == 1
+    assert P.worse_sign("made_up_metric", None) == 1
 
 
 def test_report_and_ablate_stage_state_the_same_prunable_share():
@@ -239,8 +241,8 @@ def test_report_and_ablate_stage_state_the_same_prunable_share():
     )
     stage = removable_summary(pr)
     for metric in ("loss_prose", "sv_logit_diff"):
-        assert S.prunable_share(pr, metric, 0.01) == stage[metric]["1%"]
-        assert S.prunable_share(pr, metric, 0.05) == stage[metric]["5%"]
+        assert P.prunable_share(pr, metric, 0.01) == stage[metric]["1%"]
+        assert P.prunable_share(pr, metric, 0.05) == stage[metric]["5%"]
     assert stage["loss_prose"] == {"1%": 0.5, "5%": 0.75}  # +0.5%, +0.99%, +3%, +10%
 
 
@@ -348,12 +350,12 @@ def test_role_pruning_table_reads_the_role_rows():
             "removed_by": ["effect", "effect", "role:first_token", "effect"],
         }
     )
-    table = S.role_pruning_table(pruning, None)
+    table = P.role_pruning_table(pruning, None)
     assert table[["role", "heads", "metric"]].values.tolist() == [["first_token", 2, "loss_prose"]]
     assert table[["worse", "worse_low", "worse_high"]].values.tolist()[0] == pytest.approx(
         [0.25, 0.15, 0.35]
     )
-    assert S.role_pruning_table(pruning.drop(columns="removed_by"), None) is None
+    assert P.role_pruning_table(pruning.drop(columns="removed_by"), None) is None
 
 
 def test_role_pruning_states_a_divergence_from_the_intact_model_in_its_own_units():
@@ -376,7 +378,7 @@ def test_role_pruning_states_a_divergence_from_the_intact_model_in_its_own_units
     )
     loss = pruning_frame("loss_prose", [2.0, 2.1]).assign(removed_by="effect")
     loss_role = role.assign(metric="loss_prose", value=2.5, ci_low=2.3, ci_high=2.7)
-    table = S.role_pruning_table(pd.concat([kl, role, loss, loss_role]), None)
+    table = P.role_pruning_table(pd.concat([kl, role, loss, loss_role]), None)
     kl_row = table[table["metric"] == "kl_prose"].iloc[0]
     assert [kl_row["worse"], kl_row["worse_low"], kl_row["worse_high"]] == pytest.approx(
         [0.15, 0.12, 0.2], abs=1e-7
@@ -430,17 +432,17 @@ def test_the_pruning_headline_reads_the_kl_curve():
             pruning_frame("kl_prose", [1e-8, 0.004, 0.03, 0.4]),
         ]
     )
-    table = S.prunable_table(pr, None).to_dict("records")
+    table = P.prunable_table(pr, None).to_dict("records")
     assert [r["metric"] for r in table] == ["kl_prose", "loss_prose"]
-    top = S.headline(table)
+    top = P.headline(table)
     assert top["metric"] == "kl_prose"
     assert top["within_1%"] == pytest.approx(1 / 3) and top["within_5%"] == pytest.approx(2 / 3)
-    assert not S.improved_row(top) and S.improved_row(table[1])
+    assert not P.improved_row(top) and P.improved_row(table[1])
     corpus = pd.concat([pr, pruning_frame("kl_corpus", [0.0, 0.02, 0.03, 0.04])])
-    assert S.headline(S.prunable_table(corpus, None).to_dict("records"))["metric"] == "kl_corpus"
-    only_loss = S.prunable_table(pruning_frame("loss_prose", [2.0, 2.01, 2.5]), None)
-    assert S.headline(only_loss.to_dict("records"))["metric"] == "loss_prose"
-    assert S.headline(None) is None
+    assert P.headline(P.prunable_table(corpus, None).to_dict("records"))["metric"] == "kl_corpus"
+    only_loss = P.prunable_table(pruning_frame("loss_prose", [2.0, 2.01, 2.5]), None)
+    assert P.headline(only_loss.to_dict("records"))["metric"] == "loss_prose"
+    assert P.headline(None) is None
     from interp.report.document import _cards
 
     cards = _cards({"shape": (2, 3), "role_counts": None, "prunable": table}).items
