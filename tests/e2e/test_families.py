@@ -36,11 +36,13 @@ FAMILIES = {
     "qwen3": 2,
     "mistral": 1,  # multi-query: one KV head for all 4 query heads
     "gemma": 1,
+    "gemma2": 2,  # norms after attention and MLP as well as before
     "gemma3_text": 2,  # TransformerLens' model-type table lacks it: derived from transformers' auto class
     "olmo": None,
     "gpt2": None,
     "gpt_neox": None,
     "phi": None,
+    "phi3": 2,  # one fused query-key-value projection, grouped-query
     "bert": None,  # an encoder
 }
 SILENT = (1, 2)  # its slice of o_proj is zero
