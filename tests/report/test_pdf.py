@@ -112,3 +112,12 @@ def test_a_wide_heads_table_wraps_between_words_not_inside_role_names(tmp_path):
 def test_same_content_gives_the_same_bytes(report_doc, tmp_path):
     one = write_pdf(report_doc, tmp_path / "a.pdf").read_bytes()
     assert write_pdf(report_doc, tmp_path / "b.pdf").read_bytes() == one
+
+
+def test_streams_are_binary_and_reportlabs_setting_is_restored(report_doc, tmp_path):
+    from reportlab import rl_config
+
+    before = rl_config.useA85
+    raw = write_pdf(report_doc, tmp_path / "r.pdf").read_bytes()
+    assert b"/FlateDecode" in raw and b"ASCII85Decode" not in raw
+    assert rl_config.useA85 == before
