@@ -380,10 +380,9 @@ def story(doc: C.Document) -> list[Flowable]:
 
 @contextlib.contextmanager
 def _binary_streams() -> Iterator[None]:
-    """Streams written as compressed binary, not also ASCII85-encoded: ReportLab's default
-    encoding exists for 7-bit channels; here it made the file a fifth larger and took a third
-    of the PDF's time, in pure Python, over the figures' pixels. ReportLab reads the setting
-    from its global config, so it is restored after."""
+    """Streams as compressed binary, not ASCII85 text (ReportLab's default, made for 7-bit
+    channels: a fifth larger, and a third of the PDF's time in pure Python). A global setting,
+    so it is restored after."""
     before = rl_config.useA85
     rl_config.useA85 = 0
     try:

@@ -1,3 +1,5 @@
+# Over 400 lines: every number the report states about a run as a whole (roles, effects, precision,
+# provenance), so figures, HTML and PDF agree; its pruning numbers are in pruning_summary.py.
 """What the report says in numbers: the pandas side of the report stage.
 
 Pure functions from a run's tables to small frames and a summary dict; plots, the HTML page and
