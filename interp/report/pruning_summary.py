@@ -118,7 +118,7 @@ def improvement_notes(prunable: list[dict[str, Any]] | None) -> list[str]:
         f"with {small_percent(r['improved_at'])} of the heads removed. The prunable shares count only steps within "
         f"{' / '.join(f'±{t:.0%}' for t in TOLERANCES)} of the intact model, on either side."
         for r in prunable or []
-        if isinstance(r.get("improved_by"), float) and not math.isnan(r["improved_by"])
+        if improved_row(r)
     ]
 
 
