@@ -19,7 +19,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from interp.ablate.removable import change_scale
+from interp.ablate.removable import change_scale, removable_fraction
 from interp.report import pruning_summary as P
 from interp.report import summary as S
 from interp.report.figures import (
@@ -396,7 +396,7 @@ def _pruning_panel(
         ax.axhline(
             start - sign * tol * scale, color="#d62728", linestyle=style, linewidth=1, alpha=0.4
         )  # "within": both sides
-        share = P.prunable_share(pruning, metric, tol)
+        share = removable_fraction(pruning, metric, tol)
         # The widest tolerance is labelled on its far side, the others toward the start: lines a
         # few percent apart then never get overlapping labels.
         up = (sign > 0) == (tol == max(P.TOLERANCES))

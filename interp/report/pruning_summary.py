@@ -44,17 +44,11 @@ def worse_sign(metric: str, effects: pd.DataFrame | None) -> float:
 def degradation(pruning: pd.DataFrame, metric: str, effects: pd.DataFrame | None) -> pd.DataFrame:
     """The metric's pruning steps in order, with ``worse`` = relative change for the worse vs step 0."""
     rows = effect_curve(pruning, metric).dropna(subset=["value"])
-    if rows.empty:
+    found = _worse_scale(pruning, metric, effects)
+    if found is None:
         return rows.assign(worse=pd.Series(dtype=float))
-    start = float(rows["value"].iloc[0])
-    scale = change_scale(metric, start)
-    return rows.assign(worse=worse_sign(metric, effects) * (rows["value"] - start) / scale)
-
-
-def prunable_share(pruning: pd.DataFrame, metric: str, tolerance: float) -> float:
-    """Largest fraction of heads removed while the metric stays within ``tolerance`` of step 0,
-    on either side (the ablate stage's own rule)."""
-    return removable_fraction(pruning, metric, tolerance)
+    start, sign, scale = found
+    return rows.assign(worse=sign * (rows["value"] - start) / scale)
 
 
 def prunable_table(
@@ -78,7 +72,7 @@ def prunable_table(
         row: dict[str, Any] = {"metric": metric}
         for tol in TOLERANCES:
             key = f"within_{tol:.0%}"
-            row[key] = prunable_share(pruning, metric, tol)
+            row[key] = removable_fraction(pruning, metric, tol)
             stated = ((removable or {}).get(metric) or {}).get(f"{tol:.0%}") or {}
             same = isinstance(stated.get("share"), (int, float)) and math.isclose(
                 stated["share"], row[key]
@@ -131,13 +125,13 @@ def role_pruning_table(
     if pruning is None or pruning.empty or "removed_by" not in pruning.columns:
         return None
     by_role = pruning[pruning["removed_by"].fillna("").astype(str).str.startswith("role:")]
+    scales = {m: _worse_scale(pruning, m, effects) for m in by_role["metric"].unique()}
     rows = []
     for r in by_role.itertuples():
-        curve = degradation(pruning, r.metric, effects)
-        if curve.empty:
+        found = scales[r.metric]
+        if found is None:
             continue
-        start, sign = float(curve["value"].iloc[0]), worse_sign(r.metric, effects)
-        scale = change_scale(r.metric, start)
+        start, sign, scale = found
         bounds = sorted(sign * (v - start) / scale for v in (r.ci_low, r.ci_high))
         rows.append(
             {
@@ -150,3 +144,16 @@ def role_pruning_table(
             }
         )
     return pd.DataFrame(rows) if rows else None
+
+
+def _worse_scale(
+    pruning: pd.DataFrame, metric: str, effects: pd.DataFrame | None
+) -> tuple[float, float, float] | None:
+    """(the intact value of ``metric``, its worse sign, its change scale): a value v is
+    ``sign * (v - start) / scale`` worse than intact, as in :func:`degradation`; None without a
+    curve for the metric."""
+    rows = effect_curve(pruning, metric).dropna(subset=["value"])
+    if rows.empty:
+        return None
+    start = float(rows["value"].iloc[0])
+    return start, worse_sign(metric, effects), change_scale(metric, start)

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from interp.ablate.removable import removable_fraction
 from interp.report import formatting as F
 from interp.report import pruning_summary as P
 from interp.report import summary as S
@@ -78,8 +79,8 @@ def pruning_frame(metric, values):
 def test_prunable_share_stops_at_the_first_step_past_tolerance():
     # loss: 0.5% worse, 0.9% worse, 3% worse, then back to 0.5% (a lucky step that must not count)
     pr = pruning_frame("loss_prose", [2.0, 2.01, 2.018, 2.06, 2.01])
-    assert P.prunable_share(pr, "loss_prose", 0.01) == pytest.approx(0.5)
-    assert P.prunable_share(pr, "loss_prose", 0.05) == pytest.approx(1.0)
+    assert removable_fraction(pr, "loss_prose", 0.01) == pytest.approx(0.5)
+    assert removable_fraction(pr, "loss_prose", 0.05) == pytest.approx(1.0)
 
 
 def test_prunable_table_states_the_interval_and_an_improvement():
@@ -87,10 +88,10 @@ def test_prunable_table_states_the_interval_and_an_improvement():
     pr = pruning_frame("sv_logit_diff", [0.90, 0.9054, 0.9396, 0.80])
     eff = effects_frame([(0, 0, "mean", "sv_logit_diff", 0.9, 0.8, 0.1, 0.11, 0.05, 0.15, "exact")])
     assert P.worse_sign("sv_logit_diff", eff) == -1
-    assert P.prunable_share(pr, "sv_logit_diff", 0.01) == pytest.approx(
+    assert removable_fraction(pr, "sv_logit_diff", 0.01) == pytest.approx(
         1 / 3
     )  # 4.4% better is not within 1%
-    assert P.prunable_share(pr, "sv_logit_diff", 0.05) == pytest.approx(2 / 3)
+    assert removable_fraction(pr, "sv_logit_diff", 0.05) == pytest.approx(2 / 3)
     stage = {
         "sv_logit_diff": {
             "1%": {"share": 1 / 3, "ci_low": 0.0, "ci_high": 2 / 3},
@@ -240,9 +241,10 @@ def test_report_and_ablate_stage_state_the_same_prunable_share():
         ]
     )
     stage = removable_summary(pr)
+    table = P.prunable_table(pr, None).set_index("metric")
     for metric in ("loss_prose", "sv_logit_diff"):
-        assert P.prunable_share(pr, metric, 0.01) == stage[metric]["1%"]
-        assert P.prunable_share(pr, metric, 0.05) == stage[metric]["5%"]
+        assert table.loc[metric, "within_1%"] == stage[metric]["1%"]
+        assert table.loc[metric, "within_5%"] == stage[metric]["5%"]
     assert stage["loss_prose"] == {"1%": 0.5, "5%": 0.75}  # +0.5%, +0.99%, +3%, +10%
 
 
