@@ -23,11 +23,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def build(out: Path, execute: bool) -> Path:
-    """``mkdocs build --strict`` into ``out``; the tutorials run only when ``execute``."""
+    """``mkdocs build --strict`` into ``out``; the tutorials run only when ``execute``, their
+    scratch folders (``tempfile.mkdtemp``) beside ``out`` so that the test's temporary directory
+    takes them away."""
+    scratch = out.parent / "scratch"
+    scratch.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ,
         "NO_MKDOCS_2_WARNING": "1",
         "INTERP_DOCS_EXECUTE": "true" if execute else "false",
+        "TMPDIR": str(scratch),
     }
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
