@@ -43,8 +43,8 @@ def worse_sign(metric: str, effects: pd.DataFrame | None) -> float:
 
 def degradation(pruning: pd.DataFrame, metric: str, effects: pd.DataFrame | None) -> pd.DataFrame:
     """The metric's pruning steps in order, with ``worse`` = relative change for the worse vs step 0."""
-    rows = effect_curve(pruning, metric).dropna(subset=["value"])
-    found = _worse_scale(pruning, metric, effects)
+    rows = _curve(pruning, metric)
+    found = _worse_scale(rows, metric, effects)
     if found is None:
         return rows.assign(worse=pd.Series(dtype=float))
     start, sign, scale = found
@@ -125,7 +125,7 @@ def role_pruning_table(
     if pruning is None or pruning.empty or "removed_by" not in pruning.columns:
         return None
     by_role = pruning[pruning["removed_by"].fillna("").astype(str).str.startswith("role:")]
-    scales = {m: _worse_scale(pruning, m, effects) for m in by_role["metric"].unique()}
+    scales = {m: _worse_scale(_curve(pruning, m), m, effects) for m in by_role["metric"].unique()}
     rows = []
     for r in by_role.itertuples():
         found = scales[r.metric]
@@ -146,13 +146,17 @@ def role_pruning_table(
     return pd.DataFrame(rows) if rows else None
 
 
+def _curve(pruning: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The metric's pruning steps in order, steps without a value left out."""
+    return effect_curve(pruning, metric).dropna(subset=["value"])
+
+
 def _worse_scale(
-    pruning: pd.DataFrame, metric: str, effects: pd.DataFrame | None
+    rows: pd.DataFrame, metric: str, effects: pd.DataFrame | None
 ) -> tuple[float, float, float] | None:
-    """(the intact value of ``metric``, its worse sign, its change scale): a value v is
-    ``sign * (v - start) / scale`` worse than intact, as in :func:`degradation`; None without a
-    curve for the metric."""
-    rows = effect_curve(pruning, metric).dropna(subset=["value"])
+    """(the intact value of ``metric``, its worse sign, its change scale) from its curve
+    ``rows`` (:func:`_curve`): a value v is ``sign * (v - start) / scale`` worse than intact;
+    None for an empty curve."""
     if rows.empty:
         return None
     start = float(rows["value"].iloc[0])
