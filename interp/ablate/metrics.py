@@ -78,7 +78,9 @@ def batch_metrics(
 
 def kl_metric(logits: torch.Tensor, batch: EvalBatch, clean: torch.Tensor | None) -> PerSeq:
     """Per-sequence sums of ``KL(intact || this pass)`` over the batch's rows (0 for the intact
-    pass itself: ``clean`` None)."""
+    pass itself: ``clean`` None). Each row's KL is clamped at 0: a pass that leaves a row's
+    distribution as it was rounds to +-3e-7 in float32, and a divergence below zero would give
+    a head that changes nothing a negative effect, and an interval below zero in the report."""
     where = batch.row_batch.to(logits.device)
     dtype = _at_least_fp32(logits).dtype
     den = torch.zeros(len(batch), device=logits.device, dtype=dtype).index_add(
@@ -88,7 +90,7 @@ def kl_metric(logits: torch.Tensor, batch: EvalBatch, clean: torch.Tensor | None
         return PerSeq(batch.index, torch.zeros_like(den), den)
     log_p = F.log_softmax(_at_least_fp32(clean).to(logits.device), dim=-1)
     log_q = F.log_softmax(_at_least_fp32(logits), dim=-1)
-    value = (log_p.exp() * (log_p - log_q)).sum(-1)
+    value = (log_p.exp() * (log_p - log_q)).sum(-1).clamp_min(0)
     num = torch.zeros_like(den).index_add(0, where, value.to(dtype))
     return PerSeq(batch.index, num, den)
 

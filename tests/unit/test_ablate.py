@@ -10,7 +10,7 @@ from interp.ablate.attribution import attribute
 from interp.ablate.catalogue import LOSS_REPEATED, SV_LOGIT_DIFF
 from interp.ablate.evaluation import bucket_tight, build_corpus, derangement
 from interp.ablate.forward import Ablator, Edit
-from interp.ablate.metrics import batch_metrics, metric_sizes
+from interp.ablate.metrics import batch_metrics, kl_metric, metric_sizes
 from interp.ablate.sweep import reuse_error
 from interp.ablate.values import replacement
 from interp.model import lens
@@ -277,6 +277,15 @@ def test_behaviour_metrics_read_the_intact_distribution(llama):
     per = batch_metrics(ablator.clean(sv).readout, sv)
     assert torch.equal(per["sv_prob"].den, per[SV_LOGIT_DIFF].den)
     torch.testing.assert_close(per["sv_prob"].num, torch.sigmoid(per[SV_LOGIT_DIFF].num))
+
+
+def test_kl_of_an_unchanged_distribution_is_never_below_zero(llama):
+    """Logits shifted by a constant are the same distribution: float32 rounds each row's KL to
+    about +-3e-7, and no row may count below zero."""
+    prose = next(b for b in small_corpus(llama).batches if b.eval_set == "loss_prose")
+    rows = torch.randn(len(prose.row_batch), 5000, generator=torch.Generator().manual_seed(0)) * 3
+    got = kl_metric(rows + 5.0, prose, rows).num
+    assert (got >= 0).all() and got.max() < 1e-5
 
 
 def test_encoder_metrics_at_the_intact_model(bert):
