@@ -58,6 +58,14 @@ MAX_ROUNDS = (
     1000  # rounds of the sequential sweep: each adds sequences, so this is far beyond any budget
 )
 DEFAULT_BUDGET = 300.0  # seconds of exact sweep before no further round starts
+# Under a default `interp run` (no --time-budget, not --precise) the exact rounds also leave the
+# run its RUN_TARGET seconds on a slower machine than the one the budget was set on: they stop
+# once what the run has taken before them, and AFTER_SWEEP times that again for the stages after
+# them (pruning, classify, report), would pass it. On SmolLM2's default run the stages after the
+# rounds took 0.9 times those before them on a 2-core Xeon (120 s after, 129 s before) and 1.3
+# times on a 2-core EPYC (79 s, 61 s; benchmarks/run_time.py).
+RUN_TARGET = 600.0
+AFTER_SWEEP = 1.5
 # --precise: rounds of the exact sweep, with no time budget, until no effect is open. An interval's
 # half-width shrinks as one over the square root of the sequences it rests on; SmolLM2's largest
 # effects end 3 rounds at about four times the 10% asked of them (L1H4 on loss_repeated: 1.93
@@ -66,6 +74,16 @@ DEFAULT_BUDGET = 300.0  # seconds of exact sweep before no further round starts
 # eval sets are made 100 times as large (prose stops earlier: its lines are bounded, and its open
 # effects then say ``corpus``).
 PRECISE_ROUNDS = 100
+
+
+def exact_budget(time_budget: float | None, run_elapsed: float | None) -> float | None:
+    """Seconds the exact rounds may take: ``time_budget`` (None: no limit), and where the run's
+    clock counts (``run_elapsed``: seconds the run has taken before the rounds; None when the
+    rounds are not a default run's) no more than leaves the run within ``RUN_TARGET``: never
+    below 0 (round 0 runs in full whatever the budget)."""
+    if time_budget is None or run_elapsed is None:
+        return time_budget
+    return max(0.0, min(time_budget, RUN_TARGET - (1 + AFTER_SWEEP) * run_elapsed))
 
 
 @config
@@ -137,7 +155,7 @@ class AblateConfig(Placement):
     1: one sweep of every chosen head; default: 50 (the time budget ends a default run first), 100 with --precise"""
     time_budget: float | None = option(default=None, gt=0, le=1e9)
     """seconds the exact sweep may spend before no further round starts (round 0 always runs in full); default: 300,
-    no limit with --precise"""
+    less where a default interp run would pass 10 minutes, no limit with --precise"""
     precision: float = option(default=REL_PRECISION, gt=0, le=1, allow_inf_nan=False)
     """the precision rule of the exact rounds: a head that matters, or ranks among the 20 largest
     effects of a metric, goes on to the next round until its interval's half-width is at most

@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -56,7 +57,7 @@ from interp.ablate.catalogue import (
     LOSS_REPEATED,
     SV_LOGIT_DIFF,
 )
-from interp.ablate.config import AblateConfig
+from interp.ablate.config import RUN_TARGET, AblateConfig, exact_budget
 from interp.ablate.corpora import (
     asked_sizes,
     corpus_facts,
@@ -94,7 +95,7 @@ from interp.executors.threads import choose_threads, stage_threads
 from interp.executors.work import Executor
 from interp.model.load import LoadedModel
 from interp.model.spec import DType
-from interp.pipeline import rundir
+from interp.pipeline import clock, rundir
 from interp.pipeline.contract import StageRecord, loaded
 from interp.pipeline.tables import EFFECTS, PRUNING
 
@@ -161,7 +162,16 @@ def ablate(
         done(progress, f"thread count ({threads})", timings["threads"])
         with stage_threads(threads.n):
             effects, pruning, found = _measure(
-                ablator, corpus, cfg, metrics, roles, timings, progress, threads.n, state_dir
+                ablator,
+                corpus,
+                cfg,
+                metrics,
+                roles,
+                timings,
+                progress,
+                threads.n,
+                state_dir,
+                by_run=config.time_budget is None and not config.precise,
             )
     summary = {
         "corpus": corpus_facts(corpus),
@@ -192,9 +202,12 @@ def _measure(
     progress: bool,
     threads: int,
     state_dir: Path | None = None,
+    by_run: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """Estimates, the exact sweep and the pruning curves: (effects, pruning, summary facts:
-    exact heads, layer reuse, removable shares with their intervals)."""
+    exact heads, layer reuse, the rounds' budget, removable shares with their intervals).
+    ``by_run``: the rounds' budget is the default one, which a run's clock may shorten
+    (:func:`interp.ablate.config.exact_budget`)."""
     estimated = estimate_heads(ablator, corpus, cfg, metrics, timings, progress, state_dir)
     estimates, means = estimated.rows, estimated.means
     if estimates is not None:
@@ -206,9 +219,19 @@ def _measure(
     placed = open_executor(
         cfg, ablator.model, threads, cfg.dtype, model.n_layers, {SWEEP.name: ablator}
     )
+    elapsed = clock.elapsed() if by_run else None
+    budget = exact_budget(cfg.time_budget, elapsed)
+    if elapsed is not None and budget != cfg.time_budget:
+        print(
+            f"ablate: the exact rounds get {budget:.0f} s, not {cfg.time_budget:.0f}: the run has taken "
+            f"{elapsed:.0f} s, and what follows the rounds must fit its {RUN_TARGET / 60:.0f} minutes "
+            "(--time-budget S sets the budget)",
+            file=sys.stderr,
+            flush=True,
+        )
     with timed(timings, "exact"), placed as executor:
         exact, reused, log = _exact(
-            ablator, corpus, heads, cfg, means, executor, progress, state_dir
+            ablator, corpus, heads, cfg, means, executor, progress, budget, state_dir
         )
     timings["exact_per_head"] = timings["exact"] / max(len(heads) * len(cfg.ablations), 1)
     done(progress, f"exact sweep {len(heads)} heads", timings["exact"])
@@ -228,6 +251,7 @@ def _measure(
         {
             **estimated.facts,
             "exact_heads": len(heads),
+            "exact_budget": budget,
             "layer_reuse": reused,
             "rounds": log,
             "executor": executor.record(),
@@ -292,6 +316,7 @@ class AblateRecord(StageRecord):
     audit: dict[str, Any]  # the estimators against the exact effects of the heads both measured
     resolved_config: dict[str, Any]  # the settings used (quick sizes, pass size filled in)
     estimator_corpus: dict[str, dict[str, int]] | None = None  # what the estimator read, if more
+    exact_budget: float | None = None  # seconds the exact rounds had (None: no limit)
 
 
 def run_stage(
@@ -343,12 +368,14 @@ def _exact(
     means: torch.Tensor | None,
     executor: Executor,
     progress: bool,
+    budget: float | None,
     state_dir: Path | None = None,
 ) -> tuple[pd.DataFrame, bool, list[dict[str, int]]]:
     """Exact effect rows of ``heads``, whether layer reuse held, and the heads each round ran per
-    eval set (one round unless ``max_rounds > 1``: then :mod:`interp.ablate.sequential`, its
-    state kept in ``state_dir`` after each round, where given); each sweep's shards run on
-    ``executor`` (:mod:`interp.executors.work`), their sums merged here."""
+    eval set (one round unless ``max_rounds > 1``: then :mod:`interp.ablate.sequential`, no round
+    starting after ``budget`` seconds (None: no limit), its state kept in ``state_dir`` after
+    each round, where given); each sweep's shards run on ``executor``
+    (:mod:`interp.executors.work`), their sums merged here."""
     store = SumStore(metric_sizes(corpus.sizes))
     if not heads:
         return pd.DataFrame(columns=EFFECTS.names), False, []
@@ -378,7 +405,7 @@ def _exact(
         sweep(corpus, heads)
         log, stopped_by = [dict.fromkeys(corpus.sizes, len(heads))], ROUNDS
     else:
-        deadline = None if cfg.time_budget is None else time.perf_counter() + cfg.time_budget
+        deadline = None if budget is None else time.perf_counter() + budget
         begun, after_round = _kept_rounds(state_dir, ablator, cfg, heads, corpus, store, reused)
         log, stopped_by = sequential_sweep(
             parts, heads, sweep, table, deadline, cfg.precision, begun, after_round

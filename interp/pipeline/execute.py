@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from interp.config import from_jsonable
 from interp.errors import ConfigError, InterpWarning, RunError
 from interp.model.spec import DType, ModelSpec, model_slug
-from interp.pipeline import provenance, rundir
+from interp.pipeline import clock, provenance, rundir
 from interp.pipeline.lock import LOCK, run_lock
 from interp.pipeline.options import RunOptions
 from interp.pipeline.stages import STAGES, stage, stage_names
@@ -39,7 +39,13 @@ def run_pipeline(
     The run directory is made and locked (:mod:`interp.pipeline.lock`) before anything in it is
     read: a second process on the same run ends with one line naming the holder. A run that
     ends, however it ends, before any stage finished is removed with the folders made for it.
+    The run's clock (:mod:`interp.pipeline.clock`) starts here, before the model loads.
     """
+    with clock.run_started():
+        return _run_pipeline(options, model, progress)
+
+
+def _run_pipeline(options: RunOptions, model: LoadedModel | None, progress: bool) -> Path:
     from interp.model.load import load_model
 
     out = rundir.check_out_dir(options.out_dir)
