@@ -28,9 +28,10 @@ LAYERS = (
         "interp.pipeline.results",
         "interp.pipeline.contract",
         "interp.pipeline.stages",
+        "interp.pipeline.clock",
         "interp.executors",
-    ),  # the run directory, the stage contract and registry (which loads the stages by name), and
-    # where a stage's work runs (threads, this process or Ray workers)
+    ),  # the run directory, the stage contract and registry (which loads the stages by name), the
+    # run's clock, and where a stage's work runs (threads, this process or Ray workers)
     (
         "interp.collect",
         "interp.classify",
