@@ -161,18 +161,16 @@ def ablate(
             threads = choose_threads(cfg.threads)
         done(progress, f"thread count ({threads})", timings["threads"])
         with stage_threads(threads.n):
-            effects, pruning, found = _measure(
+            run = _Sweep(
                 ablator,
                 corpus,
                 cfg,
                 metrics,
-                roles,
-                timings,
-                progress,
                 threads.n,
                 state_dir,
                 by_run=config.time_budget is None and not config.precise,
             )
+            effects, pruning, found = _measure(run, roles, timings, progress)
     summary = {
         "corpus": corpus_facts(corpus),
         "n_tokens": corpus.n_tokens,
@@ -192,33 +190,23 @@ def ablate(
     )
 
 
-def _measure(
-    ablator: Ablator,
-    corpus: EvalCorpus,
-    cfg: AblateConfig,
-    metrics: tuple[str, ...],
-    roles: pd.DataFrame | None,
-    timings: dict[str, float],
-    progress: bool,
-    threads: int,
-    state_dir: Path | None = None,
-    by_run: bool = False,
-) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
-    """Estimates, the exact sweep and the pruning curves: (effects, pruning, summary facts:
-    exact heads, layer reuse, the rounds' budget, removable shares with their intervals).
-    ``by_run``: the rounds' budget is the default one, which a run's clock may shorten
-    (:func:`interp.ablate.config.exact_budget`)."""
-    estimated = estimate_heads(ablator, corpus, cfg, metrics, timings, progress, state_dir)
-    estimates, means = estimated.rows, estimated.means
-    if estimates is not None:
-        check_measured(estimates)
-    model = ablator.model
-    every = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
-    chosen = choose(every, estimates, cfg.top_k, cfg.audit, cfg.ablations[0], metrics, cfg.seed)
-    heads = sorted(chosen)
-    placed = open_executor(
-        cfg, ablator.model, threads, cfg.dtype, model.n_layers, {SWEEP.name: ablator}
-    )
+@dataclass(frozen=True)
+class _Sweep:
+    """What the exact rounds and the pruning curves run on."""
+
+    ablator: Ablator
+    corpus: EvalCorpus
+    cfg: AblateConfig  # resolved
+    metrics: tuple[str, ...]
+    threads: int
+    state_dir: Path | None  # where the rounds' state is kept; None: nowhere
+    by_run: bool  # the rounds' budget is the default one, which the run's clock may shorten
+
+
+def _rounds_budget(cfg: AblateConfig, by_run: bool) -> float | None:
+    """The exact rounds' seconds, read when they start. ``by_run``: the budget is the default
+    one, which the run's clock may shorten (:func:`interp.ablate.config.exact_budget`); the stage
+    says so when it does."""
     elapsed = clock.elapsed() if by_run else None
     budget = exact_budget(cfg.time_budget, elapsed)
     if elapsed is not None and budget != cfg.time_budget:
@@ -229,10 +217,32 @@ def _measure(
             file=sys.stderr,
             flush=True,
         )
+    return budget
+
+
+def _measure(
+    run: _Sweep,
+    roles: pd.DataFrame | None,
+    timings: dict[str, float],
+    progress: bool,
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """Estimates, the exact sweep and the pruning curves: (effects, pruning, summary facts:
+    exact heads, layer reuse, the rounds' budget, removable shares with their intervals)."""
+    ablator, corpus, cfg, metrics = run.ablator, run.corpus, run.cfg, run.metrics
+    estimated = estimate_heads(ablator, corpus, cfg, metrics, timings, progress, run.state_dir)
+    estimates, means = estimated.rows, estimated.means
+    if estimates is not None:
+        check_measured(estimates)
+    model = ablator.model
+    every = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
+    chosen = choose(every, estimates, cfg.top_k, cfg.audit, cfg.ablations[0], metrics, cfg.seed)
+    heads = sorted(chosen)
+    placed = open_executor(
+        cfg, ablator.model, run.threads, cfg.dtype, model.n_layers, {SWEEP.name: ablator}
+    )
+    budget = _rounds_budget(cfg, run.by_run)
     with timed(timings, "exact"), placed as executor:
-        exact, reused, log = _exact(
-            ablator, corpus, heads, cfg, means, executor, progress, budget, state_dir
-        )
+        exact, reused, log = _exact(run, heads, means, executor, progress, budget)
     timings["exact_per_head"] = timings["exact"] / max(len(heads) * len(cfg.ablations), 1)
     done(progress, f"exact sweep {len(heads)} heads", timings["exact"])
     primary = None if estimates is None else estimates[estimates["estimator"] == cfg.estimator]
@@ -361,21 +371,19 @@ def pruning_roles(run_dir: Path) -> pd.DataFrame | None:
 
 
 def _exact(
-    ablator: Ablator,
-    corpus: EvalCorpus,
+    run: _Sweep,
     heads: list[tuple[int, int]],
-    cfg: AblateConfig,
     means: torch.Tensor | None,
     executor: Executor,
     progress: bool,
     budget: float | None,
-    state_dir: Path | None = None,
 ) -> tuple[pd.DataFrame, bool, list[dict[str, int]]]:
     """Exact effect rows of ``heads``, whether layer reuse held, and the heads each round ran per
     eval set (one round unless ``max_rounds > 1``: then :mod:`interp.ablate.sequential`, no round
-    starting after ``budget`` seconds (None: no limit), its state kept in ``state_dir`` after
-    each round, where given); each sweep's shards run on ``executor``
-    (:mod:`interp.executors.work`), their sums merged here."""
+    starting after ``budget`` seconds (None: no limit), its state kept in its ``state_dir`` after each round, where
+    given); each sweep's shards run on ``executor`` (:mod:`interp.executors.work`), their sums
+    merged here."""
+    ablator, corpus, cfg = run.ablator, run.corpus, run.cfg
     store = SumStore(metric_sizes(corpus.sizes))
     if not heads:
         return pd.DataFrame(columns=EFFECTS.names), False, []
@@ -406,7 +414,7 @@ def _exact(
         log, stopped_by = [dict.fromkeys(corpus.sizes, len(heads))], ROUNDS
     else:
         deadline = None if budget is None else time.perf_counter() + budget
-        begun, after_round = _kept_rounds(state_dir, ablator, cfg, heads, corpus, store, reused)
+        begun, after_round = _kept_rounds(run.state_dir, ablator, cfg, heads, corpus, store, reused)
         log, stopped_by = sequential_sweep(
             parts, heads, sweep, table, deadline, cfg.precision, begun, after_round
         )
