@@ -30,7 +30,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from interp.pipeline.rundir import write_bytes
-from interp.roles import palette
+from interp.roles import ROLE_NAMES, palette
 
 DPI = 150
 OTHER_ROLE_COLOUR = "#555555"  # a role name the catalogue does not know (an older run)
@@ -156,13 +156,33 @@ def blend(colour: str, alpha: float) -> tuple[float, float, float]:
 
 
 def role_code(role: str) -> str:
-    """A short code drawn in role-map cells, so that similar colours stay distinguishable."""
+    """A short code drawn in role-map cells, so that similar colours stay distinguishable. No two
+    roles share a code: a role whose initials are taken by one earlier in the catalogue takes
+    more of its first word (first_token FT, frequent_token FrT)."""
+    codes = _catalogue_codes()
+    return codes.get(role) or _free_code(str(role), set(codes.values()))
+
+
+@functools.cache
+def _catalogue_codes() -> dict[str, str]:
+    codes: dict[str, str] = {}
+    for name in ROLE_NAMES:
+        codes[name] = _free_code(name, set(codes.values()))
+    return codes
+
+
+def _free_code(role: str, taken: set[str]) -> str:
+    """The shortest code of ``role`` not in ``taken``: a word's first three letters, or a
+    name's initials with more of its first word as needed."""
     if role == "unexplained":
         return "?"
-    parts = [p for p in str(role).split("_") if p]
-    if len(parts) > 1:
-        return "".join(p[0] for p in parts).upper()
-    return str(role)[:3].capitalize()
+    first, *rest = [p for p in role.split("_") if p] or [role]
+    if rest:
+        tail = "".join(p[0] for p in rest).upper()
+        options = [first[:n].capitalize() + tail for n in range(1, len(first) + 1)]
+    else:
+        options = [first[:n].capitalize() for n in range(3, len(first) + 1)]
+    return next((code for code in options if code not in taken), role)
 
 
 # --- head grids --------------------------------------------------------------------------------

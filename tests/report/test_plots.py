@@ -16,7 +16,8 @@ from interp.pipeline.results import load_run
 from interp.report import effect_plots as E
 from interp.report import exemplar_plots as X
 from interp.report import plots
-from interp.report.figures import png_bytes
+from interp.report.figures import png_bytes, role_code
+from interp.roles import ROLE_NAMES
 
 
 def test_each_figure_is_skipped_without_its_table(tmp_path):
@@ -70,6 +71,14 @@ def test_role_map_cell_text_and_colour_follow_role_and_confidence():
     np.testing.assert_allclose(
         colours[1], 0.65 * np.array([0xB0 / 255] * 3) + 0.35, atol=1e-6
     )  # paler
+
+
+def test_no_two_roles_share_a_role_map_code():
+    codes = {role: role_code(role) for role in ROLE_NAMES}
+    assert len(set(codes.values())) == len(codes)
+    assert (codes["first_token"], codes["frequent_token"]) == ("FT", "FrT")  # catalogue order
+    assert (codes["induction"], codes["inactive"], codes["unexplained"]) == ("Ind", "Ina", "?")
+    assert role_code("first_tail") == "FiT"  # a role outside the catalogue takes a free code
 
 
 def test_feature_facets_split_into_figures_of_twelve(make_fake_run, tmp_path):
