@@ -3,8 +3,8 @@ warnings once each, signals as exit codes."""
 
 from __future__ import annotations
 
-import os
 import signal
+import time
 import warnings
 from pathlib import Path
 
@@ -89,12 +89,26 @@ def test_the_toolkits_warnings_show_once_each_and_noisy_ones_do_not():
     assert result.exit_code == 0
 
 
+@pytest.fixture
+def as_from_a_shell():
+    """SIGINT and SIGTERM as an interactive shell leaves them, whatever the test process inherited:
+    a process started in the background of a non-interactive shell has SIGINT ignored, and an
+    ignored signal stays ignored (the test below)."""
+    given = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    for s, handler in given.items():
+        signal.signal(s, handler)
+
+
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_a_signal_ends_the_command_with_its_exit_code(sig, code):
+def test_a_signal_ends_the_command_with_its_exit_code(sig, code, as_from_a_shell):
     def body():
-        os.kill(os.getpid(), sig)
-        for _ in range(1000):  # the handler runs between bytecodes
-            pass
+        signal.raise_signal(sig)  # to this thread: its handler runs at the next bytecode
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
         raise AssertionError("the signal did not interrupt")
 
     result = run(body)
@@ -103,3 +117,15 @@ def test_a_signal_ends_the_command_with_its_exit_code(sig, code):
         f"interrupted ({signal.Signals(sig).name}): finished stages are kept"
     )
     assert signal.getsignal(signal.SIGTERM) is not None  # handlers restored
+
+
+def test_a_signal_the_parent_ignored_stays_ignored(as_from_a_shell):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as nohup or a background job leaves it
+
+    def body():
+        signal.raise_signal(signal.SIGINT)
+        time.sleep(0.05)
+
+    result = run(body)
+    assert result.exit_code == 0 and result.stderr == ""
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
