@@ -380,9 +380,9 @@ def _exact(
 ) -> tuple[pd.DataFrame, bool, list[dict[str, int]]]:
     """Exact effect rows of ``heads``, whether layer reuse held, and the heads each round ran per
     eval set (one round unless ``max_rounds > 1``: then :mod:`interp.ablate.sequential`, no round
-    starting after ``budget`` seconds (None: no limit), its state kept in its ``state_dir`` after each round, where
-    given); each sweep's shards run on ``executor`` (:mod:`interp.executors.work`), their sums
-    merged here."""
+    starting after ``budget`` seconds (None: no limit), its state kept in ``run.state_dir``
+    after each round, where given); each sweep's shards run on ``executor``
+    (:mod:`interp.executors.work`), their sums merged here."""
     ablator, corpus, cfg = run.ablator, run.corpus, run.cfg
     store = SumStore(metric_sizes(corpus.sizes))
     if not heads:
