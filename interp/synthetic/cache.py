@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,7 +91,7 @@ def train_cached(
     if (target / "train.json").exists():
         return load_cached(target, task, arch, training)
     result = train(task, arch, training, progress)
-    with atomic_dir(target, ".train-") as tmp:
+    with atomic_dir(target, ".train-", lambda t: (t / "train.json").exists()) as tmp:
         for step, state in result.states.items():
             folder = tmp / f"step-{step}"
             folder.mkdir()
@@ -114,25 +114,56 @@ def train_cached(
 
 
 @contextlib.contextmanager
-def atomic_dir(target: Path, prefix: str) -> Iterator[Path]:
-    """A fresh folder next to ``target`` that replaces ``target`` when the block ends without error
-    (and is removed when it raises): readers never see a half-written cache entry."""
+def atomic_dir(target: Path, prefix: str, complete: Callable[[Path], bool]) -> Iterator[Path]:
+    """A fresh folder next to ``target`` that becomes ``target`` when the block ends without
+    error (and is removed when it raises): readers never see a half-written cache entry.
+
+    Another process may have written the same entry meanwhile (two runs, a study's workers, a
+    parallel test session that all found it missing). Where ``target`` is already ``complete``
+    when the block ends, it is kept and this folder dropped: the entry is the same, and a reader
+    may be loading it. Only an incomplete or stale ``target`` is replaced, moved aside first so
+    that the new folder takes its name in one rename."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
     tmp.chmod(0o755)  # mkdtemp makes it private; the cache holds ordinary model directories
     try:
         yield tmp
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
+        _publish(tmp, target, prefix, complete)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _publish(tmp: Path, target: Path, prefix: str, complete: Callable[[Path], bool]) -> None:
+    """Rename ``tmp`` to ``target`` unless ``target`` is ``complete`` (then ``tmp`` stays, for
+    the caller to remove). A rename takes the name only where no entry holds it, so an entry
+    that lands between a check and the rename is found complete after it, and kept. A stale entry
+    is set aside first; two writers replacing one stale entry at once may still drop the first
+    one's new entry under its reader (a version change met by two processes at once)."""
+    if complete(target):
+        return
+    with contextlib.suppress(OSError):  # the name is held: another writer's entry, or a stale one
+        os.replace(tmp, target)
+        return
+    if complete(target):
+        return
+    stale = Path(tempfile.mkdtemp(prefix=f"{prefix}stale-", dir=target.parent))
+    with contextlib.suppress(FileNotFoundError):  # another writer set it aside first
+        os.replace(target, stale / "entry")
+    shutil.rmtree(stale, ignore_errors=True)
+    try:
+        os.replace(tmp, target)
+    except OSError:
+        if not complete(target):
+            raise
+
+
 def read_meta(target: Path, meta_name: str) -> dict | None:
-    """The training record a single-model cache directory holds (None: no cache there)."""
-    meta_file = target / meta_name
-    return json.loads(meta_file.read_text()) if meta_file.exists() else None
+    """The training record a single-model cache directory holds (None: no cache there, or one
+    another process is replacing)."""
+    try:
+        return json.loads((target / meta_name).read_text())
+    except FileNotFoundError:
+        return None
 
 
 def load_dir(target: Path, arch: Architecture) -> Any:
@@ -143,9 +174,18 @@ def load_dir(target: Path, arch: Architecture) -> Any:
     return constrain(hf, arch).eval()
 
 
-def save_dir(hf: Any, tok: Any, meta: dict, target: Path, meta_name: str) -> None:
-    """Write one trained model as a Hugging Face directory (safetensors, tokenizer, ``meta_name``), atomically."""
-    with atomic_dir(target, f".{target.name}-") as tmp:
+def save_dir(
+    hf: Any, tok: Any, meta: dict, target: Path, meta_name: str, key: tuple[str, ...]
+) -> None:
+    """Write one trained model as a Hugging Face directory (safetensors, tokenizer, ``meta_name``),
+    atomically; an entry whose record has the same ``key`` fields (those that decide the weights)
+    is the same model, and where another process wrote one meanwhile, it is kept."""
+
+    def same(t: Path) -> bool:
+        found = read_meta(t, meta_name)
+        return found is not None and all(found.get(k) == meta[k] for k in key)
+
+    with atomic_dir(target, f".{target.name}-", same) as tmp:
         hf.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
         (tmp / meta_name).write_text(json.dumps(meta, indent=1))

@@ -252,6 +252,7 @@ def toy_cached(
         {"version": TOY_VERSION, "steps": steps, "seed": seed, "curve": curve, **losses},
         target,
         "toy.json",
+        ("version", "steps", "seed"),
     )
     return _result(boot(hf, tok, NAME), curve, losses, steps, seed, cached=str(target))
 

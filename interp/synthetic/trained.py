@@ -122,7 +122,7 @@ def trained(task: str, seed: int = 0, path: str | os.PathLike | None = None) -> 
     else:
         hf, tok, record = train(TASKS[task], seed)
         meta = {"version": TASKS_VERSION, "task": task, "seed": seed, **record}
-        save_dir(hf, tok, meta, target, META)
+        save_dir(hf, tok, meta, target, META, ("version", "task", "seed"))
     return TrainedTask(
         boot(hf, tok, f"{task}-seed{seed}"),
         task,
