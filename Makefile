@@ -46,11 +46,14 @@ lint:
 demo: setup
 	$(PY) -m interp run --model smollm2-135m
 
+# The tests run in TEST_WORKERS processes (pytest-xdist), a file's tests in one of them
+# (tests/conftest.py), each on one thread: torch's threads would only wait on each other's cores.
+TEST_WORKERS ?= 2
 test: setup browser lint
-	$(PY) -m pytest
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test-fast: setup lint
-	$(PY) -m pytest -m "not slow"
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow"
 
 bench: setup
 	$(PY) benchmarks/collect_vs_forward.py

@@ -50,3 +50,19 @@ def smollm2_roles(smollm2):
     config = CollectConfig(n_repeated=48, n_syntax=200, max_sentences=80, n_bootstrap=50)
     result = collect(smollm2, config, progress=False)
     return classify(result.features, result.replicates, result.names).roles
+
+
+# The test files that start a local Ray cluster: in a parallel session they share one worker, so
+# that two clusters never start at once.
+RAY_FILES = {"test_ray_executor.py", "test_study.py"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``make test`` runs two workers, ``--dist loadgroup``) a file's tests
+    go to one worker, so that its module fixtures (a quick analyses run, a trained model) are
+    built once, and the Ray files share one worker."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        group = "ray" if item.path.name in RAY_FILES else str(item.path)
+        item.add_marker(pytest.mark.xdist_group(group))
