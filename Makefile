@@ -46,14 +46,15 @@ lint:
 demo: setup
 	$(PY) -m interp run --model smollm2-135m
 
-# The tests run in TEST_WORKERS processes (pytest-xdist), a file's tests in one of them
-# (tests/conftest.py), each on one thread: torch's threads would only wait on each other's cores.
+# The tests run in TEST_WORKERS processes (pytest-xdist), a file's tests in one of them (its module
+# fixtures are built once), each on one thread: torch's threads would only wait on each other's
+# cores. The files that start a local Ray cluster take turns (tests/conftest.py).
 TEST_WORKERS ?= 2
 test: setup browser lint
-	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 test-fast: setup lint
-	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow"
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
 bench: setup
 	$(PY) benchmarks/collect_vs_forward.py

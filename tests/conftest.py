@@ -52,17 +52,13 @@ def smollm2_roles(smollm2):
     return classify(result.features, result.replicates, result.names).roles
 
 
-# The test files that start a local Ray cluster: in a parallel session they share one worker, so
-# that two clusters never start at once.
-RAY_FILES = {"test_ray_executor.py", "test_study.py"}
+@pytest.fixture(scope="module")
+def ray_to_itself(tmp_path_factory):
+    """An exclusive lock, held while a test file's local Ray cluster runs: ``make test`` runs two
+    pytest-xdist workers, and two clusters started at once would contend for the same cores and
+    ports. The lock file lies in the session's temporary root, which the workers share."""
+    import fcntl
 
-
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``make test`` runs two workers, ``--dist loadgroup``) a file's tests
-    go to one worker, so that its module fixtures (a quick analyses run, a trained model) are
-    built once, and the Ray files share one worker."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        group = "ray" if item.path.name in RAY_FILES else str(item.path)
-        item.add_marker(pytest.mark.xdist_group(group))
+    with open(tmp_path_factory.getbasetemp().parent / "ray.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield

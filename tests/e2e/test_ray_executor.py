@@ -43,7 +43,7 @@ ABLATE_ONLY = (
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(ray_to_itself):
     ray.init(
         num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20, log_to_driver=False
     )
