@@ -12,7 +12,8 @@ from each run's manifest; the ablate stage's own split (thread probe, estimator,
 pruning) from its timings; the scored positions its estimator read per metric from
 ``estimator_corpus``. Then, per model and metric: how many of the 5 largest exact effects of the
 seed-1 run and of the quick run are among the default run's 5 (the issue's stability target: at
-least 4), and how many of each full run's 20 largest exact effects met the precision rule.
+least 4), how many of each full run's 20 largest exact effects met the precision rule, and how
+many of those 20 belong to heads whose role is ``unexplained``.
 Written to the ``run_time`` section of RESULTS.md.
 
 Usage: ``python benchmarks/run_time.py [--no-write]``  (about 25 minutes on a 2-core CPU)
@@ -96,6 +97,15 @@ def met(run_dir: Path, metric: str) -> str:
     return f"{int((rows['precision'] == 'met').sum())} of {len(rows)}"
 
 
+def unexplained(run_dir: Path, metric: str) -> str:
+    """How many of the run's 20 largest exact effects on ``metric`` belong to heads whose primary
+    role is ``unexplained`` (the roles issue's target: at most 6)."""
+    roles = pd.read_parquet(run_dir / "roles.parquet").set_index(["layer", "head"])["role"]
+    rows = exact_rows(run_dir, metric).head(TOP_PRECISE)
+    heads = list(zip(rows["layer"].astype(int), rows["head"].astype(int)))
+    return str(sum(roles.get(head) == "unexplained" for head in heads))
+
+
 def positions(run_dir: Path, metric: str) -> str:
     """Scored positions the run's estimator read for ``metric`` (its manifest's estimator_corpus)."""
     return str(ablate_info(run_dir).get("estimator_corpus", {}).get(metric, {}).get("n_scored", ""))
@@ -114,7 +124,8 @@ def stability_rows(model: str, runs: dict[str, Path]) -> list[str]:
         a, b, c = top_heads(default, metric), top_heads(seed, metric), top_heads(quick, metric)
         out.append(
             f"| {model} | {metric} | {len(set(a) & set(b))} of {TOP} | {len(set(a) & set(c))} of {TOP} "
-            f"| {met(default, metric)} | {met(seed, metric)} | {positions(default, metric)} "
+            f"| {met(default, metric)} | {met(seed, metric)} "
+            f"| {unexplained(default, metric)} | {unexplained(seed, metric)} | {positions(default, metric)} "
             f"| {positions(quick, metric)} | {name(a)} | {name(b)} | {name(c)} |"
         )
     return out
@@ -162,13 +173,17 @@ def main() -> None:
             f"largest effects of the `--seed 1` run and of the `--quick` run are among the default run's "
             f"{TOP} (target: at least 4); `top {TOP_PRECISE} met`: how many of a full run's {TOP_PRECISE} "
             "largest effects met the precision rule (half-width <= max(10% of |delta|, 0.01)); "
+            f"`top {TOP_PRECISE} unexplained`: how many of them belong to heads whose role is "
+            "`unexplained` (target: at most 6); "
             "`estimator positions`: scored positions its estimator read (a full sweep's estimator reads "
             "the sweep's corpus).",
             "",
             f"| model | metric | seed 1 in default top {TOP} | quick in default top {TOP} "
-            f"| top {TOP_PRECISE} met, default | top {TOP_PRECISE} met, seed 1 | estimator positions, default "
+            f"| top {TOP_PRECISE} met, default | top {TOP_PRECISE} met, seed 1 "
+            f"| top {TOP_PRECISE} unexplained, default | top {TOP_PRECISE} unexplained, seed 1 "
+            "| estimator positions, default "
             f"| estimator positions, quick | default top {TOP} | seed 1 top {TOP} | quick top {TOP} |",
-            "| --- | --- | --- | --- | --- | --- | ---: | ---: | --- | --- | --- |",
+            "| --- | --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- |",
             *stability,
         ]
     )
