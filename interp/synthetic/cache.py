@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -157,13 +157,16 @@ def _publish(tmp: Path, target: Path, prefix: str, complete: Callable[[Path], bo
             raise
 
 
-def read_meta(target: Path, meta_name: str) -> dict | None:
-    """The training record a single-model cache directory holds (None: no cache there, or one
-    another process is replacing)."""
+def read_meta(target: Path, meta_name: str, wanted: Mapping[str, Any]) -> dict | None:
+    """The training record a single-model cache directory holds, where its ``wanted`` fields
+    (those that decide the weights) match; None: no cache there, one another process is
+    replacing, or another model's. Readers and :func:`save_dir`'s writers share this test, so
+    an entry one keeps is one the other accepts."""
     try:
-        return json.loads((target / meta_name).read_text())
+        found = json.loads((target / meta_name).read_text())
     except FileNotFoundError:
         return None
+    return found if all(found.get(k) == v for k, v in wanted.items()) else None
 
 
 def load_dir(target: Path, arch: Architecture) -> Any:
@@ -175,20 +178,20 @@ def load_dir(target: Path, arch: Architecture) -> Any:
 
 
 def save_dir(
-    hf: Any, tok: Any, meta: dict, target: Path, meta_name: str, key: tuple[str, ...]
-) -> None:
-    """Write one trained model as a Hugging Face directory (safetensors, tokenizer, ``meta_name``),
-    atomically; an entry whose record has the same ``key`` fields (those that decide the weights)
-    is the same model, and where another process wrote one meanwhile, it is kept."""
-
-    def same(t: Path) -> bool:
-        found = read_meta(t, meta_name)
-        return found is not None and all(found.get(k) == meta[k] for k in key)
-
-    with atomic_dir(target, f".{target.name}-", same) as tmp:
+    hf: Any, tok: Any, wanted: Mapping[str, Any], record: dict, target: Path, meta_name: str
+) -> dict:
+    """Write one trained model as a Hugging Face directory (safetensors, tokenizer, ``meta_name``
+    holding ``wanted`` and ``record``), atomically, and return that record. An entry that
+    :func:`read_meta` accepts for ``wanted`` is the same model: where another process wrote one
+    meanwhile, it is kept."""
+    meta = {**wanted, **record}
+    with atomic_dir(
+        target, f".{target.name}-", lambda t: read_meta(t, meta_name, wanted) is not None
+    ) as tmp:
         hf.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
         (tmp / meta_name).write_text(json.dumps(meta, indent=1))
+    return meta
 
 
 def load_cached(

@@ -234,8 +234,9 @@ def toy_cached(
     retrained and replaced. Weights are written as safetensors, atomically (temp dir + rename).
     """
     target = Path(path).expanduser() if path is not None else default_cache_dir()
-    meta = read_meta(target, "toy.json")
-    if meta and (meta["version"], meta["steps"], meta["seed"]) == (TOY_VERSION, steps, seed):
+    wanted = {"version": TOY_VERSION, "steps": steps, "seed": seed}
+    meta = read_meta(target, "toy.json", wanted)
+    if meta:
         losses = {k: meta[k] for k in ("first_half_loss", "repeated_half_loss", "train_seconds")}
         return _result(
             boot(load_dir(target, ARCH), build_tokenizer(VOCAB), NAME),
@@ -246,14 +247,7 @@ def toy_cached(
             cached=str(target),
         )
     hf, tok, curve, losses = _train(steps, seed, progress)
-    save_dir(
-        hf,
-        tok,
-        {"version": TOY_VERSION, "steps": steps, "seed": seed, "curve": curve, **losses},
-        target,
-        "toy.json",
-        ("version", "steps", "seed"),
-    )
+    save_dir(hf, tok, wanted, {"curve": curve, **losses}, target, "toy.json")
     return _result(boot(hf, tok, NAME), curve, losses, steps, seed, cached=str(target))
 
 

@@ -116,13 +116,13 @@ def trained(task: str, seed: int = 0, path: str | os.PathLike | None = None) -> 
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; choose from {sorted(TASKS)}")
     target = Path(path).expanduser() if path is not None else cache_dir(task, seed)
-    meta = read_meta(target, META)
-    if meta and (meta["version"], meta["task"], meta["seed"]) == (TASKS_VERSION, task, seed):
+    wanted = {"version": TASKS_VERSION, "task": task, "seed": seed}
+    meta = read_meta(target, META, wanted)
+    if meta:
         hf, tok = load_dir(target, architecture(TASKS[task])), build_tokenizer(TASKS[task].words)
     else:
         hf, tok, record = train(TASKS[task], seed)
-        meta = {"version": TASKS_VERSION, "task": task, "seed": seed, **record}
-        save_dir(hf, tok, meta, target, META, ("version", "task", "seed"))
+        meta = save_dir(hf, tok, wanted, record, target, META)
     return TrainedTask(
         boot(hf, tok, f"{task}-seed{seed}"),
         task,

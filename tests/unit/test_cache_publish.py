@@ -80,6 +80,17 @@ def test_a_failed_block_leaves_nothing(tmp_path):
 
 
 def test_a_record_being_replaced_reads_as_missing(tmp_path):
-    assert read_meta(tmp_path / "gone", "toy.json") is None
+    assert read_meta(tmp_path / "gone", "toy.json", {}) is None
     (tmp_path / "toy.json").write_text(json.dumps({"steps": 3}))
-    assert read_meta(tmp_path, "toy.json") == {"steps": 3}
+    assert read_meta(tmp_path, "toy.json", {}) == {"steps": 3}
+
+
+def test_a_record_of_another_model_reads_as_missing(tmp_path):
+    (tmp_path / "toy.json").write_text(json.dumps({"version": 2, "steps": 3, "curve": [1.0]}))
+    assert read_meta(tmp_path, "toy.json", {"version": 2, "steps": 3}) == {
+        "version": 2,
+        "steps": 3,
+        "curve": [1.0],
+    }
+    assert read_meta(tmp_path, "toy.json", {"version": 2, "steps": 4}) is None
+    assert read_meta(tmp_path, "toy.json", {"version": 2, "seed": 0}) is None
