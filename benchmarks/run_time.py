@@ -22,6 +22,7 @@ Usage: ``python benchmarks/run_time.py [--no-write]``  (about 25 minutes on a 2-
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -97,10 +98,16 @@ def met(run_dir: Path, metric: str) -> str:
     return f"{int((rows['precision'] == 'met').sum())} of {len(rows)}"
 
 
+@functools.cache
+def primary_roles(run_dir: Path) -> pd.Series:
+    """Each head's primary role in the run, read once per run (every metric asks)."""
+    return pd.read_parquet(run_dir / "roles.parquet").set_index(["layer", "head"])["role"]
+
+
 def unexplained(run_dir: Path, metric: str) -> str:
     """How many of the run's 20 largest exact effects on ``metric`` belong to heads whose primary
     role is ``unexplained`` (the roles issue's target: at most 6)."""
-    roles = pd.read_parquet(run_dir / "roles.parquet").set_index(["layer", "head"])["role"]
+    roles = primary_roles(run_dir)
     rows = exact_rows(run_dir, metric).head(TOP_PRECISE)
     heads = list(zip(rows["layer"].astype(int), rows["head"].astype(int)))
     return str(sum(roles.get(head) == "unexplained" for head in heads))
