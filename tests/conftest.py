@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 
 import numpy as np
@@ -52,13 +53,28 @@ def smollm2_roles(smollm2):
     return classify(result.features, result.replicates, result.names).roles
 
 
-@pytest.fixture(scope="module")
-def ray_to_itself(tmp_path_factory):
-    """An exclusive lock, held while a test file's local Ray cluster runs: ``make test`` runs two
+@contextlib.contextmanager
+def _ray_lock(tmp_path_factory):
+    """An exclusive lock, held while a local Ray cluster runs: ``make test`` runs two
     pytest-xdist workers, and two clusters started at once would contend for the same cores and
     ports. The lock file lies in the session's temporary root, which the workers share."""
     import fcntl
 
     with open(tmp_path_factory.getbasetemp().parent / "ray.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+@pytest.fixture(scope="module")
+def ray_to_itself(tmp_path_factory):
+    """The Ray lock for a file whose module fixture keeps one cluster for all its tests."""
+    with _ray_lock(tmp_path_factory):
+        yield
+
+
+@pytest.fixture
+def ray_to_this_test(tmp_path_factory):
+    """The Ray lock for one test that starts and stops its own cluster: the rest of its file
+    runs without holding it."""
+    with _ray_lock(tmp_path_factory):
         yield

@@ -121,7 +121,7 @@ def test_a_bad_study_file_is_one_line(tmp_path):
         read_study(bad)
 
 
-def test_a_study_on_ray_makes_the_same_runs_as_tasks(study_file, tmp_path, ray_to_itself):
+def test_a_study_on_ray_makes_the_same_runs_as_tasks(study_file, tmp_path, ray_to_this_test):
     pytest.importorskip("ray")
     import ray
 
