@@ -49,6 +49,7 @@ FEATURES_PER_FIGURE = 12
 # otherwise a feature no head has paints its noise in full red and blue.
 FEATURE_SCALE_FLOOR = 0.1
 SINK = "sink_mass"  # roles-table column: share of a head's attention on the first position
+JITTER = 0.2  # half the spread of a layer's dots in the sink figure, in layers
 
 
 def usable(frame: pd.DataFrame | None) -> TypeGuard[pd.DataFrame]:
@@ -227,19 +228,21 @@ def plot_role_counts(
 @styled
 def _sink_figure(roles: pd.DataFrame, n_layers: int) -> Figure:
     data = roles.dropna(subset=[SINK]).assign(role=lambda d: d["role"].astype(str))
+    # The dots spread across their layer by a jitter of their own generator (seaborn's stripplot
+    # draws it from numpy's global one): the figure is the same in every run and process.
+    spread = np.random.default_rng(0).uniform(-JITTER, JITTER, len(data))
+    data = data.assign(x=data["layer"].to_numpy(dtype=float) + spread)
     present = S.role_order(data["role"])
     fig = new_figure(max(6.0, 0.28 * n_layers + 3.0), 3.8)
     ax = fig.add_subplot()
-    sns.stripplot(
+    sns.scatterplot(
         data=data,
-        x="layer",
+        x="x",
         y=SINK,
         hue="role",
         hue_order=present,
         palette=role_palette(present),
-        native_scale=True,
-        jitter=0.2,
-        size=4,
+        s=16,
         edgecolor="black",
         linewidth=0.3,
         ax=ax,
@@ -261,6 +264,7 @@ def _sink_figure(roles: pd.DataFrame, n_layers: int) -> Figure:
     ticks = range(0, n_layers, tick_step(n_layers, 30))
     ax.set_xticks(list(ticks), [f"L{i}" for i in ticks])
     ax.set_ylim(-0.03, 1.03)
+    ax.set_xlabel("layer")
     ax.set_ylabel("sink mass (attention on the first position)")
     ax.set_title("Sink mass by layer")
     sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), frameon=False)
