@@ -35,8 +35,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 SAMPLE_S = 0.3  # how long other processes' CPU use is sampled
 # Tables of runs that chose different thread counts agree to this relative tolerance (and
 # THREAD_ATOL absolute): the golden tables' tolerance (tests/golden/compare.py).
@@ -194,6 +192,8 @@ def stage_threads(n: int | None) -> Iterator[None]:
     if n is None:
         yield
         return
+    import torch  # here: the report counts CPUs with this module and reads tables only
+
     old = torch.get_num_threads()
     torch.set_num_threads(n)
     try:

@@ -1,7 +1,7 @@
 """The report stage: from a run's files alone (never the model, never torch), its figures
-(plots.py, effect_plots.py, exemplars.py), one content model of what the report says
-(content.py, document.py), and two renderings of it: a self-contained HTML page (html.py) and
-a PDF (pdf.py).
+(plots.py, effect_plots.py, exemplar_plots.py; several sections drawn at once by drawing.py), one
+content model of what the report says (content.py, document.py), and two renderings of it: a
+self-contained HTML page (html.py) and a PDF (pdf.py).
 
 ``build_report(run_dir)`` and ``compare_runs(run_a, run_b, out_path)`` are imported lazily, so
 that importing a helper module (``interp.report.summary``) does not load matplotlib and seaborn.

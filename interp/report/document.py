@@ -20,6 +20,7 @@ from interp.report import content as C
 from interp.report import formatting as F
 from interp.report import pruning_summary as P
 from interp.report import summary as S
+from interp.report.drawing import draw_sections
 
 SUMMARY = "summary"  # the report's own first section: the stages' sections follow it
 
@@ -320,11 +321,13 @@ def section_order(stages: list[Stage]) -> list[ReportSection]:
     return ordered + [s for s in declared if s not in ordered]  # a loop of afters: at the end
 
 
-def stage_sections(run: RunTables, figures: Path, stages: list[Stage]) -> list[C.Section]:
+def stage_sections(
+    run: RunTables, figures: Path, stages: list[Stage], processes: int = 1
+) -> list[C.Section]:
     """Every stage's sections that have something to show for this run, in page order; each
-    draws its figures into ``figures``."""
-    built = (s.builder()(run, figures) for s in section_order(stages))
-    return [s for s in built if s is not None]
+    draws its figures into ``figures``, up to ``processes`` at once (:mod:`interp.report.drawing`)."""
+    builders = [s.builder() for s in section_order(stages)]
+    return [s for s in draw_sections(builders, run, figures, processes) if s is not None]
 
 
 def report_document(

@@ -131,21 +131,23 @@ def render_explorer_page(
     )
 
 
-def build_document(run_dir: str | Path) -> C.Document:
+def build_document(run_dir: str | Path, processes: int = 1) -> C.Document:
     """The report's content: every registered stage's sections (drawing their figures under
-    ``RUN_DIR/figures``) between the summary and the heads table."""
+    ``RUN_DIR/figures``, up to ``processes`` sections at once) between the summary and the heads
+    table."""
     run = load_run(run_dir)
-    sections = stage_sections(run, run.path / "figures", STAGES)
+    sections = stage_sections(run, run.path / "figures", STAGES, processes)
     return report_document(run, S.report_summary(run), sections)
 
 
-def build_report(run_dir: str | Path, pdf: bool = True) -> Path:
+def build_report(run_dir: str | Path, pdf: bool = True, processes: int = 1) -> Path:
     """Build figures, ``report.html`` and (unless ``pdf=False``) ``report.pdf``; return the HTML path.
+    ``processes``: how many sections draw their figures at once (the same files for any count).
 
     Works with whatever tables the run has: a run that only collected features gets a report
     with its feature heatmaps and a note saying which stages are missing.
     """
-    doc = build_document(run_dir)
+    doc = build_document(run_dir, processes)
     out = Path(run_dir) / "report.html"
     write_text(out, render_html(doc, explorer_of(run_dir)))
     if pdf:

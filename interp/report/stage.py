@@ -15,7 +15,9 @@ if TYPE_CHECKING:  # the report never runs the model
 
 @dataclass(frozen=True)
 class ReportRecord(StageRecord):
-    """The report records nothing beyond what the pipeline records about every stage."""
+    """What the manifest records about a report run."""
+
+    processes: int  # sections drawn at once (interp.report.drawing); 1: in the stage's process
 
 
 def run_stage(
@@ -25,7 +27,10 @@ def run_stage(
     progress: bool = True,
 ) -> ReportRecord:
     """Build the report of a run (the model is not needed and never loaded)."""
+    from interp.executors.threads import choose_threads
+    from interp.report.drawing import can_fork
     from interp.report.html import build_report
 
-    build_report(run_dir, pdf=config.pdf)
-    return ReportRecord()
+    processes = choose_threads(config.processes).n if can_fork() else 1
+    build_report(run_dir, pdf=config.pdf, processes=processes)
+    return ReportRecord(processes)
