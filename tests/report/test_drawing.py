@@ -58,6 +58,23 @@ def test_one_process_draws_here(tmp_path):
     assert int(sections[0].blocks[0].text) == os.getpid() and sections[1] is None
 
 
+def test_without_fork_every_section_is_drawn_here(tmp_path, monkeypatch):
+    from interp.report import drawing
+
+    monkeypatch.setattr(drawing, "can_fork", lambda: False)
+    sections = draw_sections([_text_of_pid, _text_of_pid], None, tmp_path, processes=2)
+    assert [int(s.blocks[0].text) for s in sections] == [os.getpid()] * 2
+
+
+def test_the_report_stage_records_one_process_without_fork(fake_run, monkeypatch):
+    from interp.report import drawing
+    from interp.report.config import ReportConfig
+    from interp.report.stage import run_stage
+
+    monkeypatch.setattr(drawing, "can_fork", lambda: False)
+    assert run_stage(fake_run, config=ReportConfig(processes=2)).fields() == {"processes": 1}
+
+
 @needs_fork
 def test_a_section_error_is_raised_to_the_caller(tmp_path):
     with pytest.raises(Broken, match="the section failed"):
