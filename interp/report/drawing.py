@@ -35,14 +35,20 @@ def can_fork() -> bool:
     return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
 
 
+def usable_processes(asked: int) -> int:
+    """How many processes draw the sections when ``asked`` are: all of them where
+    :func:`can_fork`, else 1 (this process). The report stage records this count."""
+    return asked if can_fork() else 1
+
+
 def draw_sections(
     builders: list[Builder], run: RunTables, figures: Path, processes: int = 1
 ) -> list[C.Section | None]:
     """Each builder's section of ``run``, in the order given, its figures drawn into ``figures``;
-    ``processes`` above 1 draws up to that many at once (where :func:`can_fork`). An error in a
+    ``processes`` above 1 draws up to that many at once (:func:`usable_processes`). An error in a
     section is raised here, as it would be when drawn in this process."""
-    processes = min(processes, len(builders))
-    if processes <= 1 or not can_fork():
+    processes = min(usable_processes(processes), len(builders))
+    if processes <= 1:
         return [build(run, figures) for build in builders]
     global _JOBS
     _JOBS = (builders, run, figures)

@@ -28,9 +28,9 @@ def run_stage(
 ) -> ReportRecord:
     """Build the report of a run (the model is not needed and never loaded)."""
     from interp.executors.threads import choose_threads
-    from interp.report.drawing import can_fork
+    from interp.report.drawing import usable_processes
     from interp.report.html import build_report
 
-    processes = choose_threads(config.processes).n if can_fork() else 1
+    processes = usable_processes(choose_threads(config.processes).n)
     build_report(run_dir, pdf=config.pdf, processes=processes)
     return ReportRecord(processes)
