@@ -5,7 +5,13 @@ corpus, 8 copies), intact, timed under each dtype and thread count, interleaved 
 ``--rounds`` rounds (best of). Also the largest |logit| difference between each half precision
 and fp32 on that pass, relative to the largest fp32 logit: what it costs in accuracy.
 
-Usage: ``python benchmarks/dtype_speed.py [--rounds 3] [--no-write]``  (about a minute)
+Then what it costs where a researcher reads it: one round of the ablate stage's exact sweep
+(mean ablation, every head, the default evaluation corpus, no estimator, no pruning) in fp32 and
+in bf16, and per metric how far the bf16 effects lie from the fp32 ones, in units of the fp32
+interval's half-width (the sampling error the table already states), and how many of the 20
+largest effects the two share.
+
+Usage: ``python benchmarks/dtype_speed.py [--rounds 3] [--no-write]``  (about four minutes)
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from __future__ import annotations
 import argparse
 import time
 
+import numpy as np
+import pandas as pd
 import torch
 from _results import write_section  # noqa: E402
 
@@ -20,11 +28,37 @@ from interp import ModelSpec  # noqa: E402
 from interp.ablate.config import CPU_TOKENS_PER_PASS  # noqa: E402
 from interp.ablate.evaluation import build_corpus  # noqa: E402
 from interp.ablate.forward import Ablator  # noqa: E402
-from interp.ablate.stage import AblateConfig  # noqa: E402
+from interp.ablate.stage import AblateConfig, ablate  # noqa: E402
 from interp.model.load import load_model  # noqa: E402
 
 SCRIPT = "benchmarks/dtype_speed.py"
 COPIES = 8
+TOP = 20
+
+
+def exact_effects(model, dtype: str) -> tuple[pd.DataFrame, float]:
+    """One round of the exact sweep in ``dtype``: (exact effects by metric, layer, head; seconds)."""
+    cfg = AblateConfig(max_rounds=1, prune=False, attribution=False, dtype=dtype)
+    start = time.perf_counter()
+    effects = ablate(model, cfg, progress=False).effects
+    seconds = time.perf_counter() - start
+    return effects.set_index(["metric", "layer", "head"]).sort_index(), seconds
+
+
+def effect_rows(fp32: pd.DataFrame, bf16: pd.DataFrame) -> list[str]:
+    """Per metric: bf16 against fp32 effects, in fp32 half-widths, and the top-20 overlap."""
+    rows = []
+    for metric in fp32.index.unique("metric"):
+        a, b = fp32.loc[metric], bf16.loc[metric].reindex(fp32.loc[metric].index)
+        off = (b["delta"] - a["delta"]).abs() / ((a["ci_high"] - a["ci_low"]) / 2)
+        shared = set(a["delta"].abs().nlargest(TOP).index) & set(
+            b["delta"].abs().nlargest(TOP).index
+        )
+        rows.append(
+            f"| {metric} | {np.corrcoef(a['delta'], b['delta'])[0, 1]:.4f} | {off.median():.2f} "
+            f"| {off.quantile(0.9):.2f} | {len(shared)} of {TOP} |"
+        )
+    return rows
 
 
 def main() -> None:
@@ -64,6 +98,9 @@ def main() -> None:
         )
         for d in ("bfloat16", "float16")
     }
+    effects, sweep_s = {}, {}
+    for dtype in ("float32", "bfloat16"):
+        effects[dtype], sweep_s[dtype] = exact_effects(ablators["float32"].model, dtype)
     tokens = batches["float32"].tokens.numel() * COPIES
     rows = [
         f"| {n} | {best['float32', n]:.2f} s | {best['bfloat16', n]:.2f} s | {best['float16', n]:.2f} s | "
@@ -83,6 +120,17 @@ def main() -> None:
             f"Largest |logit difference| vs fp32, relative to the largest fp32 logit: bf16 {rel['bfloat16']:.3f}, "
             f"fp16 {rel['float16']:.4f}. Both halve memory; bf16 pays only where the hardware has native bf16 "
             "(GPUs, CPUs with AVX512-BF16 / AMX), fp16 where it has fp16 arithmetic (GPUs, CPUs with AVX512-FP16 / AMX-FP16).",
+            "",
+            f"**Effects in bf16.** One round of the exact sweep (mean ablation, all heads, the default "
+            f"evaluation corpus) took {sweep_s['float32']:.0f} s in fp32 and {sweep_s['bfloat16']:.0f} s in bf16 "
+            f"({sweep_s['bfloat16'] / sweep_s['float32']:.2f}x), every torch thread. Per metric: the correlation of "
+            "the bf16 effects with the fp32 ones; |bf16 - fp32 effect| in units of the fp32 interval's half-width "
+            "(the sampling error the table states; median and 90th percentile over heads); and how many of the "
+            f"{TOP} largest effects the two share.",
+            "",
+            "| metric | correlation | median, half-widths | 90th percentile, half-widths | top 20 shared |",
+            "| --- | ---: | ---: | ---: | ---: |",
+            *effect_rows(effects["float32"], effects["bfloat16"]),
         ]
     )
     print(body)
