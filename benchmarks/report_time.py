@@ -52,7 +52,9 @@ def interp(args: list[str]) -> tuple[float, float]:
 def figures(run: Path) -> dict[str, bytes]:
     """Every figure file the report drew in ``run``, by its path under the figures folder."""
     folder = run / "figures"
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
 
 
 def summary(seconds: list[float]) -> str:
