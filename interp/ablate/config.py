@@ -40,8 +40,8 @@ ESTIMATE_ROUNDS = 3
 REL_PRECISION = 0.10
 ABS_PRECISION = 0.01
 # quick mode: seconds of exact sweep before no further round starts, what its rounds took on
-# SmolLM2 when they were 3 (benchmarks/run_time.py). A round that starts before it runs to its
-# end, so the rounds take longer (44 s on a 2-core EPYC, where --quick took 3.2 minutes)
+# SmolLM2 when they were 3. A round that starts before it runs to its end, so the rounds take
+# somewhat longer: benchmarks/run_time.py records how long, and the whole --quick run's time
 QUICK_BUDGET = 35.0
 # Scored positions per metric the stage's estimator reads where it chooses the heads that are ablated exactly
 # (--top-k): enough that its ranking is not sampling noise. Attribution's cost grows with the tokens read, and
