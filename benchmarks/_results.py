@@ -12,8 +12,10 @@ import datetime as dt
 import os
 import platform
 import re
+import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,6 +70,23 @@ def write_section(
     if not results.exists():
         results.write_text(header)
     regenerate(slug(name))
+
+
+def interp_command(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """Wall and CPU seconds of ``python -m interp ARGS`` in a fresh process (its output dropped;
+    ``env``: its environment, None for this one's); a failed command raises."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "interp", *args],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def regenerate(*blocks: str) -> None:

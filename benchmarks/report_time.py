@@ -18,35 +18,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from _results import write_section  # noqa: E402
+from _results import interp_command, write_section  # noqa: E402
 
 SCRIPT = "benchmarks/report_time.py"
 MODEL = "smollm2-135m"
-
-
-def interp(args: list[str]) -> tuple[float, float]:
-    """Wall and CPU seconds of ``python -m interp ARGS`` in a fresh process (its output dropped)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "interp", *args],
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu
 
 
 def figures(run: Path) -> dict[str, bytes]:
@@ -72,7 +53,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         source = args.run
         if source is None:
-            interp(["run", "--model", MODEL, "--quick", "--out", tmp, "--name", "quick", "-q"])
+            interp_command(
+                ["run", "--model", MODEL, "--quick", "--out", tmp, "--name", "quick", "-q"]
+            )
             source = Path(tmp) / MODEL / "quick"
         copies = {n: Path(tmp) / f"processes-{n}" for n in counts}
         for copy in copies.values():
@@ -81,7 +64,7 @@ def main() -> None:
         cpu: dict[int, list[float]] = {n: [] for n in counts}
         for _ in range(args.rounds):
             for n in counts:
-                w, c = interp(["report", str(copies[n]), "--processes", str(n)])
+                w, c = interp_command(["report", str(copies[n]), "--processes", str(n)])
                 wall[n].append(w)
                 cpu[n].append(c)
         drawn = {n: figures(copy) for n, copy in copies.items()}

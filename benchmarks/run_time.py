@@ -25,14 +25,11 @@ import argparse
 import functools
 import json
 import os
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pandas as pd
-from _results import write_section  # noqa: E402
+from _results import interp_command, write_section  # noqa: E402
 
 from interp.ablate.settle import TOP as TOP_PRECISE  # noqa: E402
 
@@ -49,15 +46,7 @@ TOP = 5  # the stability target compares the 5 largest effects
 
 
 def timed(args: list[str], env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "interp", *args],
-        env=env,
-        check=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    return time.perf_counter() - start
+    return interp_command(args, env)[0]
 
 
 def ablate_info(run_dir: Path) -> dict:
