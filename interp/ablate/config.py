@@ -39,6 +39,10 @@ ESTIMATE_ROUNDS = 3
 # is larger
 REL_PRECISION = 0.10
 ABS_PRECISION = 0.01
+# Shortest job first: an open effect among the largest of its metric that would meet the precision rule
+# with at most this many times its positions gets the next round before the others (each head reads its
+# own next sequences, so the heads that wait lose none; interp.ablate.sequential)
+REACH = 2.0
 # quick mode: seconds of exact sweep before no further round starts, what its rounds took on
 # SmolLM2 when they were 3. A round that starts before it runs to its end, so the rounds take
 # somewhat longer: benchmarks/run_time.py records how long, and the whole --quick run's time

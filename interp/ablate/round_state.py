@@ -16,7 +16,8 @@ Stored format (``numpy.savez_compressed``, plain arrays, no pickles)::
     key          str                     sha256 of the config, model and corpus
     next_round   int                     the round the sweep continues with
     log          str                     JSON: per round, the heads each eval set's sweep ran
-    read         str                     JSON: eval set -> scored positions read so far
+    read         str                     JSON: eval set -> the most scored positions one head read
+    cursors      str                     JSON: eval set -> [[layer, head, slices it has read], ...]
     reused       bool                    whether every sweep so far reused the layers below
     metrics      str     [metric]
     base_M, den_M             float64 [sequence]     the intact model's sums of metric M
@@ -62,7 +63,9 @@ from interp.pipeline import rundir
 FILE = "ablate_rounds.npz"
 # 2: the rounds slice sequence i of n into round i * rounds // n (interp.ablate.sequential.rounds);
 # a state of 1 was read under other slices, so continuing it could read a sequence twice
-FORMAT_VERSION = 2
+# 3: each head reads its own next slice (a read pointer per head and eval set, ``cursors``); a state
+# of 2 kept one round index for every head
+FORMAT_VERSION = 3
 ESTIMATE_FILE = "ablate_estimate.npz"
 ESTIMATE_VERSION = 1
 
@@ -95,6 +98,14 @@ def save(run_dir: Path, key: str, store: SumStore, rounds: Rounds, reused: bool)
         "next_round": np.int64(rounds.next_round),
         "log": np.array(json.dumps(rounds.log)),
         "read": np.array(json.dumps(rounds.read)),
+        "cursors": np.array(
+            json.dumps(
+                {
+                    f: [[*h, n] for h, n in sorted(heads.items())]
+                    for f, heads in rounds.cursors.items()
+                }
+            )
+        ),
         "reused": np.bool_(reused),
         "metrics": np.array(list(store), dtype=str),
     }
@@ -130,7 +141,7 @@ def load(run_dir: Path, key: str, store: SumStore) -> tuple[Rounds, bool] | None
     below, its sums put into the empty ``store``; None (with one line on stderr when a state was
     there) when there is none to continue."""
     path = Path(run_dir) / FILE
-    head = ("version", "key", "next_round", "log", "read", "reused", "metrics")
+    head = ("version", "key", "next_round", "log", "read", "cursors", "reused", "metrics")
     try:
         arrays = rundir.read_archive(path, head, FORMAT_VERSION)
         if arrays is None:
@@ -154,8 +165,15 @@ def load(run_dir: Path, key: str, store: SumStore) -> tuple[Rounds, bool] | None
             bad = arrays[f"nonfinite_{i}"][j]
             if bad.any():
                 sums.nonfinite[condition] = torch.from_numpy(bad.copy())
+    cursors = {
+        f: {(layer, head_): n for layer, head_, n in heads}
+        for f, heads in json.loads(str(arrays["cursors"])).items()
+    }
     rounds = Rounds(
-        int(arrays["next_round"]), json.loads(str(arrays["log"])), json.loads(str(arrays["read"]))
+        int(arrays["next_round"]),
+        json.loads(str(arrays["log"])),
+        json.loads(str(arrays["read"])),
+        cursors,
     )
     return rounds, bool(arrays["reused"])
 

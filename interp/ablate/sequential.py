@@ -1,26 +1,32 @@
 """A sequential exact sweep: spend tokens where a head's effect is not yet settled.
 
-The evaluation corpus is cut into ``rounds`` of the same make-up (each eval set's sequences in
-index order: round ``r`` holds the ``r``-th slice of every eval set). Round 0 is ablated for every
-chosen head; after each round every (head, metric) effect is recomputed with its bootstrap
-interval over the sequences it has seen (:func:`interp.ablate.stats.effects_from_sums`), and
-only the heads whose effect is still open on some metric of an eval set get that eval set's next
-round; while an effect that contends for a place among the ``TOP`` (20) largest of its metric
-is open (:func:`interp.ablate.settle.contending`), only those heads do, so that a time budget
-goes first to the effects a reader looks at and the others wait. An effect is *settled* (:func:`settled`) when its 95% interval decides it against the
+The evaluation corpus is cut into ``slices`` of the same make-up (:func:`rounds`: each eval set's
+sequences in index order, slice ``r`` holding the ``r``-th part of every eval set), and every
+head reads an eval set's slices in that order, each at its own pace: a head keeps a read pointer
+per eval set (``Rounds.cursors``), so a round that runs a few heads costs the others no sequence.
+Round 0 runs every chosen head on the first slice; after each round every (head, metric) effect
+is recomputed with its bootstrap interval over the sequences it has seen
+(:func:`interp.ablate.stats.effects_from_sums`), and only the heads whose effect is still open on
+some metric of an eval set read their next slice of it (the heads at the same slice run
+together). The order is shortest job first, so that a time budget goes first to the effects a
+reader looks at and ends with as many of them precise as it can: an open effect that contends
+for a place among the ``TOP`` (20) largest of its metric (:func:`interp.ablate.settle.contending`)
+and would meet the rule with at most ``REACH`` times its positions
+(:func:`interp.ablate.settle.positions_needed`) goes first; then, while any contending effect is
+open, only those heads go on; then every open one. An effect is *settled* (:func:`settled`) when its 95% interval decides it against the
 pruning tolerance (wholly above, wholly below, or wholly within +-tolerance; see
 ``vs_tolerance``) and, for a head that matters (above) or ranks among the ``TOP`` (20) largest
 |effects| of its metric, when the interval is also tight: half-width at most
 ``max(P * |delta|, ABS_PRECISION)``, ``P`` = ``REL_PRECISION`` (10%) or ``--precision``. Heads that are clearly
-irrelevant stop after one round; heads near the tolerance or important but imprecise go on,
-up to the last round, or until the stage's time budget for the sweep is spent (no round starts
-after it; round 0 always runs in full). Each row's ``n_tokens`` says how many tokens its effect
-rests on, and ``precision`` whether it met the rule (``met``) or what stopped it first
-(``rounds``, ``budget``, or ``corpus``: its eval set had no further sequence, as the bounded prose
-lines or the user's own sequences). ``--precise`` runs the rounds with no time budget, up to
-``PRECISE_ROUNDS``, until no effect is open. Every round ends with one line on stderr: the heads
-still open, how many the next round runs and the scored positions read so far per eval set, and
-the seconds since round 0.
+irrelevant stop after one slice; heads near the tolerance or important but imprecise go on,
+up to their eval set's last slice, or until the stage's time budget for the sweep is spent (no
+round starts after it; round 0 always runs in full). Each row's ``n_tokens`` says how many
+tokens its effect rests on, and ``precision`` whether it met the rule (``met``) or what stopped
+it first (``rounds``: it read every slice; ``budget``; or ``corpus``: its eval set had no
+further sequence, as the bounded prose lines or the user's own sequences). ``--precise`` runs
+the rounds with no time budget, up to ``PRECISE_ROUNDS`` slices per head, until no effect is
+open. Every round ends with one line on stderr: the heads still open, how many the next round
+runs and the most scored positions one head has read per eval set, and the seconds since round 0.
 
 This is a racing design, not a fixed-size test: the intervals of heads that stop early are
 slightly optimistic (stopping when the interval looks settled favours intervals that happen to
@@ -32,15 +38,15 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from interp.ablate.config import REL_PRECISION
+from interp.ablate.config import REACH, REL_PRECISION
 from interp.ablate.evaluation import EvalCorpus, EvalItem, make_batches
 from interp.ablate.metrics import eval_set_metrics
-from interp.ablate.settle import contending, settled
+from interp.ablate.settle import contending, positions_needed, settled
 from interp.ablate.stats import sequence_tokens
 
 Head = tuple[int, int]
@@ -53,7 +59,9 @@ class Rounds:
 
     next_round: int
     log: list[dict[str, int]]  # per round, the heads each eval set's sweep ran
-    read: dict[str, int]  # eval set -> scored positions its sweeps read so far
+    read: dict[str, int]  # eval set -> the most scored positions one head's sweeps read so far
+    # eval set -> head -> slices of it the head has read (its next one's index)
+    cursors: dict[str, dict[Head, int]] = field(default_factory=dict)
 
 
 def rounds(
@@ -101,13 +109,24 @@ def eval_set_part(corpus: EvalCorpus, eval_set: str) -> EvalCorpus:
 
 
 def open_heads(
-    effects: pd.DataFrame, eval_set: str, rel: float = REL_PRECISION, first: bool = False
+    effects: pd.DataFrame,
+    eval_set: str,
+    rel: float = REL_PRECISION,
+    first: bool = False,
+    reach: float | None = None,
 ) -> set[Head]:
     """Heads with an unsettled effect on some metric of ``eval_set`` (any ablation kind); with
     ``first``, only those whose unsettled effect contends for a place among the largest
-    (:func:`interp.ablate.settle.contending`)."""
+    (:func:`interp.ablate.settle.contending`); with ``reach`` too, only those whose contending
+    effect would meet the precision rule with at most ``reach`` times its positions
+    (:func:`interp.ablate.settle.positions_needed`)."""
     rows = effects[effects["metric"].isin(eval_set_metrics(eval_set))]
-    rows = rows[~settled(rows, rel) & (contending(rows) if first else True)]
+    keep = ~settled(rows, rel)
+    if first:
+        keep &= contending(rows)
+    if reach is not None:
+        keep &= positions_needed(rows, rel) <= reach  # NaN (an undecided effect): not in reach
+    rows = rows[keep]
     return {(int(layer), int(head)) for layer, head in zip(rows["layer"], rows["head"])}
 
 
@@ -123,27 +142,49 @@ def precision(
     effects: pd.DataFrame,
     stopped_by: str,
     rel: float = REL_PRECISION,
-    spent: frozenset[str] = frozenset(),
+    ended: Mapping[tuple[str, Head], str] | None = None,
 ) -> pd.DataFrame:
     """Exact rows with ``precision``: ``met`` where the effect is settled, else why the rounds
-    stopped before it was (``corpus``: its eval set, one of ``spent``, had no further sequence;
-    ``rounds``: the last round ran; ``budget``: the time budget ran out)."""
-    out_of = [m for eval_set in spent for m in eval_set_metrics(eval_set)]
-    why = np.where(effects["metric"].isin(out_of), CORPUS, stopped_by)
+    stopped before it was: ``stopped_by`` (``rounds``: the last round ran; ``budget``: the time
+    budget ran out), or for a head that had read every sequence of the row's eval set, what
+    ``ended`` ((eval set, head) -> reason, :func:`ended_heads`) says: ``corpus`` (its eval set had
+    no further sequence, as the bounded prose lines or the user's own sequences) or ``rounds``."""
+    why = pd.Series(stopped_by, index=effects.index, dtype=object)
+    if ended:
+        by_metric = {
+            (metric, head): reason
+            for (eval_set, head), reason in ended.items()
+            for metric in eval_set_metrics(eval_set)
+        }
+        keys = zip(effects["metric"], effects["layer"].astype(int), effects["head"].astype(int))
+        found = [by_metric.get((metric, (layer, head))) for metric, layer, head in keys]
+        why = why.where([f is None for f in found], pd.Series(found, index=effects.index))
     return effects.assign(precision=np.where(settled(effects, rel), MET, why))
 
 
-def last_rounds(parts: list[EvalCorpus]) -> dict[str, int]:
-    """eval set -> the last round of ``parts`` that holds a sequence of it (an eval set with no
-    sequence in any round is left out)."""
-    return {b.eval_set: r for r, part in enumerate(parts) for b in part.batches}
+def slices_of(parts: list[EvalCorpus]) -> dict[str, list[int]]:
+    """eval set -> the indices of the rounds of ``parts`` that hold a sequence of it, in order: the
+    slices its heads read one after another (an eval set with no sequence is left out)."""
+    out: dict[str, list[int]] = {}
+    for r, part in enumerate(parts):
+        for eval_set in dict.fromkeys(b.eval_set for b in part.batches):
+            out.setdefault(eval_set, []).append(r)
+    return out
 
 
-def spent_eval_sets(parts: list[EvalCorpus], ran: int) -> frozenset[str]:
-    """The eval sets whose sequences ran out in the first ``ran`` rounds of ``parts`` while later
-    rounds had sequences of others: an open effect of theirs could not get more."""
-    last = last_rounds(parts)
-    return frozenset(f for f, r in last.items() if r < ran and r < len(parts) - 1)
+def ended_heads(
+    parts: list[EvalCorpus], cursors: Mapping[str, Mapping[Head, int]]
+) -> dict[tuple[str, Head], str]:
+    """(eval set, head) -> why the head can read no further sequence of the eval set, for each
+    head that has read all of its slices: ``corpus`` where the eval set ran out before the last
+    round (prose has so many lines; the user's sequences are all in the first), else ``rounds``."""
+    slices = slices_of(parts)
+    out: dict[tuple[str, Head], str] = {}
+    for eval_set, heads in cursors.items():
+        held = slices.get(eval_set, [])
+        reason = CORPUS if held and held[-1] < len(parts) - 1 else ROUNDS
+        out |= {(eval_set, h): reason for h, read in heads.items() if read >= len(held)}
+    return out
 
 
 def sequential_sweep(
@@ -155,63 +196,101 @@ def sequential_sweep(
     rel: float = REL_PRECISION,
     begun: Rounds | None = None,
     after_round: Callable[[Rounds], None] | None = None,
-) -> tuple[list[dict[str, int]], str]:
-    """Run ``sweep(corpus, heads)`` round by round on the heads still open per eval set, starting no
-    round after ``deadline`` (``time.perf_counter()`` seconds; the first round always runs), with a
-    line on stderr after each round (:func:`round_line`), after ``after_round`` has been handed
-    where the sweep stands. ``begun``: a stopped sweep's rounds, whose sums ``effects`` already
-    reads; the sweep continues with its next round. Returns, per round, the number of heads each
-    eval set's sweep ran (what the manifest records), and what stopped the rounds for the heads
-    still open: ``rounds`` or ``budget``."""
-    log: list[dict[str, int]] = list(begun.log) if begun else []
-    read = dict(begun.read) if begun else dict.fromkeys(parts[0].sizes, 0)
-    first = begun.next_round if begun else 0
-    todo = {eval_set: list(heads) for eval_set in parts[0].sizes}
-    last = last_rounds(parts)
+) -> tuple[Rounds, str]:
+    """Run ``sweep(corpus, heads)`` round by round on the heads still open per eval set, each head
+    reading its own next slice of the eval set (``parts``, :func:`rounds`; heads at the same slice
+    run together), starting no round after ``deadline`` (``time.perf_counter()`` seconds; the
+    first round always runs), with a line on stderr after each round (:func:`round_line`), after
+    ``after_round`` has been handed where the sweep stands. ``begun``: a stopped sweep's rounds,
+    whose sums ``effects`` already reads; the sweep continues with its next round. Returns where
+    the sweep ended (its log, per round the number of heads each eval set's sweep ran, is what the
+    manifest records) and what stopped the rounds for the heads still open that had sequences
+    left: ``rounds`` or ``budget``."""
+    slices = slices_of(parts)
+    scored = [_eval_set_positions(part) for part in parts]
+    state = (
+        Rounds(begun.next_round, list(begun.log), dict(begun.read), _copied(begun.cursors))
+        if begun
+        else Rounds(0, [], dict.fromkeys(parts[0].sizes, 0), {f: {} for f in slices})
+    )
+    first = state.next_round
     if first:
-        todo = next_heads(effects(), heads, _left(parts[0], last, first), rel)
+        todo = next_heads(effects(), _readable(heads, slices, state.cursors), rel)
+    else:
+        todo = {f: list(heads) for f in slices}
     start = time.perf_counter()
-    for r, part in enumerate(parts):
-        if r < first:
-            continue
-        if not any(todo.values()):
-            break
-        if r > first and deadline is not None and time.perf_counter() > deadline:
-            return log, BUDGET
-        ran = {}
-        scored = _eval_set_positions(part)
-        for eval_set in part.sizes:
-            chosen = sorted(todo.get(eval_set, []))
-            if chosen and any(b.eval_set == eval_set for b in part.batches):
-                sweep(eval_set_part(part, eval_set), chosen)
-                ran[eval_set] = len(chosen)
-                read[eval_set] += scored[eval_set]
-        log.append(ran)
+    while any(todo.values()):
+        if state.next_round > first and deadline is not None and time.perf_counter() > deadline:
+            return state, BUDGET
+        state.log.append(_one_round(parts, slices, todo, state.cursors, sweep))
+        state.next_round += 1
+        state.read = {
+            f: sum(scored[r][f] for r in held[: max(state.cursors[f].values(), default=0)])
+            for f, held in slices.items()
+        } | {f: 0 for f in state.read if f not in slices}
         table = effects()
-        todo = next_heads(table, heads, _left(parts[0], last, r + 1), rel)
+        can = _readable(heads, slices, state.cursors)
+        todo = next_heads(table, can, rel)
         if after_round is not None:
-            after_round(Rounds(r + 1, log, read))
-        still = {f: len(open_heads(table, f, rel) & set(heads)) for f in read}
-        line = round_line(r, len(parts), todo, still, read, time.perf_counter() - start)
+            after_round(state)
+        still = {f: open_heads(table, f, rel) & set(heads) for f in state.read}
+        left = {f: bool(still[f] & set(can.get(f, []))) for f in still}
+        seconds = time.perf_counter() - start
+        line = round_line(state.next_round - 1, todo, still, left, state.read, seconds)
         print(line, file=sys.stderr)
-    return log, ROUNDS
+    return state, ROUNDS
 
 
-def _left(first: EvalCorpus, last: dict[str, int], r: int) -> list[str]:
-    """The eval sets (in ``first`` round's order) with sequences in round ``r`` or later, from
-    each one's ``last`` round (:func:`last_rounds`)."""
-    return [f for f in first.sizes if last.get(f, -1) >= r]
+def _one_round(
+    parts: list[EvalCorpus],
+    slices: dict[str, list[int]],
+    todo: dict[str, list[Head]],
+    cursors: dict[str, dict[Head, int]],
+    sweep: Callable[[EvalCorpus, list[Head]], None],
+) -> dict[str, int]:
+    """Sweep each eval set's ``todo`` heads on their next slices (moving their ``cursors`` on);
+    returns how many heads each eval set's sweeps ran."""
+    ran = {}
+    for eval_set, chosen in todo.items():
+        at: dict[int, list[Head]] = {}
+        for head in chosen:
+            at.setdefault(cursors[eval_set].get(head, 0), []).append(head)
+        for read, group in sorted(at.items()):
+            sweep(eval_set_part(parts[slices[eval_set][read]], eval_set), sorted(group))
+            cursors[eval_set] |= dict.fromkeys(group, read + 1)
+        if chosen:
+            ran[eval_set] = len(chosen)
+    return ran
+
+
+def _copied(cursors: Mapping[str, Mapping[Head, int]]) -> dict[str, dict[Head, int]]:
+    return {f: dict(heads) for f, heads in cursors.items()}
+
+
+def _readable(
+    heads: list[Head], slices: dict[str, list[int]], cursors: dict[str, dict[Head, int]]
+) -> dict[str, list[Head]]:
+    """eval set -> the ``heads`` that have a slice of it left to read."""
+    return {
+        f: [h for h in heads if cursors.get(f, {}).get(h, 0) < len(held)]
+        for f, held in slices.items()
+    }
 
 
 def next_heads(
-    table: pd.DataFrame, heads: list[Head], eval_sets: list[str], rel: float
+    table: pd.DataFrame, heads: Mapping[str, list[Head]], rel: float
 ) -> dict[str, list[Head]]:
-    """eval set -> the chosen heads that its next round runs: while any effect that contends for
-    a place among the largest of its metric is open, only the heads with such an effect (on any
-    eval set: the budget goes first to the effects a reader looks at); then every head with an
-    effect still open. ``eval_sets``: those with sequences left; the others get no round."""
-    for first in (True, False):
-        todo = {f: sorted(open_heads(table, f, rel, first) & set(heads)) for f in eval_sets}
+    """eval set -> the heads (of those ``heads`` names for it: the ones with a slice of it left)
+    that its next round runs. Shortest job first, so that a time budget ends with as many of the
+    largest effects precise as it can: while an effect that contends for a place among the
+    largest of its metric is open but within ``REACH`` times its positions of the precision rule,
+    only the heads with such an effect (on any eval set); else, while any contending effect is
+    open, the heads with one; then every head with an effect still open."""
+    for first, reach in ((True, REACH), (True, None), (False, None)):
+        todo = {
+            f: sorted(open_heads(table, f, rel, first, reach) & set(chosen))
+            for f, chosen in heads.items()
+        }
         if any(todo.values()):
             return todo
     return todo
@@ -219,21 +298,23 @@ def next_heads(
 
 def round_line(
     r: int,
-    n_rounds: int,
     todo: dict[str, list[Head]],
-    still: dict[str, int],
+    still: dict[str, set[Head]],
+    left: dict[str, bool],
     read: dict[str, int],
     seconds: float,
 ) -> str:
-    """The progress line after round ``r`` (counted from 0) of ``n_rounds``: per eval set, the
-    heads still open, how many of them the next round runs (none where the eval set has no
-    sequence left), and the scored positions its sweeps have read so far."""
+    """The progress line after round ``r`` (counted from 0): per eval set, the heads still open
+    (``still``), how many of them the next round runs (``no sequences left`` where none of them has
+    a sequence left to read: ``left``), and the most scored positions one head's sweeps have read
+    so far."""
     each = ", ".join(
-        f"{f} {still[f]} open, {len(todo[f]) if f in todo else 'no sequences left'}"
-        f"{' next' if f in todo else ''} ({read[f]} positions)"
-        for f in still
+        f"{f} {len(open_)} open, "
+        f"{f'{len(todo.get(f, []))} next' if left[f] or not open_ else 'no sequences left'}"
+        f" ({read[f]} positions)"
+        for f, open_ in still.items()
     )
-    return f"ablate: round {r + 1} of {n_rounds} after {seconds:.0f} s: {each}"
+    return f"ablate: round {r + 1} after {seconds:.0f} s: {each}"
 
 
 def _eval_set_positions(part: EvalCorpus) -> dict[str, int]:

@@ -79,10 +79,10 @@ from interp.ablate.selection import annotate, audit_summary, choose, flag_estima
 from interp.ablate.sequential import (
     ROUNDS,
     Rounds,
+    ended_heads,
     precision,
     rounds,
     sequential_sweep,
-    spent_eval_sets,
 )
 from interp.ablate.stats import SumStore, effects_from_sums, sequence_tokens
 from interp.ablate.surprises import role_effects, surprises
@@ -411,15 +411,15 @@ def _exact(
     )
     if len(parts) == 1:
         sweep(corpus, heads)
-        log, stopped_by = [dict.fromkeys(corpus.sizes, len(heads))], ROUNDS
+        log, stopped_by, ended = [dict.fromkeys(corpus.sizes, len(heads))], ROUNDS, {}
     else:
         deadline = None if budget is None else time.perf_counter() + budget
         begun, after_round = _kept_rounds(run.state_dir, ablator, cfg, heads, corpus, store, reused)
-        log, stopped_by = sequential_sweep(
+        state, stopped_by = sequential_sweep(
             parts, heads, sweep, table, deadline, cfg.precision, begun, after_round
         )
-    spent = spent_eval_sets(parts, len(log))
-    return precision(table(), stopped_by, cfg.precision, spent), all(reused), log
+        log, ended = state.log, ended_heads(parts, state.cursors)
+    return precision(table(), stopped_by, cfg.precision, ended), all(reused), log
 
 
 def _kept_rounds(

@@ -14,19 +14,19 @@ from interp.ablate.catalogue import eval_set_metrics
 from interp.ablate.config import DEFAULT_BUDGET, DEFAULT_ROUNDS, PRECISE_ROUNDS
 from interp.ablate.evaluation import build_corpus
 from interp.ablate.sequential import (
-    last_rounds,
+    ended_heads,
     open_heads,
     precision,
     rounds,
     settled,
-    spent_eval_sets,
+    slices_of,
 )
 from interp.ablate.stage import AblateConfig, ablate
 from interp.pipeline.options import RunOptions
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 BASE = SMALL_SWEEP
-LINE = re.compile(r"ablate: round (\d+) of (\d+) after \d+ s: (.*)")
+LINE = re.compile(r"ablate: round (\d+) after \d+ s: (.*)")
 
 
 def sweep_of(config: AblateConfig) -> tuple[int, float | None]:
@@ -64,11 +64,9 @@ def test_an_explicit_time_budget_stops_a_precise_sweep(llama):
 def test_each_round_prints_the_heads_left_and_the_positions_read(llama, capsys):
     out = ablate(llama, dataclasses.replace(BASE, max_rounds=3), progress=True)
     lines = [m for m in map(LINE.match, capsys.readouterr().err.splitlines()) if m]
-    assert [(int(m[1]), int(m[2])) for m in lines] == [
-        (r + 1, 3) for r in range(len(out.summary["rounds"]))
-    ]
+    assert [int(m[1]) for m in lines] == [r + 1 for r in range(len(out.summary["rounds"]))]
     each = r"(\w+) (\d+) open, (?:(\d+) next|no sequences left) \((\d+) positions\)"
-    found = re.findall(each, lines[-1][3])
+    found = re.findall(each, lines[-1][2])
     assert {f for f, *_ in found} == set(out.summary["corpus"])
     exact = out.effects
     for eval_set, left, going, read in found:
@@ -80,14 +78,14 @@ def test_each_round_prints_the_heads_left_and_the_positions_read(llama, capsys):
 
 def test_a_precise_sweep_leaves_no_effect_open_without_saying_why(llama):
     out = ablate(llama, dataclasses.replace(BASE, precise=True), progress=False)
-    exact, log = out.effects, out.summary["rounds"]
+    exact = out.effects
     assert out.summary["resolved_config"]["time_budget"] is None
     assert set(exact["precision"]) <= {"met", "corpus", "rounds"}
     assert ((exact["precision"] == "met") == settled(exact)).all()
-    if (exact["precision"] == "rounds").any():
-        assert len(log) == PRECISE_ROUNDS
-    if (exact["precision"] == "met").all():
-        assert len(log) <= PRECISE_ROUNDS
+    # an effect stopped by the rounds read every slice: as many positions as any head of its metric
+    most = exact.groupby("metric")["n_tokens"].transform("max")
+    stopped = exact["precision"] == "rounds"
+    assert (exact.loc[stopped, "n_tokens"] == most[stopped]).all()
 
 
 def test_an_eval_set_that_runs_out_says_corpus(llama):
@@ -100,21 +98,32 @@ def test_an_eval_set_that_runs_out_says_corpus(llama):
         False,
         False,
     ]
-    assert spent_eval_sets(parts, 1) == spent_eval_sets(parts, 3) == {"loss_prose"}
-    assert last_rounds(parts) == {"loss_prose": 0, "loss_repeated": 2, "sv_logit_diff": 2}
-    assert spent_eval_sets(rounds(corpus, 3, 512, 0), 3) == frozenset()
+    assert slices_of(parts) == {
+        "loss_prose": [0],
+        "loss_repeated": [0, 1, 2],
+        "sv_logit_diff": [0, 1, 2],
+    }
+    # a head that read the prose's one slice ran out of corpus; one that read every slice of the
+    # repeated tokens ran out of rounds; one with slices left has not ended
+    cursors = {"loss_prose": {(0, 0): 1}, "loss_repeated": {(0, 0): 3, (0, 1): 2}}
+    assert ended_heads(parts, cursors) == {
+        ("loss_prose", (0, 0)): "corpus",
+        ("loss_repeated", (0, 0)): "rounds",
+    }
     rows = pd.DataFrame(
         {
-            "delta": [1.0, 1.0, 1.0],
-            "ci_low": [0.95, 0.5, 0.5],
-            "ci_high": [1.05, 1.5, 1.5],
+            "delta": [1.0, 1.0, 1.0, 1.0],
+            "ci_low": [0.95, 0.5, 0.5, 0.5],
+            "ci_high": [1.05, 1.5, 1.5, 1.5],
             "vs_tolerance": "above",
-            "metric": ["loss_prose", "loss_prose", "loss_repeated"],
+            "metric": ["loss_prose", "loss_prose", "loss_repeated", "loss_repeated"],
             "ablation": "mean",
+            "layer": 0,
+            "head": [1, 0, 0, 1],
         }
     )
-    marked = precision(rows, "rounds", spent=frozenset({"loss_prose"}))["precision"]
-    assert marked.tolist() == ["met", "corpus", "rounds"]
+    marked = precision(rows, "budget", ended=ended_heads(parts, cursors))["precision"]
+    assert marked.tolist() == ["met", "corpus", "rounds", "budget"]
 
 
 class Stop(KeyboardInterrupt):

@@ -10,7 +10,7 @@ import pytest
 from small_sweep import SMALL_SWEEP
 
 from interp.ablate.evaluation import EvalCorpus, build_corpus, make_batches
-from interp.ablate.sequential import next_heads, open_heads, rounds, settled, spent_eval_sets
+from interp.ablate.sequential import next_heads, open_heads, rounds, settled, slices_of
 from interp.ablate.settle import contending, positions_needed
 from interp.ablate.stage import ablate
 
@@ -41,7 +41,7 @@ def test_a_generated_set_fills_every_round_though_it_lost_a_few(llama):
     parts = rounds(five, 4, 512, 0)
     held = [sum(it.eval_set == "sv_logit_diff" for it in part.items) for part in parts]
     assert held == [2, 1, 1, 1]
-    assert spent_eval_sets(parts, 4) == frozenset()
+    assert slices_of(parts)["sv_logit_diff"] == [0, 1, 2, 3]
 
 
 def test_the_users_own_sequences_stay_whole_in_round_zero(llama):
@@ -203,21 +203,42 @@ def test_an_effect_contends_where_its_interval_reaches_the_twentieth_largest():
 
 
 def test_the_next_round_runs_the_contending_open_heads_first():
-    heads = [(0, h) for h in range(25)] + [(1, h) for h in range(21)]
-    sets = ["loss_repeated", "sv_logit_diff"]
-    wide = pd.concat([_below(3.0), _agreement()], ignore_index=True)
+    repeated, agreement = [(0, h) for h in range(25)], [(1, h) for h in range(21)]
+    heads = {"loss_repeated": repeated, "sv_logit_diff": agreement}
+    # half-width 4: none of the top 20 within REACH of the rule ((4 / 2.5)^2 = 2.56 at best)
+    wide = pd.concat([_below(4.0), _agreement()], ignore_index=True)
     # the top 20 of loss_repeated are open and contend: the undecided sv head waits
-    assert next_heads(wide, heads, sets, 0.1) == {
+    assert next_heads(wide, heads, 0.1) == {
         "loss_repeated": [(0, h) for h in range(5, 25)],
         "sv_logit_diff": [],
     }
     # once they are precise, every open head goes on
     tight = pd.concat([_below(0.5), _agreement()], ignore_index=True)
-    assert next_heads(tight, heads, sets, 0.1) == {"loss_repeated": [], "sv_logit_diff": [(1, 20)]}
-    # an eval set with no sequence left holds no round back
-    assert next_heads(wide, heads, ["sv_logit_diff"], 0.1) == {"sv_logit_diff": [(1, 20)]}
+    assert next_heads(tight, heads, 0.1) == {"loss_repeated": [], "sv_logit_diff": [(1, 20)]}
+    # a head with no sequence left holds no round back
+    assert next_heads(wide, {"sv_logit_diff": agreement}, 0.1) == {"sv_logit_diff": [(1, 20)]}
+    assert next_heads(wide, {**heads, "loss_repeated": []}, 0.1) == {
+        "loss_repeated": [],
+        "sv_logit_diff": [(1, 20)],
+    }
     # only the chosen heads run
-    assert next_heads(wide, heads[:6], sets, 0.1) == {
+    assert next_heads(wide, {**heads, "loss_repeated": repeated[:6]}, 0.1) == {
         "loss_repeated": [(0, 5)],
         "sv_logit_diff": [],
     }
+
+
+def test_an_effect_within_reach_of_the_rule_goes_first():
+    """Shortest job first: of the open contending effects, those that would meet the rule with at
+    most REACH times their positions run before the others, which lose no sequence by waiting."""
+    rows = _below(
+        3.0
+    )  # half-width 3: at 10%, |delta| 25 needs (3 / 2.5)^2 = 1.44 times its positions
+    heads = {"loss_repeated": [(0, h) for h in range(25)]}
+    # (3 / 2.1)^2 = 2.04 for |delta| 21; 22 .. 25 need at most 1.86
+    assert next_heads(rows, heads, 0.1) == {"loss_repeated": [(0, h) for h in range(21, 25)]}
+    assert open_heads(rows, "loss_repeated", 0.1, first=True, reach=1.5) == {(0, 24)}
+    # an undecided effect has no need it can state: all go on in the contending tier (|delta| 3
+    # on: the interval reaches the 20th largest, 6)
+    undecided = rows.assign(vs_tolerance="undecided")
+    assert next_heads(undecided, heads, 0.1) == {"loss_repeated": [(0, h) for h in range(2, 25)]}
