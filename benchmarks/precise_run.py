@@ -141,7 +141,7 @@ def summary(model_name: str, out: Path) -> str:
             "",
             f"Per metric (mean ablation): how many of the {TOP} largest exact effects met the precision rule "
             "(half-width <= max(10% of |delta|, 0.01)), how many of all heads did, what stopped the others "
-            "(`rounds`: the 100 rounds ran out first; `corpus`: its eval set had no further sequence, "
+            "(`rounds`: its head read all 100 slices first; `corpus`: its eval set had no further sequence, "
             "as prose has so many lines), and the most positions one effect rests on.",
             "",
             f"| metric | top {TOP} met | all heads met | the others | most positions |",
