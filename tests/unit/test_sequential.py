@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from small_sweep import SMALL_SWEEP
 
+from interp.ablate.config import REACH
 from interp.ablate.evaluation import EvalCorpus, build_corpus, make_batches
 from interp.ablate.sequential import next_heads, open_heads, rounds, settled, slices_of
 from interp.ablate.settle import contending, positions_needed
@@ -205,8 +206,9 @@ def test_an_effect_contends_where_its_interval_reaches_the_twentieth_largest():
 def test_the_next_round_runs_the_contending_open_heads_first():
     repeated, agreement = [(0, h) for h in range(25)], [(1, h) for h in range(21)]
     heads = {"loss_repeated": repeated, "sv_logit_diff": agreement}
-    # half-width 4: none of the top 20 within REACH of the rule ((4 / 2.5)^2 = 2.56 at best)
-    wide = pd.concat([_below(4.0), _agreement()], ignore_index=True)
+    # half-width 6: none of the top 20 within REACH of the rule ((6 / 2.5)^2 = 5.76 at best)
+    assert (6 / 2.5) ** 2 > REACH
+    wide = pd.concat([_below(6.0), _agreement()], ignore_index=True)
     # the top 20 of loss_repeated are open and contend: the undecided sv head waits
     assert next_heads(wide, heads, 0.1) == {
         "loss_repeated": [(0, h) for h in range(5, 25)],
@@ -231,12 +233,13 @@ def test_the_next_round_runs_the_contending_open_heads_first():
 def test_an_effect_within_reach_of_the_rule_goes_first():
     """Shortest job first: of the open contending effects, those that would meet the rule with at
     most REACH times their positions run before the others, which lose no sequence by waiting."""
-    rows = _below(
-        3.0
-    )  # half-width 3: at 10%, |delta| 25 needs (3 / 2.5)^2 = 1.44 times its positions
+    # half-width 3: at 10%, |delta| d needs (3 / 0.1 d)^2 times its positions (head h: d = h + 1)
+    rows = _below(3.0)
     heads = {"loss_repeated": [(0, h) for h in range(25)]}
-    # (3 / 2.1)^2 = 2.04 for |delta| 21; 22 .. 25 need at most 1.86
-    assert next_heads(rows, heads, 0.1) == {"loss_repeated": [(0, h) for h in range(21, 25)]}
+    near = [(0, h) for h in range(5, 25) if (30 / (h + 1)) ** 2 <= REACH]
+    assert 0 < len(near) < 20
+    assert next_heads(rows, heads, 0.1) == {"loss_repeated": near}
+    # 1.44 for |delta| 25, 1.56 for 24
     assert open_heads(rows, "loss_repeated", 0.1, first=True, reach=1.5) == {(0, 24)}
     # an undecided effect has no need it can state: all go on in the contending tier (|delta| 3
     # on: the interval reaches the 20th largest, 6)
