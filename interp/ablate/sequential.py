@@ -225,7 +225,7 @@ def sequential_sweep(
         state.log.append(_one_round(parts, slices, todo, state.cursors, sweep))
         state.next_round += 1
         state.read = {
-            f: sum(scored[r][f] for r in held[: max(state.cursors[f].values(), default=0)])
+            f: sum(scored[r][f] for r in held[: max(state.cursors.get(f, {}).values(), default=0)])
             for f, held in slices.items()
         } | {f: 0 for f in state.read if f not in slices}
         table = effects()
@@ -254,10 +254,10 @@ def _one_round(
     for eval_set, chosen in todo.items():
         at: dict[int, list[Head]] = {}
         for head in chosen:
-            at.setdefault(cursors[eval_set].get(head, 0), []).append(head)
+            at.setdefault(cursors.get(eval_set, {}).get(head, 0), []).append(head)
         for read, group in sorted(at.items()):
             sweep(eval_set_part(parts[slices[eval_set][read]], eval_set), sorted(group))
-            cursors[eval_set] |= dict.fromkeys(group, read + 1)
+            cursors.setdefault(eval_set, {}).update(dict.fromkeys(group, read + 1))
         if chosen:
             ran[eval_set] = len(chosen)
     return ran

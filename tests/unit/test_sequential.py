@@ -11,7 +11,14 @@ from small_sweep import SMALL_SWEEP
 
 from interp.ablate.config import REACH
 from interp.ablate.evaluation import EvalCorpus, build_corpus, make_batches
-from interp.ablate.sequential import next_heads, open_heads, rounds, settled, slices_of
+from interp.ablate.sequential import (
+    next_heads,
+    open_heads,
+    rounds,
+    sequential_sweep,
+    settled,
+    slices_of,
+)
 from interp.ablate.settle import contending, positions_needed
 from interp.ablate.stage import ablate
 
@@ -245,3 +252,53 @@ def test_an_effect_within_reach_of_the_rule_goes_first():
     # on: the interval reaches the 20th largest, 6)
     undecided = rows.assign(vs_tolerance="undecided")
     assert next_heads(undecided, heads, 0.1) == {"loss_repeated": [(0, h) for h in range(2, 25)]}
+
+
+def _scripted(rows: list[tuple[int, float, float, str]]) -> pd.DataFrame:
+    """loss_repeated effects of heads (0, h): (h, delta, half-width, vs_tolerance)."""
+    return pd.DataFrame(
+        {
+            "layer": 0,
+            "head": [h for h, *_ in rows],
+            "delta": [d for _, d, _, _ in rows],
+            "ci_low": [d - w for _, d, w, _ in rows],
+            "ci_high": [d + w for _, d, w, _ in rows],
+            "vs_tolerance": [v for *_, v in rows],
+            "metric": "loss_repeated",
+            "ablation": "mean",
+        }
+    )
+
+
+def test_a_head_that_waits_reads_the_slice_it_missed_later(llama):
+    """Each head has its own read pointer: head 1 waits while head 0, near the rule, reads slice
+    1; then head 1 reads slice 1 too, not slice 2."""
+    corpus = build_corpus(llama, 6, 6, (6,), 8, 0, 512)
+    parts = rounds(corpus, 3, 512, 0)
+    script = iter(
+        [
+            # head 0 within REACH of the rule ((1.5 / 1.0)^2 = 2.25), head 1 undecided: 0 first
+            _scripted([(0, 10.0, 1.5, "above"), (1, 5.0, 5.0, "undecided")]),
+            # head 0 precise; head 1 still open
+            _scripted([(0, 10.0, 0.5, "above"), (1, 5.0, 5.0, "undecided")]),
+            _scripted([(0, 10.0, 0.5, "above"), (1, 5.0, 0.1, "above")]),  # both settled
+        ]
+    )
+    calls = []
+
+    def sweep(part: EvalCorpus, heads: list) -> None:
+        calls.append((part.batches[0].eval_set, {it.index for it in part.items}, heads))
+
+    state, stopped_by = sequential_sweep(parts, [(0, 0), (0, 1)], sweep, lambda: next(script))
+
+    def slice_(r: int, eval_set: str = "loss_repeated") -> set[int]:
+        return {it.index for it in parts[r].items if it.eval_set == eval_set}
+
+    assert calls == [(f, slice_(0, f), [(0, 0), (0, 1)]) for f in corpus.sizes] + [
+        ("loss_repeated", slice_(1), [(0, 0)]),
+        ("loss_repeated", slice_(1), [(0, 1)]),
+    ]
+    assert stopped_by == "rounds" and state.next_round == 3
+    assert state.log == [dict.fromkeys(corpus.sizes, 2), {"loss_repeated": 1}, {"loss_repeated": 1}]
+    assert state.cursors["loss_repeated"] == {(0, 0): 2, (0, 1): 2}
+    assert state.cursors["loss_prose"] == {(0, 0): 1, (0, 1): 1}
