@@ -157,9 +157,10 @@ class AblateConfig(Placement):
     """with top_k: heads ablated exactly at random besides the top ones, always at least one; default: a quarter as
     many as the top ones"""
     max_rounds: int | None = option(default=None, ge=1, le=MAX_ROUNDS)
-    """exact sweep in up to this many rounds of new evaluation sequences: after each, only heads whose effect is not
-    yet settled (interval vs the tolerance, precision) go on, those contending for the 20 largest of a metric first;
-    1: one sweep of every chosen head; default: 50 (the time budget ends a default run first), 100 with --precise"""
+    """exact sweep over up to this many slices of new evaluation sequences, each head reading its next one while its
+    effect is not yet settled (interval vs the tolerance, precision), those contending for the 20 largest of a metric
+    first, nearest the rule first; 1: one sweep of every chosen head; default: 50 (the time budget ends a default run
+    first), 100 with --precise"""
     time_budget: float | None = option(default=None, gt=0, le=1e9)
     """seconds the exact sweep may spend before no further round starts (round 0 always runs in full); default: 300,
     less where a default interp run would pass 10 minutes, no limit with --precise"""
