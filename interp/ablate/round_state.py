@@ -16,7 +16,6 @@ Stored format (``numpy.savez_compressed``, plain arrays, no pickles)::
     key          str                     sha256 of the config, model and corpus
     next_round   int                     the round the sweep continues with
     log          str                     JSON: per round, the heads each eval set's sweep ran
-    read         str                     JSON: eval set -> the most scored positions one head read
     cursors      str                     JSON: eval set -> [[layer, head, slices it has read], ...]
     reused       bool                    whether every sweep so far reused the layers below
     metrics      str     [metric]
@@ -97,7 +96,6 @@ def save(run_dir: Path, key: str, store: SumStore, rounds: Rounds, reused: bool)
         "key": np.array(key),
         "next_round": np.int64(rounds.next_round),
         "log": np.array(json.dumps(rounds.log)),
-        "read": np.array(json.dumps(rounds.read)),
         "cursors": np.array(
             json.dumps(
                 {
@@ -141,7 +139,7 @@ def load(run_dir: Path, key: str, store: SumStore) -> tuple[Rounds, bool] | None
     below, its sums put into the empty ``store``; None (with one line on stderr when a state was
     there) when there is none to continue."""
     path = Path(run_dir) / FILE
-    head = ("version", "key", "next_round", "log", "read", "cursors", "reused", "metrics")
+    head = ("version", "key", "next_round", "log", "cursors", "reused", "metrics")
     try:
         arrays = rundir.read_archive(path, head, FORMAT_VERSION)
         if arrays is None:
@@ -172,7 +170,6 @@ def load(run_dir: Path, key: str, store: SumStore) -> tuple[Rounds, bool] | None
     rounds = Rounds(
         int(arrays["next_round"]),
         json.loads(str(arrays["log"])),
-        json.loads(str(arrays["read"])),
         cursors,
     )
     return rounds, bool(arrays["reused"])

@@ -59,7 +59,6 @@ class Rounds:
 
     next_round: int
     log: list[dict[str, int]]  # per round, the heads each eval set's sweep ran
-    read: dict[str, int]  # eval set -> the most scored positions one head's sweeps read so far
     # eval set -> head -> slices of it the head has read (its next one's index)
     cursors: dict[str, dict[Head, int]] = field(default_factory=dict)
 
@@ -209,9 +208,9 @@ def sequential_sweep(
     slices = slices_of(parts)
     scored = [_eval_set_positions(part) for part in parts]
     state = (
-        Rounds(begun.next_round, list(begun.log), dict(begun.read), _copied(begun.cursors))
+        Rounds(begun.next_round, list(begun.log), _copied(begun.cursors))
         if begun
-        else Rounds(0, [], dict.fromkeys(parts[0].sizes, 0), {f: {} for f in slices})
+        else Rounds(0, [], {f: {} for f in slices})
     )
     first = state.next_round
     if first:
@@ -224,19 +223,16 @@ def sequential_sweep(
             return state, BUDGET
         state.log.append(_one_round(parts, slices, todo, state.cursors, sweep))
         state.next_round += 1
-        state.read = {
-            f: sum(scored[r][f] for r in held[: max(state.cursors.get(f, {}).values(), default=0)])
-            for f, held in slices.items()
-        } | {f: 0 for f in state.read if f not in slices}
         table = effects()
         can = _readable(heads, slices, state.cursors)
         todo = next_heads(table, can, rel)
         if after_round is not None:
             after_round(state)
-        still = {f: open_heads(table, f, rel) & set(heads) for f in state.read}
+        read = _most_read(parts[0].sizes, slices, scored, state.cursors)
+        still = {f: open_heads(table, f, rel) & set(heads) for f in read}
         left = {f: bool(still[f] & set(can.get(f, []))) for f in still}
         seconds = time.perf_counter() - start
-        line = round_line(state.next_round - 1, todo, still, left, state.read, seconds)
+        line = round_line(state.next_round - 1, todo, still, left, read, seconds)
         print(line, file=sys.stderr)
     return state, ROUNDS
 
@@ -261,6 +257,21 @@ def _one_round(
         if chosen:
             ran[eval_set] = len(chosen)
     return ran
+
+
+def _most_read(
+    eval_sets: Mapping[str, int],
+    slices: dict[str, list[int]],
+    scored: list[dict[str, int]],
+    cursors: dict[str, dict[Head, int]],
+) -> dict[str, int]:
+    """eval set -> the most scored positions one head has read of it: those of the slices before
+    the furthest cursor (``scored``: per round, eval set -> its scored positions)."""
+    out = {}
+    for f in eval_sets:
+        furthest = max(cursors.get(f, {}).values(), default=0)
+        out[f] = sum(scored[r][f] for r in slices.get(f, [])[:furthest])
+    return out
 
 
 def _copied(cursors: Mapping[str, Mapping[Head, int]]) -> dict[str, dict[Head, int]]:
