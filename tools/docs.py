@@ -217,7 +217,7 @@ DOC_BLOCKS = (
     ),
     Block(TROUBLESHOOTING_PAGE, "troubleshooting", "interp/troubleshooting.tsv", troubleshooting),
     Block(TABLES_PAGE, "columns", "interp/pipeline/tables.py and tables.tsv", columns),
-    Block(CLI_PAGE, "cli", "the click commands of interp/cli.py", cli_reference),
+    Block(CLI_PAGE, "cli", "the click commands of interp/cli/", cli_reference),
     Block(ARCHITECTURE_PAGE, "stages", "the stage registry, interp/pipeline/stages.py", stages),
     Block(ARCHITECTURE_PAGE, "module-map", "the docstrings of interp/**/*.py", module_map),
     Block(

@@ -22,7 +22,8 @@ PLACES = (
 # Places that once needed a hand edit per stage and now read the registry.
 WIRING = (
     "interp/__init__.py",  # the exported configs
-    "interp/cli.py",  # the stage commands and options
+    "interp/cli/run.py",  # the options of `interp run`
+    "interp/cli/stage.py",  # the stage commands
     "interp/pipeline/options.py",  # one config per stage
     "interp/pipeline/execute.py",  # the stage loop
     "interp/report/document.py",  # the report's sections and their order
