@@ -13,7 +13,9 @@ reader looks at and ends with as many of them precise as it can: an open effect 
 for a place among the ``TOP`` (20) largest of its metric (:func:`interp.ablate.settle.contending`)
 and would meet the rule with at most ``REACH`` times its positions
 (:func:`interp.ablate.settle.positions_needed`) goes first; then, while any contending effect is
-open, only those heads go on; then every open one. An effect is *settled* (:func:`settled`) when its 95% interval decides it against the
+open, only those heads go on; then every open one (with no time budget, as under
+``--precise``, every open head goes on each round: each reads on until it is settled anyway, and
+heads at the same slice share a clean pass). An effect is *settled* (:func:`settled`) when its 95% interval decides it against the
 pruning tolerance (wholly above, wholly below, or wholly within +-tolerance; see
 ``vs_tolerance``) and, for a head that matters (above) or ranks among the ``TOP`` (20) largest
 |effects| of its metric, when the interval is also tight: half-width at most
@@ -207,6 +209,7 @@ def sequential_sweep(
     left: ``rounds`` or ``budget``."""
     slices = slices_of(parts)
     scored = [_eval_set_positions(part) for part in parts]
+    ordered = deadline is not None  # with no budget, every open head reads on until settled anyway
     state = (
         Rounds(begun.next_round, list(begun.log), _copied(begun.cursors))
         if begun
@@ -214,7 +217,7 @@ def sequential_sweep(
     )
     first = state.next_round
     if first:
-        todo = next_heads(effects(), _readable(heads, slices, state.cursors), rel)
+        todo = next_heads(effects(), _readable(heads, slices, state.cursors), rel, ordered)
     else:
         todo = {f: list(heads) for f in slices}
     start = time.perf_counter()
@@ -225,7 +228,7 @@ def sequential_sweep(
         state.next_round += 1
         table = effects()
         can = _readable(heads, slices, state.cursors)
-        todo = next_heads(table, can, rel)
+        todo = next_heads(table, can, rel, ordered)
         if after_round is not None:
             after_round(state)
         read = _most_read(parts[0].sizes, slices, scored, state.cursors)
@@ -289,15 +292,19 @@ def _readable(
 
 
 def next_heads(
-    table: pd.DataFrame, heads: Mapping[str, list[Head]], rel: float
+    table: pd.DataFrame, heads: Mapping[str, list[Head]], rel: float, ordered: bool = True
 ) -> dict[str, list[Head]]:
     """eval set -> the heads (of those ``heads`` names for it: the ones with a slice of it left)
-    that its next round runs. Shortest job first, so that a time budget ends with as many of the
-    largest effects precise as it can: while an effect that contends for a place among the
-    largest of its metric is open but within ``REACH`` times its positions of the precision rule,
-    only the heads with such an effect (on any eval set); else, while any contending effect is
-    open, the heads with one; then every head with an effect still open."""
-    for first, reach in ((True, REACH), (True, None), (False, None)):
+    that its next round runs. ``ordered`` (a time budget can end the rounds): shortest job first,
+    so that the budget ends with as many of the largest effects precise as it can: while an
+    effect that contends for a place among the largest of its metric is open but within
+    ``REACH`` times its positions of the precision rule, only the heads with such an effect (on
+    any eval set); else, while any contending effect is open, the heads with one; then every
+    head with an effect still open. Without a budget every open head reads its next slice at
+    once: each reads on until it is settled whatever the order, and heads at the same slice
+    share their clean pass, which a round of one or two heads pays almost alone."""
+    tiers = ((True, REACH), (True, None), (False, None)) if ordered else ((False, None),)
+    for first, reach in tiers:
         todo = {
             f: sorted(open_heads(table, f, rel, first, reach) & set(chosen))
             for f, chosen in heads.items()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
@@ -221,6 +223,11 @@ def test_the_next_round_runs_the_contending_open_heads_first():
         "loss_repeated": [(0, h) for h in range(5, 25)],
         "sv_logit_diff": [],
     }
+    # with no time budget to spend first on them, every open head goes on at once
+    assert next_heads(wide, heads, 0.1, ordered=False) == {
+        "loss_repeated": [(0, h) for h in range(5, 25)],
+        "sv_logit_diff": [(1, 20)],
+    }
     # once they are precise, every open head goes on
     tight = pd.concat([_below(0.5), _agreement()], ignore_index=True)
     assert next_heads(tight, heads, 0.1) == {"loss_repeated": [], "sv_logit_diff": [(1, 20)]}
@@ -270,12 +277,9 @@ def _scripted(rows: list[tuple[int, float, float, str]]) -> pd.DataFrame:
     )
 
 
-def test_a_head_that_waits_reads_the_slice_it_missed_later(llama):
-    """Each head has its own read pointer: head 1 waits while head 0, near the rule, reads slice
-    1; then head 1 reads slice 1 too, not slice 2."""
-    corpus = build_corpus(llama, 6, 6, (6,), 8, 0, 512)
-    parts = rounds(corpus, 3, 512, 0)
-    script = iter(
+def _script() -> Iterator[pd.DataFrame]:
+    """The effects after each round of two heads on loss_repeated."""
+    return iter(
         [
             # head 0 within REACH of the rule ((1.5 / 1.0)^2 = 2.25), head 1 undecided: 0 first
             _scripted([(0, 10.0, 1.5, "above"), (1, 5.0, 5.0, "undecided")]),
@@ -284,16 +288,33 @@ def test_a_head_that_waits_reads_the_slice_it_missed_later(llama):
             _scripted([(0, 10.0, 0.5, "above"), (1, 5.0, 0.1, "above")]),  # both settled
         ]
     )
-    calls = []
+
+
+def _scripted_sweep(llama, deadline: float | None):
+    """Two heads' sequential sweep on the script's effects: (the sweep's calls as (eval set,
+    sequence indices, heads), its rounds, what stopped them, the slices as index sets)."""
+    corpus = build_corpus(llama, 6, 6, (6,), 8, 0, 512)
+    parts = rounds(corpus, 3, 512, 0)
+    script, calls = _script(), []
 
     def sweep(part: EvalCorpus, heads: list) -> None:
         calls.append((part.batches[0].eval_set, {it.index for it in part.items}, heads))
 
-    state, stopped_by = sequential_sweep(parts, [(0, 0), (0, 1)], sweep, lambda: next(script))
+    state, stopped_by = sequential_sweep(
+        parts, [(0, 0), (0, 1)], sweep, lambda: next(script), deadline
+    )
 
     def slice_(r: int, eval_set: str = "loss_repeated") -> set[int]:
         return {it.index for it in parts[r].items if it.eval_set == eval_set}
 
+    return calls, state, stopped_by, slice_, corpus
+
+
+def test_a_head_that_waits_reads_the_slice_it_missed_later(llama):
+    """Each head has its own read pointer: under a time budget, head 1 waits while head 0, near
+    the rule, reads slice 1; then head 1 reads slice 1 too, not slice 2."""
+    later = time.perf_counter() + 3600.0
+    calls, state, stopped_by, slice_, corpus = _scripted_sweep(llama, deadline=later)
     assert calls == [(f, slice_(0, f), [(0, 0), (0, 1)]) for f in corpus.sizes] + [
         ("loss_repeated", slice_(1), [(0, 0)]),
         ("loss_repeated", slice_(1), [(0, 1)]),
@@ -302,3 +323,16 @@ def test_a_head_that_waits_reads_the_slice_it_missed_later(llama):
     assert state.log == [dict.fromkeys(corpus.sizes, 2), {"loss_repeated": 1}, {"loss_repeated": 1}]
     assert state.cursors["loss_repeated"] == {(0, 0): 2, (0, 1): 2}
     assert state.cursors["loss_prose"] == {(0, 0): 1, (0, 1): 1}
+
+
+def test_with_no_time_budget_every_open_head_reads_its_next_slice_at_once(llama):
+    """No deadline (as under --precise): no head waits for another; the two share slice 1's
+    sweep, and head 1, still open, reads slice 2 alone."""
+    calls, state, stopped_by, slice_, corpus = _scripted_sweep(llama, deadline=None)
+    assert calls == [(f, slice_(0, f), [(0, 0), (0, 1)]) for f in corpus.sizes] + [
+        ("loss_repeated", slice_(1), [(0, 0), (0, 1)]),
+        ("loss_repeated", slice_(2), [(0, 1)]),
+    ]
+    assert stopped_by == "rounds" and state.next_round == 3
+    assert state.log == [dict.fromkeys(corpus.sizes, 2), {"loss_repeated": 2}, {"loss_repeated": 1}]
+    assert state.cursors["loss_repeated"] == {(0, 0): 2, (0, 1): 3}
