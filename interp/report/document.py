@@ -184,8 +184,9 @@ def precision_advice(rows: list[dict]) -> str:
     if any(r.get("budget", 0) for r in rows):
         advice.append(
             "raise --time-budget, or ask for --precise (rounds until every effect is met); the "
-            "rounds went first to the effects contending for the 20 largest of their metric, so "
-            "those stopped by the budget include the heads that waited for them"
+            "rounds went first to the effects contending for the 20 largest of their metric, "
+            "those nearest the rule first, so those stopped by the budget include the heads "
+            "that waited for them"
         )
     if any(r.get("rounds", 0) for r in rows):
         advice.append("raise --max-rounds")

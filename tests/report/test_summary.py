@@ -461,8 +461,9 @@ def test_precision_advice_follows_what_stopped_the_effects():
     budget = {"metric": "m", "ablation": "mean", "met": 3, "budget": 2}
     assert precision_advice([budget]) == (
         "Raise --time-budget, or ask for --precise (rounds until every effect is met); the "
-        "rounds went first to the effects contending for the 20 largest of their metric, so "
-        "those stopped by the budget include the heads that waited for them."
+        "rounds went first to the effects contending for the 20 largest of their metric, those "
+        "nearest the rule first, so those stopped by the budget include the heads that waited "
+        "for them."
     )
     # a --precise run has no time budget: no advice to ask for what it already is
     ended = [{"rounds": 1}, {"corpus": 4}]
