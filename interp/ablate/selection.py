@@ -28,7 +28,7 @@ import pandas as pd
 from interp.ablate.config import AUDIT_SHARE
 
 Head = tuple[int, int]
-ALL, TOP, AUDIT = "all", "top_k", "audit"
+ALL, TOP, AUDIT, WIDENED = "all", "top_k", "audit", "widened"
 
 
 def choose(
@@ -78,6 +78,43 @@ def top_heads(rows: pd.DataFrame, k: int) -> set[Head]:
             continue
         cut = size.iloc[min(k, len(size)) - 1]
         out |= {(int(layer), int(head)) for layer, head in size[size >= cut].index}
+    return out
+
+
+def reserve(
+    heads: list[Head],
+    estimates: pd.DataFrame | None,
+    top_k: int,
+    kind: str,
+    metrics: tuple[str, ...],
+    taken: set[Head],
+) -> list[list[Head]]:
+    """The other ``heads`` (not in ``taken``) in batches, best ranked first: a head's rank is its
+    best over the (estimator, metric) lists of ``estimates`` (primary ablation ``kind``), and
+    batch i holds the heads ranked within ``top_k * 2**(i + 1)`` (ties share a rank and so a
+    batch; heads no list ranks, such as those of a metric with no estimate, come last). What a
+    time budget that the top ``top_k`` leave unspent measures next
+    (:func:`interp.ablate.sequential.sequential_sweep`)."""
+    rows = (
+        None
+        if estimates is None
+        else estimates[(estimates["ablation"] == kind) & estimates["metric"].isin(metrics)]
+    )
+    best = {h: np.inf for h in heads if h not in taken}
+    for _, group in () if rows is None else rows.groupby(["estimator", "metric"]):
+        size = group.set_index(["layer", "head"])["delta"].abs().dropna()
+        for (layer, head), rank in size.rank(ascending=False, method="min").items():
+            key = (int(layer), int(head))
+            if key in best:
+                best[key] = min(best[key], rank)
+    out, cut = [], top_k
+    while best:
+        cut *= 2
+        last = cut >= len(heads)  # every rank is within the cut: the unranked heads come too
+        batch = sorted(h for h, rank in best.items() if last or rank <= cut)
+        best = {h: rank for h, rank in best.items() if h not in batch}
+        if batch:
+            out.append(batch)
     return out
 
 

@@ -29,6 +29,9 @@ further sequence, as the bounded prose lines or the user's own sequences). ``--p
 the rounds with no time budget, up to ``PRECISE_ROUNDS`` slices per head, until no effect is
 open. Every round ends with one line on stderr: the heads still open, how many the next round
 runs and the most scored positions one head has read per eval set, and the seconds since round 0.
+Where the sweep measures a selection of the heads (``--quick``), the heads ranked next by the
+estimators can wait in reserve: once the chosen heads have nothing left to read and the budget
+has time left, the next batch of them joins from the first slice.
 
 This is a racing design, not a fixed-size test: the intervals of heads that stop early are
 slightly optimistic (stopping when the interval looks settled favours intervals that happen to
@@ -39,7 +42,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -197,6 +200,7 @@ def sequential_sweep(
     rel: float = REL_PRECISION,
     begun: Rounds | None = None,
     after_round: Callable[[Rounds], None] | None = None,
+    reserve: Sequence[Sequence[Head]] = (),
 ) -> tuple[Rounds, str]:
     """Run ``sweep(corpus, heads)`` round by round on the heads still open per eval set, each head
     reading its own next slice of the eval set (``parts``, :func:`rounds`; heads at the same slice
@@ -206,7 +210,11 @@ def sequential_sweep(
     whose sums ``effects`` already reads; the sweep continues with its next round. Returns where
     the sweep ended (its log, per round the number of heads each eval set's sweep ran, is what the
     manifest records) and what stopped the rounds for the heads still open that had sequences
-    left: ``rounds`` or ``budget``."""
+    left: ``rounds`` or ``budget``. ``reserve``: batches of further heads, in order; under a
+    ``deadline``, once no head has an open effect with a slice left to read, the next batch joins
+    (reading every eval set from its first slice) if the deadline has not passed, so that a
+    budget the chosen heads leave unspent measures more heads. The heads that joined have
+    cursors (``Rounds.cursors``) and rows in ``effects``, as the others."""
     slices = slices_of(parts)
     scored = [_eval_set_positions(part) for part in parts]
     ordered = deadline is not None  # with no budget, every open head reads on until settled anyway
@@ -215,9 +223,13 @@ def sequential_sweep(
         if begun
         else Rounds(0, [], {f: {} for f in slices})
     )
+    joined = {h for cursor in state.cursors.values() for h in cursor} - set(heads)
+    heads = sorted({*heads, *joined})  # a resumed sweep keeps the heads that had joined it
+    batches = [b for b in ([h for h in batch if h not in joined] for batch in reserve) if b]
     first = state.next_round
     if first:
         todo = next_heads(effects(), _readable(heads, slices, state.cursors), rel, ordered)
+        todo, heads = _join(todo, heads, batches, deadline, slices)
     else:
         todo = {f: list(heads) for f in slices}
     start = time.perf_counter()
@@ -228,7 +240,7 @@ def sequential_sweep(
         state.next_round += 1
         table = effects()
         can = _readable(heads, slices, state.cursors)
-        todo = next_heads(table, can, rel, ordered)
+        todo, heads = _join(next_heads(table, can, rel, ordered), heads, batches, deadline, slices)
         if after_round is not None:
             after_round(state)
         read = _most_read(parts[0].sizes, slices, scored, state.cursors)
@@ -238,6 +250,23 @@ def sequential_sweep(
         line = round_line(state.next_round - 1, todo, still, left, read, seconds)
         print(line, file=sys.stderr)
     return state, ROUNDS
+
+
+def _join(
+    todo: dict[str, list[Head]],
+    heads: list[Head],
+    batches: list[list[Head]],
+    deadline: float | None,
+    slices: dict[str, list[int]],
+) -> tuple[dict[str, list[Head]], list[Head]]:
+    """(the next round's heads per eval set, the sweep's heads): ``todo`` and ``heads`` as they
+    are, unless no head has anything left to read, a batch waits in ``batches`` and the
+    ``deadline`` has not passed: then that batch (taken from ``batches``) joins, to read every
+    eval set's first slice."""
+    if any(todo.values()) or not batches or deadline is None or time.perf_counter() > deadline:
+        return todo, heads
+    batch = batches.pop(0)
+    return {f: sorted(batch) for f in slices}, sorted({*heads, *batch})
 
 
 def _one_round(

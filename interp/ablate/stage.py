@@ -75,7 +75,15 @@ from interp.ablate.metrics import metric_sizes
 from interp.ablate.phases import done, timed
 from interp.ablate.prune import prune
 from interp.ablate.removable import improved
-from interp.ablate.selection import annotate, audit_summary, choose, flag_estimates, never_exact
+from interp.ablate.selection import (
+    WIDENED,
+    annotate,
+    audit_summary,
+    choose,
+    flag_estimates,
+    never_exact,
+    reserve,
+)
 from interp.ablate.sequential import (
     ROUNDS,
     Rounds,
@@ -169,6 +177,7 @@ def ablate(
                 threads.n,
                 state_dir,
                 by_run=config.time_budget is None and not config.precise,
+                widen=config.quick and config.top_k is None,
             )
             effects, pruning, found = _measure(run, roles, timings, progress)
     summary = {
@@ -201,6 +210,9 @@ class _Sweep:
     threads: int
     state_dir: Path | None  # where the rounds' state is kept; None: nowhere
     by_run: bool  # the rounds' budget is the default one, which the run's clock may shorten
+    # --quick chose the top heads (the user gave no --top-k): the budget they leave unspent goes
+    # to the heads the estimators rank next
+    widen: bool = False
 
 
 def _rounds_budget(cfg: AblateConfig, by_run: bool) -> float | None:
@@ -237,12 +249,20 @@ def _measure(
     every = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
     chosen = choose(every, estimates, cfg.top_k, cfg.audit, cfg.ablations[0], metrics, cfg.seed)
     heads = sorted(chosen)
+    later = (
+        reserve(every, estimates, cfg.top_k, cfg.ablations[0], metrics, set(chosen))
+        if run.widen and cfg.top_k is not None and len(chosen) < len(every)
+        else []
+    )
     placed = open_executor(
         cfg, ablator.model, run.threads, cfg.dtype, model.n_layers, {SWEEP.name: ablator}
     )
     budget = _rounds_budget(cfg, run.by_run)
     with timed(timings, "exact"), placed as executor:
-        exact, reused, log = _exact(run, heads, means, executor, progress, budget)
+        exact, reused, log = _exact(run, heads, means, executor, progress, budget, later)
+    measured = set(zip(exact["layer"].astype(int), exact["head"].astype(int)))
+    chosen |= {h: WIDENED for h in sorted(measured - set(chosen))}
+    heads = sorted(set(heads) | measured)
     timings["exact_per_head"] = timings["exact"] / max(len(heads) * len(cfg.ablations), 1)
     done(progress, f"exact sweep {len(heads)} heads", timings["exact"])
     primary = None if estimates is None else estimates[estimates["estimator"] == cfg.estimator]
@@ -377,12 +397,13 @@ def _exact(
     executor: Executor,
     progress: bool,
     budget: float | None,
+    later: list[list[tuple[int, int]]],
 ) -> tuple[pd.DataFrame, bool, list[dict[str, int]]]:
     """Exact effect rows of ``heads``, whether layer reuse held, and the heads each round ran per
     eval set (one round unless ``max_rounds > 1``: then :mod:`interp.ablate.sequential`, no round
-    starting after ``budget`` seconds (None: no limit), its state kept in ``run.state_dir``
-    after each round, where given); each sweep's shards run on ``executor``
-    (:mod:`interp.executors.work`), their sums merged here."""
+    starting after ``budget`` seconds (None: no limit), the batches of ``later`` joining while
+    the budget lasts, its state kept in ``run.state_dir`` after each round, where given); each
+    sweep's shards run on ``executor`` (:mod:`interp.executors.work`), their sums merged here."""
     ablator, corpus, cfg = run.ablator, run.corpus, run.cfg
     store = SumStore(metric_sizes(corpus.sizes))
     if not heads:
@@ -416,7 +437,7 @@ def _exact(
         deadline = None if budget is None else time.perf_counter() + budget
         begun, after_round = _kept_rounds(run.state_dir, ablator, cfg, heads, corpus, store, reused)
         state, stopped_by = sequential_sweep(
-            parts, heads, sweep, table, deadline, cfg.precision, begun, after_round
+            parts, heads, sweep, table, deadline, cfg.precision, begun, after_round, later
         )
         log, ended = state.log, ended_heads(parts, state.cursors)
     return precision(table(), stopped_by, cfg.precision, ended), all(reused), log

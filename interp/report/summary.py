@@ -135,7 +135,7 @@ def best_effects(effects: pd.DataFrame | None) -> pd.DataFrame | None:
 
 def audit_pairs(effects: pd.DataFrame | None) -> pd.DataFrame | None:
     """Heads with both an exact effect and an estimate (preferred ablation): metric, layer, head,
-    estimate, exact, and ``selected`` (top_k / audit / all) where the table has it. None when no
+    estimate, exact, and ``selected`` (top_k / audit / widened / all) where the table has it. None when no
     head has both."""
     ablation = preferred_ablation(effects)
     if effects is None or ablation is None:

@@ -19,6 +19,7 @@ from interp.ablate.selection import (
     choose,
     flag_estimates,
     never_exact,
+    reserve,
     top_heads,
 )
 from interp.ablate.values import replacement
@@ -158,6 +159,20 @@ def test_ties_at_the_kth_head_are_all_included():
     assert top_heads(estimates_frame({"a": [float("nan"), 0.2, 0.1, 0.0]}), 1) == {
         (0, 1)
     }  # NaN ranks nowhere
+
+
+def test_the_reserve_comes_in_batches_of_doubling_rank_best_first():
+    """Heads outside the top 1 by their best rank over every list: within 2, then 4 (every head
+    of four: the unranked ones come too); ties share a batch; chosen heads are left out."""
+    heads = [(0, 0), (0, 1), (1, 0), (1, 1)]
+    est = estimates_frame({"a": [4.0, 3.0, 2.0, 1.0], "b": [0.0, 0.0, 9.0, float("nan")]})
+    # ranks: a -> 1, 2, 3, 4; b -> 2, 2, 1, none (tied zeros share rank 2)
+    assert reserve(heads, est, 1, "zero", ("a", "b"), {(0, 0)}) == [[(0, 1), (1, 0)], [(1, 1)]]
+    # only the metrics and kind asked for rank: by "a" alone (1, 0) is third
+    assert reserve(heads, est, 1, "zero", ("a",), {(0, 0)}) == [[(0, 1)], [(1, 0), (1, 1)]]
+    assert reserve(heads, est, 1, "mean", ("a",), {(0, 0)}) == [[(0, 1), (1, 0), (1, 1)]]
+    assert reserve(heads, None, 1, "zero", ("a",), set()) == [heads]
+    assert reserve(heads, est, 1, "zero", ("a",), set(heads)) == []
 
 
 def test_heads_never_ablated_exactly_are_named():

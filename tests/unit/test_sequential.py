@@ -14,6 +14,7 @@ from small_sweep import SMALL_SWEEP
 from interp.ablate.config import REACH
 from interp.ablate.evaluation import EvalCorpus, build_corpus, make_batches
 from interp.ablate.sequential import (
+    Rounds,
     next_heads,
     open_heads,
     rounds,
@@ -336,3 +337,62 @@ def test_with_no_time_budget_every_open_head_reads_its_next_slice_at_once(llama)
     assert stopped_by == "rounds" and state.next_round == 3
     assert state.log == [dict.fromkeys(corpus.sizes, 2), {"loss_repeated": 2}, {"loss_repeated": 1}]
     assert state.cursors["loss_repeated"] == {(0, 0): 2, (0, 1): 3}
+
+
+def _reserve_sweep(llama, script, deadline, reserve, begun=None):
+    """A sweep of head (0, 0) with ``reserve`` waiting: its calls as (eval set, sequence indices,
+    heads), where it ended, and the first slice of each eval set as index sets."""
+    corpus = build_corpus(llama, 6, 6, (6,), 8, 0, 512)
+    parts = rounds(corpus, 3, 512, 0)
+    calls = []
+
+    def sweep(part: EvalCorpus, heads: list) -> None:
+        calls.append((part.batches[0].eval_set, {it.index for it in part.items}, heads))
+
+    effects = iter(script)
+    state, stopped_by = sequential_sweep(
+        parts, [(0, 0)], sweep, lambda: next(effects), deadline, begun=begun, reserve=reserve
+    )
+    first = {f: {it.index for it in parts[0].items if it.eval_set == f} for f in corpus.sizes}
+    return calls, state, stopped_by, first
+
+
+SETTLED = [(0, 10.0, 0.5, "above"), (1, 5.0, 0.1, "above"), (2, 4.0, 0.1, "above")]
+
+
+def test_a_reserve_batch_joins_once_the_chosen_heads_have_nothing_left(llama):
+    """Head 0 settles after round 0 with the budget not spent: the first reserve batch reads
+    every eval set's first slice; the second would too, but every head is settled by then and
+    the batches join one at a time."""
+    script = [_scripted(SETTLED[:1]), _scripted(SETTLED[:2]), _scripted(SETTLED)]
+    later = time.perf_counter() + 3600.0
+    calls, state, stopped_by, first = _reserve_sweep(llama, script, later, [[(0, 1)], [(0, 2)]])
+    assert calls == (
+        [(f, first[f], [(0, 0)]) for f in first]
+        + [(f, first[f], [(0, 1)]) for f in first]
+        + [(f, first[f], [(0, 2)]) for f in first]
+    )
+    assert stopped_by == "rounds" and state.next_round == 3
+    assert state.cursors["loss_repeated"] == {(0, 0): 1, (0, 1): 1, (0, 2): 1}
+
+
+def test_no_reserve_joins_without_a_budget_or_after_it(llama):
+    """With no deadline (nothing left unspent to fill) or one already passed, the reserve waits."""
+    for deadline in (None, time.perf_counter() - 1.0):
+        calls, state, _, first = _reserve_sweep(
+            llama, [_scripted(SETTLED[:1])], deadline, [[(0, 1)]]
+        )
+        assert calls == [(f, first[f], [(0, 0)]) for f in first]
+        assert state.cursors["loss_repeated"] == {(0, 0): 1}
+
+
+def test_a_resumed_sweep_keeps_the_heads_that_joined_it(llama):
+    """A sweep stopped after head 1 joined: resumed, head 1 is one of its heads (not offered
+    again) and the next batch, head 2, joins."""
+    read = {(0, 0): 1, (0, 1): 1}
+    begun = Rounds(2, [{}, {}], {f: dict(read) for f in ("loss_prose", "loss_repeated")})
+    script = [_scripted(SETTLED[:2]), _scripted(SETTLED)]
+    later = time.perf_counter() + 3600.0
+    calls, state, _, first = _reserve_sweep(llama, script, later, [[(0, 1), (0, 2)]], begun=begun)
+    assert calls == [(f, first[f], [(0, 2)]) for f in first]
+    assert state.cursors["loss_repeated"] == {(0, 0): 1, (0, 1): 1, (0, 2): 1}
