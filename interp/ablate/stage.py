@@ -1,4 +1,3 @@
-# Over 400 lines: the exact rounds and the stage's record (estimate and pruning have modules).
 """Ablate stage: how much does the model need each attention head?
 
 Each query head's output (``hook_z``) is replaced, alone, by its corpus mean (the default), zero
@@ -17,7 +16,7 @@ Steps, each with a progress bar (with the bars off, one line on stderr as each f
    ``ig_steps`` passes; it sees through a saturated downstream softmax, which attribution
    cannot); rows with ``estimator`` the estimator's name. With ``top_k`` both run
    (:mod:`interp.ablate.estimate`, which keeps the estimate for a resumed sweep).
-2. **exact** (:mod:`interp.ablate.sweep`): every head (or, with ``top_k``, each estimator's
+2. **exact** (:mod:`interp.ablate.exact`, its passes :mod:`interp.ablate.sweep`): every head (or, with ``top_k``, each estimator's
    top k on each metric, their union, ties included, plus a random audit sample,
    :mod:`interp.ablate.selection`; the heads left out are listed in the summary)
    ablated and the model rerun from that head's layer on; with ``max_rounds > 1`` in rounds,
@@ -40,26 +39,16 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import torch
 
 from interp.ablate import round_state
-from interp.ablate.catalogue import (
-    ENCODER,
-    LOSS_PROSE,
-    LOSS_REPEATED,
-    SV_LOGIT_DIFF,
-)
-from interp.ablate.config import RUN_TARGET, AblateConfig, exact_budget
+from interp.ablate.config import AblateConfig
 from interp.ablate.corpora import (
-    asked_sizes,
     corpus_facts,
     fit_memory,
     measurable,
@@ -68,10 +57,10 @@ from interp.ablate.corpora import (
     stage_metrics,
 )
 from interp.ablate.estimate import estimate_heads
-from interp.ablate.evaluation import EvalCorpus, read_eval_corpus
-from interp.ablate.executor import SWEEP, SweepJob, sweep_with
+from interp.ablate.evaluation import read_eval_corpus
+from interp.ablate.exact import Sweep, exact_effects, rounds_budget
+from interp.ablate.executor import SWEEP
 from interp.ablate.forward import Ablator
-from interp.ablate.metrics import metric_sizes
 from interp.ablate.phases import done, timed
 from interp.ablate.prune import prune
 from interp.ablate.removable import improved
@@ -84,15 +73,6 @@ from interp.ablate.selection import (
     never_exact,
     reserve,
 )
-from interp.ablate.sequential import (
-    ROUNDS,
-    Rounds,
-    ended_heads,
-    precision,
-    rounds,
-    sequential_sweep,
-)
-from interp.ablate.stats import SumStore, effects_from_sums, sequence_tokens
 from interp.ablate.surprises import role_effects, surprises
 from interp.ablate.task_attention import task_attention
 from interp.classify.evidence import Evidence
@@ -100,10 +80,9 @@ from interp.classify.stage import classify
 from interp.errors import RunError
 from interp.executors.choice import check_executor, open_executor
 from interp.executors.threads import choose_threads, stage_threads
-from interp.executors.work import Executor
 from interp.model.load import LoadedModel
 from interp.model.spec import DType
-from interp.pipeline import clock, rundir
+from interp.pipeline import rundir
 from interp.pipeline.contract import StageRecord, loaded
 from interp.pipeline.tables import EFFECTS, PRUNING
 
@@ -169,7 +148,7 @@ def ablate(
             threads = choose_threads(cfg.threads)
         done(progress, f"thread count ({threads})", timings["threads"])
         with stage_threads(threads.n):
-            run = _Sweep(
+            run = Sweep(
                 ablator,
                 corpus,
                 cfg,
@@ -199,41 +178,8 @@ def ablate(
     )
 
 
-@dataclass(frozen=True)
-class _Sweep:
-    """What the exact rounds and the pruning curves run on."""
-
-    ablator: Ablator
-    corpus: EvalCorpus
-    cfg: AblateConfig  # resolved
-    metrics: tuple[str, ...]
-    threads: int
-    state_dir: Path | None  # where the rounds' state is kept; None: nowhere
-    by_run: bool  # the rounds' budget is the default one, which the run's clock may shorten
-    # --quick chose the top heads (the user gave no --top-k): the budget they leave unspent goes
-    # to the heads the estimators rank next
-    widen: bool = False
-
-
-def _rounds_budget(cfg: AblateConfig, by_run: bool) -> float | None:
-    """The exact rounds' seconds, read when they start. ``by_run``: the budget is the default
-    one, which the run's clock may shorten (:func:`interp.ablate.config.exact_budget`); the stage
-    says so when it does."""
-    elapsed = clock.elapsed() if by_run else None
-    budget = exact_budget(cfg.time_budget, elapsed)
-    if elapsed is not None and budget != cfg.time_budget:
-        print(
-            f"ablate: the exact rounds get {budget:.0f} s, not {cfg.time_budget:.0f}: the run has taken "
-            f"{elapsed:.0f} s, and what follows the rounds must fit its {RUN_TARGET / 60:.0f} minutes "
-            "(--time-budget S sets the budget)",
-            file=sys.stderr,
-            flush=True,
-        )
-    return budget
-
-
 def _measure(
-    run: _Sweep,
+    run: Sweep,
     roles: pd.DataFrame | None,
     timings: dict[str, float],
     progress: bool,
@@ -257,9 +203,9 @@ def _measure(
     placed = open_executor(
         cfg, ablator.model, run.threads, cfg.dtype, model.n_layers, {SWEEP.name: ablator}
     )
-    budget = _rounds_budget(cfg, run.by_run)
+    budget = rounds_budget(cfg, run.by_run)
     with timed(timings, "exact"), placed as executor:
-        exact, reused, log = _exact(run, heads, means, executor, progress, budget, later)
+        exact, reused, log = exact_effects(run, heads, means, executor, progress, budget, later)
     measured = set(zip(exact["layer"].astype(int), exact["head"].astype(int)))
     chosen |= {h: WIDENED for h in sorted(measured - set(chosen))}
     heads = sorted(set(heads) | measured)
@@ -388,84 +334,6 @@ def pruning_roles(run_dir: Path) -> pd.DataFrame | None:
 
 
 # --- helpers -------------------------------------------------------------------------------
-
-
-def _exact(
-    run: _Sweep,
-    heads: list[tuple[int, int]],
-    means: torch.Tensor | None,
-    executor: Executor,
-    progress: bool,
-    budget: float | None,
-    later: list[list[tuple[int, int]]],
-) -> tuple[pd.DataFrame, bool, list[dict[str, int]]]:
-    """Exact effect rows of ``heads``, whether layer reuse held, and the heads each round ran per
-    eval set (one round unless ``max_rounds > 1``: then :mod:`interp.ablate.sequential`, no round
-    starting after ``budget`` seconds (None: no limit), the batches of ``later`` joining while
-    the budget lasts, its state kept in ``run.state_dir`` after each round, where given); each
-    sweep's shards run on ``executor`` (:mod:`interp.executors.work`), their sums merged here."""
-    ablator, corpus, cfg = run.ablator, run.corpus, run.cfg
-    store = SumStore(metric_sizes(corpus.sizes))
-    if not heads:
-        return pd.DataFrame(columns=EFFECTS.names), False, []
-    tokens, reused = sequence_tokens(corpus), []
-
-    def sweep(part: EvalCorpus, chosen: list[tuple[int, int]]) -> None:
-        job = SweepJob(part, cfg.ablations, means, cfg.heads_per_pass, cfg.max_tokens_per_batch)
-        reused.append(sweep_with(executor, job, chosen, ablator.n_layers, store, progress))
-
-    def table() -> pd.DataFrame:
-        return effects_from_sums(store, "exact", cfg.n_bootstrap, cfg.seed, tokens)
-
-    # the built-in eval sets were made max_rounds times as large (stage_corpus); the user's
-    # sequences were not
-    whole = frozenset(corpus.sizes) - (
-        {LOSS_PROSE, LOSS_REPEATED, SV_LOGIT_DIFF} | ({ENCODER} if not cfg.eval_corpus else set())
-    )
-    parts = rounds(
-        corpus,
-        cfg.n_rounds,
-        cfg.tokens_per_pass,
-        ablator.model.tokenizer.pad_token_id or 0,
-        whole,
-        asked_sizes(ablator.model, cfg),
-    )
-    if len(parts) == 1:
-        sweep(corpus, heads)
-        log, stopped_by, ended = [dict.fromkeys(corpus.sizes, len(heads))], ROUNDS, {}
-    else:
-        deadline = None if budget is None else time.perf_counter() + budget
-        begun, after_round = _kept_rounds(run.state_dir, ablator, cfg, heads, corpus, store, reused)
-        state, stopped_by = sequential_sweep(
-            parts, heads, sweep, table, deadline, cfg.precision, begun, after_round, later
-        )
-        log, ended = state.log, ended_heads(parts, state.cursors)
-    return precision(table(), stopped_by, cfg.precision, ended), all(reused), log
-
-
-def _kept_rounds(
-    state_dir: Path | None,
-    ablator: Ablator,
-    cfg: AblateConfig,
-    heads: list[tuple[int, int]],
-    corpus: EvalCorpus,
-    store: SumStore,
-    reused: list[bool],
-) -> tuple[Rounds | None, Callable[[Rounds], None] | None]:
-    """A stopped sweep's rounds from ``state_dir`` (its sums loaded into ``store``, its layer
-    reuse into ``reused``), and the callback that keeps the state there after each round; (None,
-    None) without a ``state_dir``."""
-    if state_dir is None:
-        return None, None
-    key = round_state.sweep_key(cfg, ablator.model, heads, corpus)
-    found = round_state.load(state_dir, key, store)
-    if found is not None:
-        reused.append(found[1])
-
-    def keep(rounds: Rounds) -> None:
-        round_state.save(state_dir, key, store, rounds, all(reused))
-
-    return (found[0] if found else None), keep
 
 
 def _finish_effects(frames: list[pd.DataFrame | None], metrics: tuple[str, ...]) -> pd.DataFrame:
