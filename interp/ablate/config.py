@@ -184,7 +184,7 @@ class AblateConfig(Placement):
     quick: bool = option(default=False, cli=False)
     """sized by --quick (:meth:`for_quick`: small evaluation corpus, a 35 s time budget for its rounds, 10% pruning
     steps); then exact ablation only of the top 2% (at least 5) per metric and estimator, estimated on 200 positions
-    per metric"""
+    per metric, and of the heads they rank next while the time budget lasts"""
     seed: int = option(default=0, ge=0, le=MAX_INT)
     """seed of the evaluation sequences, the audit sample and the bootstrap"""
 
