@@ -206,9 +206,10 @@ def _measure(
     budget = rounds_budget(cfg, run.by_run)
     with timed(timings, "exact"), placed as executor:
         exact, reused, log = exact_effects(run, heads, means, executor, progress, budget, later)
+    # round 0 measures every chosen head, so the measured ones are those and any that joined
     measured = set(zip(exact["layer"].astype(int), exact["head"].astype(int)))
-    chosen |= {h: WIDENED for h in sorted(measured - set(chosen))}
-    heads = sorted(set(heads) | measured)
+    chosen |= {h: WIDENED for h in measured - set(chosen)}
+    heads = sorted(measured)
     timings["exact_per_head"] = timings["exact"] / max(len(heads) * len(cfg.ablations), 1)
     done(progress, f"exact sweep {len(heads)} heads", timings["exact"])
     primary = None if estimates is None else estimates[estimates["estimator"] == cfg.estimator]
