@@ -33,6 +33,7 @@ SMALL = AblateConfig(
     n_syntax=10,
     n_bootstrap=100,
     threads=1,
+    time_budget=1e9,  # the same rounds in every run, however busy the machine (the default is 300 s)
 )
 
 pytestmark = pytest.mark.usefixtures("one_thread")
