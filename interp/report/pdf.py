@@ -28,6 +28,7 @@ from xml.sax.saxutils import escape
 import matplotlib
 from reportlab import rl_config
 from reportlab.lib import colors
+from reportlab.lib.enums import TA_RIGHT
 from reportlab.lib.pagesizes import A4
 from reportlab.lib.styles import ParagraphStyle
 from reportlab.lib.units import cm, inch
@@ -98,6 +99,7 @@ STYLES = {
     "fig": _style("fig", 10, BOLD, spaceBefore=6, spaceAfter=3, keepWithNext=1),
     "caption": _style("caption", 8.5, colour=MUTED, spaceAfter=8),
     "cell": _style("cell", CELL_FONT),
+    "cellnum": _style("cellnum", CELL_FONT, alignment=TA_RIGHT),
     "head": _style("head", CELL_FONT, BOLD),
     "key": _style("key", CELL_FONT, colour=MUTED),
     "card_v": _style("card_v", 14, BOLD),
@@ -113,67 +115,77 @@ def _para(text: str, style: str) -> Paragraph:
 # --- blocks ------------------------------------------------------------------------------------
 
 
+def _pieces(text: str, numeric: bool) -> list[str]:
+    """The pieces a cell may wrap between: a text's words; a number's value and its interval in
+    parentheses (``0.33 (0.25 ... 0.41)``), each kept whole."""
+    if not numeric:
+        return text.split()
+    value, sep, interval = text.partition(" (")
+    return [value, "(" + interval] if sep else [text]
+
+
 def _column_widths(t: C.Table, width: float, cell_pad: float = CELL_PAD) -> list[float]:
     """Each column as wide as its longest text (a header wraps at its spaces); when that is too
-    wide, text columns share what is left, each first getting its longest word where there is
-    room, so that a role name wraps between words, not inside one."""
+    wide, the columns share what is left, each first getting its longest piece (:func:`_pieces`)
+    where there is room, so that a role name wraps between words, not inside one, and a number
+    above its interval."""
     pad = 2 * cell_pad + 2
 
-    def longest(texts: list[str], font: str, words: bool = False) -> float:
-        pieces = [w for text in texts for w in (text.split() if words else [text])]
-        return max((pdfmetrics.stringWidth(p, font, CELL_FONT) for p in pieces), default=0.0)
+    def longest(texts: list[str], font: str, pieces=lambda text: [text]) -> float:
+        parts = [p for text in texts for p in pieces(text)]
+        return max((pdfmetrics.stringWidth(p, font, CELL_FONT) for p in parts), default=0.0)
 
-    def natural(j: int) -> float:
-        return (
-            max(
-                longest([t.columns[j]], BOLD, words=True),
-                longest([row[j].text for row in t.rows], FONT),
-            )
-            + pad
-        )
+    def header(j: int) -> float:
+        return longest([t.columns[j]], BOLD, str.split)
 
-    widths = [natural(j) for j in range(len(t.columns))]
+    def floor(j: int) -> float:
+        cells = longest([row[j].text for row in t.rows], FONT, lambda x: _pieces(x, t.numeric[j]))
+        return pad + max(header(j), cells)
+
+    widths = [
+        max(header(j), longest([row[j].text for row in t.rows], FONT)) + pad
+        for j in range(len(t.columns))
+    ]
     if sum(widths) <= width:
         return widths
-    fixed = sum(w for w, num in zip(widths, t.numeric) if num)
+    floors = [min(widths[j], floor(j)) for j in range(len(widths))]
+    if sum(floors) <= width:
+        spare, grow = width - sum(floors), [w - f for w, f in zip(widths, floors)]
+        return [f + spare * g / (sum(grow) or 1.0) for f, g in zip(floors, grow)]
+    fixed = sum(w for w, num in zip(floors, t.numeric) if num)
     text = [j for j, num in enumerate(t.numeric) if not num]
     room = max(width - fixed, 1.5 * cm * len(text))
-    floors = {
-        j: min(
-            widths[j],
-            pad
-            + max(
-                longest([t.columns[j]], BOLD, words=True),
-                longest([row[j].text for row in t.rows], FONT, words=True),
-            ),
-        )
-        for j in text
-    }
-    if sum(floors.values()) <= room:
-        spare, grow = room - sum(floors.values()), {j: widths[j] - floors[j] for j in text}
-        for j in text:
-            widths[j] = floors[j] + spare * grow[j] / (sum(grow.values()) or 1.0)
-        return widths
     total = sum(widths[j] for j in text) or 1.0
+    squeezed = list(floors)
     for j in text:
-        widths[j] = max(1.5 * cm, room * widths[j] / total)
-    return widths
+        squeezed[j] = max(1.5 * cm, room * widths[j] / total)
+    return squeezed
+
+
+def _cell(text: str, numeric: bool, wraps: bool) -> Any:
+    """A table cell: its plain string, or where its column is narrower than its text, a paragraph
+    that wraps between its pieces (:func:`_pieces`)."""
+    if not wraps:
+        return text
+    if not numeric:
+        return _para(text, "cell")
+    return Paragraph(
+        " ".join(escape(p).replace(" ", "\xa0") for p in _pieces(text, True)), STYLES["cellnum"]
+    )
 
 
 def _table(t: C.Table, width: float = WIDTH) -> Grid:
     pad = CELL_PAD if sum(_column_widths(t, math.inf)) <= width else TIGHT_PAD
     widths = _column_widths(t, width, pad)
     wrap = [
-        not num
-        and w < max(pdfmetrics.stringWidth(r[j].text, FONT, CELL_FONT) for r in t.rows) + 2 * pad
+        w < max(pdfmetrics.stringWidth(r[j].text, FONT, CELL_FONT) for r in t.rows) + 2 * pad
         if t.rows
         else False
-        for j, (num, w) in enumerate(zip(t.numeric, widths))
+        for j, w in enumerate(widths)
     ]
     data = [[_para(c, "head") for c in t.columns]]
     data += [
-        [_para(cell.text, "cell") if wrap[j] else cell.text for j, cell in enumerate(row)]
-        for row in t.rows
+        [_cell(cell.text, t.numeric[j], wrap[j]) for j, cell in enumerate(row)] for row in t.rows
     ]
     style = [
         ("FONT", (0, 0), (-1, -1), FONT, CELL_FONT),

@@ -109,6 +109,30 @@ def test_a_wide_heads_table_wraps_between_words_not_inside_role_names(tmp_path):
     }  # 10 rows x 2 columns, each whole
 
 
+def test_a_wide_table_of_intervals_wraps_a_value_above_its_interval_not_a_role_name(tmp_path):
+    """The role-pruning table (a value and its interval per metric) is wider than the page: its
+    interval columns put the interval under the value, so the role names stay whole."""
+    roles = ["previous_token", "current_token", "duplicate_token", "copy_suppression"]
+    frame = pd.DataFrame({"role": roles, "heads": [7, 8, 6, 4]})
+    intervals = {}
+    for k, metric in enumerate(["loss_prose", "kl_prose", "loss_repeated", "sv_logit_diff"]):
+        frame[metric] = [0.3261 + k, 0.1392, 8.34e-08, 0.0709]
+        frame[f"{metric} low"] = [0.2524 + k, 0.0968, 6.43e-08, 0.0443]
+        frame[f"{metric} high"] = [0.4123 + k, 0.1944, 1.03e-07, 0.1301]
+        intervals[metric] = (f"{metric} low", f"{metric} high")
+    table = C.table(frame, "role-pruning", intervals=intervals)
+    doc = C.Document("t", "t", (), (C.Section("roles", "Roles", (table,)),))
+    lines = page_texts(write_pdf(doc, tmp_path / "r.pdf"))[0].splitlines()
+    widths = P._column_widths(table, P.WIDTH)
+    assert sum(widths) <= P.WIDTH + 1e-6
+    assert widths[0] >= max(P.pdfmetrics.stringWidth(r, P.FONT, P.CELL_FONT) for r in roles)
+    words = " ".join(lines).split()
+    assert {r: words.count(r) for r in roles} == dict.fromkeys(roles, 1)
+    intervals_drawn = [w for line in lines for w in re.findall(r"\([^()]*\)", line)]
+    assert len(intervals_drawn) == 16  # 4 rows x 4 metrics, each interval on one line
+    assert all(line.count("(") == line.count(")") for line in lines)
+
+
 def test_same_content_gives_the_same_bytes(report_doc, tmp_path):
     one = write_pdf(report_doc, tmp_path / "a.pdf").read_bytes()
     assert write_pdf(report_doc, tmp_path / "b.pdf").read_bytes() == one
