@@ -56,6 +56,7 @@ FONT, BOLD, MONO = "DejaVuSans", "DejaVuSans-Bold", "DejaVuSansMono"
 MARGIN = 1.5 * cm
 WIDTH, HEIGHT = A4[0] - 2 * MARGIN, A4[1] - 2 * MARGIN
 CELL_FONT, CELL_PAD = 7.5, 3
+MIN_CELL_FONT = 5.5  # a table too wide for the page at CELL_FONT shrinks its font, not below this
 TIGHT_PAD = 1.5  # cell padding of a table too wide for the page at CELL_PAD
 CODE_WRAP = 110  # characters per line of preformatted text
 LONG_TABLE_ROWS = 40
@@ -124,71 +125,93 @@ def _pieces(text: str, numeric: bool) -> list[str]:
     return [value, "(" + interval] if sep else [text]
 
 
-def _column_widths(t: C.Table, width: float, cell_pad: float = CELL_PAD) -> list[float]:
-    """Each column as wide as its longest text (a header wraps at its spaces); when that is too
-    wide, the columns share what is left, each first getting its longest piece (:func:`_pieces`)
-    where there is room, so that a role name wraps between words, not inside one, and a number
-    above its interval."""
+def _natural_and_floors(
+    t: C.Table, cell_pad: float, size: float
+) -> tuple[list[float], list[float]]:
+    """Per column at font ``size``: its natural width (its longest text; a header wraps at its
+    spaces) and its floor (its longest piece, :func:`_pieces`), padding included."""
     pad = 2 * cell_pad + 2
 
     def longest(texts: list[str], font: str, pieces=lambda text: [text]) -> float:
         parts = [p for text in texts for p in pieces(text)]
-        return max((pdfmetrics.stringWidth(p, font, CELL_FONT) for p in parts), default=0.0)
+        return max((pdfmetrics.stringWidth(p, font, size) for p in parts), default=0.0)
 
-    def header(j: int) -> float:
-        return longest([t.columns[j]], BOLD, str.split)
+    natural, floors = [], []
+    for j, column in enumerate(t.columns):
+        header = longest([column], BOLD, str.split)
+        cells = [row[j].text for row in t.rows]
+        natural.append(pad + max(header, longest(cells, FONT)))
+        piece = longest(cells, FONT, lambda x, num=t.numeric[j]: _pieces(x, num))
+        floors.append(min(natural[-1], pad + max(header, piece)))
+    return natural, floors
 
-    def floor(j: int) -> float:
-        cells = longest([row[j].text for row in t.rows], FONT, lambda x: _pieces(x, t.numeric[j]))
-        return pad + max(header(j), cells)
 
-    widths = [
-        max(header(j), longest([row[j].text for row in t.rows], FONT)) + pad
-        for j in range(len(t.columns))
-    ]
-    if sum(widths) <= width:
-        return widths
-    floors = [min(widths[j], floor(j)) for j in range(len(widths))]
+def _column_widths(
+    t: C.Table, width: float, cell_pad: float = CELL_PAD, size: float = CELL_FONT
+) -> list[float]:
+    """Each column as wide as its longest text; when that is too wide, the columns share the
+    page, each first getting its longest piece (:func:`_pieces`), so that a role name wraps
+    between words, not inside one, and a number above its interval. Where even the pieces do not
+    fit (a smaller font is the remedy: :func:`_cell_size`), every column shrinks in proportion."""
+    natural, floors = _natural_and_floors(t, cell_pad, size)
+    if sum(natural) <= width:
+        return natural
     if sum(floors) <= width:
-        spare, grow = width - sum(floors), [w - f for w, f in zip(widths, floors)]
+        spare, grow = width - sum(floors), [w - f for w, f in zip(natural, floors)]
         return [f + spare * g / (sum(grow) or 1.0) for f, g in zip(floors, grow)]
-    fixed = sum(w for w, num in zip(floors, t.numeric) if num)
-    text = [j for j, num in enumerate(t.numeric) if not num]
-    room = max(width - fixed, 1.5 * cm * len(text))
-    total = sum(widths[j] for j in text) or 1.0
-    squeezed = list(floors)
-    for j in text:
-        squeezed[j] = max(1.5 * cm, room * widths[j] / total)
-    return squeezed
+    return [f * width / sum(floors) for f in floors]
 
 
-def _cell(text: str, numeric: bool, wraps: bool) -> Any:
+def _cell_size(t: C.Table, width: float, cell_pad: float) -> float:
+    """The font size of a table's cells: ``CELL_FONT``, or, for a table whose columns' longest
+    pieces do not fit the page side by side, the size at which they do (not below
+    ``MIN_CELL_FONT``): text widths scale with the size, the padding does not."""
+    _, floors = _natural_and_floors(t, cell_pad, CELL_FONT)
+    padding = len(floors) * (2 * cell_pad + 2)
+    text = sum(floors) - padding
+    if sum(floors) <= width or text <= 0:
+        return CELL_FONT
+    return max(MIN_CELL_FONT, CELL_FONT * (width - padding) / text)
+
+
+def _sized(name: str, size: float) -> ParagraphStyle:
+    """Paragraph style ``name`` at font ``size``."""
+    style = STYLES[name]
+    if size == style.fontSize:
+        return style
+    return ParagraphStyle(f"{name}-{size:.2f}", parent=style, fontSize=size, leading=size * 1.3)
+
+
+def _cell(text: str, numeric: bool, wraps: bool, size: float) -> Any:
     """A table cell: its plain string, or where its column is narrower than its text, a paragraph
     that wraps between its pieces (:func:`_pieces`)."""
     if not wraps:
         return text
     if not numeric:
-        return _para(text, "cell")
+        return Paragraph(escape(text), _sized("cell", size))
     return Paragraph(
-        " ".join(escape(p).replace(" ", "\xa0") for p in _pieces(text, True)), STYLES["cellnum"]
+        " ".join(escape(p).replace(" ", "\xa0") for p in _pieces(text, True)),
+        _sized("cellnum", size),
     )
 
 
 def _table(t: C.Table, width: float = WIDTH) -> Grid:
     pad = CELL_PAD if sum(_column_widths(t, math.inf)) <= width else TIGHT_PAD
-    widths = _column_widths(t, width, pad)
+    size = _cell_size(t, width, pad)
+    widths = _column_widths(t, width, pad, size)
     wrap = [
-        w < max(pdfmetrics.stringWidth(r[j].text, FONT, CELL_FONT) for r in t.rows) + 2 * pad
+        w < max(pdfmetrics.stringWidth(r[j].text, FONT, size) for r in t.rows) + 2 * pad
         if t.rows
         else False
         for j, w in enumerate(widths)
     ]
-    data = [[_para(c, "head") for c in t.columns]]
+    data = [[Paragraph(escape(c), _sized("head", size)) for c in t.columns]]
     data += [
-        [_cell(cell.text, t.numeric[j], wrap[j]) for j, cell in enumerate(row)] for row in t.rows
+        [_cell(cell.text, t.numeric[j], wrap[j], size) for j, cell in enumerate(row)]
+        for row in t.rows
     ]
     style = [
-        ("FONT", (0, 0), (-1, -1), FONT, CELL_FONT),
+        ("FONT", (0, 0), (-1, -1), FONT, size),
         ("TEXTCOLOR", (0, 0), (-1, -1), INK),
         ("BACKGROUND", (0, 0), (-1, 0), SOFT),
         ("LINEBELOW", (0, 0), (-1, -1), 0.25, LINE),

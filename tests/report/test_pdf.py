@@ -133,6 +133,36 @@ def test_a_wide_table_of_intervals_wraps_a_value_above_its_interval_not_a_role_n
     assert all(line.count("(") == line.count(")") for line in lines)
 
 
+def test_a_table_whose_words_do_not_fit_side_by_side_gets_a_smaller_font_not_cut_words(tmp_path):
+    """Eleven columns of role names (the heads-that-matter table) are wider than the page even
+    one word per line: the font shrinks until they fit, and no role name is cut or lost."""
+    roles = ["frequent_token", "unexplained", "current_token", "previous_token"]
+    frame = pd.DataFrame(
+        {
+            "head": [f"L{i}H{i % 9}" for i in range(12)],
+            "metric": ["loss_repeated"] * 12,
+            "delta": np.linspace(-1.2, 2.4, 12),
+            "role": roles * 3,
+            "second_role": roles[::-1] * 3,
+            "evidence": ["attention"] * 12,
+            "looks": roles * 3,
+            "components": ["delimiter 0.29 + local 0.24"] * 12,
+            "writes": ["copy_suppression"] * 12,
+            "task_role": ["negative_mover"] * 12,
+            "output_size": np.linspace(0.01, 0.3, 12),
+        }
+    )
+    table = C.table(frame, "evidence-table")
+    doc = C.Document("t", "t", (), (C.Section("evidence", "Evidence", (table,)),))
+    words = " ".join(page_texts(write_pdf(doc, tmp_path / "r.pdf"))).split()
+    size = P._cell_size(table, P.WIDTH, P.TIGHT_PAD)
+    assert P.MIN_CELL_FONT <= size < P.CELL_FONT
+    assert sum(P._column_widths(table, P.WIDTH, P.TIGHT_PAD, size)) <= P.WIDTH + 1e-6
+    expected = dict.fromkeys(roles, 9)
+    assert {w: words.count(w) for w in expected} == expected  # role, second_role, looks: 3 each
+    assert words.count("copy_suppression") == 12 and words.count("negative_mover") == 12
+
+
 def test_same_content_gives_the_same_bytes(report_doc, tmp_path):
     one = write_pdf(report_doc, tmp_path / "a.pdf").read_bytes()
     assert write_pdf(report_doc, tmp_path / "b.pdf").read_bytes() == one
