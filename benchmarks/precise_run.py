@@ -15,7 +15,8 @@ forwards per token), turned into seconds on one GPU at the same assumed effectiv
 benchmarks/scaling.py (not measured here: benchmarks/gpu_check.py measures a GPU's stages).
 
 Usage: ``python benchmarks/precise_run.py --out DIR [--model smollm2-135m] [--no-write]``
-(more than an hour on a 2-core CPU for SmolLM2: stop it and call again to resume)
+(more than an hour on a 2-core CPU for SmolLM2: stop it and call again to resume);
+``--summary-only`` writes the section of the run DIR already holds, running nothing
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from scaling import arch_of, block_flops, unembed_flops  # noqa: E402
 
 from interp.ablate.config import AblateConfig  # noqa: E402
 from interp.ablate.corpora import stage_corpus  # noqa: E402
-from interp.ablate.settle import TOP  # noqa: E402
+from interp.ablate.settle import TOP, positions_needed  # noqa: E402
 from interp.model.load import load_model  # noqa: E402
 
 SCRIPT = "benchmarks/precise_run.py"
@@ -105,6 +106,22 @@ def duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min ({seconds:.0f} s)" if seconds >= 60 else f"{seconds:.1f} s"
 
 
+def top_need(rows: pd.DataFrame, top: pd.DataFrame) -> str:
+    """The most times its positions an unmet effect among ``top`` needs, with what stopped the
+    effect that needs it (interp.ablate.settle.positions_needed); '-' where every one is met."""
+    unmet = top[top["precision"] != "met"]
+    if unmet.empty:
+        return "-"
+    need = positions_needed(rows).reindex(unmet.index).dropna()
+    if need.empty:
+        return f"undecided {len(unmet)}"
+    undecided = len(unmet) - len(need)
+    worst = need.idxmax()
+    return f"{need[worst]:.1f}x ({unmet.loc[worst, 'precision']})" + (
+        f", undecided {undecided}" if undecided else ""
+    )
+
+
 def summary(model_name: str, out: Path) -> str:
     run_dir = out / model_name / NAME
     manifest = json.loads((run_dir / "manifest.json").read_text())
@@ -122,7 +139,7 @@ def summary(model_name: str, out: Path) -> str:
         lines.append(
             f"| {metric} | {int((top['precision'] == 'met').sum())} of {len(top)} "
             f"| {int(counts.get('met', 0))} of {len(rows)} | {others or '-'} "
-            f"| {int(rows['n_tokens'].max())} |"
+            f"| {int(rows['n_tokens'].max())} | {top_need(rows, top)} |"
         )
     model = load_model(model_name)
     ratio = tokens_per_row(model, tuple(ablate["metrics"]))
@@ -142,10 +159,15 @@ def summary(model_name: str, out: Path) -> str:
             f"Per metric (mean ablation): how many of the {TOP} largest exact effects met the precision rule "
             "(half-width <= max(10% of |delta|, 0.01)), how many of all heads did, what stopped the others "
             "(`rounds`: its head read all 100 slices first; `corpus`: its eval set had no further sequence, "
-            "as prose has so many lines), and the most positions one effect rests on.",
+            "as prose has so many lines), the most positions one effect rests on, and `top 20 needs`: "
+            "for the unmet effects among the top 20, the most times its positions one of them needs "
+            "(its half-width shrinking as one over the square root of the positions; a projection, not "
+            "measured) and what stopped it. Where that is `rounds`, its eval set is generated and "
+            "`--max-rounds` that many times 100 is projected to meet it; where it is `corpus`, only a "
+            "larger eval set can; an effect still undecided against the tolerance has no projection.",
             "",
-            f"| metric | top {TOP} met | all heads met | the others | most positions |",
-            "| --- | --- | --- | --- | ---: |",
+            f"| metric | top {TOP} met | all heads met | the others | most positions | top {TOP} needs |",
+            "| --- | --- | --- | --- | ---: | --- |",
             *lines,
             "",
             f"Cost model: the exact rounds this run made come to {exact_pf:.2f} PFLOP and its estimator to "
@@ -161,9 +183,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--summary-only", action="store_true", help="write the section of the finished run in --out"
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    status = run_segment(args.model, args.out)
+    status = 0 if args.summary_only else run_segment(args.model, args.out)
     if status != 0:
         sys.exit(f"the precise run stopped (exit {status}); run this again to resume it")
     body = summary(args.model, args.out)
