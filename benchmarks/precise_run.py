@@ -158,12 +158,13 @@ def summary(model_name: str, out: Path) -> str:
             "",
             f"Per metric (mean ablation): how many of the {TOP} largest exact effects met the precision rule "
             "(half-width <= max(10% of |delta|, 0.01)), how many of all heads did, what stopped the others "
-            "(`rounds`: its head read all 100 slices first; `corpus`: its eval set had no further sequence, "
+            "(`rounds`: its head read the last slice it may: every one, or past the 100th only for an effect "
+            "decided but not yet precise; `corpus`: its eval set had no further sequence, "
             "as prose has so many lines), the most positions one effect rests on, and `top 20 needs`: "
             "for the unmet effects among the top 20, the most times its positions one of them needs "
             "(its half-width shrinking as one over the square root of the positions; a projection, not "
-            "measured) and what stopped it. Where that is `rounds`, its eval set is generated and "
-            "`--max-rounds` that many times 100 is projected to meet it; where it is `corpus`, only a "
+            "measured) and what stopped it. Where that is `rounds`, its eval set is generated and more "
+            "slices of it (`--max-rounds`) are projected to meet it; where it is `corpus`, only a "
             "larger eval set can; an effect still undecided against the tolerance has no projection.",
             "",
             f"| metric | top {TOP} met | all heads met | the others | most positions | top {TOP} needs |",

@@ -74,13 +74,15 @@ DEFAULT_BUDGET = 300.0  # seconds of exact sweep before no further round starts
 RUN_TARGET = 600.0
 AFTER_SWEEP = 1.5
 # --precise: rounds of the exact sweep, with no time budget, until no effect is open. An interval's
-# half-width shrinks as one over the square root of the sequences it rests on; SmolLM2's largest
-# effects end 3 rounds at about four times the 10% asked of them (L1H4 on loss_repeated: 1.93
-# [1.19, 2.67]), so they need about 16 x 3 = 48 rounds; 100 leaves room for the smaller effects
-# among the top 20. Each round is as large as the default corpus, so the built-in
-# eval sets are made 100 times as large (prose stops earlier: its lines are bounded, and its open
-# effects then say ``corpus``).
-PRECISE_ROUNDS = 100
+# half-width shrinks as one over the square root of the sequences it rests on. After 100 slices,
+# SmolLM2's unmet top-20 effects on the generated eval sets needed at most 2.5x (loss_repeated) and
+# 2.9x (sv_logit_diff) their positions (benchmarks/precise_run.py, 2026-12-07): the generated eval
+# sets are made PRECISE_ROUNDS slices large, 3.2 times that. An effect still undecided
+# against the tolerance after PRECISE_DECIDE slices stops there (one whose true value sits on the
+# tolerance never decides): the slices beyond go to effects decided but not yet precise. Prose stops
+# earlier: its lines are bounded, and its open effects then say ``corpus``.
+PRECISE_ROUNDS = 320
+PRECISE_DECIDE = 100
 
 
 def exact_budget(time_budget: float | None, run_elapsed: float | None) -> float | None:
@@ -171,8 +173,8 @@ class AblateConfig(Placement):
     buys narrower intervals, and each row's precision column says whether it was met"""
     precise: bool = option(default=False)
     """run the exact rounds until no effect is open (the precision rule met, every head decided
-    against the tolerance), with no time budget and up to 100 rounds unless --time-budget or
-    --max-rounds says otherwise"""
+    against the tolerance), with no time budget and up to 320 rounds unless --time-budget or
+    --max-rounds says otherwise; an effect still undecided after 100 stops there"""
     heads_per_pass: int | None = option(default=None, ge=1, le=MAX_INT)
     """heads of a layer per forward (stacked batch copies); default: all that fit"""
     prune: bool = option(default=True)
@@ -259,7 +261,7 @@ class AblateConfig(Placement):
     def resolved(self, n_heads: int) -> AblateConfig:
         """The settings actually used: the pass size filled in (2048 where none is configured),
         the estimator's corpus, the rounds and time budget of the exact sweep (under ``precise``
-        100 rounds and no limit, where the user set neither), and under ``quick`` the heads
+        ``PRECISE_ROUNDS`` rounds and no limit, where the user set neither), and under ``quick`` the heads
         ablated exactly (the top 2%, at least 5, of a model with ``n_heads`` heads) unless
         ``top_k`` is set. In the settings used, ``time_budget`` None means no limit."""
         filled: dict[str, Any] = {}

@@ -17,7 +17,7 @@ import torch
 
 from interp.ablate import round_state
 from interp.ablate.catalogue import ENCODER, LOSS_PROSE, LOSS_REPEATED, SV_LOGIT_DIFF
-from interp.ablate.config import RUN_TARGET, AblateConfig, exact_budget
+from interp.ablate.config import PRECISE_DECIDE, RUN_TARGET, AblateConfig, exact_budget
 from interp.ablate.corpora import asked_sizes
 from interp.ablate.evaluation import EvalCorpus
 from interp.ablate.executor import SweepJob, sweep_with
@@ -116,8 +116,9 @@ def exact_effects(
     else:
         deadline = None if budget is None else time.perf_counter() + budget
         begun, after_round = _kept_rounds(run.state_dir, ablator, cfg, heads, corpus, store, reused)
+        decide = PRECISE_DECIDE if cfg.precise else None
         state, stopped_by = sequential_sweep(
-            parts, heads, sweep, table, deadline, cfg.precision, begun, after_round, later
+            parts, heads, sweep, table, deadline, cfg.precision, begun, after_round, later, decide
         )
         log, ended = state.log, ended_heads(parts, state.cursors)
     return precision(table(), stopped_by, cfg.precision, ended), all(reused), log

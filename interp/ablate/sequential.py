@@ -27,7 +27,9 @@ tokens its effect rests on, and ``precision`` whether it met the rule (``met``) 
 it first (``rounds``: it read every slice; ``budget``; or ``corpus``: its eval set had no
 further sequence, as the bounded prose lines or the user's own sequences). ``--precise`` runs
 the rounds with no time budget, up to ``PRECISE_ROUNDS`` slices per head, until no effect is
-open. Every round ends with one line on stderr: the heads still open, how many the next round
+open; past ``decide`` (``PRECISE_DECIDE``) slices a head reads on only for an effect decided
+against the tolerance but not yet precise: one still undecided may sit on the tolerance and
+never decide, and the rounds label it ``rounds``. Every round ends with one line on stderr: the heads still open, how many the next round
 runs and the most scored positions one head has read per eval set, and the seconds since round 0.
 Where the sweep measures a selection of the heads (``--quick``), the heads ranked next by the
 estimators can wait in reserve: once the chosen heads have nothing left to read and the budget
@@ -40,6 +42,7 @@ be narrow), the usual price of racing; the undecided share that remains is repor
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -201,6 +204,7 @@ def sequential_sweep(
     begun: Rounds | None = None,
     after_round: Callable[[Rounds], None] | None = None,
     reserve: Sequence[Sequence[Head]] = (),
+    decide: int | None = None,
 ) -> tuple[Rounds, str]:
     """Run ``sweep(corpus, heads)`` round by round on the heads still open per eval set, each head
     reading its own next slice of the eval set (``parts``, :func:`rounds`; heads at the same slice
@@ -214,7 +218,9 @@ def sequential_sweep(
     ``deadline``, once no head has an open effect with a slice left to read, the next batch joins
     (reading every eval set from its first slice) if the deadline has not passed, so that a
     budget the chosen heads leave unspent measures more heads. The heads that joined have
-    cursors (``Rounds.cursors``) and rows in ``effects``, as the others."""
+    cursors (``Rounds.cursors``) and rows in ``effects``, as the others. ``decide``: past that
+    many slices of an eval set, a head reads on only for an effect decided but not yet precise
+    (:func:`_readable`)."""
     slices = slices_of(parts)
     scored = [_eval_set_positions(part) for part in parts]
     ordered = deadline is not None  # with no budget, every open head reads on until settled anyway
@@ -228,8 +234,9 @@ def sequential_sweep(
     batches = [b for b in ([h for h in batch if h not in joined] for batch in reserve) if b]
     first = state.next_round
     if first:
-        todo = next_heads(effects(), _readable(heads, slices, state.cursors), rel, ordered)
-        todo, heads = _join(todo, heads, batches, deadline, slices)
+        table = effects()
+        can = _readable(heads, slices, state.cursors, table, rel, decide)
+        todo, heads = _join(next_heads(table, can, rel, ordered), heads, batches, deadline, slices)
     else:
         todo = {f: list(heads) for f in slices}
     start = time.perf_counter()
@@ -239,7 +246,7 @@ def sequential_sweep(
         state.log.append(_one_round(parts, slices, todo, state.cursors, sweep))
         state.next_round += 1
         table = effects()
-        can = _readable(heads, slices, state.cursors)
+        can = _readable(heads, slices, state.cursors, table, rel, decide)
         todo, heads = _join(next_heads(table, can, rel, ordered), heads, batches, deadline, slices)
         if after_round is not None:
             after_round(state)
@@ -311,13 +318,26 @@ def _copied(cursors: Mapping[str, Mapping[Head, int]]) -> dict[str, dict[Head, i
 
 
 def _readable(
-    heads: list[Head], slices: dict[str, list[int]], cursors: dict[str, dict[Head, int]]
+    heads: list[Head],
+    slices: dict[str, list[int]],
+    cursors: dict[str, dict[Head, int]],
+    table: pd.DataFrame,
+    rel: float,
+    decide: int | None = None,
 ) -> dict[str, list[Head]]:
-    """eval set -> the ``heads`` that have a slice of it left to read."""
-    return {
-        f: [h for h in heads if cursors.get(f, {}).get(h, 0) < len(held)]
-        for f, held in slices.items()
-    }
+    """eval set -> the ``heads`` that have a slice of it left to read; past ``decide`` slices of
+    it, only those with an effect on it decided against the tolerance but not yet precise (one
+    whose need is a finite projection: :func:`interp.ablate.settle.positions_needed`)."""
+    out = {}
+    for f, held in slices.items():
+        at = {h: cursors.get(f, {}).get(h, 0) for h in heads}
+        wanting = open_heads(table, f, rel, reach=math.inf) if decide is not None else set()
+        out[f] = [
+            h
+            for h in heads
+            if at[h] < len(held) and (decide is None or at[h] < decide or h in wanting)
+        ]
+    return out
 
 
 def next_heads(

@@ -15,8 +15,10 @@ from interp.ablate.config import REACH
 from interp.ablate.evaluation import EvalCorpus, build_corpus, make_batches
 from interp.ablate.sequential import (
     Rounds,
+    ended_heads,
     next_heads,
     open_heads,
+    precision,
     rounds,
     sequential_sweep,
     settled,
@@ -291,7 +293,7 @@ def _script() -> Iterator[pd.DataFrame]:
     )
 
 
-def _scripted_sweep(llama, deadline: float | None):
+def _scripted_sweep(llama, deadline: float | None, decide: int | None = None):
     """Two heads' sequential sweep on the script's effects: (the sweep's calls as (eval set,
     sequence indices, heads), its rounds, what stopped them, the slices as index sets)."""
     corpus = build_corpus(llama, 6, 6, (6,), 8, 0, 512)
@@ -302,7 +304,7 @@ def _scripted_sweep(llama, deadline: float | None):
         calls.append((part.batches[0].eval_set, {it.index for it in part.items}, heads))
 
     state, stopped_by = sequential_sweep(
-        parts, [(0, 0), (0, 1)], sweep, lambda: next(script), deadline
+        parts, [(0, 0), (0, 1)], sweep, lambda: next(script), deadline, decide=decide
     )
 
     def slice_(r: int, eval_set: str = "loss_repeated") -> set[int]:
@@ -337,6 +339,27 @@ def test_with_no_time_budget_every_open_head_reads_its_next_slice_at_once(llama)
     assert stopped_by == "rounds" and state.next_round == 3
     assert state.log == [dict.fromkeys(corpus.sizes, 2), {"loss_repeated": 2}, {"loss_repeated": 1}]
     assert state.cursors["loss_repeated"] == {(0, 0): 2, (0, 1): 3}
+
+
+def test_past_the_decide_slices_only_a_decided_but_imprecise_effect_reads_on(llama):
+    """decide = 1 (as --precise's 100): after slice 0, head 0 (above the tolerance, not yet
+    precise: a finite need) reads slice 1; head 1, still undecided, stops, and its rows say
+    ``rounds`` though it has slices left."""
+    calls, state, stopped_by, slice_, corpus = _scripted_sweep(llama, deadline=None, decide=1)
+    assert calls == [(f, slice_(0, f), [(0, 0), (0, 1)]) for f in corpus.sizes] + [
+        ("loss_repeated", slice_(1), [(0, 0)]),
+    ]
+    assert stopped_by == "rounds" and state.next_round == 2
+    assert state.cursors["loss_repeated"] == {(0, 0): 2, (0, 1): 1}
+    parts = rounds(corpus, 3, 512, 0)
+    assert ended_heads(parts, state.cursors) == {}  # neither read its eval set's last slice
+    table = precision(
+        _scripted([(0, 10.0, 0.5, "above"), (1, 5.0, 5.0, "undecided")]),
+        stopped_by,
+        0.1,
+        ended_heads(parts, state.cursors),
+    )
+    assert table["precision"].tolist() == ["met", "rounds"]
 
 
 def _reserve_sweep(llama, script, deadline, reserve, begun=None):
