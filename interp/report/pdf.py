@@ -51,13 +51,20 @@ from reportlab.platypus import Table as Grid
 from interp.pipeline.rundir import atomic_path
 from interp.report import content as C
 from interp.report.figures import DPI, blend
+from interp.report.pdf_tables import (
+    BOLD,
+    CELL_FONT,
+    CELL_PAD,
+    FONT,
+    TIGHT_PAD,
+    cell_size,
+    column_widths,
+    pieces,
+)
 
-FONT, BOLD, MONO = "DejaVuSans", "DejaVuSans-Bold", "DejaVuSansMono"
+MONO = "DejaVuSansMono"
 MARGIN = 1.5 * cm
 WIDTH, HEIGHT = A4[0] - 2 * MARGIN, A4[1] - 2 * MARGIN
-CELL_FONT, CELL_PAD = 7.5, 3
-MIN_CELL_FONT = 5.5  # a table too wide for the page at CELL_FONT shrinks its font, not below this
-TIGHT_PAD = 1.5  # cell padding of a table too wide for the page at CELL_PAD
 CODE_WRAP = 110  # characters per line of preformatted text
 LONG_TABLE_ROWS = 40
 INK, MUTED, LINE, SOFT = (colors.HexColor(c) for c in ("#1d1d1f", "#5f6368", "#dadce0", "#f6f7f9"))
@@ -116,64 +123,6 @@ def _para(text: str, style: str) -> Paragraph:
 # --- blocks ------------------------------------------------------------------------------------
 
 
-def _pieces(text: str, numeric: bool) -> list[str]:
-    """The pieces a cell may wrap between: a text's words; a number's value and its interval in
-    parentheses (``0.33 (0.25 ... 0.41)``), each kept whole."""
-    if not numeric:
-        return text.split()
-    value, sep, interval = text.partition(" (")
-    return [value, "(" + interval] if sep else [text]
-
-
-def _natural_and_floors(
-    t: C.Table, cell_pad: float, size: float
-) -> tuple[list[float], list[float]]:
-    """Per column at font ``size``: its natural width (its longest text; a header wraps at its
-    spaces) and its floor (its longest piece, :func:`_pieces`), padding included."""
-    pad = 2 * cell_pad + 2
-
-    def longest(texts: list[str], font: str, pieces=lambda text: [text]) -> float:
-        parts = [p for text in texts for p in pieces(text)]
-        return max((pdfmetrics.stringWidth(p, font, size) for p in parts), default=0.0)
-
-    natural, floors = [], []
-    for j, column in enumerate(t.columns):
-        header = longest([column], BOLD, str.split)
-        cells = [row[j].text for row in t.rows]
-        natural.append(pad + max(header, longest(cells, FONT)))
-        piece = longest(cells, FONT, lambda x, num=t.numeric[j]: _pieces(x, num))
-        floors.append(min(natural[-1], pad + max(header, piece)))
-    return natural, floors
-
-
-def _column_widths(
-    t: C.Table, width: float, cell_pad: float = CELL_PAD, size: float = CELL_FONT
-) -> list[float]:
-    """Each column as wide as its longest text; when that is too wide, the columns share the
-    page, each first getting its longest piece (:func:`_pieces`), so that a role name wraps
-    between words, not inside one, and a number above its interval. Where even the pieces do not
-    fit (a smaller font is the remedy: :func:`_cell_size`), every column shrinks in proportion."""
-    natural, floors = _natural_and_floors(t, cell_pad, size)
-    if sum(natural) <= width:
-        return natural
-    if sum(floors) <= width:
-        spare, grow = width - sum(floors), [w - f for w, f in zip(natural, floors)]
-        return [f + spare * g / (sum(grow) or 1.0) for f, g in zip(floors, grow)]
-    return [f * width / sum(floors) for f in floors]
-
-
-def _cell_size(t: C.Table, width: float, cell_pad: float) -> float:
-    """The font size of a table's cells: ``CELL_FONT``, or, for a table whose columns' longest
-    pieces do not fit the page side by side, the size at which they do (not below
-    ``MIN_CELL_FONT``): text widths scale with the size, the padding does not."""
-    _, floors = _natural_and_floors(t, cell_pad, CELL_FONT)
-    padding = len(floors) * (2 * cell_pad + 2)
-    text = sum(floors) - padding
-    if sum(floors) <= width or text <= 0:
-        return CELL_FONT
-    return max(MIN_CELL_FONT, CELL_FONT * (width - padding) / text)
-
-
 def _sized(name: str, size: float) -> ParagraphStyle:
     """Paragraph style ``name`` at font ``size``."""
     style = STYLES[name]
@@ -184,21 +133,21 @@ def _sized(name: str, size: float) -> ParagraphStyle:
 
 def _cell(text: str, numeric: bool, wraps: bool, size: float) -> Any:
     """A table cell: its plain string, or where its column is narrower than its text, a paragraph
-    that wraps between its pieces (:func:`_pieces`)."""
+    that wraps between its pieces (:func:`~interp.report.pdf_tables.pieces`)."""
     if not wraps:
         return text
     if not numeric:
         return Paragraph(escape(text), _sized("cell", size))
     return Paragraph(
-        " ".join(escape(p).replace(" ", "\xa0") for p in _pieces(text, True)),
+        " ".join(escape(p).replace(" ", "\xa0") for p in pieces(text, True)),
         _sized("cellnum", size),
     )
 
 
 def _table(t: C.Table, width: float = WIDTH) -> Grid:
-    pad = CELL_PAD if sum(_column_widths(t, math.inf)) <= width else TIGHT_PAD
-    size = _cell_size(t, width, pad)
-    widths = _column_widths(t, width, pad, size)
+    pad = CELL_PAD if sum(column_widths(t, math.inf)) <= width else TIGHT_PAD
+    size = cell_size(t, width, pad)
+    widths = column_widths(t, width, pad, size)
     wrap = [
         w < max(pdfmetrics.stringWidth(r[j].text, FONT, size) for r in t.rows) + 2 * pad
         if t.rows
@@ -268,7 +217,7 @@ def _cards(cards: C.Cards, per_row: int = 4) -> Grid:
 def _key_values(kv: C.KeyValues) -> Grid:
     """Two columns, no header: the key muted, the value wrapped to what is left."""
     t = C.Table("kv", ("", ""), (False, False), tuple((C.Cell(k), C.Cell(v)) for k, v in kv.pairs))
-    widths = _column_widths(t, WIDTH)
+    widths = column_widths(t, WIDTH)
     data = [[_para(k, "key"), _para(v, "cell")] for k, v in kv.pairs]
     style = [
         ("LINEBELOW", (0, 0), (-1, -1), 0.25, LINE),

@@ -14,6 +14,7 @@ from PIL import Image
 
 from interp.report import content as C
 from interp.report import pdf as P
+from interp.report import pdf_tables as T
 from interp.report.pdf import write_pdf
 
 pytestmark = pytest.mark.skipif(
@@ -103,7 +104,7 @@ def test_a_wide_heads_table_wraps_between_words_not_inside_role_names(tmp_path):
     table = C.table(heads, "head-table")
     doc = C.Document("t", "t", (), (C.Section("heads", "Heads", (table,)),))
     words = " ".join(page_texts(write_pdf(doc, tmp_path / "r.pdf"))).split()
-    assert sum(P._column_widths(table, P.WIDTH)) <= P.WIDTH + 1e-6  # fonts registered by write_pdf
+    assert sum(T.column_widths(table, P.WIDTH)) <= P.WIDTH + 1e-6  # fonts registered by write_pdf
     assert {w: words.count(w) for w in roles} == {
         w: 20 for w in roles
     }  # 10 rows x 2 columns, each whole
@@ -123,9 +124,9 @@ def test_a_wide_table_of_intervals_wraps_a_value_above_its_interval_not_a_role_n
     table = C.table(frame, "role-pruning", intervals=intervals)
     doc = C.Document("t", "t", (), (C.Section("roles", "Roles", (table,)),))
     lines = page_texts(write_pdf(doc, tmp_path / "r.pdf"))[0].splitlines()
-    widths = P._column_widths(table, P.WIDTH)
+    widths = T.column_widths(table, P.WIDTH)
     assert sum(widths) <= P.WIDTH + 1e-6
-    assert widths[0] >= max(P.pdfmetrics.stringWidth(r, P.FONT, P.CELL_FONT) for r in roles)
+    assert widths[0] >= max(T.pdfmetrics.stringWidth(r, T.FONT, T.CELL_FONT) for r in roles)
     words = " ".join(lines).split()
     assert {r: words.count(r) for r in roles} == dict.fromkeys(roles, 1)
     intervals_drawn = [w for line in lines for w in re.findall(r"\([^()]*\)", line)]
@@ -155,9 +156,9 @@ def test_a_table_whose_words_do_not_fit_side_by_side_gets_a_smaller_font_not_cut
     table = C.table(frame, "evidence-table")
     doc = C.Document("t", "t", (), (C.Section("evidence", "Evidence", (table,)),))
     words = " ".join(page_texts(write_pdf(doc, tmp_path / "r.pdf"))).split()
-    size = P._cell_size(table, P.WIDTH, P.TIGHT_PAD)
-    assert P.MIN_CELL_FONT <= size < P.CELL_FONT
-    assert sum(P._column_widths(table, P.WIDTH, P.TIGHT_PAD, size)) <= P.WIDTH + 1e-6
+    size = T.cell_size(table, P.WIDTH, T.TIGHT_PAD)
+    assert T.MIN_CELL_FONT <= size < T.CELL_FONT
+    assert sum(T.column_widths(table, P.WIDTH, T.TIGHT_PAD, size)) <= P.WIDTH + 1e-6
     expected = dict.fromkeys(roles, 9)
     assert {w: words.count(w) for w in expected} == expected  # role, second_role, looks: 3 each
     assert words.count("copy_suppression") == 12 and words.count("negative_mover") == 12
