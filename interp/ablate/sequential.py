@@ -29,8 +29,9 @@ further sequence, as the bounded prose lines or the user's own sequences). ``--p
 the rounds with no time budget, up to ``PRECISE_ROUNDS`` slices per head, until no effect is
 open; past ``decide`` (``PRECISE_DECIDE``) slices a head reads on only for an effect decided
 against the tolerance but not yet precise: one still undecided may sit on the tolerance and
-never decide, and the rounds label it ``rounds``. Every round ends with one line on stderr: the heads still open, how many the next round
-runs and the most scored positions one head has read per eval set, and the seconds since round 0.
+never decide, and the rounds label it ``rounds``. Every round ends with one line on stderr: the
+heads still open, how many the next round runs and the most scored positions one head has read
+per eval set, and the seconds since round 0.
 Where the sweep measures a selection of the heads (``--quick``), the heads ranked next by the
 estimators can wait in reserve: once the chosen heads have nothing left to read and the budget
 has time left, the next batch of them joins from the first slice.
