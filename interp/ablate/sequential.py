@@ -253,7 +253,8 @@ def sequential_sweep(
             after_round(state)
         read = _most_read(parts[0].sizes, slices, scored, state.cursors)
         still = {f: open_heads(table, f, rel) & set(heads) for f in read}
-        left = {f: bool(still[f] & set(can.get(f, []))) for f in still}
+        unread = _readable(heads, slices, state.cursors, table, rel)  # with no decide cap
+        left = {f: _left(still[f], can.get(f, []), unread.get(f, [])) for f in still}
         seconds = time.perf_counter() - start
         line = round_line(state.next_round - 1, todo, still, left, read, seconds)
         print(line, file=sys.stderr)
@@ -364,21 +365,33 @@ def next_heads(
     return todo
 
 
+NO_SEQUENCES, CAPPED = "no sequences left", "undecided ones stop at the cap"
+
+
+def _left(open_: set[Head], can: list[Head], unread: list[Head]) -> str | None:
+    """What stops an eval set's ``open_`` heads, where none of them reads on (None where one
+    does): no slice left, or, where some have slices left (``unread``) but none may read them
+    (``can``), the decide cap."""
+    if open_ & set(can):
+        return None
+    return CAPPED if open_ & set(unread) else NO_SEQUENCES
+
+
 def round_line(
     r: int,
     todo: dict[str, list[Head]],
     still: dict[str, set[Head]],
-    left: dict[str, bool],
+    left: dict[str, str | None],
     read: dict[str, int],
     seconds: float,
 ) -> str:
     """The progress line after round ``r`` (counted from 0): per eval set, the heads still open
-    (``still``), how many of them the next round runs (``no sequences left`` where none of them has
-    a sequence left to read: ``left``), and the most scored positions one head's sweeps have read
-    so far."""
+    (``still``), how many of them the next round runs (else what stops them, ``left``: ``no
+    sequences left``, or ``undecided ones stop at the cap`` where the rest are undecided past the
+    decide slices), and the most scored positions one head's sweeps have read so far."""
     each = ", ".join(
         f"{f} {len(open_)} open, "
-        f"{f'{len(todo.get(f, []))} next' if left[f] or not open_ else 'no sequences left'}"
+        f"{f'{len(todo.get(f, []))} next' if left[f] is None or not open_ else left[f]}"
         f" ({read[f]} positions)"
         for f, open_ in still.items()
     )

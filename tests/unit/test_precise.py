@@ -65,7 +65,7 @@ def test_each_round_prints_the_heads_left_and_the_positions_read(llama, capsys):
     out = ablate(llama, dataclasses.replace(BASE, max_rounds=3), progress=True)
     lines = [m for m in map(LINE.match, capsys.readouterr().err.splitlines()) if m]
     assert [int(m[1]) for m in lines] == [r + 1 for r in range(len(out.summary["rounds"]))]
-    each = r"(\w+) (\d+) open, (?:(\d+) next|no sequences left) \((\d+) positions\)"
+    each = r"(\w+) (\d+) open, (?:(\d+) next|no sequences left|undecided ones stop at the cap) \((\d+) positions\)"
     found = re.findall(each, lines[-1][2])
     assert {f for f, *_ in found} == set(out.summary["corpus"])
     exact = out.effects

@@ -341,11 +341,13 @@ def test_with_no_time_budget_every_open_head_reads_its_next_slice_at_once(llama)
     assert state.cursors["loss_repeated"] == {(0, 0): 2, (0, 1): 3}
 
 
-def test_past_the_decide_slices_only_a_decided_but_imprecise_effect_reads_on(llama):
+def test_past_the_decide_slices_only_a_decided_but_imprecise_effect_reads_on(llama, capsys):
     """decide = 1 (as --precise's 100): after slice 0, head 0 (above the tolerance, not yet
     precise: a finite need) reads slice 1; head 1, still undecided, stops, and its rows say
-    ``rounds`` though it has slices left."""
+    ``rounds`` though it has slices left; the progress line says the cap stopped it."""
     calls, state, stopped_by, slice_, corpus = _scripted_sweep(llama, deadline=None, decide=1)
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "loss_repeated 1 open, undecided ones stop at the cap" in last
     assert calls == [(f, slice_(0, f), [(0, 0), (0, 1)]) for f in corpus.sizes] + [
         ("loss_repeated", slice_(1), [(0, 0)]),
     ]
