@@ -55,6 +55,7 @@ import pandas as pd
 from interp.ablate.config import REACH, REL_PRECISION
 from interp.ablate.evaluation import EvalCorpus, EvalItem, make_batches
 from interp.ablate.metrics import eval_set_metrics
+from interp.ablate.progress_line import most_read, round_line, stopped
 from interp.ablate.settle import contending, positions_needed, settled
 from interp.ablate.stats import sequence_tokens
 
@@ -210,7 +211,7 @@ def sequential_sweep(
     """Run ``sweep(corpus, heads)`` round by round on the heads still open per eval set, each head
     reading its own next slice of the eval set (``parts``, :func:`rounds`; heads at the same slice
     run together), starting no round after ``deadline`` (``time.perf_counter()`` seconds; the
-    first round always runs), with a line on stderr after each round (:func:`round_line`), after
+    first round always runs), with a line on stderr after each round (:func:`~interp.ablate.progress_line.round_line`), after
     ``after_round`` has been handed where the sweep stands. ``begun``: a stopped sweep's rounds,
     whose sums ``effects`` already reads; the sweep continues with its next round. Returns where
     the sweep ended (its log, per round the number of heads each eval set's sweep ran, is what the
@@ -251,10 +252,10 @@ def sequential_sweep(
         todo, heads = _join(next_heads(table, can, rel, ordered), heads, batches, deadline, slices)
         if after_round is not None:
             after_round(state)
-        read = _most_read(parts[0].sizes, slices, scored, state.cursors)
+        read = most_read(parts[0].sizes, slices, scored, state.cursors)
         still = {f: open_heads(table, f, rel) & set(heads) for f in read}
         unread = _readable(heads, slices, state.cursors, table, rel)  # with no decide cap
-        left = {f: _left(still[f], can.get(f, []), unread.get(f, [])) for f in still}
+        left = {f: stopped(still[f], can.get(f, []), unread.get(f, [])) for f in still}
         seconds = time.perf_counter() - start
         line = round_line(state.next_round - 1, todo, still, left, read, seconds)
         print(line, file=sys.stderr)
@@ -298,21 +299,6 @@ def _one_round(
         if chosen:
             ran[eval_set] = len(chosen)
     return ran
-
-
-def _most_read(
-    eval_sets: Mapping[str, int],
-    slices: dict[str, list[int]],
-    scored: list[dict[str, int]],
-    cursors: dict[str, dict[Head, int]],
-) -> dict[str, int]:
-    """eval set -> the most scored positions one head has read of it: those of the slices before
-    the furthest cursor (``scored``: per round, eval set -> its scored positions)."""
-    out = {}
-    for f in eval_sets:
-        furthest = max(cursors.get(f, {}).values(), default=0)
-        out[f] = sum(scored[r][f] for r in slices.get(f, [])[:furthest])
-    return out
 
 
 def _copied(cursors: Mapping[str, Mapping[Head, int]]) -> dict[str, dict[Head, int]]:
@@ -363,39 +349,6 @@ def next_heads(
         if any(todo.values()):
             return todo
     return todo
-
-
-NO_SEQUENCES, CAPPED = "no sequences left", "undecided ones stop at the cap"
-
-
-def _left(open_: set[Head], can: list[Head], unread: list[Head]) -> str | None:
-    """What stops an eval set's ``open_`` heads, where none of them reads on (None where one
-    does): no slice left, or, where some have slices left (``unread``) but none may read them
-    (``can``), the decide cap."""
-    if open_ & set(can):
-        return None
-    return CAPPED if open_ & set(unread) else NO_SEQUENCES
-
-
-def round_line(
-    r: int,
-    todo: dict[str, list[Head]],
-    still: dict[str, set[Head]],
-    left: dict[str, str | None],
-    read: dict[str, int],
-    seconds: float,
-) -> str:
-    """The progress line after round ``r`` (counted from 0): per eval set, the heads still open
-    (``still``), how many of them the next round runs (else what stops them, ``left``: ``no
-    sequences left``, or ``undecided ones stop at the cap`` where the rest are undecided past the
-    decide slices), and the most scored positions one head's sweeps have read so far."""
-    each = ", ".join(
-        f"{f} {len(open_)} open, "
-        f"{f'{len(todo.get(f, []))} next' if left[f] is None or not open_ else left[f]}"
-        f" ({read[f]} positions)"
-        for f, open_ in still.items()
-    )
-    return f"ablate: round {r + 1} after {seconds:.0f} s: {each}"
 
 
 def _eval_set_positions(part: EvalCorpus) -> dict[str, int]:
