@@ -118,9 +118,13 @@ def collect_peak(
 FORWARD_ATTENTION = (
     3.0  # [batch, head, q, k] float32 tensors alive in a plain forward (no features)
 )
-BACKWARD = (
-    1.3  # per layer, [token, d_model + d_mlp] float32 activations kept for attribution's backward
-)
+# Attribution's forward with gradients and its backward, per float32 element (benchmarks/memory_fit.py,
+# fitted on the peaks of at least 64 MiB: SmolLM2 and MiniLM): [layer, token, d_model + d_mlp]
+# activations kept for the backward (per gated / plain MLP), [layer, batch, head, q, k] attention
+# probabilities, and [scored row, d_vocab] logits (log-softmax, its gradient and their copies)
+BACKWARD_GATED, BACKWARD_PLAIN = 5.8, 3.4
+BACKWARD_ATTENTION = 1.0
+BACKWARD_LOGITS = 3.9
 # Bootstrap sums of 1,000 resamples, both corpora, kernel workspaces: set from the smallest model
 # measured (tiny Llama), whose peak is mostly this term.
 ABLATE_FIXED = 15 * 2**20
@@ -153,10 +157,15 @@ def ablate_batch_peak(shape: Shape, batch: int, width: int, rows: int, replicas:
     # unembedding (measured on SmolLM2, where it is 108 MiB); an encoder reads no logits.
     logits = rows * shape.d_vocab * FLOAT32 if shape.causal else 0.0
     unembed = shape.d_vocab * shape.d_model * FLOAT32 if shape.causal else 0.0
-    backward = BACKWARD * shape.n_layers * tokens * (shape.d_model + shape.d_mlp) * FLOAT32 + logits
+    per_token = BACKWARD_GATED if shape.gated_mlp else BACKWARD_PLAIN
+    backward = (
+        per_token * shape.n_layers * tokens * (shape.d_model + shape.d_mlp) * FLOAT32
+        + BACKWARD_ATTENTION * shape.n_layers * batch * shape.n_heads * width**2 * FLOAT32
+        + BACKWARD_LOGITS * logits
+    )
     cached = shape.n_layers * tokens * shape.d_model * FLOAT32
-    sweep = forward_peak(shape, batch * replicas, width) + replicas * logits + cached
-    return max(backward, sweep) + unembed
+    sweep = forward_peak(shape, batch * replicas, width) + replicas * logits + cached + unembed
+    return max(backward, sweep)
 
 
 def ablate_peak(shape: Shape, batches: Sequence[tuple[int, int, int, int]]) -> float:
