@@ -323,6 +323,6 @@ def in_tiers(
 
     groups: dict[int, list[EvalItem]] = {}
     for item in corpus.items:
-        groups.setdefault(tier(item.eval_set, item.index), []).append(item)
+        groups.setdefault(tier(item.eval_set, item.unit), []).append(item)
     batches = [b for i in sorted(groups) for b in make_batches(groups[i], max_tokens, pad_id)]
     return EvalCorpus(corpus.items, batches, corpus.sizes)

@@ -15,8 +15,11 @@ comes from a sequence of the same eval set):
   when tokenized, are dropped.
 
 Encoders get one eval set: prose lines (the same subset) as sentence A, and for each a view B
-with about a fifth of its word tokens deleted (seeded), which ``retrieval_margin`` needs; both
-sit in the same batch.
+with about a fifth of its word tokens deleted (seeded), which ``retrieval_margin`` needs. The
+sentences are cut, in index order, into fixed retrieval groups of ``RETRIEVAL_GROUP`` (the last
+one takes the remainder): a sentence's distractors are the other views of its group, so a group
+and its views always share a batch, a round's slice and an estimator's tier, and the metric is
+the same whatever the pass size or the slicing.
 
 A user's own sequences (``--eval-corpus FILE``, :func:`read_eval_corpus`) add a fourth causal
 eval set, ``loss_corpus``: every next-token prediction inside a sequence is scored, as for prose;
@@ -47,6 +50,10 @@ REPEAT_SEED_OFFSET = 7919  # new random sequences, not the ones the collect stag
 SPLIT_SEED_OFFSET = 104729  # split 1 (the pruning curve's held-out half) draws other sequences
 VIEW_DROP = 0.2
 MAX_PADDING = 0.15  # share of a batch that may be padding
+# Sentences per retrieval group (encoders): each finds its own view among the group's views. Fixed,
+# not "the batch", so that the metric does not change with the pass size (a device's memory) or
+# the round's slice; 8 sentences and 8 views of up to about 120 tokens fit one CPU pass.
+RETRIEVAL_GROUP = 8
 
 
 @dataclass
@@ -64,6 +71,13 @@ class EvalItem:
     fields: dict[str, int | float] = field(
         default_factory=dict
     )  # a task's per-sequence data (Task.fields)
+    group: int | None = None  # encoder: the index of its retrieval group's first sentence
+
+    @property
+    def unit(self) -> int:
+        """The index that places it in a round's slice or an estimator's tier: its retrieval
+        group's first sentence (a group is never cut), else its own."""
+        return self.index if self.group is None else self.group
 
 
 @dataclass
@@ -75,6 +89,7 @@ class EvalBatch:
     attention_mask: torch.Tensor  # long [batch, pos]
     index: torch.Tensor  # long [batch]: EvalItem.index
     is_view: torch.Tensor  # bool [batch]
+    group: torch.Tensor  # long [batch]: EvalItem.group, -1 for none
     donor: torch.Tensor  # long [batch]: the sequence whose head output a resample ablation uses
     row_batch: torch.Tensor  # long [row]
     row_pos: torch.Tensor  # long [row]
@@ -243,6 +258,7 @@ def scorable(items: list[EvalItem], vocab_out: int) -> list[EvalItem]:
                 it.is_view,
                 it.score,
                 it.fields,
+                it.group,
             )
         )
     if dropped:
@@ -337,14 +353,19 @@ def encoder_items(
     items: list[EvalItem] = []
     empty = torch.zeros(0, dtype=torch.long)
     sentences = user_half(user, split) if user is not None else prose_subset(n_prose, split)
-    for i, seq in enumerate(aligner.encode_suite(sentences)):
-        items.append(EvalItem(seq.tokens, ENCODER, i, empty, empty))
+    encoded = aligner.encode_suite(sentences)
+    last = max(len(encoded) // RETRIEVAL_GROUP, 1) - 1  # the last group takes the remainder
+    for i, seq in enumerate(encoded):
+        group = min(i // RETRIEVAL_GROUP, last) * RETRIEVAL_GROUP
+        items.append(EvalItem(seq.tokens, ENCODER, i, empty, empty, group=group))
         inner = torch.nonzero(~seq.is_special).flatten()
         n_drop = max(1, round(VIEW_DROP * len(inner))) if len(inner) > 1 else 0
         drop = inner[torch.randperm(len(inner), generator=gen)[:n_drop]]
         keep = torch.ones(len(seq), dtype=torch.bool)
         keep[drop] = False
-        items.append(EvalItem(seq.tokens[keep], ENCODER, i, empty, empty, is_view=True))
+        items.append(
+            EvalItem(seq.tokens[keep], ENCODER, i, empty, empty, is_view=True, group=group)
+        )
     return items
 
 
@@ -352,45 +373,60 @@ def encoder_items(
 
 
 def make_batches(items: list[EvalItem], max_tokens: int, pad_id: int) -> list[EvalBatch]:
-    """Bucket each eval set by length under ``max_tokens`` padded tokens; encoder views travel
-    with their sentence. A batch never holds a single sequence when avoidable (resampling
-    needs a donor)."""
+    """Bucket each eval set by length under ``max_tokens`` padded tokens; an encoder's retrieval
+    group travels whole, its sentences first and then their views in the same order. A batch
+    never holds a single sequence when avoidable (resampling needs a donor)."""
     batches: list[EvalBatch] = []
     for eval_set in dict.fromkeys(it.eval_set for it in items):
-        mine = [it for it in items if it.eval_set == eval_set and not it.is_view]
-        views = {it.index: it for it in items if it.eval_set == eval_set and it.is_view}
-        # Views double the batch: budget the pair by its longer member.
-        lengths = [
-            max(len(it.tokens), len(views[it.index].tokens)) if views else len(it.tokens)
-            for it in mine
-        ]
-        budget = max_tokens // 2 if views else max_tokens
-        groups = _no_singletons(bucket_tight(lengths, budget, MAX_PADDING))
+        units = _units([it for it in items if it.eval_set == eval_set])
+        lengths = [max(len(it.tokens) for it in unit) for unit in units]
+        groups = bucket_tight(lengths, max_tokens, MAX_PADDING, [len(u) for u in units])
+        if all(len(unit) == 1 for unit in units):
+            groups = _no_singletons(groups)
         for group in groups:
-            members = [mine[i] for i in group]
-            members += [views[it.index] for it in members if it.index in views]
+            members = [it for i in group for it in units[i]]
+            members = [it for it in members if not it.is_view] + [
+                it for it in members if it.is_view
+            ]
             batches.append(_pad(eval_set, members, pad_id))
     return batches
 
 
+def _units(items: list[EvalItem]) -> list[list[EvalItem]]:
+    """The sequences that must share a batch: an encoder's retrieval group (sentences and views,
+    each sentence before its view), else each sequence alone."""
+    units: dict[tuple[int, int], list[EvalItem]] = {}
+    for it in items:
+        key = (it.group, -1) if it.group is not None else (it.index, len(units))
+        units.setdefault(key, []).append(it)
+    return [sorted(unit, key=lambda it: (it.index, it.is_view)) for unit in units.values()]
+
+
 def bucket_tight(
-    lengths: list[int], max_tokens: int, max_padding: float = MAX_PADDING
+    lengths: list[int],
+    max_tokens: int,
+    max_padding: float = MAX_PADDING,
+    rows: list[int] | None = None,
 ) -> list[list[int]]:
     """Indices grouped by length: each group under ``max_tokens`` padded tokens *and* at most
     ``max_padding`` of it padding. Padding costs a full forward per token, and an exact sweep
-    pays it once per head, so a few more (smaller) batches are cheaper than loose ones."""
+    pays it once per head, so a few more (smaller) batches are cheaper than loose ones.
+    ``rows``: the sequences each index stands for (1 each by default), all counted at its length;
+    one that alone exceeds ``max_tokens`` gets a group of its own."""
+    rows = rows or [1] * len(lengths)
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     groups: list[list[int]] = []
     current: list[int] = []
-    real = 0
+    real = n_rows = 0
     for i in order:
         width = lengths[i]  # ascending: the newest is the widest
-        padded = width * (len(current) + 1)
-        if current and (padded > max_tokens or 1 - (real + width) / padded > max_padding):
+        padded = width * (n_rows + rows[i])
+        if current and (padded > max_tokens or 1 - (real + width * rows[i]) / padded > max_padding):
             groups.append(current)
-            current, real = [], 0
+            current, real, n_rows = [], 0, 0
         current.append(i)
-        real += width
+        real += width * rows[i]
+        n_rows += rows[i]
     if current:
         groups.append(current)
     return groups
@@ -426,12 +462,14 @@ def _pad(eval_set: str, members: list[EvalItem], pad_id: int) -> EvalBatch:
     rows = [(i, it) for i, it in enumerate(members) if len(it.rows)]
     cat = lambda xs: torch.cat(xs) if xs else torch.zeros(0, dtype=torch.long)  # noqa: E731
     is_view = torch.tensor([it.is_view for it in members])
+    group = [-1 if it.group is None else it.group for it in members]
     return EvalBatch(
         eval_set=eval_set,
         tokens=tokens,
         attention_mask=mask,
         index=torch.tensor([it.index for it in members]),
         is_view=is_view,
+        group=torch.tensor(group, dtype=torch.long),
         donor=derangement(is_view),
         row_batch=cat([torch.full((len(it.rows),), i) for i, it in rows]),
         row_pos=cat([it.rows for _, it in rows]),

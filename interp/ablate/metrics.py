@@ -27,7 +27,9 @@ the sentence embedding is the mean of the final hidden states over valid tokens)
   Its gradient at the intact model is zero (a minimum), so attribution cannot estimate it.
 - ``retrieval_margin``: can the embedding still find a sentence from a damaged copy of itself?
   For sentence ``i`` and its word-deleted view ``i'``, cos(e_i, e_i') minus the mean of
-  cos(e_i, e_j') over the other sentences ``j`` of the batch. It needs no reference to the
+  cos(e_i, e_j') over the other sentences ``j`` of its retrieval group (a fixed group of
+  ``interp.ablate.evaluation.RETRIEVAL_GROUP`` sentences, so that neither the pass size nor the
+  round changes who the distractors are; none: 0). It needs no reference to the
   intact model (a model that maps everything to one point scores 0, not a perfect score), its
   gradient is informative, and it asks what sentence embeddings are for: telling sentences
   apart by content, robustly to surface damage.
@@ -152,9 +154,13 @@ def encoder_metrics(
     else:
         cosine = 1 - F.cosine_similarity(a, ref[sent.to(emb.device)], dim=-1)
     sim = F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T  # [sentence, view]
-    n = len(a)
-    others = (sim.sum(1) - sim.diagonal()) / max(n - 1, 1)
-    margin = sim.diagonal() - (others if n > 1 else 0)
+    group = batch.group.to(emb.device)
+    mine, theirs = group[sent.to(emb.device)], group[view.to(emb.device)]
+    same = (mine[:, None] == theirs[None, :]).to(sim.dtype)
+    # views are in their sentences' order: the diagonal is each one's own
+    n_others = same.sum(1) - 1
+    others = ((sim * same).sum(1) - sim.diagonal()) / n_others.clamp(min=1)
+    margin = sim.diagonal() - others
     index = batch.index[sent]
     return {
         "embedding_cosine": PerSeq(index, cosine, ones),

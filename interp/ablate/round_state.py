@@ -71,8 +71,8 @@ ESTIMATE_VERSION = 1
 
 def sweep_key(config: Any, model: LoadedModel, heads: list[Head], corpus: EvalCorpus) -> str:
     """The state's key: the resolved config (``dataclasses.asdict``), the model's shape and
-    dtype, the heads swept, and every sequence of the corpus (eval set, index, tokens, scored
-    rows)."""
+    dtype, the heads swept, and every sequence of the corpus (eval set, index, retrieval group,
+    tokens, scored rows)."""
     digest = hashlib.sha256()
     settings = {
         "config": dataclasses.asdict(config),
@@ -82,7 +82,7 @@ def sweep_key(config: Any, model: LoadedModel, heads: list[Head], corpus: EvalCo
     }
     digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
     for item in corpus.items:
-        digest.update(f"{item.eval_set}:{item.index}:".encode())
+        digest.update(f"{item.eval_set}:{item.index}:{item.group}:".encode())
         digest.update(np.asarray(item.tokens).astype(np.int64).tobytes())
         digest.update(np.asarray(item.rows).astype(np.int64).tobytes())
     return digest.hexdigest()

@@ -82,7 +82,8 @@ def rounds(
     asked: Mapping[str, int] | None = None,
 ) -> list[EvalCorpus]:
     """``corpus`` cut into ``n_rounds`` corpora of the same make-up (every eval set's index order
-    sliced evenly: sequence i of n in round i * n_rounds // n; sequence indices kept, so the
+    sliced evenly: sequence i of n in round i * n_rounds // n, an encoder's retrieval group in its
+    first sentence's round; sequence indices kept, so the
     rounds share one SumStore). The eval sets in ``whole`` (the user's own sequences: an
     evaluation corpus, a task, which are not made ``n_rounds`` times as large as the built-in
     ones are) stay whole in round 0. ``asked``: the sequences the rounds asked of a bounded eval
@@ -98,7 +99,7 @@ def rounds(
     def round_of(item: EvalItem) -> int:
         if item.eval_set in whole:
             return 0
-        return item.index * n_rounds // span[item.eval_set]
+        return item.unit * n_rounds // span[item.eval_set]
 
     out = []
     for r in range(n_rounds):
