@@ -23,9 +23,9 @@ import torch
 import torch.nn.functional as F
 from _results import markdown, write_section  # noqa: E402
 
+from interp.ablate.batches import EvalCorpus  # noqa: E402
 from interp.ablate.config import AblateConfig  # noqa: E402
 from interp.ablate.corpora import stage_corpus, stage_metrics  # noqa: E402
-from interp.ablate.evaluation import EvalCorpus  # noqa: E402
 from interp.config import from_jsonable  # noqa: E402
 from interp.model.load import load_model  # noqa: E402
 from interp.model.spec import ModelSpec  # noqa: E402

@@ -34,7 +34,8 @@ import torch
 from _results import markdown, write_section  # noqa: E402
 
 from interp.ablate.attribution import attribute  # noqa: E402
-from interp.ablate.evaluation import EvalCorpus, build_corpus  # noqa: E402
+from interp.ablate.batches import EvalCorpus  # noqa: E402
+from interp.ablate.evaluation import build_corpus  # noqa: E402
 from interp.ablate.executor import SHARDS_PER_WORKER, SWEEP, SweepJob, partition, sweep_with  # noqa: E402
 from interp.ablate.forward import Ablator  # noqa: E402
 from interp.ablate.stats import SumStore  # noqa: E402

@@ -56,8 +56,8 @@ from tqdm.auto import tqdm
 
 from interp.ablate import graddrop, qk_check, qk_fix
 from interp.ablate.attribution import shifted
+from interp.ablate.batches import EvalBatch, EvalCorpus
 from interp.ablate.catalogue import ENCODER, HAS_GRADIENT, KL_OF, PROB_OF, eval_set_metrics
-from interp.ablate.evaluation import EvalBatch, EvalCorpus
 from interp.ablate.forward import Ablator, GradPass
 from interp.ablate.metrics import PerSeq, batch_metrics, metric_sizes
 from interp.ablate.stats import SumStore, effects_from_sums, sequence_tokens

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
+from interp.ablate.batches import EvalBatch, EvalCorpus
 from interp.ablate.catalogue import HAS_GRADIENT
-from interp.ablate.evaluation import EvalBatch, EvalCorpus
 from interp.ablate.forward import Ablator
 from interp.ablate.metrics import PerSeq, batch_metrics, metric_sizes
 from interp.ablate.stats import SumStore

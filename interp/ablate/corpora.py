@@ -19,6 +19,7 @@ import math
 import warnings
 from typing import Any
 
+from interp.ablate.batches import EvalCorpus, EvalItem, make_batches
 from interp.ablate.catalogue import (
     CAUSAL_METRICS,
     CORPUS,
@@ -32,14 +33,7 @@ from interp.ablate.catalogue import (
     eval_set_metrics,
 )
 from interp.ablate.config import ESTIMATE_ROUNDS, AblateConfig
-from interp.ablate.evaluation import (
-    EvalCorpus,
-    EvalItem,
-    build_corpus,
-    make_batches,
-    prose_subset,
-    read_eval_corpus,
-)
+from interp.ablate.evaluation import build_corpus, prose_subset, read_eval_corpus
 from interp.ablate.metrics import metric_sizes
 from interp.ablate.pruning import step_sizes
 from interp.ablate.stats import sequence_tokens

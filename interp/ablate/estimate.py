@@ -26,10 +26,10 @@ import torch
 
 from interp.ablate import atp_star, round_state
 from interp.ablate.attribution import attribute
+from interp.ablate.batches import EvalCorpus
 from interp.ablate.catalogue import SECOND_OPINIONS
 from interp.ablate.config import AblateConfig
 from interp.ablate.corpora import corpus_facts, estimator_corpus, in_tiers, opening_corpus
-from interp.ablate.evaluation import EvalCorpus
 from interp.ablate.forward import Ablator
 from interp.ablate.integrated import integrate
 from interp.ablate.phases import done, timed

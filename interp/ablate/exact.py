@@ -16,10 +16,10 @@ import pandas as pd
 import torch
 
 from interp.ablate import round_state
+from interp.ablate.batches import EvalCorpus
 from interp.ablate.catalogue import ENCODER, LOSS_PROSE, LOSS_REPEATED, SV_LOGIT_DIFF
 from interp.ablate.config import PRECISE_DECIDE, RUN_TARGET, AblateConfig, exact_budget
 from interp.ablate.corpora import asked_sizes
-from interp.ablate.evaluation import EvalCorpus
 from interp.ablate.executor import SweepJob, sweep_with
 from interp.ablate.forward import Ablator
 from interp.ablate.metrics import metric_sizes

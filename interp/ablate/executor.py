@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from interp.ablate.evaluation import EvalCorpus
+from interp.ablate.batches import EvalCorpus
 from interp.ablate.forward import Ablator
 from interp.ablate.metrics import metric_sizes
 from interp.ablate.stats import SumStore

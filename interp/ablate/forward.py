@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from interp.ablate.evaluation import EvalBatch
+from interp.ablate.batches import EvalBatch
 from interp.model import lens
 from interp.model.load import LoadedModel
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
+from interp.ablate.batches import EvalCorpus
 from interp.ablate.catalogue import ORIENTATION
-from interp.ablate.evaluation import EvalCorpus
 from interp.ablate.forward import Ablator
 from interp.ablate.metrics import batch_metrics
 from interp.ablate.values import edits_for

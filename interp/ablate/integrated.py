@@ -39,8 +39,8 @@ import torch
 from tqdm.auto import tqdm
 
 from interp.ablate.attribution import shifted
+from interp.ablate.batches import EvalBatch, EvalCorpus
 from interp.ablate.catalogue import HAS_GRADIENT
-from interp.ablate.evaluation import EvalBatch, EvalCorpus
 from interp.ablate.forward import Ablator
 from interp.ablate.metrics import batch_metrics, metric_sizes
 from interp.ablate.stats import SumStore

@@ -42,8 +42,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from interp.ablate.batches import EvalBatch
 from interp.ablate.catalogue import ENCODER, KL_OF, PROB_OF, SV_LOGIT_DIFF, eval_set_metrics
-from interp.ablate.evaluation import EvalBatch
 
 __all__ = ["PerSeq", "batch_metrics", "eval_set_metrics", "metric_sizes"]
 

@@ -36,7 +36,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from interp.ablate.evaluation import EvalBatch, EvalCorpus
+from interp.ablate.batches import EvalBatch, EvalCorpus
 from interp.ablate.forward import Ablator
 from interp.ablate.metrics import batch_metrics, eval_set_metrics, metric_sizes
 from interp.ablate.removable import EFFECT_ORDER, TOLERANCES, removable_index, share_interval

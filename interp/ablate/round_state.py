@@ -51,8 +51,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from interp.ablate.batches import EvalCorpus
 from interp.ablate.catalogue import KINDS
-from interp.ablate.evaluation import EvalCorpus
 from interp.ablate.sequential import Head, Rounds
 from interp.ablate.stats import SumStore
 from interp.errors import first_line

@@ -52,8 +52,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from interp.ablate.batches import EvalCorpus, EvalItem, make_batches
 from interp.ablate.config import REACH, REL_PRECISION
-from interp.ablate.evaluation import EvalCorpus, EvalItem, make_batches
 from interp.ablate.metrics import eval_set_metrics
 from interp.ablate.progress_line import most_read, round_line, stopped
 from interp.ablate.settle import contending, positions_needed, settled

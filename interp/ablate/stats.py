@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from interp.ablate.batches import EvalCorpus
 from interp.ablate.catalogue import BEHAVIOUR_METRICS, ENCODER, ORIENTATION
-from interp.ablate.evaluation import EvalCorpus
 from interp.ablate.metrics import PerSeq, eval_set_metrics, metric_sizes
 from interp.errors import RunError
 

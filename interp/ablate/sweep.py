@@ -16,7 +16,7 @@ from collections.abc import Callable
 import torch
 from tqdm.auto import tqdm
 
-from interp.ablate.evaluation import EvalBatch, EvalCorpus
+from interp.ablate.batches import EvalBatch, EvalCorpus
 from interp.ablate.forward import Ablator, CleanPass
 from interp.ablate.metrics import batch_metrics
 from interp.ablate.stats import SumStore

@@ -30,7 +30,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from interp.ablate.evaluation import bucket_tight, encode_task_sequence
+from interp.ablate.batches import bucket_tight
+from interp.ablate.evaluation import encode_task_sequence
 from interp.ablate.stats import bootstrap_weights
 from interp.ablate.tasks import Task
 from interp.errors import ConfigError

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import torch
 
+from interp.ablate.batches import EvalBatch
 from interp.ablate.catalogue import KINDS
-from interp.ablate.evaluation import EvalBatch
 from interp.ablate.forward import Edit
 
 # Not one of the stage's KINDS (interp.ablate.catalogue): understood by replacement, edits_for,

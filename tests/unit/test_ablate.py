@@ -7,8 +7,9 @@ import torch
 from tiny_models import D_HEAD, D_MODEL, N_HEADS, N_LAYERS, tiny_llama
 
 from interp.ablate.attribution import attribute
+from interp.ablate.batches import bucket_tight, derangement
 from interp.ablate.catalogue import LOSS_REPEATED, SV_LOGIT_DIFF
-from interp.ablate.evaluation import bucket_tight, build_corpus, derangement
+from interp.ablate.evaluation import build_corpus
 from interp.ablate.forward import Ablator, Edit
 from interp.ablate.metrics import batch_metrics, kl_metric, metric_sizes
 from interp.ablate.sweep import reuse_error

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from interp.ablate.batches import EvalItem, make_batches
 from interp.ablate.catalogue import ENCODER
-from interp.ablate.evaluation import RETRIEVAL_GROUP, EvalItem, build_corpus, make_batches
+from interp.ablate.evaluation import RETRIEVAL_GROUP, build_corpus
 from interp.ablate.forward import Ablator
 from interp.ablate.metrics import encoder_metrics
 from interp.ablate.sequential import rounds

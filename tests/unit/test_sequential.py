@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 from small_sweep import SMALL_SWEEP
 
+from interp.ablate.batches import EvalCorpus, make_batches
 from interp.ablate.config import REACH
-from interp.ablate.evaluation import EvalCorpus, build_corpus, make_batches
+from interp.ablate.evaluation import build_corpus
 from interp.ablate.sequential import (
     Rounds,
     ended_heads,
