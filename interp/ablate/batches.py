@@ -200,8 +200,9 @@ def _row_fields(members: list[EvalItem]) -> dict[str, torch.Tensor]:
 def derangement(group: torch.Tensor) -> torch.Tensor:
     """Each sequence's donor: the next one of the same group (sentences / views), cyclically.
 
-    Batches are sorted by length, so the donor is about as long as the recipient; a group of
-    one donates to itself (the caller falls back to the mean there).
+    A causal batch is sorted by length, so the donor is about as long as the recipient; an
+    encoder batch holds whole retrieval groups in index order, so its donor may be of any length.
+    A group of one donates to itself (the caller falls back to the mean there).
     """
     donor = torch.arange(len(group))
     for value in (False, True):
