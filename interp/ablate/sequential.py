@@ -19,7 +19,9 @@ heads at the same slice share a clean pass). An effect is *settled* (:func:`sett
 pruning tolerance (wholly above, wholly below, or wholly within +-tolerance; see
 ``vs_tolerance``) and, for a head that matters (above) or ranks among the ``TOP`` (20) largest
 |effects| of its metric, when the interval is also tight: half-width at most
-``max(P * |delta|, ABS_PRECISION)``, ``P`` = ``REL_PRECISION`` (10%) or ``--precision``. Heads that are clearly
+``max(P * |delta|, ABS_PRECISION)``, ``P`` = ``REL_PRECISION`` (10%) or ``--precision``. A
+settled effect whose interval overlaps the boundary of the ``RANK`` (5) largest of its metric
+stays open too (:func:`interp.ablate.settle.rank_open`), in the contending tier. Heads that are clearly
 irrelevant stop after one slice; heads near the tolerance or important but imprecise go on,
 up to their eval set's last slice, or until the stage's time budget for the sweep is spent (no
 round starts after it; round 0 always runs in full). Each row's ``n_tokens`` says how many
@@ -56,7 +58,7 @@ from interp.ablate.batches import EvalCorpus, EvalItem, make_batches
 from interp.ablate.config import REACH, REL_PRECISION
 from interp.ablate.metrics import eval_set_metrics
 from interp.ablate.progress_line import most_read, round_line, stopped
-from interp.ablate.settle import contending, positions_needed, settled
+from interp.ablate.settle import contending, positions_needed, rank_open, settled
 from interp.ablate.stats import sequence_tokens
 
 Head = tuple[int, int]
@@ -125,13 +127,14 @@ def open_heads(
     first: bool = False,
     reach: float | None = None,
 ) -> set[Head]:
-    """Heads with an unsettled effect on some metric of ``eval_set`` (any ablation kind); with
-    ``first``, only those whose unsettled effect contends for a place among the largest
+    """Heads with an open effect on some metric of ``eval_set`` (any ablation kind): unsettled, or
+    settled with a rank among the few largest its interval leaves open
+    (:func:`interp.ablate.settle.rank_open`); with ``first``, only those whose open effect contends for a place among the largest
     (:func:`interp.ablate.settle.contending`); with ``reach`` too, only those whose contending
     effect would meet the precision rule with at most ``reach`` times its positions
     (:func:`interp.ablate.settle.positions_needed`)."""
     rows = effects[effects["metric"].isin(eval_set_metrics(eval_set))]
-    keep = ~settled(rows, rel)
+    keep = ~settled(rows, rel) | rank_open(rows)
     if first:
         keep &= contending(rows)
     if reach is not None:

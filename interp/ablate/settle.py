@@ -3,7 +3,10 @@ the report can read it as the sweep (interp.ablate.sequential) applies it: an ef
 when its interval decides it against the tolerance and, where the rule holds it to a precision (a
 head that matters, or one of the ``TOP`` largest of its metric), its half-width is at most
 ``max(P * |delta|, ABS_PRECISION)``. Where the rounds are too few to settle every effect, they
-go first to the effects that contend for a place among the ``TOP`` (:func:`contending`).
+go first to the effects that contend for a place among the ``TOP`` (:func:`contending`). A
+settled effect whose interval still overlaps the boundary of the ``RANK`` largest of its metric
+reads on too (:func:`rank_open`): which heads are the few largest is what a reader compares
+between runs, and two intervals that overlap there do not say it.
 """
 
 from __future__ import annotations
@@ -14,6 +17,10 @@ import pandas as pd
 from interp.ablate.config import ABS_PRECISION, REL_PRECISION
 
 TOP = 20  # the largest effects of each metric are held to the same rule, whatever their decision
+# The largest effects whose order the rounds resolve: membership of the TOP is already what the
+# rounds serve first (contending), and on SmolLM2's default run the effects near the 20th overlap
+# by the dozen, so resolving that boundary too would spend the budget on ranks no reader compares.
+RANK = 5
 
 
 def _half_widths(effects: pd.DataFrame, rel: float) -> tuple[pd.Series, pd.Series, pd.Series]:
@@ -46,6 +53,33 @@ def contending(effects: pd.DataFrame) -> pd.Series:
     bar = size.groupby(group).transform(lambda s: s.nlargest(TOP).min())
     reach = np.maximum(effects["ci_low"].abs(), effects["ci_high"].abs())
     return reach >= bar
+
+
+def rank_open(effects: pd.DataFrame, k: int = RANK) -> pd.Series:
+    """Per effects row: does its interval leave open whether it ranks among the ``k`` largest
+    |effects| of its metric and ablation kind? For one of the ``k`` now, True where the least
+    |effect| its interval allows is below the most that another head's, outside the ``k``,
+    allows; for one outside, where the most its interval allows is above the least allowed to one
+    of the ``k``. A metric with at most ``k`` heads has no boundary: False."""
+    lo, hi = _size_bounds(effects)
+    size = effects["delta"].abs()
+    group = [effects["ablation"], effects["metric"]]
+    inside = size.groupby(group).rank(ascending=False, method="first") <= k
+    # the most an outside head may reach, and the least an inside one may fall to, per group
+    outside_reach = hi.where(~inside).groupby(group).transform("max")
+    inside_floor = lo.where(inside).groupby(group).transform("min")
+    crossing = pd.Series(
+        np.where(inside, lo < outside_reach, hi > inside_floor), index=effects.index
+    )
+    return crossing & outside_reach.notna()
+
+
+def _size_bounds(effects: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Per effects row, the least and the most |effect| its 95% interval allows (0 where the
+    interval holds zero)."""
+    low, high = effects["ci_low"], effects["ci_high"]
+    least = np.where(low > 0, low, np.where(high < 0, -high, 0.0))
+    return pd.Series(least, index=effects.index), np.maximum(low.abs(), high.abs())
 
 
 def positions_needed(effects: pd.DataFrame, rel: float = REL_PRECISION) -> pd.Series:

@@ -331,9 +331,9 @@ def test_each_metric_removes_its_own_least_important_head_first(result, llama, m
     assert step["last_removed"].item() == f"L{first['layer']}H{first['head']}"
     head = (int(first["layer"]), int(first["head"]))
     assert step["value"].item() == pytest.approx(held_out_value(llama, metric, [head]), rel=1e-5)
-    assert step["value"].item() != pytest.approx(
-        first["ablated"], rel=1e-3
-    )  # not the corpus the order came from
+    # not the corpus the order came from: 1e-4 apart is ten times the equality above (a head that
+    # read every round of the sweep's corpus comes near the held-out value, 8e-4 apart here)
+    assert step["value"].item() != pytest.approx(first["ablated"], rel=1e-4)
     assert (p["ci_low"] <= p["value"] + 1e-12).all() and (p["value"] <= p["ci_high"] + 1e-12).all()
     shares = result.summary["removable"][metric]
     for tol in ("1%", "5%"):
