@@ -49,7 +49,13 @@ def collect_case(model, kwargs: dict) -> tuple[float, object]:
 
 def ablate_case(model, kwargs: dict) -> tuple[float, object]:
     from interp import AblateConfig
-    from interp.ablate.corpora import asked_sizes, opening_corpus, stage_corpus, stage_metrics
+    from interp.ablate.corpora import (
+        asked_sizes,
+        estimator_corpus,
+        opening_corpus,
+        stage_corpus,
+        stage_metrics,
+    )
     from interp.ablate.pruning import step_sizes
     from interp.ablate.sequential import rounds
     from interp.ablate.stage import ablate
@@ -62,10 +68,14 @@ def ablate_case(model, kwargs: dict) -> tuple[float, object]:
     cfg = config.resolved(model.n_layers * model.n_heads)
     metrics = stage_metrics(model, cfg)
     corpus = stage_corpus(model, cfg, metrics)
-    # the passes the stage makes: the estimator's on the opening rounds, the sweep's round by round
+    # the passes the stage makes (interp.ablate.estimate): the heads' means and the second
+    # opinions on the opening rounds, the estimator on its own wider corpus, the sweep round by round
     pad = model.tokenizer.pad_token_id or 0
     parts = rounds(corpus, cfg.n_rounds, cfg.tokens_per_pass, pad, asked=asked_sizes(model, cfg))
-    batches = [*opening_corpus(model, cfg, metrics, corpus).batches]
+    opening = opening_corpus(model, cfg, metrics, corpus)
+    batches = [*opening.batches]
+    if cfg.attribution or cfg.top_k is not None:
+        batches += estimator_corpus(model, cfg, metrics, opening).batches
     batches += [b for part in parts for b in part.batches]
     steps = len(step_sizes(model.n_layers * model.n_heads, cfg.prune_step)) if cfg.prune else 0
     most = max(cfg.heads_per_pass or model.n_heads, steps)
