@@ -100,11 +100,17 @@ def make_batches(items: list[EvalItem], max_tokens: int, pad_id: int) -> list[Ev
 def _units(items: list[EvalItem]) -> list[list[EvalItem]]:
     """The sequences that must share a batch: an encoder's retrieval group (sentences and views,
     each sentence before its view), else each sequence alone."""
-    units: dict[tuple[int, int], list[EvalItem]] = {}
+    units: list[list[EvalItem]] = []
+    groups: dict[int, list[EvalItem]] = {}  # a group's unit, by its first sentence's index
     for it in items:
-        key = (it.group, -1) if it.group is not None else (it.index, len(units))
-        units.setdefault(key, []).append(it)
-    return [sorted(unit, key=lambda it: (it.index, it.is_view)) for unit in units.values()]
+        if it.group is None:
+            units.append([it])
+        elif it.group in groups:
+            groups[it.group].append(it)
+        else:
+            groups[it.group] = [it]
+            units.append(groups[it.group])
+    return [sorted(unit, key=lambda it: (it.index, it.is_view)) for unit in units]
 
 
 def bucket_tight(

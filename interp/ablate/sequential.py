@@ -258,7 +258,8 @@ def sequential_sweep(
             after_round(state)
         read = most_read(parts[0].sizes, slices, scored, state.cursors)
         still = {f: open_heads(table, f, rel) & set(heads) for f in read}
-        unread = _readable(heads, slices, state.cursors, table, rel)  # with no decide cap
+        # what the heads could read with no decide cap (the same as ``can`` without one)
+        unread = can if decide is None else _readable(heads, slices, state.cursors, table, rel)
         left = {f: stopped(still[f], can.get(f, []), unread.get(f, [])) for f in still}
         seconds = time.perf_counter() - start
         line = round_line(state.next_round - 1, todo, still, left, read, seconds)
