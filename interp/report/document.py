@@ -14,6 +14,7 @@ from typing import Any, TypeGuard
 import pandas as pd
 
 from interp.ablate.catalogue import BEHAVIOUR_METRICS
+from interp.ablate.settle import RANK
 from interp.pipeline.contract import ReportSection, Stage
 from interp.pipeline.results import RunTables
 from interp.report import content as C
@@ -112,6 +113,8 @@ def _notes(summary: dict[str, Any]) -> list[C.Text]:
                 "note",
             )
         )
+    if summary.get("open_ranks"):
+        notes.append(C.Text(open_ranks_note(summary["open_ranks"]), "note"))
     misses = summary.get("estimate_misses") or []
     if misses:
         per_metric = pd.Series([m.split(" ")[1] for m in misses]).value_counts()
@@ -172,6 +175,18 @@ def _role_pruning_table(by_role: pd.DataFrame) -> C.Table:
         "role-pruning",
         percent_columns=tuple(c for m in relative for c in (m, f"{m} low", f"{m} high")),
         intervals={m: (f"{m} low", f"{m} high") for m in metrics},
+    )
+
+
+def open_ranks_note(rows: list[dict]) -> str:
+    """Which heads' intervals overlap across the place of a metric's ``RANK``-th largest effect
+    (summary ``open_ranks``), and what a reader may and may not conclude from their order."""
+    parts = "; ".join(f"{r['metric']} ({r['ablation']}): {', '.join(r['heads'])}" for r in rows)
+    return (
+        f"Which heads are the {RANK} largest effects is not settled where their intervals overlap "
+        f"across the {RANK}th place: {parts}. The rounds read these heads on first after the "
+        "effects the precision rule wants; another run, on other sequences, may order them "
+        "otherwise. More sequences (--precise, --max-rounds, or your own --eval-corpus) can part them."
     )
 
 

@@ -22,7 +22,7 @@ import pandas as pd
 from interp.ablate.catalogue import ESTIMATORS
 from interp.ablate.config import REL_PRECISION
 from interp.ablate.selection import never_exact
-from interp.ablate.settle import positions_needed
+from interp.ablate.settle import positions_needed, rank_open
 from interp.pipeline.results import RunTables
 from interp.pipeline.stages import STAGES
 from interp.report.pruning_summary import prunable_table, role_pruning_table
@@ -277,6 +277,22 @@ def precision_counts(
     return out
 
 
+def open_ranks(effects: pd.DataFrame | None) -> list[dict[str, Any]]:
+    """Per (ablation, metric) whose exact intervals leave open which heads are its few largest
+    effects (interp.ablate.settle.rank_open): those heads, as ``L{layer}H{head}``, largest
+    |effect| first. Metrics whose few largest are apart are left out."""
+    if effects is None or effects.empty:
+        return []
+    exact = effects[effects["estimator"] == "exact"]
+    rows = exact[rank_open(exact)]
+    out = []
+    for (kind, metric), part in rows.groupby(["ablation", "metric"], sort=False):
+        part = part.loc[part["delta"].abs().sort_values(ascending=False, kind="stable").index]
+        heads = [f"L{int(r.layer)}H{int(r.head)}" for r in part.itertuples()]
+        out.append({"ablation": kind, "metric": metric, "heads": heads})
+    return out
+
+
 def metric_order(metrics: pd.Series) -> list[str]:
     """Metrics present, in ``METRIC_PREFERENCE`` order; others after them, sorted."""
     present = set(metrics.dropna().astype(str))
@@ -348,6 +364,7 @@ def report_summary(run: RunTables) -> dict[str, Any]:
         "never_exact": unmeasured_heads(run.effects, n_layers, n_heads),
         "estimate_misses": estimate_misses(run.effects),
         "precision": precision_counts(run.effects, run_precision(manifest)),
+        "open_ranks": open_ranks(run.effects),
         "measurement_notes": measurement_notes(manifest, run.roles),
         "estimator_reads": estimator_reads(manifest),
     }
