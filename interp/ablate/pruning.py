@@ -19,8 +19,10 @@ the tolerance is not "within" (:func:`interp.ablate.removable.removable_fraction
 rule the report applies to the table, which also says how much a metric improved).
 
 **Intervals.** Each step's value gets a percentile bootstrap interval over held-out sequences
-(``ci_low``/``ci_high``), and the removable share one from the same draws (the rule applied to
-each resampled curve), reported in the stage's summary.
+(``ci_low``/``ci_high``), its change from the intact model one from the same draws of both
+(``change_low``/``change_high``: paired, so the spread of the metric between sequences, which
+both share, drops out; the level's interval holds it), and the removable share one from the
+same draws (the rule applied to each resampled curve), reported in the stage's summary.
 
 **By role** (:func:`role_rows`): every head of one primary role removed at once (all
 ``first_token`` heads, all ``unexplained`` heads, ...), each metric measured on the held-out
@@ -46,6 +48,7 @@ from interp.ablate.values import edits_for
 
 Head = tuple[int, int]
 FINE_GRID_MAX_HEADS = 64
+SPANS = ("ci_low", "ci_high", "change_low", "change_high")  # a step's interval columns
 
 
 def pruning_order(effects: pd.DataFrame, heads: list[Head], metric: str, kind: str) -> list[Head]:
@@ -149,6 +152,22 @@ class Removals:
         """The head counts of the own-order curve measured so far (role sets have text keys)."""
         return sorted(k for k in self.num if isinstance(k, int))
 
+    def intervals(self, keys: list, n_boot: int, seed: int) -> dict[str, np.ndarray]:
+        """Per key, the 95% percentile bootstrap interval of its value (``ci_low``, ``ci_high``)
+        and of its change from the intact model, key 0, under the same draws (``change_low``,
+        ``change_high``); with the draws ``boot`` ``[key, draw]`` themselves."""
+        weights = bootstrap_weights(len(self.den), n_boot, seed)
+        boot, intact = self.values(keys, weights), self.values([0], weights)
+        low, high = np.nanquantile(boot, [0.025, 0.975], axis=1)
+        change_low, change_high = np.nanquantile(boot - intact, [0.025, 0.975], axis=1)
+        return {
+            "ci_low": low,
+            "ci_high": high,
+            "change_low": change_low,
+            "change_high": change_high,
+            "boot": boot,
+        }
+
     def values(self, keys: list, weights: np.ndarray | None = None) -> np.ndarray:
         """``[key]`` metric values, or ``[key, draw]`` under bootstrap ``weights`` ``[seq, draw]``."""
         num = np.stack([self.num[k] for k in keys])
@@ -182,8 +201,7 @@ def metric_curve(
                 removals.measure({mid: order[:mid]})
                 bar.update(1)
     counts = removals.counts()
-    boot = removals.values(counts, bootstrap_weights(len(removals.den), n_boot, seed))
-    low, high = np.nanquantile(boot, [0.025, 0.975], axis=1)
+    spans = removals.intervals(counts, n_boot, seed)
     values = removals.values(counts)
     rows = [
         {
@@ -194,14 +212,13 @@ def metric_curve(
             "last_removed": " ".join(f"L{la}H{he}" for la, he in order[counts[i - 1] : k])
             if i
             else np.nan,
-            "ci_low": low[i],
-            "ci_high": high[i],
+            **{name: spans[name][i] for name in SPANS},
             "removed_by": EFFECT_ORDER,
         }
         for i, k in enumerate(counts)
     ]
     shares = {
-        f"{tol:.0%}": share_interval(counts, n, values, boot, tol, removals.metric)
+        f"{tol:.0%}": share_interval(counts, n, values, spans["boot"], tol, removals.metric)
         for tol in TOLERANCES
     }
     return pd.DataFrame(rows), shares
@@ -215,8 +232,7 @@ def role_rows(
     keys = [f"role:{r}" for r in roles]
     if not keys:
         return pd.DataFrame()
-    boot = removals.values(keys, bootstrap_weights(len(removals.den), n_boot, seed))
-    low, high = np.nanquantile(boot, [0.025, 0.975], axis=1)
+    spans = removals.intervals(keys, n_boot, seed)
     values = removals.values(keys)
     return pd.DataFrame(
         [
@@ -226,8 +242,7 @@ def role_rows(
                 "metric": removals.metric,
                 "value": values[i],
                 "last_removed": " ".join(f"L{la}H{he}" for la, he in roles[r]),
-                "ci_low": low[i],
-                "ci_high": high[i],
+                **{name: spans[name][i] for name in SPANS},
                 "removed_by": keys[i],
             }
             for i, r in enumerate(roles)

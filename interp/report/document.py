@@ -285,7 +285,9 @@ def _summary_section(summary: dict[str, Any]) -> C.Section | None:
         "Removing one role's heads",
         C.Text(
             "Every head of one primary role ablated at once, on the held-out sequences: how much worse each metric "
-            "gets, relative to the intact model (negative: better), with its 95% interval in parentheses; a metric "
+            "gets, relative to the intact model (negative: better), with its 95% interval in parentheses (the "
+            "same sequences resampled with and without the heads, so the interval is of the change, not of the "
+            "metric's spread between sequences); a metric "
             "that compares with the intact model, which is 0 there (a KL divergence, the embedding's cosine "
             "distance), as its absolute change (KL: nats per token)."
         )

@@ -121,7 +121,10 @@ def role_pruning_table(
 ) -> pd.DataFrame | None:
     """One row per (role, metric) whose heads the ablate stage removed all at once: role, heads,
     metric, and ``worse`` (relative change for the worse against the intact model, with its
-    interval ``worse_low``..``worse_high``). None for a table without role rows."""
+    interval ``worse_low``..``worse_high``: the paired interval of the change, ``change_low``..
+    ``change_high``, where the table has it; a run written before it has the interval of the
+    ablated value only, which also holds the metric's spread between sequences). None for a
+    table without role rows."""
     if pruning is None or pruning.empty or "removed_by" not in pruning.columns:
         return None
     by_role = pruning[pruning["removed_by"].fillna("").astype(str).str.startswith("role:")]
@@ -132,7 +135,9 @@ def role_pruning_table(
         if found is None:
             continue
         start, sign, scale = found
-        bounds = sorted(sign * (v - start) / scale for v in (r.ci_low, r.ci_high))
+        paired = pd.notna(getattr(r, "change_low", np.nan))
+        changes = (r.change_low, r.change_high) if paired else (r.ci_low - start, r.ci_high - start)
+        bounds = sorted(sign * v / scale for v in changes)
         rows.append(
             {
                 "role": r.removed_by.removeprefix("role:"),

@@ -503,3 +503,28 @@ def test_precision_counts_say_how_many_more_positions_the_widest_open_effect_nee
     (loose,) = S.precision_counts(effects, rel=0.2)
     # head 1: (0.6 / 0.4)^2 = 2.25; head 3: (0.2 / 0.1)^2 = 4
     assert loose["more_positions"] == pytest.approx(4.0)
+
+
+def test_role_pruning_reads_the_paired_change_interval_where_the_table_has_it():
+    pruning = pd.DataFrame(
+        {
+            "fraction_removed": [0.0, 0.5],
+            "heads_removed": [0, 2],
+            "metric": ["loss_prose", "loss_prose"],
+            "value": [2.0, 2.5],
+            "last_removed": [np.nan, "L0H0 L1H1"],
+            "ci_low": [1.0, 1.5],
+            "ci_high": [3.0, 3.5],
+            "change_low": [0.0, 0.4],
+            "change_high": [0.0, 0.6],
+            "removed_by": ["effect", "role:first_token"],
+        }
+    )
+    table = P.role_pruning_table(pruning, None)
+    # the change 0.5 (0.4 .. 0.6) over the intact 2.0, not the level's (1.5 .. 3.5) minus 2.0
+    assert table[["worse", "worse_low", "worse_high"]].values.tolist()[0] == pytest.approx(
+        [0.25, 0.2, 0.3]
+    )
+    # a run written before the change columns: the level's interval, as then
+    old = P.role_pruning_table(pruning.drop(columns=["change_low", "change_high"]), None)
+    assert old[["worse_low", "worse_high"]].values.tolist()[0] == pytest.approx([-0.25, 0.75])

@@ -161,3 +161,40 @@ def test_effect_curve_leaves_out_role_rows():
     assert (
         removable_fraction(table.drop(columns="removed_by").iloc[:2], "m", 1.5) == 0.5
     )  # older tables
+
+
+class Fixed(Removals):
+    """Removals with given per-sequence sums (one position per sequence) per key."""
+
+    def __init__(self, num: dict):
+        self.metric, self.num = "loss_prose", {k: np.asarray(v, float) for k, v in num.items()}
+        self.den = np.ones(len(next(iter(self.num.values()))))
+
+
+def test_a_steps_change_interval_pairs_the_sequences_the_level_interval_does_not():
+    # sequences spread from 1 to 7 nats, and removing the heads adds exactly 0.5 to every one:
+    # the level's interval holds the spread, the change's is the 0.5 itself
+    removals = Fixed({0: [1.0, 3.0, 5.0, 7.0], "role:x": [1.5, 3.5, 5.5, 7.5]})
+    spans = removals.intervals([0, "role:x"], n_boot=200, seed=0)
+    assert spans["change_low"].tolist() == pytest.approx([0.0, 0.5])
+    assert spans["change_high"].tolist() == pytest.approx([0.0, 0.5])
+    assert spans["ci_high"][1] - spans["ci_low"][1] > 2.0
+    # the draws are the level's: the intact row's spans its own spread
+    assert spans["boot"].shape == (2, 200)
+    assert spans["ci_low"][0] == pytest.approx(np.nanquantile(spans["boot"][0], 0.025))
+
+
+def test_role_rows_carry_the_paired_change_interval():
+    from interp.ablate.pruning import role_rows
+
+    class Measured(Fixed):
+        def measure(self, sets: dict) -> None:  # the role's sums are given
+            assert set(sets) <= set(self.num)
+
+    removals = Measured({0: [1.0, 3.0, 5.0, 7.0], "role:x": [0.5, 3.5, 5.5, 7.5]})
+    rows = role_rows(removals, {"x": [(0, 1)]}, n_heads=4, n_boot=500, seed=1)
+    (row,) = rows.to_dict("records")
+    assert row["value"] == pytest.approx(4.25) and row["removed_by"] == "role:x"
+    # per-sequence changes -0.5, 0.5, 0.5, 0.5: each draw's mean change lies in [-0.5, 0.5]
+    assert -0.5 <= row["change_low"] < 0.25 < row["change_high"] <= 0.5
+    assert row["ci_high"] - row["ci_low"] > 2.0
