@@ -120,7 +120,7 @@ def exact_effects(
         state, stopped_by = sequential_sweep(
             parts, heads, sweep, table, deadline, cfg.precision, begun, after_round, later, decide
         )
-        log, ended = state.log, ended_heads(parts, state.cursors)
+        log, ended = state.log, ended_heads(parts, state.cursors, cfg.n_rounds)
     return precision(table(), stopped_by, cfg.precision, ended), all(reused), log
 
 

@@ -186,16 +186,22 @@ def slices_of(parts: list[EvalCorpus]) -> dict[str, list[int]]:
 
 
 def ended_heads(
-    parts: list[EvalCorpus], cursors: Mapping[str, Mapping[Head, int]]
+    parts: list[EvalCorpus],
+    cursors: Mapping[str, Mapping[Head, int]],
+    n_rounds: int | None = None,
 ) -> dict[tuple[str, Head], str]:
     """(eval set, head) -> why the head can read no further sequence of the eval set, for each
     head that has read all of its slices: ``corpus`` where the eval set ran out before the last
-    round (prose has so many lines; the user's sequences are all in the first), else ``rounds``."""
+    of the ``n_rounds`` rounds asked (default: those ``parts`` holds; prose has so many lines; the
+    user's sequences are all in the first), else ``rounds``. The rounds asked, not the parts:
+    :func:`rounds` drops a round no eval set reaches, so an encoder's prose, its only eval set,
+    would seem to end with the last round where it ran out of lines."""
     slices = slices_of(parts)
+    last = (len(parts) if n_rounds is None else n_rounds) - 1
     out: dict[tuple[str, Head], str] = {}
     for eval_set, heads in cursors.items():
         held = slices.get(eval_set, [])
-        reason = CORPUS if held and held[-1] < len(parts) - 1 else ROUNDS
+        reason = CORPUS if held and held[-1] < last else ROUNDS
         out |= {(eval_set, h): reason for h, read in heads.items() if read >= len(held)}
     return out
 

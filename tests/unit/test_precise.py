@@ -124,6 +124,13 @@ def test_an_eval_set_that_runs_out_says_corpus(llama):
     )
     marked = precision(rows, "budget", ended=ended_heads(parts, cursors))["precision"]
     assert marked.tolist() == ["met", "corpus", "rounds", "budget"]
+    # an eval set that ran out before the rounds asked, with no other set to fill the later
+    # rounds (an encoder's prose: those rounds are dropped), ran out of corpus, not of rounds
+    assert ended_heads(parts, cursors, n_rounds=5) == {
+        ("loss_prose", (0, 0)): "corpus",
+        ("loss_repeated", (0, 0)): "corpus",
+    }
+    assert ended_heads(parts, cursors, n_rounds=3) == ended_heads(parts, cursors)
 
 
 class Stop(KeyboardInterrupt):
