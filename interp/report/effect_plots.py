@@ -369,26 +369,32 @@ def plot_score_vs_effect(
 # --- pruning -----------------------------------------------------------------------------------
 
 
+def pruning_band(steps: pd.DataFrame) -> tuple[pd.Series, pd.Series] | None:
+    """The grey band of one metric's pruning curve, or None where the table has no interval: the
+    intact value plus the paired interval of each step's change (``change_low``..``change_high``),
+    which is what says whether a step crossed a tolerance line; for a run written before those
+    columns, the interval of each step's value (``ci_low``..``ci_high``), which also holds how
+    much the metric varies between sequences."""
+    start = float(steps["value"].iloc[0])
+    for low, high, offset in (("change_low", "change_high", start), ("ci_low", "ci_high", 0.0)):
+        if {low, high} <= set(steps.columns) and steps[[low, high]].notna().any().all():
+            return steps[low] + offset, steps[high] + offset
+    return None
+
+
 def _pruning_panel(
     ax, steps: pd.DataFrame, metric: str, pruning: pd.DataFrame, effects: pd.DataFrame | None
 ) -> None:
     x = steps["fraction_removed"] * 100
-    if {"ci_low", "ci_high"} <= set(steps.columns) and steps[
-        ["ci_low", "ci_high"]
-    ].notna().any().all():
+    start, sign = float(steps["value"].iloc[0]), P.worse_sign(metric, effects)
+    band = pruning_band(steps)
+    if band is not None:
         ax.fill_between(
-            x,
-            steps["ci_low"],
-            steps["ci_high"],
-            color="#999999",
-            alpha=0.3,
-            linewidth=0,
-            label="95% CI",
+            x, band[0], band[1], color="#999999", alpha=0.3, linewidth=0, label="95% CI"
         )
     sns.lineplot(
         x=x, y=steps["value"], errorbar=None, marker="o", markersize=3, color="#333333", ax=ax
     )
-    start, sign = float(steps["value"].iloc[0]), P.worse_sign(metric, effects)
     scale = change_scale(metric, start)  # a metric compared with the intact model: absolute
     for tol, style in zip(P.TOLERANCES, (":", "--")):
         level = start + sign * tol * scale
@@ -444,15 +450,19 @@ def plot_pruning(
 
     The red lines sit 1% (dotted) and 5% (dashed) worse than the intact model (step 0); where
     the curve crosses them is how much of the model can go at that price. "Worse" is up for
-    losses and down for accuracies (orientation read from the effects table's delta). When the
-    pruning table has ``ci_low``/``ci_high`` columns, a grey band shows them.
+    losses and down for accuracies (orientation read from the effects table's delta). A grey band
+    shows each step's interval where the table has one (:func:`pruning_band`).
     Needs pruning: fraction_removed, heads_removed, metric, value.
     """
     if pruning is None or pruning.empty or pruning["value"].notna().sum() == 0:
         return None
+    columns = set(pruning.columns)
     band = (
-        " Grey band: 95% interval of each step's value."
-        if {"ci_low", "ci_high"} <= set(pruning.columns)
+        " Grey band: the intact value plus the 95% interval of each step's change from it, both"
+        " resampled over the same sequences."
+        if {"change_low", "change_high"} <= columns and pruning["change_low"].notna().any()
+        else " Grey band: 95% interval of each step's value."
+        if {"ci_low", "ci_high"} <= columns
         else ""
     )
     return save(

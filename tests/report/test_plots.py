@@ -160,7 +160,9 @@ def test_estimator_audit_pairs_only_heads_measured_both_ways(tmp_path):
 
 def test_pruning_draws_a_ci_band_only_when_the_table_has_one(make_fake_run, tmp_path):
     banded = load_run(make_fake_run(tmp_path, tables=("pruning",))).pruning
-    pruning = banded.drop(columns=["ci_low", "ci_high"])
+    pruning = banded.drop(
+        columns=["ci_low", "ci_high", "change_low", "change_high"], errors="ignore"
+    )
 
     def bands(fig):
         return sum(isinstance(c, PolyCollection) for ax in fig.axes for c in ax.collections)
@@ -168,6 +170,24 @@ def test_pruning_draws_a_ci_band_only_when_the_table_has_one(make_fake_run, tmp_
     assert bands(E._pruning_figure(pruning, None)) == 0
     assert bands(E._pruning_figure(banded, None)) == 2  # one per metric
     assert "Grey band" in E.plot_pruning(banded, tmp_path / "f").caption
+
+
+def test_the_pruning_band_is_the_paired_change_around_the_intact_value():
+    steps = pd.DataFrame(
+        {
+            "value": [2.0, 2.5, 4.0],
+            "ci_low": [1.0, 1.4, 2.9],
+            "ci_high": [3.0, 3.6, 5.1],
+            "change_low": [0.0, 0.4, 1.8],
+            "change_high": [0.0, 0.6, 2.2],
+        }
+    )
+    low, high = E.pruning_band(steps)
+    assert low.tolist() == [2.0, 2.4, 3.8] and high.tolist() == [2.0, 2.6, 4.2]
+    old = steps.assign(change_low=np.nan, change_high=np.nan)  # a run written before them
+    low, high = E.pruning_band(old)
+    assert low.tolist() == [1.0, 1.4, 2.9] and high.tolist() == [3.0, 3.6, 5.1]
+    assert E.pruning_band(steps[["value"]]) is None
 
 
 def test_token_labels_are_plain_visible_text():
