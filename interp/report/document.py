@@ -180,14 +180,31 @@ def _role_pruning_table(by_role: pd.DataFrame) -> C.Table:
 
 def open_ranks_note(rows: list[dict]) -> str:
     """Which heads' intervals overlap across the place of a metric's ``RANK``-th largest effect
-    (summary ``open_ranks``), and what a reader may and may not conclude from their order."""
-    parts = "; ".join(f"{r['metric']} ({r['ablation']}): {', '.join(r['heads'])}" for r in rows)
+    (summary ``open_ranks``: those among the largest, and those beyond, of which the
+    ``NEAREST`` largest are named), and what a reader may and may not conclude from their order."""
+    parts = "; ".join(f"{r['metric']} ({r['ablation']}): {_open_rank_part(r)}" for r in rows)
     return (
         f"Which heads are the {RANK} largest effects is not settled where their intervals overlap "
         f"across the {RANK}th place: {parts}. The rounds read these heads on first after the "
         "effects the precision rule wants; another run, on other sequences, may order them "
         "otherwise. More sequences (--precise, --max-rounds, or your own --eval-corpus) can part them."
     )
+
+
+NEAREST = 3  # heads named beyond a metric's largest whose interval reaches in: a budget-bound run has dozens
+
+
+def _open_rank_part(row: dict) -> str:
+    """One metric's part of :func:`open_ranks_note`: ``A and B of the 5 largest overlap C``,
+    or, past ``NEAREST`` heads beyond them, ``overlap 58 heads beyond them (the nearest: C, D, E)``."""
+    inside, outside = row["inside"], row["outside"]
+    heads = inside[0] if len(inside) == 1 else f"{', '.join(inside[:-1])} and {inside[-1]}"
+    verb = "overlaps" if len(inside) == 1 else "overlap"
+    if len(outside) <= NEAREST:
+        beyond = ", ".join(outside)
+    else:
+        beyond = f"{len(outside)} heads beyond them (the nearest: {', '.join(outside[:NEAREST])})"
+    return f"{heads} of the {RANK} largest {verb} {beyond}"
 
 
 def precision_advice(rows: list[dict]) -> str:

@@ -22,7 +22,7 @@ import pandas as pd
 from interp.ablate.catalogue import ESTIMATORS
 from interp.ablate.config import REL_PRECISION
 from interp.ablate.selection import never_exact
-from interp.ablate.settle import positions_needed, rank_open
+from interp.ablate.settle import RANK, positions_needed, rank_open
 from interp.pipeline.results import RunTables
 from interp.pipeline.stages import STAGES
 from interp.report.pruning_summary import prunable_table, role_pruning_table
@@ -278,18 +278,30 @@ def precision_counts(
 
 
 def open_ranks(effects: pd.DataFrame | None) -> list[dict[str, Any]]:
-    """Per (ablation, metric) whose exact intervals leave open which heads are its few largest
-    effects (interp.ablate.settle.rank_open): those heads, as ``L{layer}H{head}``, largest
-    |effect| first. Metrics whose few largest are apart are left out."""
+    """Per (ablation, metric) whose exact intervals leave open which heads are its ``RANK``
+    largest effects (interp.ablate.settle.rank_open): ``inside``, the heads among those largest
+    whose place is open, and ``outside``, the heads beyond them whose interval reaches in, each
+    as ``L{layer}H{head}``, largest |effect| first. Metrics whose few largest are apart are left
+    out."""
     if effects is None or effects.empty:
         return []
     exact = effects[effects["estimator"] == "exact"]
-    rows = exact[rank_open(exact)]
+    size = exact["delta"].abs()
+    rank = size.groupby([exact["ablation"], exact["metric"]]).rank(ascending=False, method="first")
+    rows = exact[rank_open(exact)].assign(inside=rank <= RANK)
     out = []
     for (kind, metric), part in rows.groupby(["ablation", "metric"], sort=False):
         part = part.loc[part["delta"].abs().sort_values(ascending=False, kind="stable").index]
-        heads = [f"L{int(r.layer)}H{int(r.head)}" for r in part.itertuples()]
-        out.append({"ablation": kind, "metric": metric, "heads": heads})
+        names = [f"L{int(r.layer)}H{int(r.head)}" for r in part.itertuples()]
+        inside = part["inside"].tolist()
+        out.append(
+            {
+                "ablation": kind,
+                "metric": metric,
+                "inside": [n for n, i in zip(names, inside) if i],
+                "outside": [n for n, i in zip(names, inside) if not i],
+            }
+        )
     return out
 
 

@@ -37,13 +37,34 @@ def test_open_ranks_name_the_heads_across_the_fifth_place_largest_first():
         ignore_index=True,
     )
     assert S.open_ranks(effects) == [
-        {"ablation": "mean", "metric": "retrieval_margin", "heads": ["L1H5", "L1H4"]}
+        {"ablation": "mean", "metric": "retrieval_margin", "inside": ["L1H5"], "outside": ["L1H4"]}
     ]
     assert S.open_ranks(None) == [] and S.open_ranks(effects.iloc[:0]) == []
     assert open_ranks_note(S.open_ranks(effects)) == (
         "Which heads are the 5 largest effects is not settled where their intervals overlap "
-        "across the 5th place: retrieval_margin (mean): L1H5, L1H4. The rounds read these heads "
-        "on first after the effects the precision rule wants; another run, on other sequences, "
-        "may order them otherwise. More sequences (--precise, --max-rounds, or your own "
-        "--eval-corpus) can part them."
+        "across the 5th place: retrieval_margin (mean): L1H5 of the 5 largest overlaps L1H4. The "
+        "rounds read these heads on first after the effects the precision rule wants; another "
+        "run, on other sequences, may order them otherwise. More sequences (--precise, "
+        "--max-rounds, or your own --eval-corpus) can part them."
+    )
+
+
+def test_a_budget_bound_metric_names_the_nearest_heads_beyond_its_largest_and_counts_the_rest():
+    # heads 3 and 4 (0.3, 0.2) reach down to 0.19 and 0.09, below head 5's 0.26; heads 5 to 10
+    # (0.15 .. 0.02) all reach up past 0.09
+    deltas = [0.9, 0.8, 0.7, 0.3, 0.2, 0.15, 0.12, 0.1, 0.08, 0.05, 0.02]
+    effects = _effects("kl_prose", deltas, 0.11)
+    effects.loc[:2, ["ci_low", "ci_high"]] = [[0.89, 0.91], [0.79, 0.81], [0.69, 0.71]]
+    rows = S.open_ranks(effects)
+    assert rows == [
+        {
+            "ablation": "mean",
+            "metric": "kl_prose",
+            "inside": ["L1H3", "L1H4"],
+            "outside": ["L1H5", "L1H6", "L1H7", "L1H8", "L1H9", "L1H10"],
+        }
+    ]
+    assert (
+        "kl_prose (mean): L1H3 and L1H4 of the 5 largest overlap 6 heads beyond them (the "
+        "nearest: L1H5, L1H6, L1H7)." in open_ranks_note(rows)
     )
