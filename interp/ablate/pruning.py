@@ -32,6 +32,7 @@ split; rows with ``removed_by`` = ``role:<name>``.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -49,6 +50,16 @@ from interp.ablate.values import edits_for
 Head = tuple[int, int]
 FINE_GRID_MAX_HEADS = 64
 SPANS = ("ci_low", "ci_high", "change_low", "change_high")  # a step's interval columns
+
+
+@dataclass
+class Spans:
+    """The intervals of some removals (:meth:`Removals.intervals`): per ``SPANS`` column, one
+    bound per key; and ``boot``, the bootstrap draws of their values ``[key, draw]``, from which
+    the removable share's own interval is read (:func:`share_interval`)."""
+
+    columns: dict[str, np.ndarray]
+    boot: np.ndarray
 
 
 def pruning_order(effects: pd.DataFrame, heads: list[Head], metric: str, kind: str) -> list[Head]:
@@ -152,21 +163,15 @@ class Removals:
         """The head counts of the own-order curve measured so far (role sets have text keys)."""
         return sorted(k for k in self.num if isinstance(k, int))
 
-    def intervals(self, keys: list, n_boot: int, seed: int) -> dict[str, np.ndarray]:
+    def intervals(self, keys: list, n_boot: int, seed: int) -> Spans:
         """Per key, the 95% percentile bootstrap interval of its value (``ci_low``, ``ci_high``)
         and of its change from the intact model, key 0, under the same draws (``change_low``,
-        ``change_high``); with the draws ``boot`` ``[key, draw]`` themselves."""
+        ``change_high``), with the draws themselves."""
         weights = bootstrap_weights(len(self.den), n_boot, seed)
         boot, intact = self.values(keys, weights), self.values([0], weights)
         low, high = np.nanquantile(boot, [0.025, 0.975], axis=1)
         change_low, change_high = np.nanquantile(boot - intact, [0.025, 0.975], axis=1)
-        return {
-            "ci_low": low,
-            "ci_high": high,
-            "change_low": change_low,
-            "change_high": change_high,
-            "boot": boot,
-        }
+        return Spans(dict(zip(SPANS, (low, high, change_low, change_high))), boot)
 
     def values(self, keys: list, weights: np.ndarray | None = None) -> np.ndarray:
         """``[key]`` metric values, or ``[key, draw]`` under bootstrap ``weights`` ``[seq, draw]``."""
@@ -212,13 +217,13 @@ def metric_curve(
             "last_removed": " ".join(f"L{la}H{he}" for la, he in order[counts[i - 1] : k])
             if i
             else np.nan,
-            **{name: spans[name][i] for name in SPANS},
+            **{name: spans.columns[name][i] for name in SPANS},
             "removed_by": EFFECT_ORDER,
         }
         for i, k in enumerate(counts)
     ]
     shares = {
-        f"{tol:.0%}": share_interval(counts, n, values, spans["boot"], tol, removals.metric)
+        f"{tol:.0%}": share_interval(counts, n, values, spans.boot, tol, removals.metric)
         for tol in TOLERANCES
     }
     return pd.DataFrame(rows), shares
@@ -242,7 +247,7 @@ def role_rows(
                 "metric": removals.metric,
                 "value": values[i],
                 "last_removed": " ".join(f"L{la}H{he}" for la, he in roles[r]),
-                **{name: spans[name][i] for name in SPANS},
+                **{name: spans.columns[name][i] for name in SPANS},
                 "removed_by": keys[i],
             }
             for i, r in enumerate(roles)

@@ -176,12 +176,12 @@ def test_a_steps_change_interval_pairs_the_sequences_the_level_interval_does_not
     # the level's interval holds the spread, the change's is the 0.5 itself
     removals = Fixed({0: [1.0, 3.0, 5.0, 7.0], "role:x": [1.5, 3.5, 5.5, 7.5]})
     spans = removals.intervals([0, "role:x"], n_boot=200, seed=0)
-    assert spans["change_low"].tolist() == pytest.approx([0.0, 0.5])
-    assert spans["change_high"].tolist() == pytest.approx([0.0, 0.5])
-    assert spans["ci_high"][1] - spans["ci_low"][1] > 2.0
+    assert spans.columns["change_low"].tolist() == pytest.approx([0.0, 0.5])
+    assert spans.columns["change_high"].tolist() == pytest.approx([0.0, 0.5])
+    assert spans.columns["ci_high"][1] - spans.columns["ci_low"][1] > 2.0
     # the draws are the level's: the intact row's spans its own spread
-    assert spans["boot"].shape == (2, 200)
-    assert spans["ci_low"][0] == pytest.approx(np.nanquantile(spans["boot"][0], 0.025))
+    assert spans.boot.shape == (2, 200)
+    assert spans.columns["ci_low"][0] == pytest.approx(np.nanquantile(spans.boot[0], 0.025))
 
 
 def test_role_rows_carry_the_paired_change_interval():
