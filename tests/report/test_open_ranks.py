@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from interp.report import summary as S
-from interp.report.document import open_ranks_note
+from interp.report.notes import open_ranks_note
 
 
 def _effects(
