@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from interp.ablate.config import REL_PRECISION
 from interp.ablate.settle import RANK
 from interp.report import content as C
 from interp.report import pruning_summary as P
@@ -52,9 +53,9 @@ def summary_notes(summary: dict[str, Any]) -> list[C.Text]:
 
 
 def precision_note(summary: dict[str, Any]) -> str | None:
-    """How many exact effects per metric the rounds left short of the precision rule, what
-    stopped them and what would give more (:func:`precision_advice`); None where every effect
-    met it."""
+    """How many exact effects per metric the rounds left short of the precision rule (at the
+    relative precision the run asked for, ``precision_asked``), what stopped them and what would
+    give more (:func:`precision_advice`); None where every effect met it."""
     open_ = [
         r
         for r in summary.get("precision") or []
@@ -70,7 +71,8 @@ def precision_note(summary: dict[str, Any]) -> str | None:
     ]
     return (
         "Exact effects that did not reach the precision asked for (the interval decides the head "
-        "against the 1% tolerance and, for a head that matters, is within 10% of its effect; the "
+        "against the 1% tolerance and, for a head that matters, is within "
+        f"{100 * summary.get('precision_asked', REL_PRECISION):g}% of its effect; the "
         "effects table's precision column): " + "; ".join(parts) + ". " + precision_advice(open_)
     )
 

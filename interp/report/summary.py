@@ -376,6 +376,7 @@ def report_summary(run: RunTables) -> dict[str, Any]:
         "never_exact": unmeasured_heads(run.effects, n_layers, n_heads),
         "estimate_misses": estimate_misses(run.effects),
         "precision": precision_counts(run.effects, run_precision(manifest)),
+        "precision_asked": run_precision(manifest),
         "open_ranks": open_ranks(run.effects),
         "measurement_notes": measurement_notes(manifest, run.roles),
         "estimator_reads": estimator_reads(manifest),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from interp.report.notes import precision_advice
+from interp.report.notes import precision_advice, precision_note
 
 
 def test_precision_advice_follows_what_stopped_the_effects():
@@ -26,3 +26,18 @@ def test_precision_advice_follows_what_stopped_the_effects():
         "(loss_repeated) the positions it rests on; where that is more than its eval set holds "
         "(the built-in prose has so many lines), only a larger evaluation set gives it."
     )
+
+
+def test_the_precision_note_states_the_precision_the_run_asked_for():
+    rows = [{"metric": "loss_prose", "ablation": "mean", "met": 4, "budget": 1}]
+    default = precision_note({"precision": rows})
+    assert default is not None and default.startswith(
+        "Exact effects that did not reach the precision asked for (the interval decides the head "
+        "against the 1% tolerance and, for a head that matters, is within 10% of its effect; the "
+        "effects table's precision column): loss_prose (mean): 4 met, 1 stopped by the time "
+        "budget, 0 by the last round. Raise --time-budget"
+    )
+    finer = precision_note({"precision": rows, "precision_asked": 0.025})
+    assert finer is not None and "is within 2.5% of its effect" in finer
+    assert precision_note({"precision": [{"metric": "m", "ablation": "mean", "met": 3}]}) is None
+    assert precision_note({}) is None
