@@ -10,7 +10,7 @@ from interp.ablate.catalogue import CORPUS, ESTIMATORS, KINDS, METRICS, Estimato
 from interp.ablate.tasks import Task
 from interp.collect.config import (  # the same caps as collect's probes
     MAX_GENERATED,
-    MAX_REPEATED_LENGTH,
+    require_repeated_lengths,
 )
 from interp.config import MAX_INT, config, option, require
 from interp.executors.placement import Placement
@@ -211,14 +211,7 @@ class AblateConfig(Placement):
             CORPUS not in (self.metrics or ()) or bool(self.eval_corpus),
             f"without {CORPUS} unless an eval_corpus is given (--eval-corpus FILE)",
         )
-        require(
-            self,
-            "repeated_lengths",
-            bool(self.repeated_lengths)
-            and min(self.repeated_lengths) >= 2
-            and max(self.repeated_lengths) <= MAX_REPEATED_LENGTH,
-            f"lengths from 2 to {MAX_REPEATED_LENGTH}",
-        )
+        require_repeated_lengths(self)
 
     def for_quick(self, keep: tuple[str, ...] = ()) -> AblateConfig:
         """The config under ``interp run --quick``: a small evaluation corpus, fewer bootstrap

@@ -27,6 +27,19 @@ MAX_REPEATED_LENGTH = 100_000  # tokens of a repeated-token half; a model's cont
 MIN_SEQ_LEN = 4
 
 
+def require_repeated_lengths(config: Any) -> None:
+    """Refuse a config whose ``repeated_lengths`` (the halves of its repeated-token sequences,
+    collect's probes and ablate's eval set alike) are empty, or one below 2 or above
+    ``MAX_REPEATED_LENGTH`` tokens."""
+    lengths = config.repeated_lengths
+    require(
+        config,
+        "repeated_lengths",
+        bool(lengths) and min(lengths) >= 2 and max(lengths) <= MAX_REPEATED_LENGTH,
+        f"lengths from 2 to {MAX_REPEATED_LENGTH}",
+    )
+
+
 CPU_TOKENS_PER_BATCH = (
     4096  # collect's batch on a CPU, and where an accelerator's batch starts growing
 )
@@ -79,14 +92,7 @@ class CollectConfig(Placement):
             self.max_seq_len is None or self.max_seq_len >= MIN_SEQ_LEN,
             f"at least {MIN_SEQ_LEN} tokens: shorter probes are too short to measure any feature",
         )
-        require(
-            self,
-            "repeated_lengths",
-            bool(self.repeated_lengths)
-            and min(self.repeated_lengths) >= 2
-            and max(self.repeated_lengths) <= MAX_REPEATED_LENGTH,
-            f"lengths from 2 to {MAX_REPEATED_LENGTH}",
-        )
+        require_repeated_lengths(self)
 
     @property
     def cpu_batch_tokens(self) -> int:
