@@ -23,7 +23,7 @@ from interp.pipeline.results import RunTables, load_run
 from interp.pipeline.rundir import write_text
 from interp.report import effect_plots as E
 from interp.report import explorer as X
-from interp.report import plots
+from interp.report import feature_plots, plots
 from interp.report import summary as S
 from interp.report import syntax_section as Y
 from interp.report.exemplar_plots import exemplars_of, plot_exemplars
@@ -39,12 +39,12 @@ def _shape(run: RunTables) -> tuple[int, int]:
 
 def _features(run: RunTables) -> list[SavedFigure] | None:
     causal = (run.manifest.get("model") or {}).get("causal")
-    return plots.plot_feature_heatmaps(run.features, None, _shape(run), causal)
+    return feature_plots.plot_feature_heatmaps(run.features, None, _shape(run), causal)
 
 
 def _syntax(run: RunTables) -> list[SavedFigure] | None:
     corpora = Y.classifier_corpora(run.tables.get("syntax"), run.manifest.get("stages"))
-    return plots.plot_relation_heatmaps(run.features, None, _shape(run), corpora)
+    return feature_plots.plot_relation_heatmaps(run.features, None, _shape(run), corpora)
 
 
 # figure name (or the prefix of numbered or per-role figures) -> what draws it, in report order

@@ -19,8 +19,8 @@ from interp.classify import clusters as K
 from interp.pipeline.results import RunTables
 from interp.report import content as C
 from interp.report import effect_plots as E
+from interp.report import feature_plots, plots
 from interp.report import formatting as F
-from interp.report import plots
 from interp.report import summary as S
 from interp.report.exemplar_plots import exemplars_of, plot_exemplars
 from interp.report.figures import SavedFigure
@@ -58,7 +58,7 @@ def roles(run: RunTables, figures: Path) -> C.Section | None:
 def features(run: RunTables, figures: Path) -> C.Section | None:
     """Every feature's value per head, as heatmaps (collect)."""
     causal = (run.manifest.get("model") or {}).get("causal")
-    drawn = plots.plot_feature_heatmaps(run.features, figures, _shape(run), causal)
+    drawn = feature_plots.plot_feature_heatmaps(run.features, figures, _shape(run), causal)
     return C.section("features", "Features", *blocks(drawn))
 
 
@@ -67,7 +67,7 @@ def syntax(run: RunTables, figures: Path) -> C.Section | None:
     (collect)."""
     table = run.tables.get("syntax")
     corpora = classifier_corpora(table, run.manifest.get("stages"))
-    maps = plots.plot_relation_heatmaps(run.features, figures, _shape(run), corpora)
+    maps = feature_plots.plot_relation_heatmaps(run.features, figures, _shape(run), corpora)
     return syntax_section(table, run.features, run.manifest.get("stages"), blocks(maps))
 
 

@@ -7,7 +7,7 @@ largest relations first. Then the relation heatmaps: one panel per ``syntactic:<
 feature of the features table (the treebank the classifier reads), only for features with at
 least :data:`MIN_ARCS` arcs, since an accuracy over a handful of arcs is noise painted in full
 colour; a caption counts the ones left out (the maps are drawn by
-:func:`interp.report.plots.plot_relation_heatmaps`). Pure pandas: no torch.
+:func:`interp.report.feature_plots.plot_relation_heatmaps`). Pure pandas: no torch.
 """
 
 from __future__ import annotations

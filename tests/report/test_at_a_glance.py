@@ -74,7 +74,7 @@ def test_an_empty_feature_panel_says_why(make_fake_run, tmp_path):
     from matplotlib import pyplot as plt
 
     from interp.pipeline.results import load_run
-    from interp.report import plots
+    from interp.report import feature_plots
 
     features = load_run(
         make_fake_run(tmp_path, tables=("features",), exemplars=False, clusters=False)
@@ -85,18 +85,20 @@ def test_an_empty_feature_panel_says_why(make_fake_run, tmp_path):
     features = pd.concat(
         [features[features["feature"] != "next_token"], empty, lost], ignore_index=True
     )
-    names = plots.feature_order(features["feature"])
-    assert plots.empty_features(features, names, causal=True) == {
+    names = feature_plots.feature_order(features["feature"])
+    assert feature_plots.empty_features(features, names, causal=True) == {
         "next_token": "no eligible query in a causal model",
         "position:1": "no head measured (NaN attention)",
     }
-    assert plots.empty_features(features, ["next_token"], causal=False) == {
+    assert feature_plots.empty_features(features, ["next_token"], causal=False) == {
         "next_token": "no eligible query in these probes"
     }
 
-    fig = plots._features_figure(features, names, (4, 3), "t")
+    fig = feature_plots._features_figure(features, names, (4, 3), "t")
     bars = len(fig.axes)
-    caption = plots._say_empty(fig, plots.empty_features(features, names, causal=True))
+    caption = feature_plots._say_empty(
+        fig, feature_plots.empty_features(features, names, causal=True)
+    )
     assert caption == (
         " Empty: next_token: no eligible query in a causal model (its queries never see the position "
         "these features read). Empty: position:1: no head measured (NaN attention)."
@@ -110,5 +112,5 @@ def test_an_empty_feature_panel_says_why(make_fake_run, tmp_path):
     )  # a panel with values says nothing
     plt.close(fig)
 
-    saved = plots.plot_feature_heatmaps(features, tmp_path / "figs", (4, 3), causal=True)
+    saved = feature_plots.plot_feature_heatmaps(features, tmp_path / "figs", (4, 3), causal=True)
     assert saved[0].caption.endswith("an empty panel says why in it." + caption)

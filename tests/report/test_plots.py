@@ -15,7 +15,7 @@ from interp.collect.exemplars import Exemplars, Probe
 from interp.pipeline.results import load_run
 from interp.report import effect_plots as E
 from interp.report import exemplar_plots as X
-from interp.report import plots
+from interp.report import feature_plots, plots
 from interp.report.figures import png_bytes, role_code
 from interp.roles import ROLE_NAMES
 
@@ -24,7 +24,7 @@ def test_each_figure_is_skipped_without_its_table(tmp_path):
     assert plots.plot_role_map(None, tmp_path) is None
     assert plots.plot_role_counts(pd.DataFrame(), tmp_path) is None
     assert plots.plot_sink_by_layer(None, tmp_path) is None
-    assert plots.plot_feature_heatmaps(None, tmp_path) is None
+    assert feature_plots.plot_feature_heatmaps(None, tmp_path) is None
     assert E.plot_effect_maps(None, tmp_path) is None
     assert E.plot_effect_vs_role(None, None, tmp_path) is None
     assert E.plot_estimator_audit(None, None, tmp_path) is None
@@ -86,14 +86,14 @@ def test_feature_facets_split_into_figures_of_twelve(make_fake_run, tmp_path):
     many = pd.concat(
         [run.features.assign(feature=lambda f, i=i: f["feature"] + f":{i}") for i in range(3)]
     )
-    saved = plots.plot_feature_heatmaps(many, tmp_path / "figs", (4, 3))
+    saved = feature_plots.plot_feature_heatmaps(many, tmp_path / "figs", (4, 3))
     assert len(saved) == 3 and all(s.png.exists() and s.svg.exists() for s in saved)  # 33 features
 
 
 def test_few_features_on_a_small_grid_are_annotated(make_fake_run, tmp_path):
     run = load_run(make_fake_run(tmp_path, tables=("features",)))
     two = run.features[run.features["feature"].isin(["induction", "previous_token"])]
-    fig = plots._features_figure(two, ["previous_token", "induction"], (4, 3), "t")
+    fig = feature_plots._features_figure(two, ["previous_token", "induction"], (4, 3), "t")
     values = [t.get_text() for ax in fig.axes for t in ax.texts]
     assert len(values) == 2 * 12 and "0.60" in values and "-0.00" not in values
 

@@ -9,8 +9,8 @@ from fakes import XSS
 from interp.pipeline import rundir
 from interp.pipeline.results import load_run
 from interp.report import content as C
+from interp.report.feature_plots import plot_feature_heatmaps
 from interp.report.html import build_document
-from interp.report.plots import plot_feature_heatmaps
 from interp.report.syntax_section import MIN_ARCS, relation_table
 
 
