@@ -11,7 +11,8 @@ pass of their own over those opening rounds.
 In a run directory the estimate is kept beside the exact sweep's state
 (:func:`interp.ablate.round_state.save_estimate`), so that a stopped sweep resumed with the same
 config, model and corpora reuses it, rows and means bit for bit, instead of estimating again
-(about 170 s for SmolLM2-135M's attribution on this project's 2-core CPU).
+(minutes for SmolLM2-135M's attribution over 4,000 positions per metric on a 2-core CPU: the
+estimators section of benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
