@@ -1,4 +1,3 @@
-# Over 400 lines: the explorer's data for all three of its consumers, read alike.
 """The attention explorer: any head's attention, token by token, on the stored probes and on the
 researcher's own prompts, with what the run says about the head.
 
@@ -16,14 +15,14 @@ Three consumers read what this module builds, none of them needs torch:
 - Notebooks: :func:`circuitsvis_export` gives a head's patterns in the shape circuitsvis'
   ``attention_heads`` and ``attention_patterns`` take.
 
-The prompts are stored by :mod:`interp.report.prompt_store`.
+The prompts are stored by :mod:`interp.report.prompt_store`; what the run says about each head
+is gathered by :mod:`interp.report.head_facts`.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
@@ -34,15 +33,12 @@ import pandas as pd
 from interp.errors import ConfigError
 from interp.pipeline.results import RunTables
 from interp.report import summary as S
+from interp.report.head_facts import head_facts, head_name, page_number
 from interp.report.prompt_store import Head, PromptSet
 from interp.roles import NO_ROLE, ROLES, palette
 
 PAGE_CELLS = 6_000_000  # pattern cells one HTML page embeds (one byte each, about 8 MB as base64)
-N_FEATURES = (
-    8  # features shown per head: those furthest above their baseline (with their raw share)
-)
 DEFAULT_BY_EFFECT = 3  # heads `interp show` picks by effect, before one per role
-PARTNERS = 3  # composition partners shown per head: per kind it reads, and heads that read it
 DEFAULT_LIMIT = 10
 
 
@@ -58,10 +54,6 @@ class HasPatterns(Protocol):
 # --- which heads -------------------------------------------------------------------------------
 
 _HEAD = re.compile(r"^\s*(?:L(\d+)H(\d+)|(\d+)\.(\d+))\s*$", re.I)
-
-
-def head_name(layer: int, head: int) -> str:
-    return f"L{layer}H{head}"
 
 
 def parse_heads(text: str, shape: Head) -> list[Head]:
@@ -115,114 +107,6 @@ def default_heads(
     return list(dict.fromkeys(chosen))[:limit]
 
 
-# --- what the run says about a head ------------------------------------------------------------
-
-
-def _num(value: Any, digits: int = 4) -> float | None:
-    """A finite number rounded for the page, None for a missing one (JSON has no NaN)."""
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return round(value, digits) if math.isfinite(value) else None
-
-
-def _text(value: Any) -> str | None:
-    return (
-        None
-        if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
-        else str(value)
-    )
-
-
-def head_facts(run: RunTables) -> dict[str, dict[str, Any]]:
-    """``"layer.head"`` -> role, confidence, second role, stability, sink mass, what was not
-    measured, where it looks (a mixed head's components too), what it writes, what decided its
-    role, its task role, the features furthest above their baseline (feature, raw share: how much
-    of all its attention goes there, value, baseline), its weight evidence (score, value, null 2.5% and 97.5%), its composition
-    partners (:func:`composition_partners`) and the effect per metric (exact where measured)."""
-    facts: dict[str, dict[str, Any]] = {}
-
-    def of(layer: Any, head: Any) -> dict[str, Any]:
-        return facts.setdefault(f"{int(layer)}.{int(head)}", {})
-
-    if run.roles is not None:
-        for r in run.roles.to_dict("records"):
-            of(r["layer"], r["head"]).update(
-                role=_text(r.get("role")),
-                confidence=_num(r.get("confidence")),
-                second=_text(r.get("second_role")),
-                stability=_num(r.get("stability")),
-                sink=_num(r.get("sink_mass")),
-                unmeasured=_text(r.get("unmeasured")),
-                looks=_text(r.get("looks")),
-                components=_text(r.get("components")),
-                writes=_text(r.get("writes")),
-                evidence=_text(r.get("evidence")),
-                task_role=_text(r.get("task_role")),
-                task=_text(r.get("task")),
-                task_key=_text(r.get("task_key")),
-                partner=_text(r.get("task_partner")),
-                output_size=_num(r.get("output_size")),
-            )
-    weights = run.tables.get("weights")
-    if weights is not None and not weights.empty:
-        for (layer, head), rows in weights.groupby(["layer", "head"], sort=False):
-            of(layer, head)["weights"] = [
-                [str(r.score), _num(r.value), _num(r.null_low), _num(r.null_high)]
-                for r in rows.itertuples()
-                if _num(r.value) is not None
-            ]
-    for key, partners in composition_partners(run.tables.get("composition")).items():
-        of(*key)["partners"] = partners
-    if run.features is not None and not run.features.empty:
-        feats = run.features.assign(excess=run.features["value"] - run.features["baseline"])
-        feats = feats.sort_values("excess", ascending=False, kind="stable")
-        for (layer, head), rows in feats.groupby(["layer", "head"], sort=False):
-            of(layer, head)["features"] = [
-                [str(r.feature), _num(getattr(r, "raw", None)), _num(r.value), _num(r.baseline)]
-                for r in rows.head(N_FEATURES).itertuples()
-            ]
-    best = S.best_effects(run.effects)
-    if best is not None:
-        for (layer, head), rows in best.groupby(["layer", "head"], sort=False):
-            of(layer, head)["effects"] = [
-                [str(r.metric), _num(r.delta), _num(r.ci_low), _num(r.ci_high), str(r.estimator)]
-                for r in rows.itertuples()
-            ]
-    return facts
-
-
-def composition_partners(
-    composition: pd.DataFrame | None, top: int = PARTNERS
-) -> dict[Head, list[list[Any]]]:
-    """Per head, the heads it composes with above the random-pair null's 97.5% quantile, strongest
-    first: the earlier heads it reads (``reads``, per kind, ``top`` of them) and the later heads that
-    read it (``read by``, ``top`` in all), each ``[direction, kind, head, value, null_high]``."""
-    if composition is None or composition.empty:
-        return {}
-    strong = composition[composition["value"] > composition["null_high"]]
-    strong = strong.sort_values("value", ascending=False, kind="stable")
-    out: dict[Head, list[list[Any]]] = {}
-    for (layer, head), rows in strong.groupby(["layer", "head"], sort=False):
-        for r in rows.groupby("kind", sort=False).head(top).itertuples():
-            out.setdefault((int(layer), int(head)), []).append(
-                [
-                    "reads",
-                    r.kind,
-                    head_name(r.writer_layer, r.writer_head),
-                    _num(r.value),
-                    _num(r.null_high),
-                ]
-            )
-    for (layer, head), rows in strong.groupby(["writer_layer", "writer_head"], sort=False):
-        for r in rows.head(top).itertuples():
-            out.setdefault((int(layer), int(head)), []).append(
-                ["read by", r.kind, head_name(r.layer, r.head), _num(r.value), _num(r.null_high)]
-            )
-    return out
-
-
 def head_line(run: RunTables, layer: int, head: int) -> str:
     """One line about a head for the text view: role, confidence, effect and its rank."""
     parts = ["no role (the classify stage has not run)"]
@@ -230,12 +114,12 @@ def head_line(run: RunTables, layer: int, head: int) -> str:
     row = roles[(roles["layer"] == layer) & (roles["head"] == head)] if roles is not None else None
     if row is not None and not row.empty:
         parts = [str(row["role"].iloc[0])]
-        if _num(row["confidence"].iloc[0]) is not None:
+        if page_number(row["confidence"].iloc[0]) is not None:
             parts.append(f"confidence {float(row['confidence'].iloc[0]):.2f}")
     ranking, choice = effect_ranking(run), S.choose_effect(run.effects)
     if ranking is not None and choice is not None:
         mine = ranking.index[(ranking["layer"] == layer) & (ranking["head"] == head)]
-        if len(mine) and _num(ranking.loc[mine[0], "delta"]) is not None:
+        if len(mine) and page_number(ranking.loc[mine[0], "delta"]) is not None:
             parts.append(
                 f"effect {float(ranking.loc[mine[0], 'delta']):+.3g} on {choice.metric} "
                 f"(rank {mine[0] + 1} of {len(ranking)} measured)"

@@ -14,6 +14,7 @@ from interp.collect.exemplars import read_exemplars
 from interp.errors import ConfigError
 from interp.pipeline.results import load_run
 from interp.report import explorer as X
+from interp.report import head_facts
 from interp.report import prompt_store as P
 
 PROMPT_TOKENS = ("<s>", "When", " Mary", " and", " John", XSS, " John", " gave", "\n to")
@@ -161,7 +162,7 @@ def test_head_facts_give_the_raw_share_beside_value_and_what_was_not_measured():
             "unmeasured": ["syntactic"],
         }
     )
-    facts = X.head_facts(
+    facts = head_facts.head_facts(
         RunTables(Path("run"), {}, {"features": features, "roles": roles, "effects": None})
     )["0.0"]
     assert facts["features"] == [["induction", 0.09, 0.9, 0.05], ["broad", None, 0.5, 1.0]]
@@ -220,7 +221,7 @@ def test_head_facts_give_what_a_head_writes_and_whom_it_composes_with():
         "weights": weights,
         "composition": comp,
     }
-    facts = X.head_facts(RunTables(Path("run"), {}, tables))
+    facts = head_facts.head_facts(RunTables(Path("run"), {}, tables))
     head = facts["1.0"]
     assert (head["looks"], head["writes"], head["evidence"], head["task_key"]) == (
         "induction",
@@ -250,7 +251,7 @@ def test_page_data_put_prompts_first_and_leave_out_what_does_not_fit(fake_run):
     assert data["sources"][0]["heads"] == ["0.1", "3.2"] and data["sources"][2]["heads"] is None
     assert data["sources"][0]["tokens"][-1] == "\\n to"  # control characters shown as escapes
     assert set(data["heads"]["1.2"]) >= {"role", "confidence", "features", "effects"}
-    assert len(data["heads"]["1.2"]["features"]) == X.N_FEATURES
+    assert len(data["heads"]["1.2"]["features"]) == head_facts.N_FEATURES
     text = X.to_json(data)
     assert (
         "<" not in text and ">" not in text and json.loads(text)["sources"][0]["tokens"][5] == XSS

@@ -11,6 +11,7 @@ from test_explorer import PROMPT_TOKENS, fake_prompts
 
 from interp.pipeline.results import load_run
 from interp.report import explorer as X
+from interp.report import head_facts
 from interp.report import prompt_store as P
 
 pytestmark = pytest.mark.skipif(
@@ -112,7 +113,7 @@ def test_a_click_on_a_head_shows_its_pattern(fake_run, tmp_path):
     )
     assert (
         "primary role syntactic" in other["role"]
-        and other["features"] == X.N_FEATURES
+        and other["features"] == head_facts.N_FEATURES
         and other["effects"] == 3
     )
     assert clicked["role"] != other["role"]
