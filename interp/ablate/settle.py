@@ -28,11 +28,7 @@ def _half_widths(effects: pd.DataFrame, rel: float) -> tuple[pd.Series, pd.Serie
     rule asks it of the row: a head that matters or ranks among the ``TOP`` of its metric)."""
     half = (effects["ci_high"] - effects["ci_low"]) / 2
     allowed = np.maximum(rel * effects["delta"].abs(), ABS_PRECISION)
-    size = effects["delta"].abs()
-    rank = size.groupby([effects["ablation"], effects["metric"]]).rank(
-        ascending=False, method="first"
-    )
-    needs = (effects["vs_tolerance"] == "above") | (rank <= TOP)
+    needs = (effects["vs_tolerance"] == "above") | among_largest(effects, TOP)
     return half, allowed, needs
 
 
@@ -55,6 +51,14 @@ def contending(effects: pd.DataFrame) -> pd.Series:
     return reach >= bar
 
 
+def among_largest(effects: pd.DataFrame, k: int = RANK) -> pd.Series:
+    """Per effects row: is its |delta| among the ``k`` largest of its metric and ablation kind
+    (ties in row order)?"""
+    size = effects["delta"].abs()
+    group = [effects["ablation"], effects["metric"]]
+    return size.groupby(group).rank(ascending=False, method="first") <= k
+
+
 def rank_open(effects: pd.DataFrame, k: int = RANK) -> pd.Series:
     """Per effects row: does its interval leave open whether it ranks among the ``k`` largest
     |effects| of its metric and ablation kind? For one of the ``k`` now, True where the least
@@ -62,9 +66,8 @@ def rank_open(effects: pd.DataFrame, k: int = RANK) -> pd.Series:
     allows; for one outside, where the most its interval allows is above the least allowed to one
     of the ``k``. A metric with at most ``k`` heads has no boundary: False."""
     lo, hi = _size_bounds(effects)
-    size = effects["delta"].abs()
     group = [effects["ablation"], effects["metric"]]
-    inside = size.groupby(group).rank(ascending=False, method="first") <= k
+    inside = among_largest(effects, k)
     # the most an outside head may reach, and the least an inside one may fall to, per group
     outside_reach = hi.where(~inside).groupby(group).transform("max")
     inside_floor = lo.where(inside).groupby(group).transform("min")

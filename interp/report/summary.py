@@ -22,7 +22,7 @@ import pandas as pd
 from interp.ablate.catalogue import ESTIMATORS
 from interp.ablate.config import REL_PRECISION
 from interp.ablate.selection import never_exact
-from interp.ablate.settle import RANK, positions_needed, rank_open
+from interp.ablate.settle import among_largest, positions_needed, rank_open
 from interp.pipeline.results import RunTables
 from interp.pipeline.stages import STAGES
 from interp.report.pruning_summary import prunable_table, role_pruning_table
@@ -286,9 +286,7 @@ def open_ranks(effects: pd.DataFrame | None) -> list[dict[str, Any]]:
     if effects is None or effects.empty:
         return []
     exact = effects[effects["estimator"] == "exact"]
-    size = exact["delta"].abs()
-    rank = size.groupby([exact["ablation"], exact["metric"]]).rank(ascending=False, method="first")
-    rows = exact[rank_open(exact)].assign(inside=rank <= RANK)
+    rows = exact[rank_open(exact)].assign(inside=among_largest(exact))
     out = []
     for (kind, metric), part in rows.groupby(["ablation", "metric"], sort=False):
         part = part.loc[part["delta"].abs().sort_values(ascending=False, kind="stable").index]
