@@ -45,9 +45,9 @@ ABS_PRECISION = 0.01
 # run (one seed) the top 20 met per metric were 1/0/2/0/10 with 2 and 3/0/3/0/12 with 4 (kl_prose,
 # loss_prose, loss_repeated, sv_logit_diff, sv_prob; 0/0/0/0/7 with no such tier)
 REACH = 4.0
-# quick mode: seconds of exact sweep before no further round starts, what its rounds took on
-# SmolLM2 when they were 3. A round that starts before it runs to its end, so the rounds take
-# somewhat longer: benchmarks/run_time.py records how long, and the whole --quick run's time
+# quick mode: seconds of exact sweep, what its rounds took on SmolLM2 when they were 3. A round
+# that would end after them runs the heads that fit (interp.ablate.round_budget), so the rounds
+# end within it but for round 0: benchmarks/run_time.py records the whole --quick run's time
 QUICK_BUDGET = 35.0
 # Scored positions per metric the stage's estimator reads where it chooses the heads that are ablated exactly
 # (--top-k): enough that its ranking is not sampling noise. Attribution's cost grows with the tokens read, and
@@ -64,7 +64,7 @@ QUICK_IG_STEPS = 2  # quick mode's second opinion: integrated gradients over 2 p
 MAX_ROUNDS = (
     1000  # rounds of the sequential sweep: each adds sequences, so this is far beyond any budget
 )
-DEFAULT_BUDGET = 300.0  # seconds of exact sweep before no further round starts
+DEFAULT_BUDGET = 300.0  # seconds of exact sweep: a round that would end after them is trimmed
 # Under a default `interp run` (no --time-budget, not --precise) the exact rounds also leave the
 # run its RUN_TARGET seconds on a slower machine than the one the budget was set on: they stop
 # once what the run has taken before them, and AFTER_SWEEP times that again for the stages after
@@ -164,7 +164,8 @@ class AblateConfig(Placement):
     first, nearest the rule first; 1: one sweep of every chosen head; default: 50 (the time budget ends a default run
     first), 100 with --precise"""
     time_budget: float | None = option(default=None, gt=0, le=1e9)
-    """seconds the exact sweep may spend before no further round starts (round 0 always runs in full); default: 300,
+    """seconds the exact sweep may spend: a round that would end after them runs only the heads that fit, the
+    nearest the precision rule first (round 0 always runs in full); default: 300,
     less where a default interp run would pass 10 minutes, no limit with --precise"""
     precision: float = option(default=REL_PRECISION, gt=0, le=1, allow_inf_nan=False)
     """the precision rule of the exact rounds: a head that matters, or ranks among the 20 largest

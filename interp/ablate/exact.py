@@ -23,6 +23,7 @@ from interp.ablate.corpora import asked_sizes
 from interp.ablate.executor import SweepJob, sweep_with
 from interp.ablate.forward import Ablator
 from interp.ablate.metrics import metric_sizes
+from interp.ablate.round_budget import layer_units
 from interp.ablate.sequential import (
     ROUNDS,
     Rounds,
@@ -118,7 +119,17 @@ def exact_effects(
         begun, after_round = _kept_rounds(run.state_dir, ablator, cfg, heads, corpus, store, reused)
         decide = PRECISE_DECIDE if cfg.precise else None
         state, stopped_by = sequential_sweep(
-            parts, heads, sweep, table, deadline, cfg.precision, begun, after_round, later, decide
+            parts,
+            heads,
+            sweep,
+            table,
+            deadline,
+            cfg.precision,
+            begun,
+            after_round,
+            later,
+            decide,
+            layer_units(ablator.n_layers),
         )
         log, ended = state.log, ended_heads(parts, state.cursors, cfg.n_rounds)
     return precision(table(), stopped_by, cfg.precision, ended), all(reused), log

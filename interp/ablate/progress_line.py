@@ -11,14 +11,18 @@ Head = tuple[int, int]  # (layer, head)
 
 
 NO_SEQUENCES, CAPPED = "no sequences left", "undecided ones stop at the cap"
+SPENT = "time budget spent"
 
 
-def stopped(open_: set[Head], can: list[Head], unread: list[Head]) -> str | None:
+def stopped(
+    open_: set[Head], can: list[Head], unread: list[Head], spent: bool = False
+) -> str | None:
     """What stops an eval set's ``open_`` heads, where none of them reads on (None where one
-    does): no slice left, or, where some have slices left (``unread``) but none may read them
+    does): the time budget (``spent``: no head fits the seconds left) where some could read on,
+    no slice left, or, where some have slices left (``unread``) but none may read them
     (``can``), the decide cap."""
     if open_ & set(can):
-        return None
+        return SPENT if spent else None
     return CAPPED if open_ & set(unread) else NO_SEQUENCES
 
 

@@ -24,7 +24,8 @@ settled effect whose interval overlaps the boundary of the ``RANK`` (5) largest 
 stays open too (:func:`interp.ablate.settle.rank_open`), in the contending tier. Heads that are clearly
 irrelevant stop after one slice; heads near the tolerance or important but imprecise go on,
 up to their eval set's last slice, or until the stage's time budget for the sweep is spent (no
-round starts after it; round 0 always runs in full). Each row's ``n_tokens`` says how many
+round starts after it, and one that would end after it runs only the heads that fit:
+:mod:`interp.ablate.round_budget`; round 0 always runs in full). Each row's ``n_tokens`` says how many
 tokens its effect rests on, and ``precision`` whether it met the rule (``met``) or what stopped
 it first (``rounds``: it read every slice; ``budget``; or ``corpus``: its eval set had no
 further sequence, as the bounded prose lines or the user's own sequences). ``--precise`` runs
@@ -58,6 +59,7 @@ from interp.ablate.batches import EvalCorpus, EvalItem, make_batches
 from interp.ablate.config import REACH, REL_PRECISION
 from interp.ablate.metrics import eval_set_metrics
 from interp.ablate.progress_line import most_read, round_line, stopped
+from interp.ablate.round_budget import RoundCost, head_units, urgency
 from interp.ablate.settle import contending, positions_needed, rank_open, settled
 from interp.ablate.stats import sequence_tokens
 
@@ -217,11 +219,14 @@ def sequential_sweep(
     after_round: Callable[[Rounds], None] | None = None,
     reserve: Sequence[Sequence[Head]] = (),
     decide: int | None = None,
+    units: Callable[[list[Head]], float] = head_units,
 ) -> tuple[Rounds, str]:
     """Run ``sweep(corpus, heads)`` round by round on the heads still open per eval set, each head
     reading its own next slice of the eval set (``parts``, :func:`rounds`; heads at the same slice
     run together), starting no round after ``deadline`` (``time.perf_counter()`` seconds; the
-    first round always runs), with a line on stderr after each round (:func:`~interp.ablate.progress_line.round_line`), after
+    first round always runs) and trimming one that would end after it to the heads that fit, the
+    most urgent first (:class:`~interp.ablate.round_budget.RoundCost`: ``units`` says what a
+    sweep of some heads costs, :func:`~interp.ablate.round_budget.layer_units`), with a line on stderr after each round (:func:`~interp.ablate.progress_line.round_line`), after
     ``after_round`` has been handed where the sweep stands. ``begun``: a stopped sweep's rounds,
     whose sums ``effects`` already reads; the sweep continues with its next round. Returns where
     the sweep ended (its log, per round the number of heads each eval set's sweep ran, is what the
@@ -245,32 +250,53 @@ def sequential_sweep(
     heads = sorted({*heads, *joined})  # a resumed sweep keeps the heads that had joined it
     batches = [b for b in ([h for h in batch if h not in joined] for batch in reserve) if b]
     first = state.next_round
+    cost = RoundCost(units)
+
+    def sweep_timed(part: EvalCorpus, chosen: list[Head]) -> None:
+        cost.timed(part.items[0].eval_set, lambda: sweep(part, chosen), chosen)
+
     if first:
         table = effects()
         can = _readable(heads, slices, state.cursors, table, rel, decide)
         todo, heads = _join(next_heads(table, can, rel, ordered), heads, batches, deadline, slices)
     else:
         todo = {f: list(heads) for f in slices}
-    start = time.perf_counter()
+    start, spent = time.perf_counter(), False
     while any(todo.values()):
-        if state.next_round > first and deadline is not None and time.perf_counter() > deadline:
-            return state, BUDGET
-        state.log.append(_one_round(parts, slices, todo, state.cursors, sweep))
+        began = time.perf_counter()
+        state.log.append(_one_round(parts, slices, todo, state.cursors, sweep_timed))
         state.next_round += 1
         table = effects()
         can = _readable(heads, slices, state.cursors, table, rel, decide)
         todo, heads = _join(next_heads(table, can, rel, ordered), heads, batches, deadline, slices)
         if after_round is not None:
             after_round(state)
+        cost.round_took(time.perf_counter() - began)
+        if deadline is not None and any(todo.values()):
+            todo = _within(cost, todo, state.cursors, urgency(table, todo, rel), deadline)
+            spent = not any(todo.values())
         read = most_read(parts[0].sizes, slices, scored, state.cursors)
         still = {f: open_heads(table, f, rel) & set(heads) for f in read}
         # what the heads could read with no decide cap (the same as ``can`` without one)
         unread = can if decide is None else _readable(heads, slices, state.cursors, table, rel)
-        left = {f: stopped(still[f], can.get(f, []), unread.get(f, [])) for f in still}
+        left = {f: stopped(still[f], can.get(f, []), unread.get(f, []), spent) for f in still}
         seconds = time.perf_counter() - start
         line = round_line(state.next_round - 1, todo, still, left, read, seconds)
         print(line, file=sys.stderr)
-    return state, ROUNDS
+    return state, BUDGET if spent else ROUNDS
+
+
+def _within(
+    cost: RoundCost,
+    todo: dict[str, list[Head]],
+    cursors: dict[str, dict[Head, int]],
+    order: dict[str, dict[Head, float]],
+    deadline: float,
+) -> dict[str, list[Head]]:
+    """The heads of the next round (``todo``) that end by ``deadline`` at the rate the rounds
+    ran so far, the most urgent first (``order``); none once it has passed."""
+    seconds = deadline - time.perf_counter()
+    return cost.fit(todo, cursors, order, seconds) if seconds > 0 else dict.fromkeys(todo, [])
 
 
 def _join(
