@@ -50,8 +50,8 @@ class RoundCost:
     seconds a round spends besides its sweeps (:meth:`round_took`)."""
 
     units: Callable[[list[Head]], float] = head_units
-    seconds: dict[str, float] = field(default_factory=dict)
-    done: dict[str, float] = field(default_factory=dict)  # units swept
+    # eval set -> (seconds, units) of each sweep timed, in order
+    calls: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     overhead: float = 0.0  # the last round's seconds besides its sweeps
     _swept: float = 0.0  # seconds of sweeps in the round under way
 
@@ -61,8 +61,7 @@ class RoundCost:
         sweep()
         took = time.perf_counter() - start
         self._swept += took
-        self.seconds[eval_set] = self.seconds.get(eval_set, 0.0) + took
-        self.done[eval_set] = self.done.get(eval_set, 0.0) + self.units(heads)
+        self.calls.setdefault(eval_set, []).append((took, self.units(heads)))
 
     def round_took(self, seconds: float) -> None:
         """A round ended after ``seconds`` in all: what it spent besides its sweeps is the next
@@ -71,9 +70,14 @@ class RoundCost:
         self._swept = 0.0
 
     def rate(self, eval_set: str) -> float | None:
-        """Seconds per unit on ``eval_set``; None before any of its sweeps was timed."""
-        done = self.done.get(eval_set, 0.0)
-        return self.seconds[eval_set] / done if done > 0 else None
+        """Seconds per unit on ``eval_set``: over all its sweeps, or over those after its first
+        where that is slower (None before any was timed). The first sweep runs every head at
+        once, stacked as deep as a pass holds, and is the cheapest per unit; a later round runs
+        a few heads per layer, and predicting it at the first one's rate made SmolLM2's last
+        round end 12 s after its budget. Too slow a rate costs little: a round that ends early
+        leaves its seconds to the next."""
+        calls = self.calls.get(eval_set, [])
+        return max((_per_unit(part) for part in (calls, calls[1:]) if part), default=None)
 
     def fit(
         self,
@@ -123,6 +127,11 @@ class RoundCost:
                 groups.setdefault(cursors.get(f, {}).get(h, 0), []).append(h)
             total += sum(self.units(group) for group in groups.values()) * rates.get(f, 0.0)
         return total
+
+
+def _per_unit(calls: list[tuple[float, float]]) -> float:
+    units = sum(u for _, u in calls)
+    return sum(seconds for seconds, _ in calls) / units if units > 0 else 0.0
 
 
 def urgency(

@@ -17,7 +17,7 @@ A, B = (0, 0), (0, 1)
 
 def _known(rate: float = 1.0, units=head_units, overhead: float = 0.0) -> RoundCost:
     """A RoundCost that has timed ``rate`` seconds per unit on eval set ``e``."""
-    return RoundCost(units, {"e": 10.0 * rate}, {"e": 10.0}, overhead)
+    return RoundCost(units, {"e": [(10.0 * rate, 10.0)]}, overhead)
 
 
 def test_units_count_the_clean_pass_and_each_head_from_its_layer_on():
@@ -36,9 +36,16 @@ def test_timed_records_seconds_and_units_per_eval_set(monkeypatch):
 
     assert cost.rate("e") is None
     cost.timed("e", sweep, [(2, 0)])  # 4 + 2 units in 6 s
-    assert cost.seconds == {"e": 6.0} and cost.done == {"e": 6.0} and cost.rate("e") == 1.0
+    assert cost.calls == {"e": [(6.0, 6.0)]} and cost.rate("e") == 1.0
     cost.round_took(8.5)  # 2.5 s besides its one sweep
     assert cost.overhead == 2.5
+
+
+def test_the_rate_is_the_slower_of_all_sweeps_and_those_after_the_first():
+    cost = RoundCost(head_units, {"e": [(10.0, 20.0), (3.0, 2.0), (1.0, 2.0)]})
+    assert cost.rate("e") == 1.0  # 4 s over 4 units after the first; 14 s over 24 in all
+    cost = RoundCost(head_units, {"e": [(30.0, 20.0), (1.0, 2.0)]})
+    assert cost.rate("e") == pytest.approx(31.0 / 22.0)
 
 
 def test_a_round_that_fits_runs_whole():
