@@ -36,8 +36,15 @@ def test_two_runs_give_identical_tables(build, tmp_path, one_thread):
 
 def _run(build, out, name: str, threads: int | None, quick: bool = True):
     collect = CollectConfig(threads=threads, n_syntax=100, n_repeated=16, max_sentences=40)
+    # 5 rounds end far within --quick's 35 s on a loaded machine: a time budget that ends the
+    # rounds would make two runs read different slices, whatever their threads
     ablate = AblateConfig(
-        threads=threads, n_prose=2, n_repeated=2, n_syntax=4, estimator_positions=0
+        threads=threads,
+        n_prose=2,
+        n_repeated=2,
+        n_syntax=4,
+        estimator_positions=0,
+        max_rounds=5,
     )
     stages = {"collect": collect, "ablate": ablate}
     options = RunOptions(
